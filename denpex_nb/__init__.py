@@ -1,0 +1,43 @@
+"""denpex_nb: why did my multi-rank PyTorch job fail in its collectives?
+
+>>> import denpex_nb as dx
+>>> incident = dx.load("logs/")          # every log and dump -> pandas frames
+>>> diagnosis = dx.diagnose(incident)    # align ranks, name divergence, culprit, fix
+>>> diagnosis                            # shows itself in Jupyter and in a terminal
+
+Heavy dependencies (torch, Jupyter) are imported lazily: reading logs needs neither.
+"""
+from __future__ import annotations
+
+from .errors import DenpexError, InputError, UsageError
+from .incident import Incident
+
+__version__ = "0.1.0"
+
+__all__ = ["load", "diagnose", "Incident", "Diagnosis", "DenpexError", "InputError", "UsageError", "__version__"]
+
+
+def load(*paths, **options) -> Incident:
+    """Read logs and dumps into an :class:`Incident`. See :func:`denpex_nb.ingest.load`."""
+    from .ingest import load as _load
+
+    return _load(*paths, **options)
+
+
+def diagnose(incident: Incident, **options):
+    """Align ranks and name what went wrong. See :func:`denpex_nb.diagnose.diagnose`."""
+    from .diagnose import diagnose as _diagnose
+
+    return _diagnose(incident, **options)
+
+
+def __getattr__(name):
+    import importlib
+
+    if name == "Diagnosis":
+        from .diagnose.model import Diagnosis
+
+        return Diagnosis
+    if name in {"ingest", "diagnose_", "plot", "widgets", "report", "repro", "fixes", "trace", "catalog"}:
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(name)

@@ -1,0 +1,90 @@
+"""``denpex-nb``: demo, diagnose, report, repro.
+
+Each sub-command's work lives in the module that owns it; this file only parses arguments and
+turns :class:`~denpex_nb.errors.DenpexError` into one line on stderr with exit code 2.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from .errors import DenpexError
+
+#: sub-command -> "module:function"; the function takes the parsed args and returns an exit code
+HANDLERS = {
+    "demo": "denpex_nb.report:cli_demo",
+    "diagnose": "denpex_nb.diagnose.cli:cli_diagnose",
+    "report": "denpex_nb.report:cli_report",
+    "repro list": "denpex_nb.repro.cli:cli_list",
+    "repro run": "denpex_nb.repro.cli:cli_run",
+    "repro record": "denpex_nb.repro.cli:cli_record",
+}
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse exits 2 on usage errors already; keep its one-line message, drop the usage dump."""
+
+    def error(self, message):  # noqa: D401
+        self.exit(2, f"denpex-nb: error: {message} (fix: see 'denpex-nb {self.prog.split(' ', 1)[-1]} --help')\n"
+                  if " " in self.prog else f"denpex-nb: error: {message} (fix: see 'denpex-nb --help')\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="denpex-nb", description="Find out why multi-rank PyTorch jobs fail in their collectives.")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    d = sub.add_parser("demo", help="run the all_gather shape-mismatch reproducer, diagnose it, render a report")
+    d.add_argument("--out", default=None, help="folder for the run and the report (default: a new temp folder)")
+    d.add_argument("--world-size", type=int, default=2)
+
+    g = sub.add_parser("diagnose", help="diagnose logs and dumps")
+    g.add_argument("paths", nargs="+", help="files, folders, globs, or - for standard input")
+    g.add_argument("--json", action="store_true", help="print the diagnosis as JSON")
+    g.add_argument("--format", dest="force_format", default=None, help="force a reader for every input")
+    g.add_argument("--year", type=int, default=None, help="year for year-less log timestamps")
+    g.add_argument("--quiet", action="store_true", help="no progress bar")
+
+    r = sub.add_parser("report", help="render an incident report (HTML) from logs and dumps")
+    r.add_argument("paths", nargs="+")
+    r.add_argument("-o", "--output", default="report.html")
+    r.add_argument("--title", default=None)
+    r.add_argument("--redact", action="store_true", help="mask hostnames, IPs, home paths and tokens")
+    r.add_argument("--ipynb", default=None, metavar="PATH", help="also keep the executed notebook here")
+
+    rp = sub.add_parser("repro", help="run the reproducer zoo")
+    rsub = rp.add_subparsers(dest="repro_command", required=True, parser_class=_Parser)
+    rsub.add_parser("list", help="list scenarios")
+    rr = rsub.add_parser("run", help="run one scenario as N real processes")
+    rr.add_argument("scenario")
+    rr.add_argument("--fixed", action="store_true", help="run the fixed variant")
+    rr.add_argument("--world-size", type=int, default=2)
+    rr.add_argument("--backend", choices=("gloo", "nccl"), default="gloo")
+    rr.add_argument("--debug", choices=("off", "info", "detail"), default="off")
+    rr.add_argument("--flight-recorder", action="store_true", help="dump Flight Recorder buffers per rank")
+    rr.add_argument("--trace", action="store_true", help="enable the denpex_nb.trace collective tracer")
+    rr.add_argument("--timeout", type=float, default=5.0, help="collective timeout in seconds")
+    rr.add_argument("--out", default=None, help="output folder (default: runs/<scenario>-<variant>-<stamp>)")
+    rc = rsub.add_parser("record", help="regenerate the recorded runs under data/recorded")
+    rc.add_argument("--out", default="data/recorded")
+    rc.add_argument("--backend", choices=("gloo", "nccl"), default="gloo")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    key = args.command if args.command != "repro" else f"repro {args.repro_command}"
+    module, func = HANDLERS[key].split(":")
+    try:
+        handler = getattr(importlib.import_module(module), func)
+        return int(handler(args) or 0)
+    except DenpexError as e:
+        print(f"denpex-nb: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("denpex-nb: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
