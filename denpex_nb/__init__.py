@@ -11,6 +11,10 @@ from __future__ import annotations
 
 from .errors import DenpexError, InputError, UsageError
 from .incident import Incident
+# Imported eagerly: the sub-package denpex_nb.diagnose would otherwise shadow the function
+# ``diagnose`` as an attribute of this package after its first import.
+from .diagnose import diagnose
+from .diagnose.model import Diagnosis
 
 __version__ = "0.1.0"
 
@@ -24,20 +28,9 @@ def load(*paths, **options) -> Incident:
     return _load(*paths, **options)
 
 
-def diagnose(incident: Incident, **options):
-    """Align ranks and name what went wrong. See :func:`denpex_nb.diagnose.diagnose`."""
-    from .diagnose import diagnose as _diagnose
-
-    return _diagnose(incident, **options)
-
-
 def __getattr__(name):
     import importlib
 
-    if name == "Diagnosis":
-        from .diagnose.model import Diagnosis
-
-        return Diagnosis
-    if name in {"ingest", "diagnose_", "plot", "widgets", "report", "repro", "fixes", "trace", "catalog"}:
+    if name in {"ingest", "plot", "widgets", "report", "repro", "fixes", "trace", "catalog"}:
         return importlib.import_module(f".{name}", __name__)
     raise AttributeError(name)
