@@ -1,0 +1,141 @@
+"""Ingest: every multi-rank log and Flight Recorder dump into one :class:`~denpex_nb.incident.Incident`.
+
+:func:`load` is the one door. It expands paths (:mod:`.sources`), parses each file with the pure
+function :func:`.parse.parse_file` (serially, in a process pool or on Dask: :mod:`.parallel`), where
+text goes through the fast candidate scan (:mod:`.scan`) and structured files through their
+FileReader (:mod:`.flight_recorder`, :mod:`.trace`), then assembles, de-duplicates and summarises
+the frames (:mod:`.assemble`).
+"""
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+from typing import BinaryIO
+
+from ..errors import InputError, UnsafePickleError, UsageError
+from ..incident import Incident, coerce
+from .assemble import build_incident, concat
+from .parse import FileResult, format_names, parse_file
+from .parallel import run_all
+from .sources import FileSpec, Problem, expand
+
+__all__ = ["load", "parse_file", "FileSpec", "FileResult", "DEFAULT_UNPARSED_TEXT_BUDGET"]
+
+#: characters of unparsed text kept per load; past it, unparsed runs collapse to counts
+DEFAULT_UNPARSED_TEXT_BUDGET = 32 << 20
+#: inputs smaller than this never show a progress bar
+PROGRESS_MIN_BYTES = 4 << 20
+_MIN_BUDGET_PER_FILE = 256 << 10
+
+
+def load(*paths, format: str | None = None, year: int | None = None, progress: bool | None = None,
+         jobs: int | str | None = None, unparsed_text_budget: int = DEFAULT_UNPARSED_TEXT_BUDGET,
+         stdin: BinaryIO | None = None, dedup: bool = True, **options) -> Incident:
+    """Read logs and dumps into an :class:`Incident`.
+
+    ``paths``: files, folders (walked recursively), globs, ``-`` (standard input), ``.gz``,
+    ``.bz2``, ``.xz``, ``.zst`` and ``.zip`` files, torchrun ``--log-dir`` trees. Lists of paths
+    are accepted too. The format is detected per file; ``format=`` forces one reader (a reader
+    name such as ``"fr_pickle"``, ``"trace"``, ``"c10d"``, or ``"text"`` for all text readers).
+
+    ``year`` sets the year of year-less log timestamps (default: each file's modification year).
+    ``progress``: None shows a bar for inputs over 4 MB on a terminal or in Jupyter; True/False
+    force it. ``jobs``: parallel processes (None: automatic; ``"dask"``: Dask).
+    ``unparsed_text_budget``: characters of unrecognised lines kept as text (shared by the files;
+    past it, runs of unparsed lines are kept as counts only). ``dedup=False`` keeps observations
+    that several files of one run repeat.
+
+    Raises :class:`~denpex_nb.errors.InputError` when nothing at all can be loaded; when some
+    inputs load, the others become ``load_error`` rows in ``errors`` and a warning.
+    """
+    flat = []
+    for p in paths:
+        if isinstance(p, (list, tuple)):
+            flat.extend(p)
+        else:
+            flat.append(p)
+    if not flat:
+        raise UsageError("no input given", fix="pass log files, folders, globs or '-'")
+    if format is not None and format not in format_names():
+        raise UsageError(f"unknown format {format!r}", fix=f"use one of {', '.join(format_names())}")
+    specs, problems = expand(flat, year=year, stdin=stdin)
+    per_file = max(_MIN_BUDGET_PER_FILE, int(unparsed_text_budget) // max(1, len(specs))) if unparsed_text_budget > 0 else 0
+    opts = dict(options, format=format, year=year, unparsed_text_budget_per_file=per_file)
+
+    bar = _progress_bar(progress, specs)
+    try:
+        results = run_all(specs, opts, jobs, on_bytes=bar.update if bar is not None else None)
+    finally:
+        if bar is not None:
+            bar.close()
+
+    notes: list[str] = []
+    kept: list[FileResult] = []
+    failures: list[tuple[str, str, bool]] = [(p.path, p.one_line(), False) for p in problems]
+    for spec, r in zip(specs, results):
+        if r.fatal and r.format == "binary" and not spec.explicit:
+            notes.append(f"skipped {spec.display}: binary file")
+            continue
+        kept.append(r)
+        if r.fatal:
+            failures.append((spec.display, f"{spec.display}: {r.error}", r.unsafe))
+        elif r.error:
+            notes.append(f"{spec.display}: {r.error}")
+        notes.extend(f"{spec.display}: {w}" for w in r.warnings)
+
+    if not any(not r.fatal for r in kept):
+        _raise_nothing_loaded(failures, flat)
+
+    extra = [_problem_result(p) for p in problems]
+    incident = build_incident(kept + extra, notes=notes, dedup_rows=dedup)
+    for _, line, _unsafe in failures:
+        warnings.warn(f"denpex_nb.load: {line}", RuntimeWarning, stacklevel=2)
+    return incident
+
+
+def _raise_nothing_loaded(failures, flat) -> None:
+    if not failures:
+        raise InputError("no log files found", where=", ".join(map(str, flat)),
+                         fix="pass the files or folders that hold the logs")
+    path, line, unsafe = failures[0]
+    more = f" (and {len(failures) - 1} more problem(s))" if len(failures) > 1 else ""
+    cls = UnsafePickleError if unsafe else InputError
+    raise cls(line + more)
+
+
+def _problem_result(p: Problem) -> FileResult:
+    from .parse import _failed
+
+    spec = FileSpec(display=p.path)
+    r = _failed(spec, p.problem + (f" (fix: {p.fix})" if p.fix else ""), fmt="missing")
+    return r
+
+
+def _interactive() -> bool:
+    if "ipykernel" in sys.modules:
+        try:
+            from IPython import get_ipython
+
+            if get_ipython() is not None:
+                return True
+        except Exception:
+            pass
+    try:
+        return sys.stderr.isatty()
+    except Exception:
+        return False
+
+
+def _progress_bar(progress: bool | None, specs: list[FileSpec]):
+    if progress is False:
+        return None
+    total = sum(s.size for s in specs)
+    if progress is None and (total < PROGRESS_MIN_BYTES or not _interactive()):
+        return None
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:
+        return None
+    return tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1024, desc="denpex_nb.load",
+                leave=False, disable=False)

@@ -1,0 +1,184 @@
+"""Put the per-file results together into one :class:`~denpex_nb.incident.Incident`.
+
+Three jobs, each a vectorised pass over the concatenated frames:
+
+* **de-duplicate** what one run reports twice (``combined.log`` and ``attempt_0/<R>/*.log`` hold
+  the same lines): rows with the same key seen in several files of the same run keep only the
+  rows of the first such file;
+* **attribute** NCCL_DEBUG_FILE output (``nccl.<host>.<pid>.log``) to ranks through pids named
+  elsewhere (Init lines, agent ``local_rank: L (pid: P)``, ChildFailedError ``(pid: P)``);
+* **summarise** ``ranks`` (one row per rank seen) and ``progress``.
+"""
+from __future__ import annotations
+
+from typing import Iterable
+
+import pandas as pd
+
+from ..incident import SCHEMAS, Incident, coerce, empty_frame
+
+#: columns that identify "the same observation" when two files of one run report it
+EVENT_KEY = ("rank", "pg", "seq_kind", "seq", "op", "state", "source")
+ERROR_KEY = ("rank", "kind", "message")
+PROGRESS_KEY = ("rank", "pg", "seq_kind", "last_enqueued", "last_started", "last_completed")
+
+#: which progress counter feeds ranks.last_seq_* when several exist (most direct first)
+_PROGRESS_PREFERENCE = ("work", "trace", "fr", "detail", "desync", "nccl_opcount", "nccl_position")
+
+
+def concat(name: str, frames: Iterable[pd.DataFrame]) -> pd.DataFrame:
+    """Concatenate frames of one kind; categoricals with different categories stay categorical."""
+    parts = [f for f in frames if f is not None and len(f)]
+    if not parts:
+        return empty_frame(name)
+    if len(parts) == 1:
+        return coerce(name, parts[0])
+    cat_cols = {c for p in parts for c in p.columns if isinstance(p[c].dtype, pd.CategoricalDtype)}
+    if cat_cols:
+        from pandas.api.types import union_categoricals
+
+        cols = {}
+        for c in cat_cols:
+            series = [p[c] if c in p.columns else pd.Series([None] * len(p), dtype="category") for p in parts]
+            series = [s if isinstance(s.dtype, pd.CategoricalDtype) else s.astype("object").astype("category")
+                      for s in series]
+            cols[c] = pd.Series(union_categoricals(series, ignore_order=True))
+        parts = [p.drop(columns=[c for c in cat_cols if c in p.columns]) for p in parts]
+        df = pd.concat(parts, ignore_index=True)
+        for c, s in cols.items():
+            df[c] = s.values
+    else:
+        df = pd.concat(parts, ignore_index=True)
+    return coerce(name, df)
+
+
+def _group_key(df: pd.DataFrame, cols: tuple[str, ...]) -> pd.Series:
+    """A hashable per-row key (NA-safe) over ``cols`` plus the run root."""
+    use = [c for c in cols if c in df.columns]
+    return pd.util.hash_pandas_object(df[use + ["_run"]].astype("object").astype("string").fillna("\x00"),
+                                      index=False)
+
+
+def dedup(df: pd.DataFrame, cols: tuple[str, ...], run_of_file: dict[str, str]) -> pd.DataFrame:
+    """Drop rows whose key also appears in an earlier file of the same run (keep the first file's)."""
+    if df.empty or df["file"].nunique(dropna=True) < 2:
+        return df
+    work = df.copy()
+    files = work["file"].astype("object")
+    work["_run"] = files.map(run_of_file).fillna(files)
+    key = _group_key(work, cols)
+    file_order = {f: i for i, f in enumerate(run_of_file)}
+    order = files.map(file_order).fillna(len(file_order)).astype("int64")
+    first = order.groupby(key.values).transform("min")
+    keep = (order.values == first.values)
+    return df[keep].reset_index(drop=True)
+
+
+def attribute_pids(frames: dict[str, pd.DataFrame], pid_files: dict[str, int]) -> None:
+    """Give NCCL_DEBUG_FILE rows (no rank yet) the rank whose pid the other files name."""
+    if not pid_files:
+        return
+    ranks = frames["ranks"]
+    known = ranks.dropna(subset=["rank", "pid"]) if len(ranks) else ranks
+    pid_to_rank = {int(p): int(r) for r, p in zip(known["rank"], known["pid"])} if len(known) else {}
+    for name in ("events", "errors", "progress"):
+        df = frames[name]
+        if df.empty:
+            continue
+        for file, pid in pid_files.items():
+            rank = pid_to_rank.get(pid)
+            if rank is None:
+                continue
+            mask = (df["file"].astype("object") == file) & df["rank"].isna()
+            if mask.any():
+                df.loc[mask, "rank"] = rank
+
+
+def summarise_ranks(frames: dict[str, pd.DataFrame], rank_info: dict[int, dict]) -> pd.DataFrame:
+    """One row per rank seen anywhere, merging what every source said about it."""
+    parts = []
+    reported = frames["ranks"]
+    if len(reported):
+        parts.append(reported)
+    if rank_info:
+        parts.append(coerce("ranks", [{"rank": r, **info} for r, info in rank_info.items()]))
+    seen: set[int] = set()
+    for name in ("events", "errors", "progress", "ranks"):
+        seen.update(int(r) for r in frames[name]["rank"].dropna().unique())
+    seen.update(rank_info)
+    base = coerce("ranks", [{"rank": r} for r in sorted(seen)])
+    allrows = concat("ranks", parts + [base])
+    if allrows.empty:
+        return empty_frame("ranks")
+    allrows = allrows.dropna(subset=["rank"])
+    cols = [c for c in SCHEMAS["ranks"] if c != "rank"]
+    obj = allrows.astype({c: "object" for c in cols if isinstance(allrows[c].dtype, pd.CategoricalDtype)})
+    merged = obj.groupby("rank", sort=True)[cols].first().reset_index()
+
+    errors = frames["errors"]
+    if len(errors):
+        real = errors[~errors["kind"].astype("object").isin(["warning", "load_error"])].dropna(subset=["rank"])
+        if len(real):
+            first_t = real.groupby("rank")["t_wall"].min()
+            merged["first_error_t"] = merged["first_error_t"].where(
+                merged["first_error_t"].notna(), merged["rank"].map(first_t))
+            codes = real.dropna(subset=["exit_code"]).groupby("rank")["exit_code"].first()
+            merged["exit_code"] = merged["exit_code"].where(merged["exit_code"].notna(), merged["rank"].map(codes))
+            sigs = real.dropna(subset=["signal"]).astype({"signal": "object"}).groupby("rank")["signal"].first()
+            merged["signal"] = merged["signal"].where(merged["signal"].notna(), merged["rank"].map(sigs))
+
+    prog = frames["progress"]
+    if len(prog):
+        dp = _default_pg_progress(prog)
+        if len(dp):
+            enq = dp.groupby("rank")["last_enqueued"].max()
+            comp = dp.groupby("rank")["last_completed"].max()
+            merged["last_seq_enqueued"] = merged["last_seq_enqueued"].where(
+                merged["last_seq_enqueued"].notna(), merged["rank"].map(enq))
+            merged["last_seq_completed"] = merged["last_seq_completed"].where(
+                merged["last_seq_completed"].notna(), merged["rank"].map(comp))
+    return coerce("ranks", merged)
+
+
+def _default_pg_progress(prog: pd.DataFrame) -> pd.DataFrame:
+    """Progress rows of the default process group, of the most direct counter kind available."""
+    pg = prog["pg"].astype("object")
+    default = prog[pg.isin(["0", "default_pg"]) | pg.isna()]
+    if default.empty:
+        return default
+    kinds = set(default["seq_kind"].astype("object").dropna())
+    for kind in _PROGRESS_PREFERENCE:
+        if kind in kinds:
+            return default[default["seq_kind"].astype("object") == kind]
+    return default
+
+
+def summarise_progress(prog: pd.DataFrame) -> pd.DataFrame:
+    """Keep the furthest point per (rank, pg, seq_kind, file); sources stay visible."""
+    if prog.empty:
+        return prog
+    return prog.reset_index(drop=True)
+
+
+def build_incident(results, *, notes: list[str] | None = None, dedup_rows: bool = True) -> Incident:
+    """Assemble :class:`FileResult` objects (in input order) into an Incident."""
+    results = list(results)
+    run_of_file = {r.file: r.run_root for r in results}
+    frames = {name: concat(name, (r.frames.get(name) for r in results))
+              for name in ("events", "errors", "ranks", "progress", "unparsed")}
+    rank_info: dict[int, dict] = {}
+    for r in results:
+        for rank, info in r.rank_info.items():
+            slot = rank_info.setdefault(rank, {})
+            for k, v in info.items():
+                slot.setdefault(k, v)
+    attribute_pids(frames, {r.file: r.pid_hint for r in results if r.pid_hint is not None})
+    if dedup_rows:
+        frames["events"] = dedup(frames["events"], EVENT_KEY, run_of_file)
+        frames["errors"] = dedup(frames["errors"], ERROR_KEY, run_of_file)
+        frames["progress"] = dedup(frames["progress"], PROGRESS_KEY, run_of_file)
+    frames["ranks"] = summarise_ranks(frames, rank_info)
+    sources = coerce("sources", [r.source for r in results]) if results else empty_frame("sources")
+    return Incident(events=frames["events"], errors=frames["errors"], ranks=frames["ranks"],
+                    progress=summarise_progress(frames["progress"]), unparsed=frames["unparsed"],
+                    sources=sources, notes=list(notes or []))

@@ -1,0 +1,84 @@
+"""Run :func:`~denpex_nb.ingest.parse.parse_file` over many files: serially, in a process pool, or on Dask.
+
+Small inputs parse serially (a pool costs more to start than it saves). Large multi-file inputs
+use a process pool of ``min(files, cpus)`` workers, biggest files first so the pool stays busy.
+``jobs="dask"`` submits the same pure function to the current Dask client (or Dask's default
+scheduler), for when one machine is not enough.
+"""
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from typing import Callable
+
+from ..errors import UsageError, require
+from .parse import FileResult, parse_file
+from .sources import FileSpec
+
+#: below this much input, parallel start-up costs more than it saves
+PARALLEL_MIN_BYTES = 64 << 20
+
+
+def choose_jobs(specs: list[FileSpec], jobs) -> int | str:
+    if jobs == "dask":
+        return "dask"
+    if isinstance(jobs, str):
+        raise UsageError(f"jobs={jobs!r} is not understood", fix="use an int, None or 'dask'")
+    if jobs is not None:
+        if int(jobs) < 1:
+            raise UsageError(f"jobs={jobs} must be at least 1")
+        return max(1, min(int(jobs), len(specs) or 1))
+    total = sum(s.size for s in specs)
+    if len(specs) < 2 or total < PARALLEL_MIN_BYTES:
+        return 1
+    return max(1, min(len(specs), os.cpu_count() or 1))
+
+
+def _context():
+    methods = mp.get_all_start_methods()
+    # fork is cheap (no re-import of pandas); fall back to the platform default elsewhere
+    return mp.get_context("fork") if "fork" in methods else mp.get_context()
+
+
+def run_all(specs: list[FileSpec], options: dict, jobs, on_bytes: Callable[[int], None] | None = None,
+            on_file: Callable[[FileSpec], None] | None = None) -> list[FileResult]:
+    """Parse every spec; results come back in input order."""
+    n = choose_jobs(specs, jobs)
+    if n == "dask":
+        return _run_dask(specs, options, on_file)
+    if n == 1:
+        results = []
+        for spec in specs:
+            results.append(parse_file(spec, options, on_bytes=on_bytes))
+            if on_file:
+                on_file(spec)
+        return results
+    order = sorted(range(len(specs)), key=lambda i: -specs[i].size)
+    results: list[FileResult | None] = [None] * len(specs)
+    with ProcessPoolExecutor(max_workers=n, mp_context=_context()) as pool:
+        futures = {pool.submit(parse_file, specs[i], options): i for i in order}
+        try:
+            for fut in as_completed(futures):
+                i = futures[fut]
+                results[i] = fut.result()
+                if on_bytes:
+                    on_bytes(specs[i].size)
+                if on_file:
+                    on_file(specs[i])
+        except BaseException:
+            for f in futures:
+                f.cancel()
+            raise
+    return results  # type: ignore[return-value]
+
+
+def _run_dask(specs: list[FileSpec], options: dict, on_file) -> list[FileResult]:
+    dask = require("dask", "dask")
+    delayed = dask.delayed(parse_file)
+    tasks = [delayed(s, options) for s in specs]
+    results = list(dask.compute(*tasks))
+    if on_file:
+        for s in specs:
+            on_file(s)
+    return results

@@ -1,0 +1,270 @@
+"""Parse one input file into frames: the pure, picklable unit of work behind :func:`load`.
+
+``parse_file(spec, options) -> FileResult`` opens the stream, picks a format (a FileReader whose
+``sniff`` accepts the head, a forced format, or text), runs the readers and returns frames plus
+the file's line accounting. It touches no global state, so it runs the same in this process, in a
+process pool or on a Dask worker.
+"""
+from __future__ import annotations
+
+import bz2  # noqa: F401  (exceptions below)
+import importlib
+import lzma
+import warnings
+import zlib
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import pandas as pd
+
+from ..errors import DenpexError, MissingDependencyError, UnsafePickleError
+from ..incident import coerce, empty_frame
+from . import base
+from .assemble import concat
+from .base import FileContext, FileReader, Output, TextReader
+from .scan import NeedleMatcher, UnparsedSink, scan_text
+from .sources import FileSpec, open_stream, read_fully
+
+HEAD_BYTES = 64 << 10
+_BUILTIN = ("c10d", "nccl", "python", "frtrace_text", "flight_recorder", "trace")
+_missing_warned: set[str] = set()
+
+#: errors raised by a truncated or corrupt (compressed) stream
+_READ_ERRORS = (OSError, EOFError, zlib.error, lzma.LZMAError, ValueError)
+
+
+@dataclass
+class FileResult:
+    """What one file yielded. ``frames`` follow :data:`denpex_nb.incident.SCHEMAS`."""
+
+    file: str
+    format: str
+    frames: dict[str, pd.DataFrame]
+    source: dict[str, Any]
+    rank_info: dict[int, dict] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    error: str | None = None          # a load problem (the file may still have yielded rows)
+    fatal: bool = False               # nothing usable came out of this file
+    unsafe: bool = False              # a pickle that tried to call something
+    pid_hint: int | None = None
+    run_root: str = ""
+
+
+def _import_builtin() -> None:
+    try:
+        base._ensure_builtin()
+        return
+    except ImportError:
+        pass
+    for name in _BUILTIN:   # some reader modules may not exist yet: load those that do
+        try:
+            importlib.import_module(f"denpex_nb.ingest.{name}")
+        except ImportError as e:
+            if name not in _missing_warned:
+                _missing_warned.add(name)
+                warnings.warn(f"reader module denpex_nb.ingest.{name} unavailable: {e}", RuntimeWarning, stacklevel=3)
+
+
+def all_text_readers() -> list[TextReader]:
+    _import_builtin()
+    return list(base._TEXT_READERS.values())
+
+
+def all_file_readers() -> list[FileReader]:
+    _import_builtin()
+    return list(base._FILE_READERS.values())
+
+
+def format_names() -> list[str]:
+    return ["text"] + [r.name for r in all_text_readers()] + [r.name for r in all_file_readers()]
+
+
+_TEXTLIKE = bytes(range(32, 127)) + b"\t\n\r\x1b\x0c\x08"
+
+
+def looks_binary(head: bytes) -> bool:
+    """NUL bytes plus a high share of control bytes in the first 8 KB: not a text log."""
+    sample = head[:8192]
+    if not sample or b"\x00" not in sample:
+        return False
+    ctrl = len(sample.translate(None, _TEXTLIKE + bytes(range(128, 256))))
+    return ctrl > 0.05 * len(sample)
+
+
+def _readers_for(options: dict) -> tuple[FileReader | None, list[TextReader] | None]:
+    """(forced file reader, text readers) for a forced ``format``; (None, None) when not forced."""
+    forced = options.get("format")
+    if not forced:
+        return None, None
+    for r in all_file_readers():
+        if r.name == forced:
+            return r, []
+    texts = all_text_readers()
+    if forced == "text":
+        return None, texts
+    return None, [r for r in texts if r.name == forced]
+
+
+def _frames_from(out: Output, ctx: FileContext, sink: UnparsedSink | None, file: str) -> dict[str, pd.DataFrame]:
+    frames: dict[str, pd.DataFrame] = {}
+    for name in ("events", "errors", "ranks", "progress"):
+        rows = getattr(out, name)
+        parts = [coerce(name, rows)] if rows else []
+        parts += [coerce(name, f) for f in out.frames.get(name, []) if len(f)]
+        if not parts:
+            frames[name] = empty_frame(name)
+            continue
+        df = concat(name, parts)
+        if "file" in df.columns and name != "ranks":
+            if df["file"].isna().any():
+                df["file"] = df["file"].astype("object").where(df["file"].notna(), file).astype("category")
+        if ctx.rank_hint is not None and df["rank"].isna().any():
+            df["rank"] = df["rank"].fillna(ctx.rank_hint)
+        frames[name] = df
+    if sink is not None and sink.line:
+        frames["unparsed"] = coerce("unparsed", sink.columns(file))
+    else:
+        frames["unparsed"] = empty_frame("unparsed")
+    return frames
+
+
+def _load_error_row(spec: FileSpec, message: str) -> dict:
+    return {"rank": spec.rank_hint, "kind": "load_error", "message": f"{spec.display}: {message}",
+            "source": "load", "file": spec.display}
+
+
+def parse_file(spec: FileSpec, options: dict | None = None, on_bytes: Callable[[int], None] | None = None) -> FileResult:
+    """Parse one file. Never raises for bad content: problems go to ``FileResult.error``."""
+    options = dict(options or {})
+    ctx = FileContext(file=spec.display, rank_hint=spec.rank_hint, local_rank_hint=spec.local_rank_hint,
+                      year=options.get("year") or spec.year, options=options)
+    out = Output()
+    budget = int(options.get("unparsed_text_budget_per_file", 1 << 20))
+    sink = UnparsedSink(budget)
+    fmt = "text"
+    n_lines = 0
+    error: str | None = None
+    fatal = False
+    unsafe = False
+    rank_info: dict = {}
+    notes: list[str] = []
+    bytes_read = 0
+    try:
+        stream = open_stream(spec)
+    except MissingDependencyError as e:
+        return _failed(spec, str(e.problem))
+    except (OSError, ValueError) as e:
+        return _failed(spec, _os_message(e))
+    try:
+        with stream:
+            try:
+                head = read_fully(stream, HEAD_BYTES)
+            except _READ_ERRORS as e:
+                return _failed(spec, f"cannot read: {_os_message(e)}")
+            forced_file, forced_text = _readers_for(options)
+            file_reader = forced_file
+            if file_reader is None and forced_text is None:
+                file_reader = next((r for r in all_file_readers() if _safe_sniff(r, head, spec.name)), None)
+            if file_reader is not None:
+                fmt = file_reader.name
+                try:
+                    data = head + stream.read()
+                except _READ_ERRORS as e:
+                    data = head
+                    error = f"read stopped early: {_os_message(e)}"
+                bytes_read = len(data)
+                if on_bytes:
+                    on_bytes(spec.size or len(data))
+                try:
+                    n_lines = file_reader.read(data, ctx, out) or 0
+                except UnsafePickleError as e:
+                    error, fatal, unsafe = f"refused: {e.problem}", True, True
+                except DenpexError as e:
+                    error, fatal = e.problem, not (out.events or out.errors or out.frames)
+                except Exception as e:  # corrupt / truncated dump: this rank's dump is lost, others load
+                    error, fatal = f"corrupt {fmt} input: {type(e).__name__}: {e}", True
+                if file_reader.line_oriented and n_lines:
+                    _unparsed_from_bytes(data, n_lines, out.parsed, sink)
+                else:
+                    n_lines = 0
+            else:
+                if forced_text is None and looks_binary(head):
+                    return _failed(spec, "binary file: not a text log or a Flight Recorder dump", fmt="binary",
+                                   size=len(head))
+                readers = forced_text if forced_text is not None else all_text_readers()
+                matcher = NeedleMatcher(n for r in readers for n in r.needles)
+                counter = [len(head)]
+
+                def count(n, _c=counter):
+                    _c[0] += n
+                    if on_bytes:
+                        on_bytes(n)
+
+                if on_bytes:
+                    on_bytes(len(head))
+                try:
+                    with warnings.catch_warnings(record=True) as caught:
+                        warnings.simplefilter("always")
+                        sc = scan_text(stream, readers, ctx, out, sink, head=head, matcher=matcher, on_bytes=count,
+                                       chunk_size=int(options.get("chunk_size", 16 << 20)))
+                    notes += [str(w.message) for w in caught]
+                    n_lines = sc.lines_total
+                    rank_info = sc.rank_info
+                except _READ_ERRORS as e:
+                    error = f"read stopped early: {_os_message(e)}"
+                    n_lines = sink.count + len(out.parsed)
+                bytes_read = counter[0]
+    except _READ_ERRORS as e:
+        error = error or f"cannot read: {_os_message(e)}"
+    frames = _frames_from(out, ctx, sink, spec.display)
+    if error:
+        row = coerce("errors", [_load_error_row(spec, error)])
+        frames["errors"] = concat("errors", [frames["errors"], row])
+    n_unparsed = sink.count
+    n_parsed = max(n_lines - n_unparsed, 0)
+    if n_lines < n_unparsed:  # cannot happen; keep the identity even so
+        n_lines = n_unparsed
+    source = {"file": spec.display, "format": fmt, "rank_hint": spec.rank_hint,
+              "bytes": spec.size or bytes_read, "lines_total": n_lines, "lines_parsed": n_parsed,
+              "lines_unparsed": n_unparsed, "error": error}
+    return FileResult(file=spec.display, format=fmt, frames=frames, source=source, rank_info=rank_info,
+                      warnings=notes, error=error, fatal=fatal, unsafe=unsafe, pid_hint=spec.pid_hint,
+                      run_root=spec.run_root)
+
+
+def _safe_sniff(reader: FileReader, head: bytes, name: str) -> bool:
+    try:
+        return bool(reader.sniff(head, name))
+    except Exception:
+        return False
+
+
+def _unparsed_from_bytes(data: bytes, n_lines: int, parsed: set[int], sink: UnparsedSink) -> None:
+    texts = data.decode("utf-8", "replace").split("\n")
+    if texts and texts[-1] == "":
+        texts.pop()
+    for i, t in enumerate(texts[:n_lines], start=1):
+        if i not in parsed:
+            sink.add_text(i, t.rstrip("\r")) if sink.budget > 0 else sink.add_run(i, 1)
+
+
+def _os_message(e: BaseException) -> str:
+    if isinstance(e, PermissionError):
+        return "permission denied"
+    if isinstance(e, FileNotFoundError):
+        return "no such file"
+    if isinstance(e, IsADirectoryError):
+        return "is a folder"
+    if isinstance(e, EOFError):
+        return "compressed stream is truncated"
+    text = getattr(e, "strerror", None) or str(e) or type(e).__name__
+    return text
+
+
+def _failed(spec: FileSpec, message: str, *, fmt: str = "unreadable", size: int = 0) -> FileResult:
+    frames = {name: empty_frame(name) for name in ("events", "ranks", "progress", "unparsed")}
+    frames["errors"] = coerce("errors", [_load_error_row(spec, message)])
+    source = {"file": spec.display, "format": fmt, "rank_hint": spec.rank_hint, "bytes": spec.size or size,
+              "lines_total": 0, "lines_parsed": 0, "lines_unparsed": 0, "error": message}
+    return FileResult(file=spec.display, format=fmt, frames=frames, source=source, error=message, fatal=True,
+                      pid_hint=spec.pid_hint, run_root=spec.run_root)

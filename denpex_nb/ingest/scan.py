@@ -1,0 +1,345 @@
+"""Find the few lines worth parsing in a big text stream, fast, and account for every line.
+
+Why this shape: in a 1 GB training log ~0.2 % of lines are distributed ones. Python-level work per
+line would cost ~10 s/GB; instead we search large chunks of bytes for the readers' literal needles
+(hyperscan when installed, ``bytes.find`` otherwise), count newlines with ``bytes.count`` and touch
+individual lines only around the hits. Everything else is accounted for in bulk as ``unparsed``:
+one row per line (with its text) while the load's text budget lasts, then one row per run of
+consecutive lines, so memory grows with what is kept, not with the size of the file.
+
+A *block* is a maximal run of consecutive candidate lines plus their continuation lines (see
+:func:`is_continuation`); each block is decoded, turned into :class:`~denpex_nb.ingest.base.Line`
+objects by :func:`denpex_nb.ingest.prefixes.to_lines` and offered to every text reader.
+"""
+from __future__ import annotations
+
+import re
+import warnings
+from typing import BinaryIO, Callable, Iterable
+
+from .base import FileContext, Line, Output, TextReader
+
+CHUNK_SIZE = 16 << 20          # bytes read per step; blocks never straddle two processed chunks
+MAX_BLOCK_LINES = 5000         # a runaway continuation run is cut here (keeps memory bounded)
+WRAP_WIDTHS = frozenset({80, 100, 120, 160, 200})
+
+_PREFIX_RUN = re.compile(rb"^(?:\s*\[[^\]\n]{1,64}\]:)*")
+_CONT_STARTS = (b"frame #", b"what():", b"Exception raised from")
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+
+
+# --- needle search -------------------------------------------------------------------------------
+
+class NeedleMatcher:
+    """Find the start offsets of lines that contain any of a set of literal byte strings."""
+
+    def __init__(self, needles: Iterable[bytes], *, use_hyperscan: bool | None = None):
+        self.needles = sorted({bytes(n) for n in needles if n and b"\n" not in n})
+        self._db = None
+        if use_hyperscan is not False and self.needles:
+            try:
+                import hyperscan
+
+                db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+                db.compile(expressions=self.needles, ids=list(range(len(self.needles))),
+                           elements=len(self.needles), flags=0, literal=True)
+                self._db = db
+            except Exception:  # not installed, or an old build without the literal API
+                if use_hyperscan:
+                    raise
+                self._db = None
+
+    @property
+    def engine(self) -> str:
+        return "hyperscan" if self._db is not None else "bytes.find"
+
+    def line_starts(self, buf: bytes) -> list[int]:
+        """Sorted, unique start offsets of the lines of ``buf`` that contain a needle."""
+        if not self.needles:
+            return []
+        if self._db is not None:
+            ends: list[int] = []
+            app = ends.append
+
+            def on_match(_id, _frm, to, _flags, _ctx):
+                app(to)
+
+            self._db.scan(buf, match_event_handler=on_match)
+            positions = ends
+            positions.sort()
+            starts = []
+            line_end = -1
+            rfind, find = buf.rfind, buf.find
+            for p in positions:
+                if p <= line_end:
+                    continue
+                s = rfind(b"\n", 0, p - 1) + 1
+                line_end = find(b"\n", p - 1)
+                if line_end < 0:
+                    line_end = len(buf)
+                starts.append(s)
+            return starts
+        found: set[int] = set()
+        find, rfind = buf.find, buf.rfind
+        for needle in self.needles:
+            pos = find(needle)
+            while pos >= 0:
+                s = rfind(b"\n", 0, pos) + 1
+                found.add(s)
+                e = find(b"\n", pos)
+                if e < 0:
+                    break
+                pos = find(needle, e)
+        return sorted(found)
+
+
+# --- continuation lines --------------------------------------------------------------------------
+
+def _balance_open(line: bytes) -> bool:
+    return line.count(b"(") > line.count(b")") or line.count(b"[") > line.count(b"]")
+
+
+def is_continuation(prev: bytes, line: bytes) -> bool:
+    """Does ``line`` continue the block line ``prev`` (both without the newline)?
+
+    True when, after optional ``[...]:`` prefixes, it starts with whitespace or is a ``frame #``,
+    ``what():`` or ``Exception raised from`` line; or when ``prev`` has a common hard-wrap width
+    (80, 100, 120, 160, 200) or left ``(``/``[`` open.
+    """
+    if line.endswith(b"\r"):
+        line = line[:-1]
+    if not line:
+        return False
+    rest = line[_PREFIX_RUN.match(line).end():]
+    if rest[:1] in (b" ", b"\t"):
+        return rest.strip() != b""
+    if rest.startswith(_CONT_STARTS):
+        return True
+    if prev.endswith(b"\r"):
+        prev = prev[:-1]
+    return len(prev) in WRAP_WIDTHS or _balance_open(prev)
+
+
+# --- unparsed rows -------------------------------------------------------------------------------
+
+class UnparsedSink:
+    """Collect ``unparsed`` rows column-wise: texts while the budget lasts, then collapsed runs."""
+
+    def __init__(self, budget_chars: int):
+        self.budget = budget_chars
+        self.line: list[int] = []
+        self.n_lines: list[int] = []
+        self.text: list[str | None] = []
+        self.count = 0
+
+    def add_text(self, lineno: int, text: str) -> None:
+        self.count += 1
+        if self.budget >= len(text):
+            self.budget -= len(text)
+            self.line.append(lineno)
+            self.n_lines.append(1)
+            self.text.append(text)
+        else:
+            self.budget = -1
+            self.add_run(lineno, 1, counted=True)
+
+    def add_run(self, lineno: int, n: int, *, counted: bool = False) -> None:
+        if n <= 0:
+            return
+        if not counted:
+            self.count += n
+        if self.text and self.text[-1] is None and self.line[-1] + self.n_lines[-1] == lineno:
+            self.n_lines[-1] += n
+        else:
+            self.line.append(lineno)
+            self.n_lines.append(n)
+            self.text.append(None)
+
+    def add_region(self, buf: bytes, start: int, end: int, lineno: int, n: int) -> None:
+        """``n`` whole lines ``buf[start:end]`` starting at ``lineno`` (``end`` after the last newline)."""
+        if n <= 0:
+            return
+        if self.budget <= 0:
+            self.add_run(lineno, n)
+            return
+        # decode only as much as the budget can still hold (a char is at most 4 bytes)
+        cap = min(end, start + 4 * self.budget + 4)
+        if cap < end:
+            cap = buf.rfind(b"\n", start, cap) + 1
+        texts = buf[start:cap].decode("utf-8", "replace").split("\n") if cap > start else [""]
+        if cap > start:
+            texts.pop()  # the split after the final newline
+        k = 0
+        for k, t in enumerate(texts):
+            if t.endswith("\r"):
+                t = t[:-1]
+            if self.budget < len(t):
+                self.add_run(lineno + k, n - k)
+                self.budget = -1
+                return
+            self.add_text(lineno + k, t)
+        else:
+            k = len(texts)
+        self.add_run(lineno + k, n - k)
+
+    def columns(self, file: str) -> dict[str, list]:
+        return {"file": [file] * len(self.line), "line": self.line, "n_lines": self.n_lines, "text": self.text}
+
+
+# --- blocks --------------------------------------------------------------------------------------
+
+def _fallback_to_lines(physical: list[tuple[int, str]], ctx: FileContext) -> list[Line]:
+    """Used only while :mod:`prefixes` is missing: no prefix stripping beyond ANSI codes."""
+    return [Line(lineno=n, text=_ANSI.sub("", t), raw=_ANSI.sub("", t), rank=ctx.rank_hint,
+                 local_rank=ctx.local_rank_hint) for n, t in physical]
+
+
+def resolve_to_lines() -> Callable[[list[tuple[int, str]], FileContext], list[Line]]:
+    try:
+        from .prefixes import to_lines
+    except ImportError:
+        return _fallback_to_lines
+    return to_lines
+
+
+class BlockScanner:
+    """Scan one text stream; feed blocks to readers; produce accounting and unparsed rows."""
+
+    def __init__(self, readers: list[TextReader], matcher: NeedleMatcher, ctx: FileContext, out: Output,
+                 sink: UnparsedSink, *, to_lines=None, on_bytes: Callable[[int], None] | None = None,
+                 chunk_size: int = CHUNK_SIZE):
+        self.readers = readers
+        self.matcher = matcher
+        self.ctx = ctx
+        self.out = out
+        self.sink = sink
+        self.to_lines = to_lines or resolve_to_lines()
+        self.on_bytes = on_bytes
+        self.chunk_size = chunk_size
+        self.lines_total = 0
+        self.reader_failures: list[str] = []
+        self.rank_info: dict[int, dict] = {}
+
+    # The stream is processed in chunks that end at a newline. When the last block of a chunk
+    # reaches its end, it may continue in the next chunk: those bytes are carried over and
+    # processed again with the next chunk, so a block never straddles two processed chunks.
+    def run(self, stream: BinaryIO, head: bytes = b"") -> None:
+        from .sources import read_fully
+
+        carry = head
+        lineno = 1
+        eof = False
+        while not eof:
+            data = read_fully(stream, self.chunk_size)
+            if self.on_bytes and data:
+                self.on_bytes(len(data))
+            if not data:
+                eof = True
+                if not carry:
+                    break
+                buf = carry if carry.endswith(b"\n") else carry + b"\n"   # a truncated last line still counts
+                carry = b""
+            else:
+                buf = carry + data if carry else data
+                cut = buf.rfind(b"\n") + 1
+                if cut == 0:
+                    carry = buf
+                    continue
+                if cut < len(buf):
+                    buf, carry = buf[:cut], buf[cut:]
+                else:
+                    carry = b""
+            done_upto, lineno = self._process(buf, lineno, final=eof)
+            if done_upto < len(buf):
+                carry = buf[done_upto:] + carry
+
+    def _process(self, buf: bytes, lineno: int, *, final: bool) -> tuple[int, int]:
+        """Process whole lines of ``buf`` (which ends with a newline) starting at line ``lineno``.
+
+        Returns (bytes processed, line number of the next unprocessed line). Stops before a last
+        block that touches the end of ``buf`` unless ``final`` or the block starts at offset 0.
+        """
+        n_buf = len(buf)
+        starts = self.matcher.line_starts(buf)
+        find = buf.find
+        pos = 0            # first unprocessed byte (always a line start)
+        ln = lineno        # its line number
+        i = 0
+        count = buf.count
+        while i < len(starts):
+            bs = starts[i]
+            if bs < pos:
+                i += 1
+                continue
+            # the gap before the block: whole lines, accounted in bulk
+            gap_lines = count(b"\n", pos, bs)
+            self.sink.add_region(buf, pos, bs, ln, gap_lines)
+            ln += gap_lines
+            # grow the block: consecutive candidates and continuation lines
+            be = find(b"\n", bs) + 1
+            prev_s = bs
+            n_block = 1
+            i += 1
+            while be < n_buf and n_block < MAX_BLOCK_LINES:
+                nxt_end = find(b"\n", be) + 1
+                if i < len(starts) and starts[i] == be:
+                    i += 1
+                elif not is_continuation(buf[prev_s:be - 1], buf[be:nxt_end - 1]):
+                    break
+                prev_s, be = be, nxt_end
+                n_block += 1
+            if be >= n_buf and not final and bs > 0:
+                return bs, ln        # may continue in the next chunk: carry it over
+            self._block(buf, bs, be, ln, n_block)
+            ln += n_block
+            pos = be
+        tail = count(b"\n", pos, n_buf)
+        self.sink.add_region(buf, pos, n_buf, ln, tail)
+        ln += tail
+        self.lines_total = ln - 1
+        return n_buf, ln
+
+    def _block(self, buf: bytes, bs: int, be: int, ln: int, n: int) -> None:
+        texts = buf[bs:be].decode("utf-8", "replace").split("\n")
+        texts.pop()
+        physical = [(ln + k, t[:-1] if t.endswith("\r") else t) for k, t in enumerate(texts)]
+        try:
+            lines = self.to_lines(physical, self.ctx)
+        except Exception as e:  # a prefix bug must not lose the file
+            self.reader_failures.append(f"prefixes: {type(e).__name__}: {e}")
+            lines = _fallback_to_lines(physical, self.ctx)
+        for line in lines:
+            if line.rank is not None and (line.host or line.pid is not None or line.local_rank is not None):
+                info = self.rank_info.setdefault(int(line.rank), {})
+                if line.host:
+                    info.setdefault("host", line.host)
+                if line.pid is not None:
+                    info.setdefault("pid", line.pid)
+                if line.local_rank is not None:
+                    info.setdefault("local_rank", line.local_rank)
+        out = self.out
+        for reader in self.readers:
+            try:
+                reader.parse(lines, self.ctx, out)
+            except Exception as e:  # never let one reader's bug stop a load; the lines stay unparsed
+                if len(self.reader_failures) < 20:
+                    self.reader_failures.append(f"{reader.name}: {type(e).__name__}: {e}")
+        parsed = out.parsed
+        for lineno, text in physical:
+            if lineno not in parsed:
+                self.sink.add_text(lineno, text) if self.sink.budget > 0 else self.sink.add_run(lineno, 1)
+
+
+def scan_text(stream: BinaryIO, readers: list[TextReader], ctx: FileContext, out: Output, sink: UnparsedSink,
+              *, head: bytes = b"", matcher: NeedleMatcher | None = None, on_bytes=None,
+              chunk_size: int = CHUNK_SIZE) -> BlockScanner:
+    """Scan a whole text stream (``head`` = bytes already read from it). Returns the scanner
+    with ``lines_total``, ``reader_failures`` and ``rank_info`` filled in."""
+    if matcher is None:
+        matcher = NeedleMatcher(n for r in readers for n in r.needles)
+    sc = BlockScanner(readers, matcher, ctx, out, sink, on_bytes=on_bytes, chunk_size=chunk_size)
+    sc.run(stream, head)
+    if sc.reader_failures:
+        warnings.warn(f"{ctx.file}: a reader failed on some lines (kept as unparsed): {sc.reader_failures[0]}",
+                      RuntimeWarning, stacklevel=2)
+    return sc
