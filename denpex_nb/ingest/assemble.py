@@ -40,8 +40,7 @@ def concat(name: str, frames: Iterable[pd.DataFrame]) -> pd.DataFrame:
         cols = {}
         for c in cat_cols:
             series = [p[c] if c in p.columns else pd.Series([None] * len(p), dtype="category") for p in parts]
-            series = [s if isinstance(s.dtype, pd.CategoricalDtype) else s.astype("object").astype("category")
-                      for s in series]
+            series = [_object_categories(s) for s in series]
             cols[c] = pd.Series(union_categoricals(series, ignore_order=True))
         parts = [p.drop(columns=[c for c in cat_cols if c in p.columns]) for p in parts]
         df = pd.concat(parts, ignore_index=True)
@@ -50,6 +49,16 @@ def concat(name: str, frames: Iterable[pd.DataFrame]) -> pd.DataFrame:
     else:
         df = pd.concat(parts, ignore_index=True)
     return coerce(name, df)
+
+
+def _object_categories(s: pd.Series) -> pd.Series:
+    """A categorical whose categories are plain Python objects (so any two can be unioned)."""
+    if not isinstance(s.dtype, pd.CategoricalDtype):
+        s = s.astype("object").where(s.notna(), None).astype("category")
+    cats = s.cat.categories
+    if cats.dtype != object:
+        s = s.cat.rename_categories(cats.astype("object"))
+    return s
 
 
 def _group_key(df: pd.DataFrame, cols: tuple[str, ...]) -> pd.Series:
@@ -141,16 +150,15 @@ def summarise_ranks(frames: dict[str, pd.DataFrame], rank_info: dict[int, dict])
 
 
 def _default_pg_progress(prog: pd.DataFrame) -> pd.DataFrame:
-    """Progress rows of the default process group, of the most direct counter kind available."""
+    """Progress rows of the default process group, per rank of the most direct counter kind it has."""
     pg = prog["pg"].astype("object")
     default = prog[pg.isin(["0", "default_pg"]) | pg.isna()]
     if default.empty:
         return default
-    kinds = set(default["seq_kind"].astype("object").dropna())
-    for kind in _PROGRESS_PREFERENCE:
-        if kind in kinds:
-            return default[default["seq_kind"].astype("object") == kind]
-    return default
+    pref = {k: i for i, k in enumerate(_PROGRESS_PREFERENCE)}
+    rank_kind = default["seq_kind"].astype("object").map(pref).fillna(len(pref))
+    best = rank_kind.groupby(default["rank"]).transform("min")
+    return default[rank_kind == best]
 
 
 def summarise_progress(prog: pd.DataFrame) -> pd.DataFrame:

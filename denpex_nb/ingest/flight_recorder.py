@@ -1,0 +1,333 @@
+"""Flight Recorder dumps (pickle and JSON) -> events, progress; plus the gloo ``pg_config`` repair.
+
+Safety: a dump is a pickle, and unpickling can run arbitrary code. :class:`RestrictedUnpickler`
+refuses every global lookup (``GLOBAL``/``STACK_GLOBAL``/``INST``/``OBJ``, hence ``REDUCE`` has no
+callable to call) and every persistent id, so only plain containers and scalars come out; anything
+else raises :class:`~denpex_nb.errors.UnsafePickleError` before a single call is made.
+
+Speed: the diagnose bar is 1024 dumps x 2000 entries, so events are built column-wise (one list per
+column, shapes interned) and turned into one DataFrame per dump, never a dict per entry.
+
+Mapping (see docs/log-formats.md §8): rank from the file name only; ``collective_seq_id`` -> seq
+(``seq_kind="fr"``), p2p entries keep ``p2p_seq_id`` (op send/recv, peer in ``root``);
+``profiling_name`` -> op; sizes -> shapes and numel; ``input_dtypes[0]`` -> dtype; ``state`` as
+recorded plus a ``retired`` column (on gloo ``state`` is always "scheduled" and ``retired`` is the
+only completion signal); ``time_created_ns`` -> t_wall; ``process_group`` -> pg / pg_desc;
+``pg_status`` -> progress rows. ``line`` is the entry's 0-based index in ``entries``. Extra columns:
+``retired``, ``is_p2p``, ``record_id``, ``collective_seq_id``, ``p2p_seq_id``, ``timeout_ms``.
+"""
+from __future__ import annotations
+
+import io
+import json
+import os
+import pickle
+import re
+from typing import Any
+
+import pandas as pd
+
+from ..errors import InputError, UnsafePickleError
+from ..incident import coerce
+from ..ops import normalize_op
+from .base import FileContext, FileReader, Output, register_file_reader
+
+#: Flight Recorder / c10 dtype names -> torch spelling
+DTYPES = {
+    "Float": "float32", "Double": "float64", "Half": "float16", "BFloat16": "bfloat16", "Long": "int64",
+    "Int": "int32", "Short": "int16", "Char": "int8", "Byte": "uint8", "Bool": "bool",
+    "ComplexFloat": "complex64", "ComplexDouble": "complex128", "ComplexHalf": "complex32",
+    "Float8_e4m3fn": "float8_e4m3fn", "Float8_e5m2": "float8_e5m2", "UInt16": "uint16", "UInt32": "uint32",
+    "UInt64": "uint64",
+}
+
+_PEER = re.compile(r"(\d+)\s*->\s*(\d+)")
+_FR_NAME = re.compile(r"(?:nccl|comm_lib|fr)_trace_rank_?\d+|^trace_\d+$", re.I)
+
+
+class RestrictedUnpickler(pickle.Unpickler):
+    """Unpickle plain data only: every attempt to look up a global is refused, never executed."""
+
+    def find_class(self, module: str, name: str):  # noqa: D401
+        raise UnsafePickleError(f"the pickle asks for {module}.{name}; only plain data is allowed",
+                                fix="do not load dumps from untrusted sources")
+
+    def persistent_load(self, pid):
+        raise UnsafePickleError("the pickle uses persistent ids; only plain data is allowed")
+
+
+def safe_loads(data: bytes) -> Any:
+    """``pickle.loads`` restricted to containers and scalars (raises UnsafePickleError)."""
+    return RestrictedUnpickler(io.BytesIO(data)).load()
+
+
+def parse_dump_bytes(data: bytes) -> tuple[dict, str]:
+    """Decode a dump's bytes: (dump dict, "fr_pickle" | "fr_json"). Raises on corrupt input."""
+    stripped = data.lstrip()
+    if stripped[:1] == b"{":
+        dump = json.loads(data.decode("utf-8"))
+        kind = "fr_json"
+    else:
+        dump = safe_loads(data)
+        kind = "fr_pickle"
+    if not isinstance(dump, dict) or not ({"entries", "pg_config", "pg_status", "version"} & set(dump)):
+        raise ValueError("not a Flight Recorder dump (no entries / pg_config / version)")
+    return dump, kind
+
+
+def read_dump(path: str | os.PathLike) -> dict:
+    """Load one dump file as a dict (restricted unpickler; JSON accepted)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    try:
+        return parse_dump_bytes(data)[0]
+    except UnsafePickleError as e:
+        e.where = str(path)
+        raise
+    except Exception as e:
+        raise InputError(f"corrupt or truncated Flight Recorder dump: {type(e).__name__}: {e}",
+                         where=str(path)) from None
+
+
+def _as_int(v) -> int | None:
+    if v is None or v == "":
+        return None
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def _ranks_of(cfg: Any) -> list[int]:
+    raw = cfg.get("ranks") if isinstance(cfg, dict) else None
+    if isinstance(raw, str):
+        return [int(x) for x in re.findall(r"-?\d+", raw)]
+    if isinstance(raw, (list, tuple)):
+        return [int(x) for x in raw]
+    return []
+
+
+def dump_to_frames(dump: dict, *, rank: int | None, file: str, source: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(events, progress) frames of one dump, built column-wise."""
+    entries = dump.get("entries") or []
+    n = len(entries)
+    pg_config = dump.get("pg_config") or {}
+    world_by_pg: dict[str, int] = {}
+    if isinstance(pg_config, dict):
+        for key, cfg in pg_config.items():
+            ranks = _ranks_of(cfg)
+            if ranks:
+                world_by_pg[str(key)] = len(ranks)
+        if len(world_by_pg) == 1 and "" in world_by_pg:   # gloo: one config keyed ''
+            world_by_pg["*"] = world_by_pg[""]
+
+    def col(key, default=None):
+        return [e.get(key, default) if isinstance(e, dict) else default for e in entries]
+
+    shape_cache: dict = {}
+    numel_cache: dict = {}
+
+    def shapes(sizes_col):
+        out_s, out_n = [], []
+        for sizes in sizes_col:
+            if sizes is None:
+                out_s.append(None)
+                out_n.append(None)
+                continue
+            try:
+                t = tuple(tuple(int(d) for d in s) for s in sizes)
+            except (TypeError, ValueError):
+                out_s.append(None)
+                out_n.append(None)
+                continue
+            t = shape_cache.setdefault(t, t)
+            num = numel_cache.get(t)
+            if num is None:
+                num = 0
+                for s in t:
+                    p = 1
+                    for d in s:
+                        p *= d
+                    num += p
+                numel_cache[t] = num
+            out_s.append(t)
+            out_n.append(num)
+        return out_s, out_n
+
+    in_shapes, numel_in = shapes(col("input_sizes"))
+    out_shapes, numel_out = shapes(col("output_sizes"))
+    prof = col("profiling_name")
+    ops = [normalize_op(p) if isinstance(p, str) else None for p in prof]
+    is_p2p = col("is_p2p", False)
+    coll_seq = col("collective_seq_id")
+    p2p_seq = col("p2p_seq_id")
+    peers: list[int | None] = [None] * n
+    seq: list[Any] = list(coll_seq)
+    for i in range(n):
+        op = ops[i]
+        if is_p2p[i] or op in ("send", "recv", "recv_anysource"):
+            is_p2p[i] = True
+            seq[i] = p2p_seq[i]
+            m = _PEER.search(prof[i] or "")
+            if m and rank is not None:
+                a, b = int(m.group(1)), int(m.group(2))
+                peers[i] = b if a == rank else a
+            elif m:
+                peers[i] = int(m.group(2)) if op == "send" else int(m.group(1))
+    pgs = col("process_group")
+    pg_name = []
+    pg_desc = []
+    pg_ids = col("pg_id")
+    for i, g in enumerate(pgs):
+        if isinstance(g, (list, tuple)) and len(g) >= 1:
+            pg_name.append(str(g[0]))
+            pg_desc.append(str(g[1]) if len(g) > 1 and g[1] not in (None, "") else None)
+        else:
+            pid = pg_ids[i]
+            pg_name.append(str(pid) if pid is not None else None)
+            pg_desc.append(None)
+    dt = []
+    for d in col("input_dtypes"):
+        first = d[0] if isinstance(d, (list, tuple)) and d else None
+        dt.append(DTYPES.get(first, str(first).lower()) if first is not None else None)
+    times = [t if isinstance(t, (int, float)) and t > 0 else None for t in col("time_created_ns")]
+    world = [world_by_pg.get(p, world_by_pg.get("*")) for p in pg_name]
+    states = [s if s in ("scheduled", "started", "completed") else None for s in col("state")]
+    events = pd.DataFrame({
+        "rank": [rank] * n, "pg": pg_name, "pg_desc": pg_desc, "seq": seq, "seq_kind": ["fr"] * n, "op": ops,
+        "in_shapes": in_shapes, "out_shapes": out_shapes, "numel_in": numel_in, "numel_out": numel_out,
+        "dtype": dt, "state": states, "world_size": world, "root": peers,
+        "t_wall": pd.to_datetime(pd.Series(times, dtype="Float64"), unit="ns", utc=True) if n else [],
+        "t_mono": [None] * n, "source": [source] * n, "file": [file] * n, "line": list(range(n)),
+        "retired": pd.array(col("retired"), dtype="boolean"), "is_p2p": pd.array(is_p2p, dtype="boolean"),
+        "record_id": pd.array([_as_int(x) for x in col("record_id")], dtype="Int64"),
+        "collective_seq_id": pd.array([_as_int(x) for x in coll_seq], dtype="Int64"),
+        "p2p_seq_id": pd.array([_as_int(x) for x in p2p_seq], dtype="Int64"),
+        "timeout_ms": pd.array([_as_int(x) for x in col("timeout_ms")], dtype="Int64"),
+    })
+    events = coerce("events", events)
+    rows = []
+    status = dump.get("pg_status") or {}
+    if isinstance(status, dict):
+        for pg, st in status.items():
+            if not isinstance(st, dict):
+                continue
+            rows.append({"rank": rank, "pg": str(pg), "seq_kind": "fr",
+                         "last_enqueued": _as_int(st.get("last_enqueued_collective")),
+                         "last_started": _as_int(st.get("last_started_collective")),
+                         "last_completed": _as_int(st.get("last_completed_collective")),
+                         "source": source, "file": file})
+    progress = coerce("progress", rows)
+    return events, progress
+
+
+class FlightRecorderReader(FileReader):
+    """Flight Recorder pickle dumps. The rank comes from the file name."""
+
+    name = "fr_pickle"
+    line_oriented = False
+
+    def sniff(self, head: bytes, path: str) -> bool:
+        return head[:1] == b"\x80" and len(head) > 1 and 2 <= head[1] <= 5
+
+    def read(self, data: bytes, ctx: FileContext, out: Output) -> int:
+        dump, kind = parse_dump_bytes(data)
+        events, progress = dump_to_frames(dump, rank=ctx.rank_hint, file=ctx.file, source=kind)
+        out.frames.setdefault("events", []).append(events)
+        out.frames.setdefault("progress", []).append(progress)
+        if ctx.rank_hint is not None:
+            out.ranks.append({"rank": ctx.rank_hint})
+        return 0
+
+
+class FlightRecorderJsonReader(FlightRecorderReader):
+    """Flight Recorder JSON dumps (``_dump_fr_trace_json``): strings in pg_status, 0 for missing times."""
+
+    name = "fr_json"
+
+    def sniff(self, head: bytes, path: str) -> bool:
+        s = head.lstrip()[:4096]
+        if s[:1] != b"{" or b'"event"' in s[:200]:
+            return False
+        return any(k in s for k in (b'"pg_config"', b'"entries"', b'"comm_lib_version"', b'"nccl_version"',
+                                    b'"pg_status"'))
+
+
+register_file_reader(FlightRecorderReader())
+register_file_reader(FlightRecorderJsonReader())
+
+
+# --- gloo pg_config repair -------------------------------------------------------------------
+
+def repair_pg_config(dump: dict, world_size: int | None = None) -> dict:
+    """Rebuild a gloo dump's ``pg_config`` (keyed ``''``) from its entries' ``process_group``.
+
+    The stock analyzer (``torchfrtrace``) looks groups up by name and crashes on the ``''`` key
+    (``KeyError: ('0', 0)``). Each group seen in ``entries`` gets ``{name, desc, ranks}`` where
+    ``ranks`` is the original list when it had one, else ``range(world_size)``. Returns a new dict;
+    dumps with a proper ``pg_config`` come back unchanged (copied).
+    """
+    fixed = dict(dump)
+    cfg = dump.get("pg_config") or {}
+    if isinstance(cfg, dict) and cfg and "" not in cfg:
+        return fixed
+    orig_ranks = []
+    if isinstance(cfg, dict):
+        for c in cfg.values():
+            orig_ranks = orig_ranks or _ranks_of(c)
+    if not orig_ranks and world_size:
+        orig_ranks = list(range(world_size))
+    groups: dict[str, str] = {}
+    for e in dump.get("entries") or []:
+        g = e.get("process_group") if isinstance(e, dict) else None
+        if isinstance(g, (list, tuple)) and g:
+            groups.setdefault(str(g[0]), str(g[1]) if len(g) > 1 and g[1] is not None else "")
+    if not groups:
+        groups = {"0": "default_pg"}
+    fixed["pg_config"] = {name: {"name": name, "desc": desc, "ranks": str(orig_ranks)} for name, desc in groups.items()}
+    return fixed
+
+
+def _rank_from_name(name: str) -> int | None:
+    from .sources import rank_hints
+
+    return rank_hints(name).get("rank_hint")
+
+
+def write_repaired_dumps(src_dir: str | os.PathLike, dst_dir: str | os.PathLike) -> list[str]:
+    """Copy every dump in ``src_dir`` to ``dst_dir`` as a pickle with ``pg_config`` repaired.
+
+    JSON dumps are converted (``pg_status`` strings become ints), so ``torchfrtrace dst_dir``
+    can read them. The world size is the number of ranks whose dumps are present (or the largest
+    rank + 1). Files that are not dumps are skipped. Returns the written paths.
+    """
+    src_dir, dst_dir = os.fspath(src_dir), os.fspath(dst_dir)
+    os.makedirs(dst_dir, exist_ok=True)
+    dumps: dict[str, dict] = {}
+    for name in sorted(os.listdir(src_dir)):
+        path = os.path.join(src_dir, name)
+        if not os.path.isfile(path):
+            continue
+        try:
+            dumps[name] = read_dump(path)
+        except (InputError, UnsafePickleError):
+            continue
+    ranks = [r for r in (_rank_from_name(n) for n in dumps) if r is not None]
+    world = max(len(dumps), (max(ranks) + 1) if ranks else 0) or None
+    written = []
+    for name, dump in dumps.items():
+        fixed = repair_pg_config(dump, world)
+        status = fixed.get("pg_status")
+        if isinstance(status, dict):
+            fixed["pg_status"] = {k: {kk: (_as_int(vv) if _as_int(vv) is not None else vv) for kk, vv in v.items()}
+                                  if isinstance(v, dict) else v for k, v in status.items()}
+        for e in fixed.get("entries") or []:
+            if isinstance(e, dict) and isinstance(e.get("process_group"), list):
+                e["process_group"] = tuple(e["process_group"])
+        out = os.path.join(dst_dir, name)
+        tmp = out + ".tmp"
+        with open(tmp, "wb") as f:
+            pickle.dump(fixed, f, protocol=2)
+        os.replace(tmp, out)
+        written.append(out)
+    return written
