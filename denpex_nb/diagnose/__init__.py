@@ -1,11 +1,199 @@
-"""Cross-rank analysis: align events per (pg, seq_kind, seq), apply rules, return a Diagnosis."""
+"""Cross-rank analysis: align events per (pg, seq_kind, seq), apply rules, return a Diagnosis.
+
+>>> d = denpex_nb.diagnose(incident)      # doctest: +SKIP
+>>> d.verdict, d.culprit_ranks, d.initiating_rank
+
+Steps: :func:`.align.align` finds every divergence in the events frame (vectorised);
+:mod:`.rules` turns divergences and text-only evidence into findings; crashes and SyncBatchNorm
+stacks refine a desync; one divergence seen through several counters (trace, Flight Recorder,
+DETAIL) becomes one finding; findings are ordered by time and seq and the first is the verdict.
+"""
 from __future__ import annotations
 
-from .model import Diagnosis, Evidence, Finding, RankView
+import re
 
-__all__ = ["diagnose", "Diagnosis", "Finding", "Evidence", "RankView"]
+import pandas as pd
+
+from . import catalog
+from .align import KIND_PREFERENCE, align
+from .initiator import initiating_rank
+from .model import Diagnosis, Evidence, Finding, RankView
+from .rules import from_divergences, from_errors, is_crash_error, timeout_finding
+
+__all__ = ["diagnose", "Diagnosis", "Finding", "Evidence", "RankView", "catalog"]
+
+_SYNCBN = re.compile(r"sync_batch_norm|SyncBatchNorm|syncbn", re.I)
+_CONF = {"high": 0, "medium": 1, "low": 2}
 
 
 def diagnose(incident, **options) -> Diagnosis:
-    """Placeholder until the analysis lands (being written now)."""
-    raise NotImplementedError("diagnose is being implemented")
+    """Say what went wrong, where, on which rank it started, how sure we are: a :class:`Diagnosis`.
+
+    ``incident`` is an :class:`~denpex_nb.incident.Incident` (from :func:`denpex_nb.load`).
+    Never raises on odd or contradictory evidence: it lowers confidence instead.
+    """
+    ranks_seen = list(incident.ranks_seen)
+    diag = Diagnosis(ranks_seen=ranks_seen, lines=incident.lines.as_dict(), notes=list(incident.notes))
+    if incident.is_empty:
+        diag.notes.append("nothing distributed was found: no collective events and no errors in this evidence")
+        return diag
+
+    errors = incident.errors
+    texts = _error_texts(errors)
+    al = align(incident.events)
+    findings = from_divergences(al.divergences, texts)
+    have_detail = any(k == "detail" for (_, k) in al.members)
+    findings += from_errors(errors, ranks_seen, have_detail)
+    findings = _refine_crash(findings, errors)
+    findings = _refine_syncbn(findings, incident)
+    findings = _merge(findings)
+    if not findings:
+        tf = timeout_finding(errors)
+        if tf is not None:
+            findings = [tf]
+    findings = _order(findings)
+
+    diag.findings = findings
+    diag.initiating_rank = initiating_rank(errors, incident.ranks)
+    for (pg, kind), absent in al.missing_dumps.items():
+        diag.notes.append(f"no {kind} evidence from {('rank ' if len(absent) == 1 else 'ranks ')}"
+                          f"{', '.join(map(str, absent))} of pg {pg} (world size says they exist)")
+    if al.n_events:
+        diag.notes.append(f"aligned {al.n_events} collective events in {al.n_cells} (pg, counter, seq) cells")
+    if findings and not findings[0].culprit_ranks and findings[0].class_id not in ("no-failure",):
+        diag.notes.append("culprit undetermined: the evidence has no strict majority (a tie) or names no rank")
+    return diag
+
+
+def _error_texts(errors: pd.DataFrame) -> dict:
+    if errors is None or errors.empty:
+        return {}
+    f = errors["file"].astype(object)
+    ln = errors["line"]
+    return {(str(a), int(b)): str(m)[:500] for a, b, m in zip(f, ln, errors["message"])
+            if pd.notna(a) and pd.notna(b) and pd.notna(m)}
+
+
+def _crashed(errors: pd.DataFrame) -> set[int]:
+    if errors is None or errors.empty:
+        return set()
+    out = set()
+    for k, m, sg, r in zip(errors["kind"].astype(str), errors["message"], errors["signal"].astype(object),
+                           errors["rank"]):
+        if pd.notna(r) and is_crash_error(k, None if pd.isna(m) else str(m), None if pd.isna(sg) else str(sg)):
+            out.add(int(r))
+    return out
+
+
+def _refine_crash(findings: list[Finding], errors: pd.DataFrame) -> list[Finding]:
+    """A desync whose laggards crashed on their own is a rank crash: the rank died, then the others waited."""
+    crashed = _crashed(errors)
+    if not crashed:
+        return findings
+    crash_f = [f for f in findings if f.class_id == "rank-crash"]
+    out = []
+    for f in findings:
+        if f.class_id == "rank-desync" and f.culprit_ranks and set(f.culprit_ranks) <= crashed:
+            f.class_id = "rank-crash"
+            f.summary = (f"{'Rank' if len(f.culprit_ranks) == 1 else 'Ranks'} {', '.join(map(str, f.culprit_ranks))} "
+                         f"failed on its own before reaching this collective; the others waited. " + f.summary)
+            f.confidence = "high"
+            for c in crash_f:
+                if set(c.culprit_ranks) & set(f.culprit_ranks):
+                    f.evidence = (c.evidence + f.evidence)[:12]
+            crash_f = [c for c in crash_f if not set(c.culprit_ranks) & set(f.culprit_ranks)]
+        out.append(f)
+    # crash findings merged into a refined desync are dropped
+    return [f for f in out if f.class_id != "rank-crash" or f.seq is not None or f in crash_f]
+
+
+def _refine_syncbn(findings: list[Finding], incident) -> list[Finding]:
+    """A desync whose pending collective comes from SyncBatchNorm is the SyncBatchNorm eval hang."""
+    if not any(f.class_id == "rank-desync" for f in findings):
+        return findings
+    if not _mentions_syncbn(incident):
+        return findings
+    for f in findings:
+        if f.class_id == "rank-desync":
+            f.class_id = "syncbn-eval-hang"
+            f.summary = "SyncBatchNorm's collective ran on some ranks only. " + f.summary
+    return findings
+
+
+def _mentions_syncbn(incident) -> bool:
+    e = incident.errors
+    if len(e) and e["message"].astype(str).str.contains(_SYNCBN).any():
+        return True
+    for col in ("frames", "stack"):
+        if col in incident.events.columns and incident.events[col].astype(str).str.contains(_SYNCBN).any():
+            return True
+    u = incident.unparsed
+    if len(u) and "text" in u and u["text"].dropna().astype(str).str.contains(_SYNCBN).any():
+        return True
+    return False
+
+
+def _merge(findings: list[Finding]) -> list[Finding]:
+    """One divergence seen through several counters or sources becomes one finding."""
+    out: list[Finding] = []
+    for f in sorted(findings, key=lambda f: (KIND_PREFERENCE.get(f.seq_kind, 9), f.seq is None)):
+        twin = next((o for o in out if _same(o, f)), None)
+        if twin is None:
+            out.append(f)
+            continue
+        twin.evidence = (twin.evidence + [e for e in f.evidence if e not in twin.evidence])[:16]
+        if not twin.culprit_ranks and f.culprit_ranks:
+            twin.culprit_ranks = f.culprit_ranks
+        for r, v in f.ranks.items():
+            twin.ranks.setdefault(r, v)
+        if twin.seq is None and f.seq is not None:
+            twin.seq, twin.seq_kind, twin.pg = f.seq, f.seq_kind, f.pg
+        if twin.op is None:
+            twin.op = f.op
+        if _CONF[f.confidence] < _CONF[twin.confidence]:
+            twin.confidence = f.confidence
+        if f.t_wall is not None and (twin.t_wall is None or f.t_wall < twin.t_wall):
+            twin.t_wall = f.t_wall
+    return out
+
+
+def _same(a: Finding, b: Finding) -> bool:
+    if a.class_id != b.class_id:
+        return False
+    if a.seq_kind == b.seq_kind and a.seq is not None and b.seq is not None:
+        return False                        # two cells of one counter are two divergences
+    if a.op and b.op and _op_family(a.op) != _op_family(b.op):
+        return False
+    if a.culprit_ranks and b.culprit_ranks and set(a.culprit_ranks) != set(b.culprit_ranks):
+        return False
+    return True
+
+
+def _op_family(op: str) -> str:
+    return "all_gather" if op.startswith("all_gather") else op.replace("_tensor", "")
+
+
+def _order(findings: list[Finding]) -> list[Finding]:
+    """By time, then seq; later divergences in the same counter are marked as possible consequences."""
+    far = pd.Timestamp.max.tz_localize("UTC")
+
+    def key(f: Finding):
+        t = f.t_wall if f.t_wall is not None and not pd.isna(f.t_wall) else far
+        if t is not far and t.tzinfo is None:
+            t = t.tz_localize("UTC")
+        undetermined = f.class_id == "timeout-undetermined"
+        return (undetermined, t, f.seq if f.seq is not None else 1 << 62, _CONF[f.confidence])
+
+    findings = sorted(findings, key=key)
+    first_in: dict = {}
+    for f in findings:
+        if f.seq is None:
+            continue
+        k = (f.pg, f.seq_kind)
+        if k in first_in and f.seq > first_in[k]:
+            f.confidence = "low"
+            if not f.summary.startswith("After"):
+                f.summary = f"After the divergence at {f.seq_kind} seq {first_in[k]} (possibly a consequence): " + f.summary
+        else:
+            first_in.setdefault(k, f.seq)
+    return findings

@@ -1,0 +1,231 @@
+"""Align collective events across ranks per (pg, seq_kind, seq) and find where ranks diverge.
+
+Vectorised with numpy: events are reduced to integer codes, sorted once by a packed
+(group, seq, rank) key, and compared per (group, seq) with ``reduceat``; no Python loop runs per
+event. Only the few divergent (group, seq) cells are looked at in Python afterwards.
+
+Counters are never compared across ``seq_kind`` (a WorkNCCL SeqNum, a Flight Recorder id and a
+DETAIL SequenceNumber are different counters): the group is (pg, seq_kind).
+
+Size rules are op-aware: all_reduce/broadcast/reduce compare numel in; all_gather-like compare the
+input (and, within a rank, out = in x world size); reduce_scatter-like compare the output (and
+in = out x world size); all_to_all and barrier are compared by op and dtype only (totals may
+legitimately differ with uneven splits).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from ..ops import GATHER_LIKE, P2P, SCATTER_LIKE
+
+#: counters that can be aligned across ranks (desync '#N' is per rank, NCCL opCount per comm)
+ALIGNABLE_KINDS = ("trace", "fr", "work", "detail", "nccl_position")
+#: when one divergence shows in several counters, report it in the most precise one
+KIND_PREFERENCE = {"trace": 0, "fr": 1, "detail": 2, "work": 3, "nccl_position": 4}
+_NO_SIZE = frozenset({"barrier", "all_to_all", "all_to_all_single", "coalesced", "unknown"})
+_STATE_DONE = "completed"
+
+
+@dataclass
+class Divergence:
+    """One (pg, seq_kind, seq) where ranks disagree. ``rows`` holds the aligned rows (one per rank)."""
+
+    kind: str                     # "op" | "dtype" | "size" | "local-size" | "missing"
+    pg: str | None
+    seq_kind: str
+    seq: int
+    rows: pd.DataFrame            # events rows of the ranks present, one per rank
+    missing: list[int] = field(default_factory=list)   # ranks expected here but absent
+    present: list[int] = field(default_factory=list)
+    lag: dict[int, int] = field(default_factory=dict)  # rank -> last seq seen (for "missing")
+    t_wall: pd.Timestamp | None = None
+
+
+@dataclass
+class Alignment:
+    """Result of :func:`align`: the divergences plus per-group facts used for notes."""
+
+    divergences: list[Divergence]
+    members: dict[tuple[str, str], list[int]]          # (pg, seq_kind) -> ranks seen
+    n_events: int
+    n_cells: int                                       # (pg, seq_kind, seq) cells compared
+    missing_dumps: dict[tuple[str, str], list[int]]    # world_size says more ranks than seen
+
+
+def align(events: pd.DataFrame) -> Alignment:
+    """Find every divergence in ``events`` (an Incident's events frame)."""
+    ev = _collective_rows(events)
+    if ev.empty:
+        return Alignment([], {}, 0, 0, {})
+
+    pg_cat = ev["pg"].astype("category") if not isinstance(ev["pg"].dtype, pd.CategoricalDtype) else ev["pg"]
+    kind_cat = ev["seq_kind"].astype(str).astype("category")
+    pg_codes = pg_cat.cat.codes.to_numpy(np.int64) + 1          # 0 = no pg
+    kind_codes = kind_cat.cat.codes.to_numpy(np.int64)
+    n_kinds = max(len(kind_cat.cat.categories), 1)
+    g = pg_codes * n_kinds + kind_codes
+    r = ev["rank"].to_numpy(np.int64)
+    s = ev["seq"].to_numpy(np.int64)
+
+    op_cat = ev["op"].astype(str).astype("category")
+    op_names = np.asarray(op_cat.cat.categories, dtype=object)
+    opc = op_cat.cat.codes.to_numpy(np.int64)
+    size = _size_key(ev, op_cat)
+    dt = ev["dtype"].astype("category").cat.codes.to_numpy(np.float64) if "dtype" in ev else np.full(len(ev), -1.0)
+    dt[dt < 0] = np.nan
+    done = (ev["state"].astype(str) == _STATE_DONE).to_numpy()
+    local_bad = _local_size_violation(ev, op_cat, g, r)
+
+    # --- pack (group, seq, rank) into one int64 key; fall back to factorize when out of range
+    s_off = s - s.min()
+    r_bits = max(int(r.max()).bit_length(), 1) if r.min() >= 0 else 0
+    s_bits = max(int(s_off.max()).bit_length(), 1)
+    g_bits = max(int(g.max()).bit_length(), 1)
+    if r.min() >= 0 and r_bits + s_bits + g_bits <= 62:
+        key = (g << (s_bits + r_bits)) | (s_off << r_bits) | r
+        cell_of = key >> r_bits
+    else:  # pragma: no cover - absurd seq ranges
+        cell_of = pd.MultiIndex.from_arrays([g, s]).factorize()[0].astype(np.int64)
+        key = cell_of * (int(r.max()) + 1) + (r - r.min())
+
+    quality = (~np.isnan(size)).astype(np.int64) * 2 + done.astype(np.int64)
+    order = np.lexsort((-quality, key))
+    key_sorted = key[order]
+    first = np.ones(len(order), dtype=bool)
+    first[1:] = key_sorted[1:] != key_sorted[:-1]
+    # any completed among duplicates of one (cell, rank)
+    dup_start = np.flatnonzero(first)
+    done_any = np.maximum.reduceat(done[order].astype(np.int8), dup_start).astype(bool)
+    sel = order[first]                                 # one row per (group, seq, rank), sorted
+
+    g1, s1, r1, cell1 = g[sel], s[sel], r[sel], cell_of[sel]
+    op1, size1, dt1, bad1 = opc[sel], size[sel], dt[sel], local_bad[sel]
+    n = len(sel)
+    cstart = np.flatnonzero(np.r_[True, cell1[1:] != cell1[:-1]])
+    counts = np.diff(np.r_[cstart, n])
+
+    op_min = np.minimum.reduceat(op1, cstart)
+    op_max = np.maximum.reduceat(op1, cstart)
+    size_min = np.minimum.reduceat(np.where(np.isnan(size1), np.inf, size1), cstart)
+    size_max = np.maximum.reduceat(np.where(np.isnan(size1), -np.inf, size1), cstart)
+    dt_min = np.minimum.reduceat(np.where(np.isnan(dt1), np.inf, dt1), cstart)
+    dt_max = np.maximum.reduceat(np.where(np.isnan(dt1), -np.inf, dt1), cstart)
+    bad_any = np.maximum.reduceat(bad1.astype(np.int8), cstart).astype(bool)
+    multi = counts > 1
+    op_div = multi & (op_min != op_max)
+    dt_div = multi & ~op_div & (dt_min < dt_max)
+    size_div = multi & ~op_div & ~dt_div & (size_min < size_max)
+    local_div = ~op_div & ~dt_div & ~size_div & bad_any
+
+    # --- per (group, rank) coverage: first/last seq, for missing ranks (laggards / extra calls)
+    gr = pd.DataFrame({"g": g1, "r": r1, "s": s1})
+    cov = gr.groupby(["g", "r"], sort=True)["s"].agg(["min", "max"]).reset_index()
+    gmax = cov.groupby("g")["max"].transform("max")
+    laggards = cov[cov["max"] < gmax]
+
+    pg_names = np.asarray(pg_cat.cat.categories, dtype=object)
+    kind_names = np.asarray(kind_cat.cat.categories, dtype=object)
+
+    def names(gcode: int) -> tuple[str | None, str]:
+        pgc, kc = divmod(int(gcode), n_kinds)
+        return (None if pgc == 0 else str(pg_names[pgc - 1])), str(kind_names[kc])
+
+    members = {names(gc): sorted(int(x) for x in sub["r"]) for gc, sub in cov.groupby("g")}
+    ev_sel = ev.iloc[sel].reset_index(drop=True)
+    ev_sel["_done"] = done_any
+    ev_sel["_local_bad"] = bad1
+    ev_sel["_size"] = size1
+
+    out: list[Divergence] = []
+    for label, mask in (("op", op_div), ("dtype", dt_div), ("size", size_div), ("local-size", local_div)):
+        for ci in np.flatnonzero(mask):
+            lo, hi = cstart[ci], cstart[ci] + counts[ci]
+            pg, kind = names(g1[lo])
+            rows = ev_sel.iloc[lo:hi]
+            out.append(Divergence(label, pg, kind, int(s1[lo]), rows, present=[int(x) for x in r1[lo:hi]],
+                                  t_wall=_tmin(rows)))
+
+    # missing: one divergence per distinct lag level in a group
+    cell_index = pd.Series(np.arange(len(cstart)), index=pd.MultiIndex.from_arrays([g1[cstart], s1[cstart]]))
+    for gc, sub in laggards.groupby("g"):
+        allcov = cov[cov["g"] == gc]
+        for level in sorted(set(int(x) for x in sub["max"])):
+            seq = level + 1
+            present = allcov[(allcov["min"] <= seq) & (allcov["max"] >= seq)]["r"].astype(int).tolist()
+            missing = sub[sub["max"] == level]["r"].astype(int).tolist()
+            if not present:
+                continue
+            ci = cell_index.get((gc, seq))
+            if ci is None:
+                continue
+            lo, hi = cstart[ci], cstart[ci] + counts[ci]
+            rows = ev_sel.iloc[lo:hi]
+            pg, kind = names(gc)
+            lag = {int(rr): int(m) for rr, m in zip(allcov["r"], allcov["max"])}
+            out.append(Divergence("missing", pg, kind, seq, rows, missing=missing, present=present, lag=lag,
+                                  t_wall=_tmin(rows)))
+
+    missing_dumps = {}
+    if "world_size" in ev.columns:
+        wsv = pd.to_numeric(ev["world_size"], errors="coerce").to_numpy(np.float64, na_value=np.nan)
+        if not np.all(np.isnan(wsv)):
+            for gc, w in pd.Series(wsv).groupby(g).max().items():
+                seen = members.get(names(gc), [])
+                # only when ranks are numbered 0..w-1 (default group): then absent ranks are known
+                if not np.isnan(w) and seen and max(seen) < int(w) and len(seen) < int(w):
+                    missing_dumps[names(gc)] = sorted(set(range(int(w))) - set(seen))
+    return Alignment(out, members, len(ev), len(cstart), missing_dumps)
+
+
+def _collective_rows(events: pd.DataFrame) -> pd.DataFrame:
+    if events is None or events.empty:
+        return events.iloc[0:0] if events is not None else pd.DataFrame()
+    ev = events
+    kind = ev["seq_kind"].astype(str)
+    mask = (ev["rank"].notna() & ev["seq"].notna() & kind.isin(ALIGNABLE_KINDS)
+            & ~ev["op"].astype(str).isin(P2P))
+    return ev[mask.to_numpy()]
+
+
+def _family_lookup(op_cat: pd.Series, names: frozenset) -> np.ndarray:
+    cats = np.asarray(op_cat.cat.categories, dtype=object)
+    lut = np.array([c in names for c in cats] + [False], dtype=bool)   # code -1 -> last slot
+    return lut[op_cat.cat.codes.to_numpy()]
+
+
+def _size_key(ev: pd.DataFrame, op_cat: pd.Series) -> np.ndarray:
+    """The number each rank must agree on for its op (NaN: unknown or not comparable)."""
+    nin = pd.to_numeric(ev["numel_in"], errors="coerce").to_numpy(np.float64, na_value=np.nan)
+    nout = pd.to_numeric(ev["numel_out"], errors="coerce").to_numpy(np.float64, na_value=np.nan)
+    scatter = _family_lookup(op_cat, SCATTER_LIKE)
+    nosize = _family_lookup(op_cat, _NO_SIZE)
+    size = np.where(scatter, np.where(np.isnan(nout), np.nan, nout), nin)
+    size[nosize] = np.nan
+    return size
+
+
+def _local_size_violation(ev: pd.DataFrame, op_cat: pd.Series, g: np.ndarray, r: np.ndarray) -> np.ndarray:
+    """Within one rank: all_gather out != in x world, reduce_scatter in != out x world."""
+    nin = pd.to_numeric(ev["numel_in"], errors="coerce").to_numpy(np.float64, na_value=np.nan)
+    nout = pd.to_numeric(ev["numel_out"], errors="coerce").to_numpy(np.float64, na_value=np.nan)
+    ws = pd.to_numeric(ev["world_size"], errors="coerce").to_numpy(np.float64, na_value=np.nan) \
+        if "world_size" in ev.columns else np.full(len(ev), np.nan)
+    if np.isnan(ws).any():
+        # world size of the group = number of distinct ranks seen in it
+        seen = pd.DataFrame({"g": g, "r": r}).drop_duplicates().groupby("g")["r"].size()
+        ws = np.where(np.isnan(ws), seen.reindex(g).to_numpy(np.float64), ws)
+    gather = _family_lookup(op_cat, GATHER_LIKE)
+    scatter = _family_lookup(op_cat, SCATTER_LIKE)
+    known = ~np.isnan(nin) & ~np.isnan(nout) & ~np.isnan(ws) & (ws > 1)
+    with np.errstate(invalid="ignore"):
+        bad = (gather & known & (nout != nin * ws)) | (scatter & known & (nin != nout * ws))
+    return bad
+
+
+def _tmin(rows: pd.DataFrame):
+    if "t_wall" not in rows or rows["t_wall"].isna().all():
+        return None
+    return rows["t_wall"].min()
