@@ -137,7 +137,8 @@ def parse_file(spec: FileSpec, options: dict | None = None, on_bytes: Callable[[
     """Parse one file. Never raises for bad content: problems go to ``FileResult.error``."""
     options = dict(options or {})
     ctx = FileContext(file=spec.display, rank_hint=spec.rank_hint, local_rank_hint=spec.local_rank_hint,
-                      year=options.get("year") or spec.year, options=options)
+                      year=options.get("year") or spec.year,
+                      options=dict(options, mtime=spec.mtime) if spec.mtime and not options.get("year") else options)
     out = Output()
     budget = int(options.get("unparsed_text_budget_per_file", 1 << 20))
     sink = UnparsedSink(budget)

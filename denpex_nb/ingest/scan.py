@@ -20,6 +20,7 @@ from typing import BinaryIO, Callable, Iterable
 from .base import FileContext, Line, Output, TextReader
 
 CHUNK_SIZE = 16 << 20          # bytes read per step; blocks never straddle two processed chunks
+CARRY_CAP = 8 << 20           # a block that fills a whole buffer this large is processed as it is
 MAX_BLOCK_LINES = 5000         # a runaway continuation run is cut here (keeps memory bounded)
 WRAP_WIDTHS = frozenset({80, 100, 120, 160, 200})
 
@@ -288,7 +289,7 @@ class BlockScanner:
                     break
                 prev_s, be = be, nxt_end
                 n_block += 1
-            if be >= n_buf and not final and bs > 0:
+            if be >= n_buf and not final and (bs > 0 or n_buf < CARRY_CAP):
                 return bs, ln        # may continue in the next chunk: carry it over
             self._block(buf, bs, be, ln, n_block)
             ln += n_block

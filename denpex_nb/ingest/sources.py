@@ -40,7 +40,7 @@ _RANK_NAME_PATTERNS = [
     re.compile(r"(?:^|[^a-z])worker[-_]?(\d+)(?![\d])", re.I),      # worker-3.log
     re.compile(r"^(\d+)\.(?:log|txt|out|err)$", re.I),               # 3.log
 ]
-_NCCL_DEBUG_FILE = re.compile(r"^nccl[._-](?P<host>.+?)[._-](?P<pid>\d+)(?:\.log|\.txt)?$", re.I)
+_NCCL_DEBUG_FILE = re.compile(r"^nccl\.(?P<host>[^/]+?)\.(?P<pid>\d+)(?:\.log|\.txt|\.out)?$", re.I)
 _ATTEMPT = re.compile(r"^attempt_\d+$")
 
 
@@ -59,6 +59,7 @@ class FileSpec:
     pid_hint: int | None = None         # NCCL_DEBUG_FILE nccl.<host>.<pid>.log
     host_hint: str | None = None
     year: int | None = None             # from the file's mtime (year-less glog headers)
+    mtime: float | None = None          # epoch seconds (lets prefixes roll December lines back a year)
     run_root: str = ""                  # files of one run share it; de-duplication stays inside a run
     explicit: bool = True               # named by the user (not found by walking a folder)
     options: dict = field(default_factory=dict)
@@ -156,7 +157,11 @@ def _spec_for_file(path: str, display: str, *, explicit: bool, year: int | None)
         size = os.path.getsize(path)
     except OSError:
         size = 0
-    return FileSpec(display=display, path=path, compression=_compression_of(path), size=size,
+    try:
+        mtime = os.stat(path).st_mtime
+    except OSError:
+        mtime = None
+    return FileSpec(display=display, path=path, compression=_compression_of(path), size=size, mtime=mtime,
                     year=year if year is not None else _mtime_year(path), run_root=run_root(path),
                     explicit=explicit, **hints)
 

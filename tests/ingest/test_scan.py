@@ -1,0 +1,151 @@
+"""The candidate scan: needles, blocks, continuation lines, chunk boundaries, accounting."""
+from __future__ import annotations
+
+import io
+import random
+
+import pytest
+
+from denpex_nb.ingest.base import FileContext, Output
+from denpex_nb.ingest.scan import NeedleMatcher, UnparsedSink, is_continuation, scan_text
+
+from ._loader_helpers import MarkReader
+
+
+def run_scan(data: bytes, *, chunk_size=1 << 20, budget=1 << 20, engine=None):
+    reader = MarkReader()
+    out = Output()
+    sink = UnparsedSink(budget)
+    matcher = NeedleMatcher(reader.needles, use_hyperscan=engine)
+    sc = scan_text(io.BytesIO(data), [reader], FileContext(file="f.log"), out, sink, matcher=matcher,
+                   chunk_size=chunk_size)
+    return sc, out, sink, reader
+
+
+def unparsed_lines(sink):
+    return [(ln, t) for ln, n, t in zip(sink.line, sink.n_lines, sink.text) for _ in range(1) if n == 1]
+
+
+@pytest.mark.parametrize("engine", [None, False])
+def test_needle_matcher_finds_each_candidate_line_once(engine):
+    buf = b"a MARK b MARK\nplain\nMARK\nxx\nend MARK"
+    m = NeedleMatcher([b"MARK", b"xx"], use_hyperscan=engine)
+    assert m.line_starts(buf) == [0, 20, 25, 28]
+
+
+def test_hyperscan_and_fallback_agree_on_random_text():
+    pytest.importorskip("hyperscan")
+    rng = random.Random(7)
+    words = [b"MARK", b"Watchdog", b"noise", b"\n", b" ", b"ab", b"NCCL"]
+    buf = b"".join(rng.choice(words) for _ in range(20000))
+    needles = [b"MARK", b"Watchdog", b"NCCL WARN"]
+    hs = NeedleMatcher(needles, use_hyperscan=True)
+    py = NeedleMatcher(needles, use_hyperscan=False)
+    assert hs.engine == "hyperscan" and py.engine == "bytes.find"
+    assert hs.line_starts(buf) == py.line_starts(buf)
+
+
+def test_only_candidate_lines_and_continuations_reach_readers():
+    data = (b"step 1 loss=2.3\n"
+            b"MARK rank=0 seq=1\n"
+            b"    indented continuation\n"
+            b"[rank0]:   File \"x.py\", line 3\n"
+            b"frame #0: c10::foo\n"
+            b"step 2 loss=2.2\n"
+            b"MARK rank=1 seq=1\n")
+    sc, out, sink, reader = run_scan(data)
+    assert [[ln for ln, _ in b] for b in reader.blocks] == [[2, 3, 4, 5], [7]]
+    assert sc.lines_total == 7
+    assert len(out.events) == 2
+    # the reader consumed 2, 3, 4 (indented) and 7; "frame #0" was offered but not consumed
+    assert sorted(ln for ln, n, t in zip(sink.line, sink.n_lines, sink.text)) == [1, 5, 6]
+    assert sink.count == 3
+
+
+def test_wrap_width_and_open_bracket_continue_a_block():
+    long_line = b"MARK rank=0 seq=1 " + b"x" * (80 - 18)
+    assert len(long_line) == 80
+    data = long_line + b"\nwrapped tail\nMARK rank=0 seq=2 (open\nclosed)\nunrelated\n"
+    _, _, _, reader = run_scan(data)
+    assert [[ln for ln, _ in b] for b in reader.blocks] == [[1, 2, 3, 4]]
+
+
+def test_is_continuation_rules():
+    assert is_continuation(b"MARK", b"\tbody")
+    assert is_continuation(b"MARK", b"[default0]:[rank0]:   File x")
+    assert is_continuation(b"MARK", b"  what():  boom")
+    assert is_continuation(b"MARK", b"Exception raised from checkTimeout at x")
+    assert is_continuation(b"x" * 120, b"tail")
+    assert is_continuation(b"f(a, [b", b"tail")
+    assert not is_continuation(b"MARK", b"step 3 loss=1")
+    assert not is_continuation(b"MARK", b"")
+    assert not is_continuation(b"MARK", b"    ")
+
+
+@pytest.mark.parametrize("chunk", [7, 16, 33, 64, 1000])
+def test_blocks_across_chunk_boundaries_match_one_big_chunk(chunk):
+    rng = random.Random(chunk)
+    lines = []
+    for i in range(300):
+        r = rng.random()
+        if r < 0.15:
+            lines.append(f"MARK rank={i % 4} seq={i}")
+        elif r < 0.3:
+            lines.append("   continuation " + "y" * rng.randint(0, 30))
+        else:
+            lines.append(f"step {i} loss={rng.random():.3f}")
+    data = ("\n".join(lines) + "\n").encode()
+    big = run_scan(data)
+    small = run_scan(data, chunk_size=chunk)
+    assert small[0].lines_total == big[0].lines_total == 300
+    assert [[ln for ln, _ in b] for b in small[3].blocks] == [[ln for ln, _ in b] for b in big[3].blocks]
+    assert small[1].parsed == big[1].parsed
+    assert (small[2].line, small[2].text) == (big[2].line, big[2].text)
+
+
+def test_truncated_last_line_crlf_and_invalid_utf8():
+    data = b"ok\r\nbad \xff\xfe bytes\r\nMARK rank=0 seq=3\r\nlast line without newline"
+    sc, out, sink, _ = run_scan(data)
+    assert sc.lines_total == 4
+    assert out.parsed == {3}
+    texts = dict(zip(sink.line, sink.text))
+    assert texts[1] == "ok"
+    assert texts[2] == "bad \ufffd\ufffd bytes"
+    assert texts[4] == "last line without newline"
+
+
+def test_empty_input_and_only_newlines():
+    sc, _, sink, _ = run_scan(b"")
+    assert sc.lines_total == 0 and sink.count == 0
+    sc, _, sink, _ = run_scan(b"\n\n\n")
+    assert sc.lines_total == 3 and sink.count == 3
+
+
+def test_budget_collapses_runs_but_accounts_every_line():
+    data = b"".join(b"step %d loss=1.0\n" % i for i in range(1000)) + b"MARK rank=0 seq=1\n" + b"tail\n" * 10
+    sc, out, sink, _ = run_scan(data, budget=100)
+    assert sc.lines_total == 1011
+    assert sink.count == 1010 == sum(sink.n_lines)
+    with_text = [t for t in sink.text if t is not None]
+    assert with_text and sum(map(len, with_text)) <= 100
+    assert max(sink.n_lines) > 900   # one collapsed run, not a row per line
+    assert len(sink.line) < 20
+
+
+def test_chunk_boundary_inside_a_long_line():
+    data = b"a" * 5000 + b" MARK rank=2 seq=9\nnext\n"
+    sc, out, sink, _ = run_scan(data, chunk_size=64)
+    assert sc.lines_total == 2 and out.parsed == {1}
+
+
+def test_a_failing_reader_loses_no_lines():
+    class Broken(MarkReader):
+        name = "broken"
+
+        def parse(self, block, ctx, out):
+            raise ValueError("bug")
+
+    out, sink = Output(), UnparsedSink(1 << 20)
+    with pytest.warns(RuntimeWarning, match="reader failed"):
+        sc = scan_text(io.BytesIO(b"MARK rank=0 seq=1\nx\n"), [Broken()], FileContext(file="f"), out, sink)
+    assert sc.lines_total == 2 and sink.count == 2
