@@ -1,0 +1,199 @@
+"""Small shared pieces of the text readers: dtype and shape spellings, balanced parentheses,
+rank lists, and the row builders every reader uses so rows look alike.
+
+Nothing here raises on odd input: helpers return ``None`` (or an empty tuple) instead.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ..ops import normalize_op
+from .base import FileContext, Line
+
+#: c10 ScalarType names (DETAIL fingerprints, FR ``input_dtypes``) -> torch spelling.
+DTYPES = {
+    "float": "float32", "float32": "float32", "double": "float64", "float64": "float64",
+    "half": "float16", "float16": "float16", "bfloat16": "bfloat16",
+    "long": "int64", "int64": "int64", "int": "int32", "int32": "int32",
+    "short": "int16", "int16": "int16", "char": "int8", "int8": "int8",
+    "byte": "uint8", "uint8": "uint8", "bool": "bool",
+    "complexfloat": "complex64", "complex64": "complex64",
+    "complexdouble": "complex128", "complex128": "complex128",
+    "complexhalf": "complex32", "float8_e4m3fn": "float8_e4m3fn", "float8_e5m2": "float8_e5m2",
+    "uint16": "uint16", "uint32": "uint32", "uint64": "uint64",
+}
+
+#: NCCL ``datatype`` enum (COLL lines) -> torch spelling.
+NCCL_DTYPES = {
+    0: "int8", 1: "uint8", 2: "int32", 3: "uint32", 4: "int64", 5: "uint64",
+    6: "float16", 7: "float32", 8: "float64", 9: "bfloat16", 10: "float8_e4m3fn", 11: "float8_e5m2",
+}
+
+#: negative exit codes of elastic / spawn -> signal names
+SIGNALS = {1: "SIGHUP", 2: "SIGINT", 3: "SIGQUIT", 4: "SIGILL", 6: "SIGABRT", 7: "SIGBUS", 8: "SIGFPE",
+           9: "SIGKILL", 11: "SIGSEGV", 13: "SIGPIPE", 14: "SIGALRM", 15: "SIGTERM"}
+
+
+def dtype_name(name: str | None) -> str | None:
+    """``'Float'`` -> ``'float32'``; ``'torch.bfloat16'`` -> ``'bfloat16'``; unknown spellings pass through lowered."""
+    if not name:
+        return None
+    key = str(name).strip().strip("[]'\" ").split(",")[0].strip()
+    if key.startswith("torch."):
+        key = key[6:]
+    if not key:
+        return None
+    return DTYPES.get(key.lower(), key.lower())
+
+
+def signal_name(exit_code: int | None) -> str | None:
+    if exit_code is None or exit_code >= 0:
+        return None
+    return SIGNALS.get(-exit_code, f"SIG{-exit_code}")
+
+
+_INT = re.compile(r"-?\d+")
+
+
+def parse_dims(text: str | None) -> tuple[int, ...] | None:
+    """``'[3, 4]'``, ``'(3, 4)'`` or ``'3 4'`` -> ``(3, 4)``; ``'[]'`` -> ``()``."""
+    if text is None:
+        return None
+    try:
+        return tuple(int(x) for x in _INT.findall(text))
+    except ValueError:
+        return None
+
+
+def parse_sizes(text: str | None) -> tuple[tuple[int, ...], ...] | None:
+    """``'[[16, 64], [3]]'`` -> ``((16, 64), (3,))`` (FR / torchfrtrace size lists)."""
+    if text is None:
+        return None
+    text = text.strip().strip("'\"")
+    if not text.startswith("["):
+        return None
+    inner = text[1:-1] if text.endswith("]") else text[1:]
+    if "[" not in inner:
+        dims = parse_dims(inner)
+        return (dims,) if dims is not None else None
+    return tuple(parse_dims(m) or () for m in re.findall(r"\[([^\[\]]*)\]", inner))
+
+
+def numel(shape: tuple[int, ...] | None) -> int | None:
+    if shape is None:
+        return None
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def parse_ranks(text: str | None) -> tuple[int, ...]:
+    """``'[0, 3]'``, ``'{1, 2}'``, ``'1, 2'`` or ``'1 2'`` -> ``(0, 3)`` ..., sorted and unique."""
+    if not text:
+        return ()
+    return tuple(sorted({int(x) for x in re.findall(r"\d+", text)}))
+
+
+def balanced(text: str, open_at: int) -> int:
+    """Index just past the ``)`` that closes the ``(`` at ``open_at``; ``len(text)`` if unclosed."""
+    depth = 0
+    for i in range(open_at, len(text)):
+        c = text[i]
+        if c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+    return len(text)
+
+
+_FP_SEQ = re.compile(r"SequenceNumber=(\d+)")
+_FP_OP = re.compile(r"OpType=(\w+)")
+_FP_SHAPE = re.compile(r"TensorShape=\[([^\]]*)\]")
+_FP_DTYPE = re.compile(r"TensorDtypes=\[?([A-Za-z0-9_]+)")
+
+
+def parse_fingerprint(blob: str) -> dict[str, Any]:
+    """Fields of a ``CollectiveFingerPrint(...)`` blob (parentheses already balanced).
+
+    Only the first tensor's shape and dtype are in the fingerprint. Keys: seq, op, in_shapes,
+    numel_in, dtype (missing when the blob lacks them, e.g. BARRIER).
+    """
+    out: dict[str, Any] = {}
+    m = _FP_SEQ.search(blob)
+    if m:
+        out["seq"] = int(m.group(1))
+    m = _FP_OP.search(blob)
+    if m:
+        out["op"] = normalize_op(m.group(1))
+        out["op_raw"] = m.group(1)
+    m = _FP_SHAPE.search(blob)
+    if m:
+        dims = parse_dims(m.group(1))
+        if dims is not None:
+            out["in_shapes"] = (dims,)
+            out["numel_in"] = numel(dims)
+    m = _FP_DTYPE.search(blob)
+    if m:
+        out["dtype"] = dtype_name(m.group(1))
+    return out
+
+
+def fingerprints(text: str, anchor: str = "CollectiveFingerPrint(") -> list[tuple[int, str]]:
+    """Every ``CollectiveFingerPrint(...)`` in ``text`` as (start offset, balanced blob)."""
+    out = []
+    i = text.find(anchor)
+    while i >= 0:
+        end = balanced(text, i + len(anchor) - 1)
+        out.append((i, text[i:end]))
+        i = text.find(anchor, end)
+    return out
+
+
+# --- PG prefix (log-formats.md §3.1) ---------------------------------------------------------
+
+PG_PREFIX = re.compile(
+    r"\[(?:PG ID (?P<pgid>\d+) PG GUID (?P<guid>[^\s(\]]+)|PG (?P<uid>[^\s(\]]+))?\s?"
+    r"(?:\((?P<desc>[^)]*)\))?\s?Rank (?P<r>\d+)\]"
+)
+
+
+def pg_of(text: str) -> tuple[str | None, str | None, int | None]:
+    """(pg id, pg description, PG-local rank) from the first PG prefix in ``text``."""
+    m = PG_PREFIX.search(text)
+    if not m:
+        return None, None, None
+    pg = m.group("pgid") or m.group("uid")
+    desc = m.group("desc")
+    if desc in ("", "undefined"):
+        desc = None
+    return pg, desc, int(m.group("r"))
+
+
+# --- rows ------------------------------------------------------------------------------------
+
+def _base(line: Line, ctx: FileContext, source: str) -> dict[str, Any]:
+    return {"rank": line.rank, "t_wall": line.t_wall, "source": source, "file": ctx.file, "line": line.lineno}
+
+
+def event_row(line: Line, ctx: FileContext, source: str, **fields: Any) -> dict[str, Any]:
+    row = _base(line, ctx, source)
+    row.update(fields)
+    return row
+
+
+def error_row(line: Line, ctx: FileContext, source: str, kind: str, message: str, **fields: Any) -> dict[str, Any]:
+    row = _base(line, ctx, source)
+    row["kind"] = kind
+    row["message"] = message
+    row.update(fields)
+    return row
+
+
+def progress_row(line: Line, ctx: FileContext, source: str, **fields: Any) -> dict[str, Any]:
+    row = {"rank": line.rank, "source": source, "file": ctx.file, "line": line.lineno}
+    row.update(fields)
+    return row

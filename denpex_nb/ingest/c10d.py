@@ -1,0 +1,380 @@
+"""c10d lines: ProcessGroupNCCL watchdog / status / teardown / heartbeat / desync report, DETAIL
+fingerprints and monitoredBarrier, the DDP reducer, and gloo's errors (log-formats.md §3-§5).
+
+These are the lines that say *which collective* a rank was in when things went wrong, so each
+one becomes an ``errors`` row and, where it names a collective, an ``events`` row too. Counters
+keep their own ``seq_kind``: WorkNCCL SeqNum and status-line ids are ``work``, DETAIL
+SequenceNumber is ``detail``, the desync report's ``#N`` is ``desync``.
+"""
+from __future__ import annotations
+
+import re
+
+from ..ops import normalize_op
+from ._text import (balanced, error_row, event_row, parse_dims, parse_fingerprint,
+                    parse_ranks, pg_of, progress_row)
+from .base import FileContext, Line, Output, TextReader, register_text_reader
+
+SOURCE = "c10d"
+
+_WORK_TIMEOUT = re.compile(r"(?:Watchdog caught|Caught) collective operation timeout: WorkNCCL\(")
+_BLOCKING = re.compile(r"Work WorkNCCL\(")
+_ASYNC = re.compile(r"Collective WorkNCCL\(")
+_KV = re.compile(r"(\w+(?:\(ms\))?)=(\[[^\]]*\]|[^,()]+)")
+_RAN_FOR = re.compile(r"ran for (\d+) milliseconds")
+_STATUS = re.compile(
+    r"(?:Timeout at NCCL work|detected by watchdog at work(?: sequence id)?):? (?P<s>-?\d+),? (?:PG status: )?"
+    r"last enqueued (?:NCCL )?work: (?P<e>-?\d+), last completed (?:NCCL )?work: (?P<c>-?\d+)"
+)
+_TEARDOWN = re.compile(r"Some NCCL operations have failed or timed out|(?:Process group|NCCL) watchdog thread terminated with exception")
+_TAKING_DOWN = re.compile(r"we are taking the entire process down|Stack trace of the failed collective|^#\d+ \S+ from \S+:\d+")
+_HEARTBEAT = re.compile(
+    r"Heartbeat monitor timed out|watchdog got stuck for|Terminating the process after attempting to dump debug info"
+    r"|Received a dump signal due to a collective timeout"
+)
+_DUMP_FROM = re.compile(r"collective timeout from (?:this local rank|rank (\d+))")
+# desync report body (§3.6)
+_DS_TIMEOUT = re.compile(r"- \[(\d+)\] Timeout at collective: (\w+), #(\d+)")
+_DS_LAGGING = re.compile(r"ranks \[([\d, ]*)\] are the lagging ranks")
+_DS_JOINED = re.compile(r"\[([\d, ]*)\] joined but didn't finish collective #(\d+)")
+_DS_FINISHED = re.compile(r"\[([\d, ]*)\] finished collective #(\d+), but didn't join collective #(\d+)")
+_DS_SNAP_HDR = re.compile(r"#(\d+) (started|finished) ranks:")
+_DS_SNAP = re.compile(r"\[([\d, ]*)\] (started|finished) (\w+)")
+_DS_OTHER = re.compile(r"lagging/dead/mismatched ranks|Snapshot of ranks' latest states")
+# DETAIL (§4)
+_MISMATCH = re.compile(r"Rank (\d+) is running (?:inconsistent )?collective: CollectiveFingerPrint\(")
+_RUNNING = re.compile(r"Running collective: CollectiveFingerPrint\(")
+_MB = re.compile(r"(?:\[Rank (\d+)\]: )?Ranks? ([\d, ]+) failed to pass monitoredBarrier in (\d+) ms")
+_MB_WRAP = re.compile(r"Monitored Barrier encountered error running collective: CollectiveFingerPrint\(")
+_RANK_TAG = re.compile(r"\[Rank (\d+)\]")
+# DDP reducer (§4.3)
+_DDP_UNUSED = re.compile(r"Expected to have finished reduction in the prior iteration")
+_DDP_NAMES = re.compile(r"Parameters which did not receive grad for rank (\d+): (.*)")
+_DDP_IDX = re.compile(r"Parameter indices which did not receive grad for rank (\d+): ([\d ]*)")
+_DDP_ERR = re.compile(
+    r"Expected to mark a variable ready only once|has been marked as ready twice|DDP expects same model across all ranks"
+    r"|appears not to match sizes of the same param|Parameter at index \d+"
+)
+# gloo (§5)
+_ENFORCE = re.compile(r"enforce fail at [^\]]*gloo[^\]]*\] (.*)")
+_VS = re.compile(r"(\d+) vs (\d+)")
+_INVALID = re.compile(r"ProcessGroupGloo::(\w+): invalid tensor (size|type) at index (\d+)(?: \(expected \(([^)]*)\), got \(([^)]*)\)\))?")
+_PEER = re.compile(r"Connection reset by peer|Connection closed by peer|Socket closed|Read timeout|Write timeout|Connect timeout")
+_GLOO_TIMEOUT = re.compile(r"Timed out waiting (\d+)ms for (\w+) operation to complete")
+_PEER_ADDR = re.compile(r"\[([\w.:-]+)\]:(\d+)")
+# aborts
+_TERMINATE = re.compile(r"terminate called after throwing an instance of '([^']+)'|terminate called without an active exception|terminate called recursively")
+_WHAT = re.compile(r"^\s*what\(\):\s*(.*)$")
+_EXC_PREFIX = re.compile(r"^(?:[\w.]+(?:Error|Exception)\w*: )+")
+
+
+def _work_fields(text: str, start: int) -> tuple[dict, int]:
+    """Parse ``WorkNCCL(k=v, ...)`` whose ``(`` is at ``start``: op, seq, numel and shapes."""
+    end = balanced(text, start)
+    body = text[start + 1:end - 1]
+    kv = {k: v.strip() for k, v in _KV.findall(body)}
+    out: dict = {}
+    if "SeqNum" in kv and kv["SeqNum"].lstrip("-").isdigit():
+        out["seq"] = int(kv["SeqNum"])
+        out["seq_kind"] = "work"
+    if "OpType" in kv:
+        out["op"] = normalize_op(kv["OpType"])
+    for key, col in (("NumelIn", "numel_in"), ("NumelOut", "numel_out")):
+        if key in kv and kv[key].lstrip("-").isdigit():
+            out[col] = int(kv[key])
+    if "TensorShape" in kv:
+        dims = parse_dims(kv["TensorShape"])
+        if dims is not None:
+            out["in_shapes"] = (dims,)
+    return out, end
+
+
+def _clean(text: str) -> str:
+    """The message without a leading ``RuntimeError: `` (so the glog and Python copies dedup)."""
+    return _EXC_PREFIX.sub("", text.strip())
+
+
+class C10dReader(TextReader):
+    name = SOURCE
+    needles = (
+        b"atchdog", b"WorkNCCL", b"NCCL work", b"NCCL operations", b"process down", b"eartbeat",
+        b"dump signal", b"Timeout at collective", b"lagging", b"collective #", b"CollectiveFingerPrint",
+        b"monitoredBarrier", b"Monitored Barrier", b"receive grad", b"finished reduction", b"marked as ready",
+        b"DDP expects", b"appears not to match", b"gloo", b"ProcessGroupGloo", b"terminate called",
+    )
+
+    def parse(self, block: list[Line], ctx: FileContext, out: Output) -> None:
+        state = {"ddp": None, "snap_seq": None, "abort": None}
+        for line in block:
+            try:
+                if self._line(line, ctx, out, state):
+                    out.consume(line)
+            except Exception:   # odd input: leave the line unparsed
+                continue
+
+    # one logical line; True when consumed
+    def _line(self, line: Line, ctx: FileContext, out: Output, st: dict) -> bool:
+        text = line.text
+        m = _WHAT.match(text)
+        if m:
+            text = m.group(1)
+            if st["abort"] is not None:             # the what() of the terminate line before it
+                st["abort"]["message"] += ": " + text
+                st["abort"] = None
+                if self._gloo(line, text, ctx, out) or self._teardown(line, text, ctx, out, copy=True):
+                    return True
+                return True
+        st["abort"] = None
+        if "Exception raised from" in text or text.startswith("frame #"):
+            return True
+        m = _TERMINATE.search(text)
+        if m:
+            row = error_row(line, ctx, SOURCE, "abort", text.strip(), signal="SIGABRT")
+            out.errors.append(row)
+            st["abort"] = row
+            return True
+        if self._timeout(line, text, ctx, out):
+            return True
+        if self._status(line, text, ctx, out):
+            return True
+        if self._teardown(line, text, ctx, out):
+            return True
+        if _TAKING_DOWN.search(text):
+            return True
+        if self._heartbeat(line, text, ctx, out):
+            return True
+        if self._desync(line, text, ctx, out, st):
+            return True
+        if self._detail(line, text, ctx, out):
+            return True
+        if self._ddp(line, text, ctx, out, st):
+            return True
+        if self._gloo(line, text, ctx, out):
+            return True
+        if _ASYNC.search(text):
+            return self._async(line, text, ctx, out)
+        return False
+
+    # --- ProcessGroupNCCL ---------------------------------------------------------------------
+
+    def _rank(self, line: Line, text: str) -> int | None:
+        """``[rankN]:`` wins; the message's ``[Rank r]`` only when nothing better is known."""
+        if line.rank is not None:
+            return line.rank
+        m = _RANK_TAG.search(text)
+        return int(m.group(1)) if m else None
+
+    def _timeout(self, line: Line, text: str, ctx: FileContext, out: Output) -> bool:
+        if "terminated with exception" in text:
+            return False
+        m = _WORK_TIMEOUT.search(text) or (_BLOCKING.search(text) if "timed out in blocking wait" in text else None)
+        if not m:
+            return False
+        fields, _ = _work_fields(text, m.end() - 1)
+        pg, desc, _r = pg_of(text[: m.start()])
+        rank = self._rank(line, text)
+        ran = _RAN_FOR.search(text)
+        out.events.append(event_row(line, ctx, SOURCE, rank=rank, pg=pg, pg_desc=desc, state="timed_out", **fields))
+        msg = _clean(text)
+        out.errors.append(error_row(line, ctx, SOURCE, "watchdog_timeout", msg, rank=rank, pg=pg,
+                                    op=fields.get("op"), seq=fields.get("seq"), seq_kind=fields.get("seq_kind"),
+                                    ran_for_ms=int(ran.group(1)) if ran else None))
+        return True
+
+    def _status(self, line: Line, text: str, ctx: FileContext, out: Output) -> bool:
+        m = _STATUS.search(text)
+        if not m:
+            return False
+        pg, desc, _r = pg_of(text)
+        s, e, c = int(m.group("s")), int(m.group("e")), int(m.group("c"))
+        rank = self._rank(line, text)
+        out.progress.append(progress_row(line, ctx, SOURCE, rank=rank, pg=pg if pg is not None else "0",
+                                         seq_kind="work", last_enqueued=e, last_completed=c))
+        out.errors.append(error_row(line, ctx, SOURCE, "watchdog_status", _clean(text), rank=rank, pg=pg,
+                                    seq=s, seq_kind="work"))
+        return True
+
+    def _teardown(self, line: Line, text: str, ctx: FileContext, out: Output, copy: bool = False) -> bool:
+        m = _TEARDOWN.search(text)
+        if not m:
+            return False
+        fields: dict = {}
+        w = _WORK_TIMEOUT.search(text) or _BLOCKING.search(text)
+        if w:
+            fields, _ = _work_fields(text, w.end() - 1)
+        pg, _desc, _r = pg_of(text[: m.start()])
+        out.errors.append(error_row(line, ctx, SOURCE, "watchdog_abort", _clean(text), rank=self._rank(line, text),
+                                    pg=pg, op=fields.get("op"), seq=fields.get("seq"),
+                                    seq_kind=fields.get("seq_kind")))
+        return True
+
+    def _heartbeat(self, line: Line, text: str, ctx: FileContext, out: Output) -> bool:
+        if not _HEARTBEAT.search(text):
+            return False
+        pg, _desc, _r = pg_of(text)
+        related = None
+        m = _DUMP_FROM.search(text)
+        if m:
+            related = (int(m.group(1)),) if m.group(1) else ((line.rank,) if line.rank is not None else None)
+        out.errors.append(error_row(line, ctx, SOURCE, "heartbeat", _clean(text), rank=self._rank(line, text),
+                                    pg=pg, related_ranks=related))
+        return True
+
+    def _async(self, line: Line, text: str, ctx: FileContext, out: Output) -> bool:
+        m = _ASYNC.search(text)
+        fields, _ = _work_fields(text, m.end() - 1)
+        pg, desc, _r = pg_of(text[: m.start()])
+        rank = self._rank(line, text)
+        out.events.append(event_row(line, ctx, SOURCE, rank=rank, pg=pg, pg_desc=desc, state="failed", **fields))
+        out.errors.append(error_row(line, ctx, SOURCE, "nccl_error", _clean(text), rank=rank, pg=pg,
+                                    op=fields.get("op"), seq=fields.get("seq"), seq_kind=fields.get("seq_kind")))
+        return True
+
+    def _desync(self, line: Line, text: str, ctx: FileContext, out: Output, st: dict) -> bool:
+        m = _DS_TIMEOUT.search(text)
+        if m:
+            r, op, seq = int(m.group(1)), normalize_op(m.group(2)), int(m.group(3))
+            rank = line.rank if line.rank is not None else r
+            out.events.append(event_row(line, ctx, SOURCE, rank=rank, op=op, seq=seq, seq_kind="desync",
+                                        state="timed_out"))
+            out.errors.append(error_row(line, ctx, SOURCE, "desync_report", text.strip(), rank=rank, op=op,
+                                        seq=seq, seq_kind="desync"))
+            return True
+        m = _DS_LAGGING.search(text)
+        if m:
+            out.errors.append(error_row(line, ctx, SOURCE, "desync_report", text.strip(),
+                                        related_ranks=parse_ranks(m.group(1))))
+            return True
+        m = _DS_JOINED.search(text)
+        if m:
+            out.errors.append(error_row(line, ctx, SOURCE, "desync_report", text.strip(), seq=int(m.group(2)),
+                                        seq_kind="desync", related_ranks=parse_ranks(m.group(1))))
+            return True
+        m = _DS_FINISHED.search(text)
+        if m:
+            out.errors.append(error_row(line, ctx, SOURCE, "desync_report", text.strip(), seq=int(m.group(3)),
+                                        seq_kind="desync", related_ranks=parse_ranks(m.group(1))))
+            return True
+        m = _DS_SNAP_HDR.search(text)
+        if m:
+            st["snap_seq"] = int(m.group(1))
+            return True
+        m = _DS_SNAP.search(text)
+        if m and st["snap_seq"] is not None:
+            op = normalize_op(m.group(3))
+            state = "started" if m.group(2) == "started" else "completed"
+            for r in parse_ranks(m.group(1)):
+                out.events.append(event_row(line, ctx, SOURCE, rank=r, op=op, seq=st["snap_seq"],
+                                            seq_kind="desync", state=state))
+            return True
+        return bool(_DS_OTHER.search(text))
+
+    # --- DETAIL -------------------------------------------------------------------------------
+
+    def _detail(self, line: Line, text: str, ctx: FileContext, out: Output) -> bool:
+        found = [(m, text) for m in _MISMATCH.finditer(text)]
+        if found:
+            fps = []
+            for m, _ in found:
+                end = balanced(text, m.end() - 1)
+                fps.append((int(m.group(1)), parse_fingerprint(text[m.end() - len("CollectiveFingerPrint("):end])))
+            own_rank = line.rank if line.rank is not None else fps[0][0]
+            for r, fp in fps:
+                fp.pop("op_raw", None)
+                out.events.append(event_row(line, ctx, SOURCE, rank=r, seq_kind="detail", state="failed", **fp))
+            first = fps[0][1]
+            related = tuple(sorted({r for r, _ in fps if r != own_rank}))
+            out.errors.append(error_row(line, ctx, SOURCE, "detail_mismatch", _clean(text), rank=own_rank,
+                                        op=first.get("op"), seq=first.get("seq"), seq_kind="detail",
+                                        related_ranks=related))
+            return True
+        m = _MB_WRAP.search(text)
+        if m:
+            end = balanced(text, m.end() - 1)
+            fp = parse_fingerprint(text[m.end() - len("CollectiveFingerPrint("):end])
+            fp.pop("op_raw", None)
+            rank = self._rank(line, text)
+            out.events.append(event_row(line, ctx, SOURCE, rank=rank, seq_kind="detail", state="failed", **fp))
+            mb = _MB.search(text)
+            out.errors.append(error_row(line, ctx, SOURCE, "monitored_barrier", _clean(text), rank=rank,
+                                        op=fp.get("op"), seq=fp.get("seq"), seq_kind="detail",
+                                        related_ranks=parse_ranks(mb.group(2)) if mb else None))
+            return True
+        m = _MB.search(text)
+        if m:
+            rank = line.rank if line.rank is not None else (int(m.group(1)) if m.group(1) else None)
+            out.errors.append(error_row(line, ctx, SOURCE, "monitored_barrier", _clean(text), rank=rank,
+                                        related_ranks=parse_ranks(m.group(2)), timeout_ms=int(m.group(3))))
+            return True
+        m = _RUNNING.search(text)
+        if m:
+            end = balanced(text, m.end() - 1)
+            fp = parse_fingerprint(text[m.end() - len("CollectiveFingerPrint("):end])
+            fp.pop("op_raw", None)
+            out.events.append(event_row(line, ctx, SOURCE, rank=self._rank(line, text), seq_kind="detail",
+                                        state="scheduled", **fp))
+            return True
+        return False
+
+    # --- DDP reducer ----------------------------------------------------------------------------
+
+    def _ddp(self, line: Line, text: str, ctx: FileContext, out: Output, st: dict) -> bool:
+        if _DDP_UNUSED.search(text):
+            row = error_row(line, ctx, SOURCE, "ddp_unused_parameters", _clean(text))
+            out.errors.append(row)
+            st["ddp"] = row
+            return True
+        m = _DDP_NAMES.search(text) or _DDP_IDX.search(text)
+        if m:
+            r = int(m.group(1))
+            row = st["ddp"]
+            if row is not None and (row["rank"] is None or row["rank"] == r):
+                row["message"] += "\n" + text.strip()
+                if row["rank"] is None:
+                    row["rank"] = r
+            else:
+                row = error_row(line, ctx, SOURCE, "ddp_unused_parameters", text.strip())
+                row["rank"] = r if line.rank is None else line.rank
+                out.errors.append(row)
+                st["ddp"] = row
+            key = "param_names" if "Parameters which" in m.group(0) else "param_indices"
+            vals = m.group(2).strip()
+            row[key] = tuple(int(x) for x in vals.split()) if key == "param_indices" else \
+                tuple(x.strip() for x in vals.strip("[]").split(",") if x.strip())
+            return True
+        if _DDP_ERR.search(text):
+            out.errors.append(error_row(line, ctx, SOURCE, "ddp_error", _clean(text)))
+            return True
+        return False
+
+    # --- gloo -----------------------------------------------------------------------------------
+
+    def _gloo(self, line: Line, text: str, ctx: FileContext, out: Output) -> bool:
+        m = _ENFORCE.search(text)
+        if m:
+            vs = _VS.search(m.group(1))
+            out.errors.append(error_row(line, ctx, SOURCE, "gloo_enforce", _clean(text), signal="SIGABRT",
+                                        bytes_got=int(vs.group(1)) if vs else None,
+                                        bytes_expected=int(vs.group(2)) if vs else None))
+            return True
+        m = _INVALID.search(text)
+        if m:
+            exp = parse_dims(m.group(4)) if m.group(4) is not None else None
+            got = parse_dims(m.group(5)) if m.group(5) is not None else None
+            out.errors.append(error_row(line, ctx, SOURCE, "gloo_invalid_size", _clean(text),
+                                        op=normalize_op(m.group(1)), index=int(m.group(3)),
+                                        expected_shape=exp, got_shape=got))
+            return True
+        m = _GLOO_TIMEOUT.search(text)
+        if m:
+            out.errors.append(error_row(line, ctx, SOURCE, "gloo_timeout", _clean(text), timeout_ms=int(m.group(1))))
+            return True
+        if "gloo" in text and _PEER.search(text):
+            a = _PEER_ADDR.search(text)
+            out.errors.append(error_row(line, ctx, SOURCE, "gloo_peer_gone", _clean(text),
+                                        peer=f"{a.group(1)}:{a.group(2)}" if a else None))
+            return True
+        return False
+
+
+register_text_reader(C10dReader())

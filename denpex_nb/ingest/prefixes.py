@@ -1,0 +1,477 @@
+"""Turn the physical lines of one block into :class:`~denpex_nb.ingest.base.Line` objects.
+
+Real logs arrive wrapped in layers: a line number from ``cat -n``/``grep -n``, a host from pdsh,
+a task label from ``srun -l`` or Open MPI, a Ray actor tag, torchrun's ``[default3]:``, torch's own
+``[rank5]:``, and finally the message's header (C++ glog, Python ``torch._logging``, DeepSpeed,
+Lightning, NCCL). Every reader wants only the message and *which rank said it*, so this module
+peels the layers in the order of log-formats.md §1, keeps each value on the Line, and repairs the
+two kinds of damage seen in pasted logs: two ranks' output run together on one line (``mp.spawn``
+children share a pipe) and hard-wrapped long lines (DETAIL messages reach ~700 characters).
+
+Rank trust order: ``[rankN]:`` > the file's rank hint (name, NCCL Init map) > a C++ continuation
+line's owner (``what():`` ... follow the record they belong to) > launcher labels (srun, MPI,
+``[role|rank|local]:``, DeepSpeed, Lightning) > torchrun's local rank.
+
+Times: glog headers carry no year (``ctx.year``; falls back to the current year) and local time
+(treated as UTC unless ``ctx.options["tz"]`` names a zone). With ``ctx.options["mtime"]`` (epoch
+seconds of the file) a December line in a file written in January gets the previous year.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from functools import lru_cache
+from typing import Any
+
+from .base import FileContext, Line
+
+__all__ = ["to_lines", "strip_ansi", "parse_header"]
+
+_ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
+
+
+def strip_ansi(text: str) -> str:
+    return _ANSI.sub("", text) if "\x1b" in text else text
+
+
+# --- line numbers (decided per block: they must fit every line) ------------------------------
+
+_CAT_N = re.compile(r"^\s*(\d+)\t")
+_GUTTER = re.compile(r"^\s*(\d+)\s*[|│] ?")
+_GREP_HN = re.compile(r"^([^\s:\[(]+):(\d+)([:-])")
+_GREP_N = re.compile(r"^(\d+)([:-])(?=\S)")
+_NUM_SPACE = re.compile(r"^\s*(\d+): ")
+_LOGFILE = re.compile(r"(?:\.(?:log|txt|out|err|stdout|stderr)(?:\.\d+)?|stdout|stderr)$", re.I)
+_NCCL_AFTER = re.compile(r"^\d+ \[\d+\]|^\d+ NCCL")
+_FILE_RANK = re.compile(r"(?:rank|trace|worker)[_-]?(\d+)", re.I)
+
+
+def _rising(nums: list[int], exact: bool) -> bool:
+    if len(nums) < 2:
+        return False
+    steps = [b - a for a, b in zip(nums, nums[1:])]
+    return all(s == 1 for s in steps) if exact else all(s > 0 for s in steps)
+
+
+def _line_number_kind(texts: list[str]) -> str | None:
+    """Which line-number prefix every non-empty line of the block carries, if any."""
+    lines = [t for t in texts if t.strip()]
+    if not lines:
+        return None
+    ms = [_CAT_N.match(t) for t in lines]
+    if all(ms):
+        return "cat_n"
+    ms = [_GUTTER.match(t) for t in lines]
+    if all(ms):
+        return "gutter"
+    ms = [_GREP_HN.match(t) for t in lines]
+    if all(ms) and all(
+        not _NCCL_AFTER.match(t[m.end():]) and (_LOGFILE.search(m.group(1)) or t[m.end():].startswith("["))
+        for m, t in zip(ms, lines)
+    ):
+        return "grep_hn"
+    ms = [_GREP_N.match(t) for t in lines]
+    if all(ms) and (all(m.group(2) == ":" for m in ms) or _rising([int(m.group(1)) for m in ms], False)):
+        return "grep_n"
+    ms = [_NUM_SPACE.match(t) for t in lines]
+    if all(ms) and _rising([int(m.group(1)) for m in ms], True):
+        return "num_space"   # cat -n style numbers followed by ": "; srun labels never rise by one
+    return None
+
+
+def _strip_line_number(text: str, kind: str | None) -> tuple[str, str | None]:
+    """Remove the block's line-number prefix; also return a file name from ``grep -Hn``."""
+    if kind is None:
+        return text, None
+    rx = {"cat_n": _CAT_N, "gutter": _GUTTER, "grep_hn": _GREP_HN, "grep_n": _GREP_N, "num_space": _NUM_SPACE}[kind]
+    m = rx.match(text)
+    if not m:
+        return text, None
+    return text[m.end():], (m.group(1) if kind == "grep_hn" else None)
+
+
+# --- launcher and rank prefixes --------------------------------------------------------------
+
+_PDSH = re.compile(r"^([A-Za-z][\w.-]*): ")
+_NOT_HOST = re.compile(
+    r"(?i)(?:error|exception|warning|warn|interrupt|exit|note|hint|failures|info|debug|traceback|"
+    r"what|cause|time|host|rank|exitcode|error_file|msg|status|size|sizes|state|ranks)$|^nccl"
+)
+_SRUN = re.compile(r"^\s*(\d+): ")
+_MPI = re.compile(r"^\[(\d+),(\d+)\]<(?:stdout|stderr|stddiag)>:")
+_HYDRA = re.compile(r"^\[(\d+)\] (?=\S)")
+_RAY = re.compile(r"^\((?P<name>[\w.:-]+) pid=(?P<pid>\d+)(?:, ip=(?P<ip>[^)\s]+))?\)\s?")
+_RAY_REPEAT = re.compile(r"\s*\[repeated (\d+)x across cluster\]\s*$")
+_TEMPLATE = re.compile(r"^\[(?P<role>[A-Za-z_][\w-]*)\|(?P<r>\d+)\|(?P<lr>\d+)\]:")
+_TORCHRUN = re.compile(r"^\[(?P<role>[A-Za-z_][\w-]*?)(?P<lr>\d+)\]:")
+_RANK = re.compile(r"^\[rank(\d+)\]: ?")
+
+# --- message-level markers (log-formats.md §2, §6.1) -----------------------------------------
+
+_CPP = re.compile(
+    r"^\[(?P<sev>[FEWIV])(?:(?P<md>\d{3,4}) (?P<hms>\d\d:\d\d:\d\d)\.(?P<frac>\d+) )?\s*"
+    r"(?P<file>[\w.+-]+):(?P<line>\d+)\] ?"
+)
+_GLOG = re.compile(
+    r"^(?P<sev>[DIWECFV])(?P<md>\d{4}) (?P<hms>\d\d:\d\d:\d\d)\.(?P<frac>\d+) +(?P<pid>\d+) "
+    r"(?P<file>[^\s\]]+):(?P<line>\d+)\] ?"
+)
+_PY_OLD = re.compile(r"^(?P<lvl>DEBUG|INFO|WARNING|ERROR|CRITICAL):(?P<logger>[\w.]+):")
+_PY_23 = re.compile(
+    r"^\[(?P<date>\d{4}-\d\d-\d\d) (?P<hms>\d\d:\d\d:\d\d),(?P<ms>\d{3})\] (?P<logger>[\w.]+): \[(?P<lvl>[A-Z]+)\] ?"
+)
+_DEEPSPEED = re.compile(
+    r"^\[(?P<date>\d{4}-\d\d-\d\d) (?P<hms>\d\d:\d\d:\d\d),(?P<ms>\d{3})\] \[(?P<lvl>[A-Z]+)\] "
+    r"\[(?P<where>[^\]]*)\] (?:\[Rank (?P<r>-?\d+)\] )?"
+)
+_LIGHTNING = re.compile(r"^\[rank: (\d+)\] ")
+_NCCL = re.compile(
+    r"^(?:\[(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?:\.\d+)?\] )?(?P<host>[\w.-]+):(?P<pid>\d+):(?P<tid>\d+) "
+    r"(?:\[(?P<dev>\d+)\] )?(?:\S+:\d+(?: \([^)]*\))? )?NCCL (?P<lvl>INFO|WARN|TRACE|CALL|ABORT|VERSION)\b"
+)
+_LEVELS = {"DEBUG": "D", "INFO": "I", "WARNING": "W", "WARN": "W", "ERROR": "E", "CRITICAL": "C", "FATAL": "F"}
+
+#: where a second rank's line may start inside a physical line (§1 "two ranks on one line")
+_SPLIT = re.compile(
+    r"\[rank\d+\]:|\[[FEWIV]\d{3,4} \d\d:\d\d:\d\d|(?<![A-Za-z])[DIWEC]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ \S+:\d+\]"
+    r"|(?<![\w.-])[\w.-]+:\d+:\d+ \[\d+\] NCCL|(?<=\S)Traceback \(most recent|(?<=\S)terminate called"
+)
+#: lines that start a record of their own: never a wrapped line's tail
+_RECORD_START = re.compile(
+    r"^(?:Traceback \(most recent|terminate called|During handling|The above exception|frame #|Exception raised from"
+    r"|\s+what\(\):|\s+File \"|\t|[A-Za-z_][\w.]*(?:Error|Exception|Warning)\b|\[[FEWIV]\d{3,4} |[DIWEC]\d{4} \d\d:)"
+)
+_WRAP_WIDTHS = frozenset({80, 100, 120, 160, 200})
+#: C++ continuation lines: unprefixed, they belong to the record before them (§3.4)
+_CPP_CONT = re.compile(r"^(?:\s+what\(\):|terminate called|Exception raised from|frame #|\t)")
+
+
+@dataclass
+class _Parsed:
+    message: str
+    kinds: list[str] = field(default_factory=list)
+    rank: int | None = None            # [rankN]:
+    label_rank: int | None = None      # srun / MPI / template / DeepSpeed / Lightning
+    node_label: bool = False           # srun or pdsh label (node index when torchrun runs per node)
+    local_rank: int | None = None      # torchrun [roleN]: / template local
+    host: str | None = None
+    pid: int | None = None
+    t_wall: datetime | None = None
+    severity: str | None = None
+    origin: str | None = None
+    repeat: int | None = None
+
+
+def _accepted_hosts(texts: list[str]) -> set[str]:
+    """pdsh host labels: tokens that start several lines, or sit before a known inner prefix."""
+    counts: dict[str, int] = {}
+    hosts: set[str] = set()
+    for t in texts:
+        m = _PDSH.match(t)
+        if not m or _NOT_HOST.search(m.group(1)):
+            continue
+        tok = m.group(1)
+        rest = t[m.end():]
+        if rest.startswith(("[rank", "[default", "(")) or _CPP.match(rest) or _GLOG.match(rest) or _NCCL.match(rest):
+            hosts.add(tok)
+        if re.search(r"[\d-]", tok):
+            counts[tok] = counts.get(tok, 0) + 1
+    hosts.update(t for t, n in counts.items() if n >= 2)
+    return hosts
+
+
+def _strip(text: str, hosts: set[str], ctx: FileContext, allow_srun: bool = True) -> _Parsed:
+    """Peel every prefix layer off one logical line (no line numbers: already gone)."""
+    p = _Parsed(message=text)
+    s = text
+    m = _PDSH.match(s)
+    if m and m.group(1) in hosts:
+        p.host, p.node_label = m.group(1), True
+        p.kinds.append("pdsh")
+        s = s[m.end():]
+    m = _MPI.match(s)
+    if m:
+        p.label_rank = int(m.group(2))
+        p.kinds.append("mpi")
+        s = s[m.end():]
+    elif allow_srun and (m := _SRUN.match(s)):
+        p.label_rank, p.node_label = int(m.group(1)), True
+        p.kinds.append("srun")
+        s = s[m.end():]
+    elif m := _HYDRA.match(s):
+        p.label_rank = int(m.group(1))
+        p.kinds.append("mpi")
+        s = s[m.end():]
+    while m := _RAY.match(s):
+        p.pid = int(m.group("pid"))
+        if m.group("ip"):
+            p.host = m.group("ip")
+        p.kinds.append("ray")
+        s = s[m.end():]
+    if "ray" in p.kinds:
+        r = _RAY_REPEAT.search(s)
+        if r:
+            p.repeat = int(r.group(1))
+            p.kinds.append(f"ray_repeated={p.repeat}")
+            s = s[: r.start()]
+    m = _TEMPLATE.match(s)
+    if m:
+        p.label_rank, p.local_rank = int(m.group("r")), int(m.group("lr"))
+        p.node_label = False
+        p.kinds.append("torchrun")
+        s = s[m.end():]
+    else:
+        m = _TORCHRUN.match(s)
+        if m and m.group("role") != "rank":
+            p.local_rank = int(m.group("lr"))
+            p.kinds.append("torchrun")
+            s = s[m.end():]
+    m = _RANK.match(s)
+    if m:
+        p.rank = int(m.group(1))
+        p.kinds.append("rank")
+        s = s[m.end():]
+    s = _strip_header(s, p, ctx)
+    p.message = s
+    return p
+
+
+def _strip_header(s: str, p: _Parsed, ctx: FileContext) -> str:
+    m = _CPP.match(s)
+    if m:
+        p.severity, p.origin = m.group("sev"), f"{m.group('file')}:{m.group('line')}"
+        if m.group("md"):
+            p.t_wall = _glog_time(m.group("md"), m.group("hms"), m.group("frac"), ctx)
+        p.kinds.append("glog_cpp")
+        return s[m.end():]
+    m = _GLOG.match(s)
+    if m:
+        p.severity, p.origin = m.group("sev"), f"{m.group('file')}:{m.group('line')}"
+        p.t_wall = _glog_time(m.group("md"), m.group("hms"), m.group("frac"), ctx)
+        f = m.group("file")
+        if "/" in f or f.endswith(".py"):      # torch._logging: the emitter's pid; real glog: a thread id
+            p.pid = int(m.group("pid"))
+        p.kinds.append("glog")
+        return s[m.end():]
+    m = _DEEPSPEED.match(s)
+    if m:
+        p.severity, p.origin = _LEVELS.get(m.group("lvl"), m.group("lvl")[:1]), m.group("where")
+        p.t_wall = _iso_time(m.group("date"), m.group("hms"), int(m.group("ms")) * 1000, ctx)
+        if m.group("r") is not None and int(m.group("r")) >= 0:
+            p.label_rank = int(m.group("r"))
+        p.kinds.append("deepspeed")
+        return s[m.end():]
+    m = _PY_23.match(s)
+    if m:
+        p.severity, p.origin = _LEVELS.get(m.group("lvl"), m.group("lvl")[:1]), m.group("logger")
+        p.t_wall = _iso_time(m.group("date"), m.group("hms"), int(m.group("ms")) * 1000, ctx)
+        p.kinds.append("pylog")
+        return s[m.end():]
+    m = _PY_OLD.match(s)
+    if m:
+        p.severity, p.origin = _LEVELS[m.group("lvl")], m.group("logger")
+        p.kinds.append("pylog")
+        return s[m.end():]
+    m = _LIGHTNING.match(s)
+    if m:
+        p.label_rank = int(m.group(1))
+        p.kinds.append("lightning")
+        return s[m.end():]
+    m = _NCCL.match(s)
+    if m:
+        p.host, p.pid, p.severity = m.group("host"), int(m.group("pid")), m.group("lvl")
+        if m.group("ts"):
+            date, hms = m.group("ts").split(" ")
+            p.t_wall = _iso_time(date, hms, 0, ctx)
+            s = s[s.index("] ") + 2:]
+        p.kinds.append("nccl")
+        return s          # the NCCL prefix stays: the nccl reader needs tid and device
+    return s
+
+
+def parse_header(text: str, ctx: FileContext | None = None) -> Line:
+    """Strip the prefixes of a single line (no block context): handy for tests and notebooks."""
+    return to_lines([(1, text)], ctx or FileContext(file="<text>"))[0]
+
+
+# --- time ------------------------------------------------------------------------------------
+
+@lru_cache(maxsize=64)
+def _zone(name: str | None):
+    if not name or str(name).upper() == "UTC":
+        return timezone.utc
+    try:
+        from zoneinfo import ZoneInfo
+
+        return ZoneInfo(str(name))
+    except Exception:
+        return timezone.utc
+
+
+def _year(month: int, ctx: FileContext) -> int:
+    mtime = ctx.options.get("mtime")
+    if mtime:
+        try:
+            ref = datetime.fromtimestamp(float(mtime), timezone.utc)
+        except (OverflowError, OSError, ValueError):
+            ref = None
+        if ref is not None:
+            return ref.year - 1 if month > ref.month + 1 else ref.year
+    if ctx.year:
+        return int(ctx.year)
+    return datetime.now(timezone.utc).year
+
+
+def _local_to_utc(dt: datetime, ctx: FileContext) -> datetime:
+    tz = _zone(ctx.options.get("tz"))
+    return dt.replace(tzinfo=tz).astimezone(timezone.utc)
+
+
+def _glog_time(md: str, hms: str, frac: str | None, ctx: FileContext) -> datetime | None:
+    try:
+        month, day = divmod(int(md), 100)
+        h, mi, s = (int(x) for x in hms.split(":"))
+        us = int((frac or "0")[:6].ljust(6, "0"))
+        return _local_to_utc(datetime(_year(month, ctx), month, day, h, mi, s, us), ctx)
+    except (ValueError, OverflowError):
+        return None
+
+
+def _iso_time(date: str, hms: str, us: int, ctx: FileContext) -> datetime | None:
+    try:
+        y, mo, d = (int(x) for x in date.split("-"))
+        h, mi, s = (int(x) for x in hms.split(":"))
+        return _local_to_utc(datetime(y, mo, d, h, mi, s, us), ctx)
+    except (ValueError, OverflowError):
+        return None
+
+
+# --- the block -------------------------------------------------------------------------------
+
+def _split_merged(text: str, hosts: set[str], ctx: FileContext) -> list[str]:
+    """Split a physical line where a second rank's output starts (offset > 0 past the prefixes)."""
+    if len(text) < 12:
+        return [text]
+    p = _strip(text, hosts, ctx)
+    offset = len(text) - len(p.message)
+    if "nccl" in p.kinds:   # the NCCL prefix stays in the message: skip past it
+        m = re.search(r" NCCL [A-Z]+\b", text[offset:])
+        offset += m.end() if m else 0
+    cuts = [m.start() for m in _SPLIT.finditer(text, offset) if m.start() > offset]
+    if not cuts:
+        return [text]
+    pieces, start = [], 0
+    for c in cuts:
+        if c <= start:
+            continue
+        if start > 0 and not _strip(text[start:c], hosts, ctx).message.strip():
+            continue      # only prefixes since the last cut: the same rank's header, keep together
+        pieces.append(text[start:c])
+        start = c
+    pieces.append(text[start:])
+    return [x for x in pieces if x]
+
+
+def _has_prefix(text: str, hosts: set[str], ctx: FileContext) -> bool:
+    p = _strip(text, hosts, ctx)
+    return bool(p.kinds)
+
+
+def _is_wrapped_tail(prev: str, cur: str, hosts: set[str], ctx: FileContext) -> bool:
+    """Is ``cur`` the hard-wrapped continuation of ``prev`` (§1 "Hard-wrapped lines")?"""
+    if not cur or not prev:
+        return False
+    at_width = len(prev) in _WRAP_WIDTHS
+    open_ = prev.count("(") > prev.count(")") or prev.count("[") > prev.count("]")
+    if not (at_width or open_):
+        return False
+    if _RECORD_START.match(cur) or _CPP_CONT.match(cur):
+        return False
+    cur_prefixed = _has_prefix(cur, hosts, ctx)
+    if cur_prefixed:
+        return False
+    if _has_prefix(prev, hosts, ctx):
+        return True
+    # neither carries a prefix: only a cut exactly at a wrap width, never an indented line
+    return at_width and not cur[:1].isspace()
+
+
+def _join(prev: str, cur: str) -> str:
+    if len(prev) in _WRAP_WIDTHS or prev.endswith((" ", "(", "[")) or cur.startswith((" ", ")", "]")):
+        return prev + cur
+    return prev + " " + cur
+
+
+def to_lines(physical: list[tuple[int, str]], ctx: FileContext) -> list[Line]:
+    """Normalise one block of consecutive physical lines into logical :class:`Line` objects.
+
+    ``physical`` holds (1-based line number, decoded text without newline or CR). The result
+    keeps file order; merged lines yield several Lines with one ``lineno``; wrapped lines yield
+    one Line with ``n_lines > 1``. Never raises on odd text.
+    """
+    if not physical:
+        return []
+    try:
+        return _to_lines(physical, ctx)
+    except Exception:     # a parser bug must never cost the user their load: fall back to raw lines
+        return [Line(lineno=n, text=strip_ansi(t), raw=strip_ansi(t)) for n, t in physical]
+
+
+def _to_lines(physical: list[tuple[int, str]], ctx: FileContext) -> list[Line]:
+    texts = [strip_ansi(t) for _, t in physical]
+    ln_kind = _line_number_kind(texts)
+    stripped: list[tuple[int, str, str | None]] = []
+    for (n, _), t in zip(physical, texts):
+        body, fname = _strip_line_number(t, ln_kind)
+        stripped.append((n, body, fname))
+    hosts = _accepted_hosts([b for _, b, _ in stripped])
+
+    # split merged lines, then join wrapped ones: (lineno, n_lines, text, grep file)
+    logical: list[list[Any]] = []
+    for n, body, fname in stripped:
+        pieces = _split_merged(body, hosts, ctx)
+        first = pieces[0]
+        if logical and logical[-1][0] + logical[-1][1] == n and _is_wrapped_tail(logical[-1][3], first, hosts, ctx):
+            prev = logical[-1]
+            prev[2] = _join(prev[2], first)
+            prev[3] = first
+            prev[1] += 1
+            pieces = pieces[1:]
+        for piece in pieces:
+            # [lineno, n_lines, joined text, last physical segment (for the width test), grep file]
+            logical.append([n, 1, piece, piece, fname])
+
+    lines: list[Line] = []
+    prev_line: Line | None = None
+    for n, count, text, _, fname in logical:
+        p = _strip(text, hosts, ctx)
+        file_rank = None
+        if fname:
+            m = _FILE_RANK.search(fname)
+            file_rank = int(m.group(1)) if m else None
+        local = p.local_rank if p.local_rank is not None else ctx.local_rank_hint
+        rank = p.rank
+        if rank is None:
+            rank = ctx.rank_hint if ctx.rank_hint is not None else file_rank
+        if rank is None and prev_line is not None and prev_line.rank is not None and _CPP_CONT.match(p.message) \
+                and "rank" not in p.kinds and prev_line.local_rank == local:
+            rank = prev_line.rank
+        if rank is None and p.label_rank is not None and not (p.node_label and p.local_rank is not None):
+            rank = p.label_rank
+        if rank is None and local is not None and not p.node_label:
+            rank = local
+        line = Line(
+            lineno=n, text=p.message, raw=text, n_lines=count, rank=rank, local_rank=local,
+            host=p.host, pid=p.pid, t_wall=p.t_wall, severity=p.severity, origin=p.origin,
+            prefixes=tuple(p.kinds),
+        )
+        lines.append(line)
+        prev_line = line
+    return lines
+
+
+def wrap_widths() -> frozenset[int]:
+    """The wrap widths treated as hard wraps (shared with the loader's continuation test)."""
+    return _WRAP_WIDTHS
+

@@ -1,0 +1,42 @@
+"""Run a text reader on literal lines, the way the loader does: to_lines, then parse."""
+from __future__ import annotations
+
+from denpex_nb.incident import ERROR_KINDS, SEQ_KINDS, OPS, STATES, coerce, check_schema
+from denpex_nb.ingest.base import FileContext, Output
+from denpex_nb.ingest.prefixes import to_lines
+
+
+def run(reader, text: str | list[str], *, ctx: FileContext | None = None, first_lineno: int = 1) -> Output:
+    """Parse ``text`` (one string with newlines, or a list of lines) as ONE block."""
+    lines = text.split("\n") if isinstance(text, str) else list(text)
+    ctx = ctx or FileContext(file="t.log", year=2025)
+    physical = [(first_lineno + i, t) for i, t in enumerate(lines)]
+    out = Output()
+    reader.parse(to_lines(physical, ctx), ctx, out)
+    check_rows(out)
+    return out
+
+
+def check_rows(out: Output) -> None:
+    """Every row uses the vocabularies and coerces to the schema."""
+    for row in out.errors:
+        assert row["kind"] in ERROR_KINDS, row
+    for row in out.events + out.errors + out.progress:
+        if row.get("seq_kind") is not None:
+            assert row["seq_kind"] in SEQ_KINDS, row
+        if row.get("op") is not None:
+            assert row["op"] in OPS, row
+    for row in out.events:
+        if row.get("state") is not None:
+            assert row["state"] in STATES, row
+    for name in ("events", "errors", "ranks", "progress"):
+        rows = getattr(out, name)
+        if rows:
+            assert check_schema(name, coerce(name, rows)) == []
+
+
+def one(rows: list[dict], **match) -> dict:
+    """The single row whose fields equal ``match``."""
+    hits = [r for r in rows if all(r.get(k) == v for k, v in match.items())]
+    assert len(hits) == 1, (match, rows)
+    return hits[0]
