@@ -60,7 +60,8 @@ def load(*paths, format: str | None = None, year: int | None = None, progress: b
     if format is not None and format not in format_names():
         raise UsageError(f"unknown format {format!r}", fix=f"use one of {', '.join(format_names())}")
     specs, problems = expand(flat, year=year, stdin=stdin)
-    per_file = max(_MIN_BUDGET_PER_FILE, int(unparsed_text_budget) // max(1, len(specs))) if unparsed_text_budget > 0 else 0
+    budget = max(0, int(unparsed_text_budget))
+    per_file = max(min(budget, _MIN_BUDGET_PER_FILE), budget // max(1, len(specs)))
     opts = dict(options, format=format, year=year, unparsed_text_budget_per_file=per_file)
 
     bar = _progress_bar(progress, specs)

@@ -161,7 +161,11 @@ def parse_file(spec: FileSpec, options: dict | None = None, on_bytes: Callable[[
             try:
                 head = read_fully(stream, HEAD_BYTES)
             except _READ_ERRORS as e:
-                return _failed(spec, f"cannot read: {_os_message(e)}")
+                head = getattr(e, "partial", b"")
+                if not head:
+                    return _failed(spec, f"cannot read: {_os_message(e)}")
+                error = f"read stopped early: {_os_message(e)}"
+                stream = _Empty()
             forced_file, forced_text = _readers_for(options)
             file_reader = forced_file
             if file_reader is None and forced_text is None:
@@ -211,6 +215,8 @@ def parse_file(spec: FileSpec, options: dict | None = None, on_bytes: Callable[[
                     notes += [str(w.message) for w in caught]
                     n_lines = sc.lines_total
                     rank_info = sc.rank_info
+                    if sc.read_error is not None:
+                        error = f"read stopped early: {_os_message(sc.read_error)}"
                 except _READ_ERRORS as e:
                     error = f"read stopped early: {_os_message(e)}"
                     n_lines = sink.count + len(out.parsed)
@@ -231,6 +237,22 @@ def parse_file(spec: FileSpec, options: dict | None = None, on_bytes: Callable[[
     return FileResult(file=spec.display, format=fmt, frames=frames, source=source, rank_info=rank_info,
                       warnings=notes, error=error, fatal=fatal, unsafe=unsafe, pid_hint=spec.pid_hint,
                       run_root=spec.run_root)
+
+
+class _Empty:
+    """Stands in for a stream that already broke off."""
+
+    def read(self, n=-1):
+        return b""
+
+    def close(self):
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        return False
 
 
 def _safe_sniff(reader: FileReader, head: bytes, name: str) -> bool:

@@ -220,6 +220,7 @@ class BlockScanner:
         self.lines_total = 0
         self.reader_failures: list[str] = []
         self.rank_info: dict[int, dict] = {}
+        self.read_error: BaseException | None = None   # the stream broke off; lines before it are kept
 
     # The stream is processed in chunks that end at a newline. When the last block of a chunk
     # reaches its end, it may continue in the next chunk: those bytes are carried over and
@@ -231,7 +232,17 @@ class BlockScanner:
         lineno = 1
         eof = False
         while not eof:
-            data = read_fully(stream, self.chunk_size)
+            if self.read_error is not None:
+                data = b""
+            else:
+                try:
+                    data = read_fully(stream, self.chunk_size)
+                except (OSError, EOFError, ValueError, LookupError) as e:  # truncated/corrupt stream: keep what came
+                    self.read_error = e
+                    data = getattr(e, "partial", b"")
+                except Exception as e:  # zlib.error, lzma.LZMAError ...
+                    self.read_error = e
+                    data = getattr(e, "partial", b"")
             if self.on_bytes and data:
                 self.on_bytes(len(data))
             if not data:

@@ -337,11 +337,21 @@ class _ZstdReader(io.RawIOBase):
 
 
 def read_fully(f: BinaryIO, n: int) -> bytes:
-    """Read up to ``n`` bytes, looping over short reads (raw files, pipes, decompressors)."""
+    """Read up to ``n`` bytes, looping over short reads (raw files, pipes, decompressors).
+
+    A read error after some bytes arrived (a truncated .gz) is re-raised with the bytes read so
+    far in ``err.partial``, so callers can keep them.
+    """
     parts = []
     got = 0
+    # read1 hands over what one decompression step yields, so a later error loses nothing before it
+    read = getattr(f, "read1", None) or f.read
     while got < n:
-        c = f.read(n - got)
+        try:
+            c = read(n - got)
+        except Exception as e:
+            e.partial = b"".join(parts)  # type: ignore[attr-defined]
+            raise
         if not c:
             break
         parts.append(c)

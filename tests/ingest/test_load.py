@@ -1,0 +1,241 @@
+"""load(): inputs of every kind, bad input, de-duplication, accounting, parallel = serial."""
+from __future__ import annotations
+
+import bz2
+import gzip
+import io
+import lzma
+import os
+import shutil
+import zipfile
+
+import pytest
+
+import denpex_nb as dx
+from denpex_nb.errors import InputError, UsageError
+from denpex_nb.incident import FRAMES, check_schema
+
+from ._loader_helpers import mark_reader
+
+DATA = os.path.join(os.path.dirname(__file__), "data")
+LOG = (b"step 1 loss=2.31\n"
+       b"MARK rank=0 seq=1\n"
+       b"MARK rank=1 seq=1 ERR RuntimeError: boom\n"
+       b"  continuation of the error\n"
+       b"step 2 loss=2.30\n")
+
+
+@pytest.fixture
+def marks():
+    with mark_reader() as r:
+        yield r
+
+
+def assert_accounting(inc):
+    s = inc.sources
+    assert (s["lines_total"] == s["lines_parsed"] + s["lines_unparsed"]).all()
+    # the unparsed frame holds exactly lines_unparsed lines per file
+    per_file = inc.unparsed.groupby("file", observed=True)["n_lines"].sum()
+    for f, n in zip(s["file"], s["lines_unparsed"]):
+        assert int(per_file.get(f, 0)) == int(n), f
+    for name in FRAMES:
+        assert check_schema(name, getattr(inc, name)) == [], name
+
+
+def test_plain_file_to_frames(tmp_path, marks):
+    f = tmp_path / "train.log"
+    f.write_bytes(LOG)
+    inc = dx.load(str(f))
+    assert_accounting(inc)
+    assert list(inc.events["seq"]) == [1, 1]
+    assert list(inc.errors["message"]) == ["RuntimeError: boom"]
+    assert inc.lines.as_dict() == {"total": 5, "parsed": 3, "unparsed": 2}
+    assert list(inc.unparsed["text"]) == ["step 1 loss=2.31", "step 2 loss=2.30"]
+    assert list(inc.unparsed["line"]) == [1, 5]
+    assert inc.ranks_seen == [0, 1]
+    assert list(inc.ranks["rank"]) == [0, 1]
+
+
+def test_folder_glob_and_list_inputs(tmp_path, marks):
+    (tmp_path / "logs" / "deep").mkdir(parents=True)
+    (tmp_path / "logs" / "deep" / "a.log").write_bytes(LOG)
+    (tmp_path / "logs" / "b.txt").write_bytes(b"MARK rank=2 seq=4\n")
+    inc = dx.load(str(tmp_path / "logs"))
+    assert sorted(inc.events["rank"].tolist()) == [0, 1, 2]
+    inc2 = dx.load(str(tmp_path / "logs" / "**" / "*.log"))
+    assert len(inc2.sources) == 1
+    inc3 = dx.load([str(tmp_path / "logs" / "b.txt")], str(tmp_path / "logs" / "deep" / "a.log"))
+    assert len(inc3.sources) == 2
+
+
+def test_stdin(marks):
+    inc = dx.load("-", stdin=io.BytesIO(LOG))
+    assert list(inc.sources["file"]) == ["<stdin>"]
+    assert len(inc.events) == 2
+
+
+@pytest.mark.parametrize("ext, pack", [(".gz", gzip.compress), (".bz2", bz2.compress), (".xz", lzma.compress),
+                                       (".zst", None)])
+def test_each_compression(tmp_path, marks, ext, pack):
+    if pack is None:
+        zstd = pytest.importorskip("zstandard")
+        pack = zstd.ZstdCompressor().compress
+    f = tmp_path / ("rank1.log" + ext)
+    f.write_bytes(pack(LOG))
+    inc = dx.load(str(f))
+    assert_accounting(inc)
+    assert len(inc.events) == 2 and int(inc.sources["rank_hint"][0]) == 1
+
+
+def test_truncated_gzip_keeps_what_was_read(tmp_path, marks):
+    f = tmp_path / "x.log.gz"
+    f.write_bytes(gzip.compress(LOG * 200)[:-30])
+    inc = dx.load(str(f))
+    assert len(inc.events) > 0
+    assert "truncated" in inc.sources["error"][0]
+    assert "load_error" in set(inc.errors["kind"])
+    assert_accounting(inc)
+
+
+def test_zip_archive(tmp_path, marks):
+    z = tmp_path / "logs.zip"
+    with zipfile.ZipFile(z, "w") as zf:
+        zf.writestr("run/rank0.log", LOG)
+        zf.writestr("run/fr/comm_lib_trace_rank_1", open(os.path.join(DATA, "fr", "comm_lib_trace_rank_1"), "rb").read())
+    inc = dx.load(str(z))
+    assert set(inc.sources["format"]) == {"text", "fr_pickle"}
+    assert set(inc.events["seq_kind"]) == {"work", "fr"}
+
+
+def test_log_dir_tree_and_dedup(tmp_path, marks):
+    run = tmp_path / "run"
+    (run / "attempt_0" / "0").mkdir(parents=True)
+    (run / "attempt_0" / "1").mkdir(parents=True)
+    (run / "combined.log").write_bytes(b"[default0]:MARK rank=0 seq=1\n[default1]:MARK rank=1 seq=1 ERR boom\n")
+    (run / "attempt_0" / "0" / "stdout.log").write_bytes(b"MARK rank=0 seq=1\nMARK rank=0 seq=2\n")
+    (run / "attempt_0" / "1" / "stderr.log").write_bytes(b"MARK rank=1 seq=1 ERR boom\n")
+    inc = dx.load(str(run))
+    assert_accounting(inc)
+    assert sorted(zip(inc.events["rank"], inc.events["seq"])) == [(0, 1), (0, 2), (1, 1)]
+    assert len(inc.errors) == 1
+    assert inc.errors["file"][0].endswith("combined.log")   # the first file that said it
+    raw = dx.load(str(run), dedup=False)
+    assert len(raw.events) == 5 and len(raw.errors) == 2
+
+
+def test_dedup_stays_inside_one_run(tmp_path, marks):
+    for name in ("run_a", "run_b"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "combined.log").write_bytes(b"MARK rank=0 seq=1\n")
+    inc = dx.load(str(tmp_path))
+    assert len(inc.events) == 2
+
+
+def test_forced_format(tmp_path, marks):
+    f = tmp_path / "denpex_trace_rank0.jsonl"
+    f.write_text('{"v":1,"event":"issue","rank":0,"pg":"0","seq":1,"op":"all_reduce"}\n')
+    assert dx.load(str(f)).sources["format"][0] == "trace"
+    forced = dx.load(str(f), format="text")
+    assert forced.sources["format"][0] == "text" and forced.events.empty
+    g = tmp_path / "odd.bin"
+    g.write_bytes(b'\n\n{"v":1,"event":"issue","rank":3,"pg":"0","seq":2,"op":"all_reduce"}\n')
+    assert list(dx.load(str(g), format="trace").events["rank"]) == [3]
+    with pytest.raises(UsageError, match="unknown format"):
+        dx.load(str(f), format="nope")
+
+
+def test_missing_path_alone_is_an_input_error(tmp_path):
+    missing = str(tmp_path / "nope.log")
+    with pytest.raises(InputError) as e:
+        dx.load(missing)
+    assert missing in str(e.value) and "no such file" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_empty_folder_and_binary_file_are_input_errors(tmp_path):
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(InputError, match="folder holds no log files"):
+        dx.load(str(tmp_path / "empty"))
+    b = tmp_path / "blob.dat"
+    b.write_bytes(bytes(range(256)) * 64)
+    with pytest.raises(InputError, match="blob.dat: binary file"):
+        dx.load(str(b))
+
+
+@pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root reads any file")
+def test_unreadable_file(tmp_path):
+    f = tmp_path / "x.log"
+    f.write_text("x\n")
+    f.chmod(0)
+    with pytest.raises(InputError, match="permission denied"):
+        dx.load(str(f))
+
+
+def test_bad_inputs_next_to_good_ones_become_load_error_rows(tmp_path, marks):
+    good = tmp_path / "rank0.log"
+    good.write_bytes(LOG)
+    blob = tmp_path / "blob.dat"
+    blob.write_bytes(b"\x00\x01\x02" * 5000)
+    missing = str(tmp_path / "missing.log")
+    with pytest.warns(RuntimeWarning, match="missing.log: no such file"):
+        inc = dx.load(str(good), str(blob), missing)
+    assert len(inc.events) == 2
+    errs = inc.errors[inc.errors["kind"] == "load_error"]
+    assert len(errs) == 2
+    assert any("binary file" in m for m in errs["message"])
+    src = inc.sources.set_index("file")
+    assert "no such file" in src.loc[missing, "error"]
+    assert src.loc[str(blob), "format"] == "binary"
+
+
+def test_binary_files_met_in_a_folder_walk_are_skipped_quietly(tmp_path, marks):
+    (tmp_path / "rank0.log").write_bytes(LOG)
+    (tmp_path / "core.dump").write_bytes(b"\x00\x01\x02" * 5000)
+    inc = dx.load(str(tmp_path))
+    assert len(inc.sources) == 1 and inc.errors["kind"].tolist() == ["exception"]
+    assert any("binary" in n for n in inc.notes)
+
+
+def test_parallel_equals_serial(tmp_path, marks):
+    for r in range(4):
+        (tmp_path / f"rank{r}.log").write_bytes(LOG.replace(b"rank=0", b"rank=%d" % r) * 50)
+    serial = dx.load(str(tmp_path), jobs=1)
+    par = dx.load(str(tmp_path), jobs=2)
+    for name in ("events", "errors", "unparsed", "sources"):
+        a, b = getattr(serial, name), getattr(par, name)
+        assert a.astype(str).equals(b.astype(str)), name
+
+
+def test_unparsed_budget_collapses_runs(tmp_path, marks):
+    f = tmp_path / "big.log"
+    f.write_bytes(b"step 7 loss=1.0\n" * 100_000 + b"MARK rank=0 seq=1\n" + b"tail\n" * 5)
+    inc = dx.load(str(f), unparsed_text_budget=1)
+    assert_accounting(inc)
+    assert len(inc.unparsed) < 10
+    assert inc.unparsed["text"].isna().any() and inc.unparsed["n_lines"].max() > 1000
+
+
+def test_progress_bar_only_when_asked_or_interactive(tmp_path, marks, capsys):
+    f = tmp_path / "x.log"
+    f.write_bytes(LOG)
+    dx.load(str(f))
+    assert "denpex_nb.load" not in capsys.readouterr().err
+    dx.load(str(f), progress=True)
+    assert "denpex_nb.load" in capsys.readouterr().err
+    dx.load(str(f), progress=False)
+    assert capsys.readouterr().err == ""
+
+
+def test_fr_and_trace_ranks_summary(tmp_path):
+    shutil.copytree(os.path.join(DATA, "fr"), tmp_path / "fr", ignore=shutil.ignore_patterns("json"))
+    inc = dx.load(str(tmp_path))
+    assert inc.ranks_seen == [0, 1]
+    assert list(inc.ranks["last_seq_completed"]) == [5, 5]
+    assert (inc.sources["lines_total"] == 0).all()
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/mem"), reason="needs Linux /proc")
+def test_a_file_that_fails_to_read_is_named_in_one_line():
+    with pytest.raises(InputError) as e:
+        dx.load("/proc/self/mem")
+    msg = str(e.value)
+    assert msg.startswith("/proc/self/mem: cannot read") and "\n" not in msg
