@@ -1,0 +1,226 @@
+"""NCCL_DEBUG output: Init lines (comm -> rank), COLL lines, WARN lines, RAS reports, and the
+``DistBackendError: NCCL error in: ...`` trail PyTorch raises (log-formats.md §6).
+
+COLL lines are the only per-op record NCCL keeps, printed at host enqueue, so a hung rank's last
+COLL line is what it enqueued. They carry a communicator *pointer* (process-local, reused after
+Destroy) that only the Init line maps to a rank and a commId. The reader keeps that map inside
+one ``parse`` call; for whole NCCL_DEBUG_FILE files the loader uses :func:`pid_rank_map`.
+
+``opCount`` goes to ``seq`` with ``seq_kind="nccl_opcount"`` and the commId (else the pointer)
+to ``pg``: opCount is per communicator and rises per launched plan, so it is comparable only
+within one ``pg``.
+"""
+from __future__ import annotations
+
+import re
+from typing import Iterable
+
+from ..ops import normalize_op
+from ._text import NCCL_DTYPES, error_row, event_row, parse_ranks
+from .base import FileContext, Line, Output, TextReader, register_text_reader
+
+SOURCE = "nccl"
+
+PREFIX = re.compile(
+    r"(?:\[(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?:\.\d+)?\] )?(?P<host>[\w.-]+):(?P<pid>\d+):(?P<tid>\d+) "
+    r"(?:\[(?P<dev>\d+)\] )?(?:(?P<src>\S+:\d+)(?: \((?P<func>[^)]*)\))? )?NCCL (?P<lvl>INFO|WARN|TRACE|CALL|ABORT)\b ?"
+)
+_INIT = re.compile(
+    r"comm (?P<comm>0x[0-9a-fA-F]+) rank (?P<rank>\d+) nranks (?P<nranks>\d+) cudaDev (?P<dev>\d+)"
+    r"(?P<rest>.*?)- Init (?P<st>START|COMPLETE)"
+)
+_COMMID = re.compile(r"commId (0x[0-9a-fA-F]+)")
+_PARENT = re.compile(r"parent (0x[0-9a-fA-F]+).*?color (-?\d+)")
+_BUSID = re.compile(r"busId ([0-9a-fA-Fx]+)")
+_END = re.compile(r"comm (0x[0-9a-fA-F]+) .*- (?:Destroy|Abort) COMPLETE")
+_COLL = re.compile(
+    r"(?P<op>\w+): opCount (?P<oc>[0-9a-fA-F]+) sendbuff \S+ recvbuff \S+ count (?P<count>\d+) datatype (?P<dt>\d+) "
+    r"op (?P<redop>\d+) root (?P<root>-?\d+) comm (?P<comm>0x[0-9a-fA-F]+)(?: \[nranks=(?P<nranks>\d+)\])?"
+)
+_REDOPS = {0: "sum", 1: "prod", 2: "max", 3: "min", 4: "avg"}
+_DIST_ERR = re.compile(r"NCCL error in: (?P<where>\S+?), (?P<what>.*?)(?:, NCCL version (?P<ver>[\w.+-]+))?$")
+_ENUM = re.compile(r"^(nccl(?:UnhandledCudaError|SystemError|InternalError|InvalidArgument|InvalidUsage|RemoteError|InProgress)): ?(.*)")
+_LAST_ERROR = re.compile(r"^Last error:\s*(.*)$")
+_RAS_HDR = re.compile(r"^#(?P<g>\d+)-(?P<c>\d+) \((?P<hash>[0-9a-fA-F]+)\) (?P<status>[A-Z_]+(?: [A-Z_]+)*)\s*$")
+_RAS_OPS = re.compile(r"Communicator ranks have different (\w+) operation counts")
+_RAS_RANK = re.compile(r"Rank (\d+) -- GPU (\d+) managed by process (\d+) on node (\S+)")
+_RAS_BODY = re.compile(r"ranks have (?:launched up to operation|not launched)|operation counts|managed by process"
+                       r"|^\s*(?:Group|#)\s+(?:Comms|in group)")
+
+#: NCCL COLL op names -> what count means: per-rank input ("in") or output ("out") elements
+_GATHERS = {"all_gather", "gather"}
+_SCATTERS = {"reduce_scatter", "scatter"}
+
+
+def _hexint(s: str) -> int | None:
+    try:
+        return int(s, 16)
+    except ValueError:
+        return None
+
+
+def pid_rank_map(lines: Iterable[str]) -> dict[int, int]:
+    """pid -> global rank from NCCL Init lines, for NCCL_DEBUG_FILE files that carry no rank.
+
+    For each pid, the rank of the Init line whose ``nranks`` is the largest seen anywhere in
+    ``lines`` (that communicator is the world); pids without such a line are left out.
+    """
+    best: dict[int, tuple[int, int]] = {}
+    for text in lines:
+        if "Init" not in text:
+            continue
+        p = PREFIX.search(text)
+        m = _INIT.search(text)
+        if not p or not m:
+            continue
+        pid, rank, nranks = int(p.group("pid")), int(m.group("rank")), int(m.group("nranks"))
+        if pid not in best or nranks > best[pid][1]:
+            best[pid] = (rank, nranks)
+    if not best:
+        return {}
+    world = max(n for _, n in best.values())
+    return {pid: r for pid, (r, n) in best.items() if n == world}
+
+
+class NcclReader(TextReader):
+    name = SOURCE
+    needles = (b" NCCL INFO ", b" NCCL WARN ", b" NCCL CALL ", b"NCCL error", b"Last error:", b"ncclUnhandled",
+               b"ncclSystemError", b"ncclInternalError", b"ncclInvalid", b"ncclRemoteError",
+               b") MISMATCH", b") INCOMPLETE", b") TIMEOUT", b") DEAD", b"operation counts", b"managed by process")
+
+    def parse(self, block: list[Line], ctx: FileContext, out: Output) -> None:
+        comms: dict[tuple[int | None, str], dict] = {}   # (pid, comm pointer) -> init info
+        world = max((int(m.group("nranks")) for ln in block if "Init" in ln.text
+                     for m in [_INIT.search(ln.text)] if m), default=None)
+        pid_rank: dict[int, int] = {}
+        st = {"dist": None, "ras": None}
+        for line in block:
+            try:
+                if self._line(line, ctx, out, comms, pid_rank, world, st):
+                    out.consume(line)
+            except Exception:
+                continue
+
+    def _rank(self, line: Line, pid: int | None, pid_rank: dict[int, int]) -> int | None:
+        if line.rank is not None:
+            return line.rank
+        return pid_rank.get(pid) if pid is not None else None
+
+    def _line(self, line, ctx, out, comms, pid_rank, world, st) -> bool:
+        text = line.text
+        p = PREFIX.search(text)
+        if p is None:
+            return self._pytorch(line, text, ctx, out, st)
+        st["dist"] = None
+        pid = int(p.group("pid"))
+        level, msg = p.group("lvl"), text[p.end():]
+        if level == "WARN":
+            row = error_row(line, ctx, SOURCE, "nccl_warn", msg.strip(), rank=self._rank(line, pid, pid_rank),
+                            host=p.group("host"), pid=pid, device=p.group("dev"), origin=p.group("src"))
+            out.errors.append(row)
+            return True
+        m = _INIT.search(msg)
+        if m:
+            info = {"rank": int(m.group("rank")), "nranks": int(m.group("nranks")), "dev": m.group("dev")}
+            cid = _COMMID.search(m.group("rest"))
+            par = _PARENT.search(m.group("rest"))
+            info["comm_id"] = cid.group(1) if cid else (f"{par.group(1)}/color{par.group(2)}" if par else None)
+            comms[(pid, m.group("comm"))] = info
+            if m.group("st") == "COMPLETE" and world is not None and info["nranks"] == world:
+                pid_rank.setdefault(pid, info["rank"])
+                bus = _BUSID.search(m.group("rest"))
+                out.ranks.append({"rank": line.rank if line.rank is not None else info["rank"], "host": p.group("host"),
+                                  "pid": pid, "device": f"cuda:{info['dev']}", "local_rank": line.local_rank,
+                                  "bus_id": bus.group(1) if bus else None, "world_size": info["nranks"],
+                                  "comm_id": info["comm_id"], "source": SOURCE, "file": ctx.file, "line": line.lineno})
+            return True
+        m = _END.search(msg)
+        if m:
+            comms.pop((pid, m.group(1)), None)
+            return True
+        m = _COLL.search(msg)
+        if m:
+            self._coll(line, ctx, out, m, pid, comms, pid_rank)
+            return True
+        return level in ("INFO", "CALL", "TRACE")   # other INFO lines: recognised NCCL chatter, nothing to keep
+
+    def _coll(self, line, ctx, out, m, pid, comms, pid_rank) -> None:
+        info = comms.get((pid, m.group("comm")))
+        op = normalize_op(m.group("op"))
+        count = int(m.group("count"))
+        nranks = int(m.group("nranks")) if m.group("nranks") else (info["nranks"] if info else None)
+        rank = self._rank(line, pid, pid_rank)
+        if rank is None and info is not None and nranks is not None and info["nranks"] == nranks \
+                and pid_rank.get(pid) is None:
+            rank = info["rank"]
+        numel_in = numel_out = count
+        if op in _GATHERS and nranks:
+            numel_out = count * nranks
+        elif op in _SCATTERS and nranks:
+            numel_in = count * nranks
+        dt = int(m.group("dt"))
+        out.events.append(event_row(
+            line, ctx, SOURCE, rank=rank, pg=(info["comm_id"] if info and info["comm_id"] else m.group("comm")),
+            seq=_hexint(m.group("oc")), seq_kind="nccl_opcount", op=op, numel_in=numel_in, numel_out=numel_out,
+            dtype=NCCL_DTYPES.get(dt, f"nccl_dtype_{dt}"), state="scheduled", world_size=nranks,
+            root=int(m.group("root")), comm=m.group("comm"), comm_rank=info["rank"] if info else None,
+            redop=_REDOPS.get(int(m.group("redop"))), pid=pid,
+        ))
+
+    # --- PyTorch's NCCL error trail and RAS reports (no NCCL prefix) ---------------------------
+
+    def _pytorch(self, line: Line, text: str, ctx: FileContext, out: Output, st: dict) -> bool:
+        m = _DIST_ERR.search(text)
+        if m and "NCCL error in:" in text:
+            row = error_row(line, ctx, SOURCE, "nccl_error", text.strip(), nccl_version=m.group("ver"))
+            out.errors.append(row)
+            st["dist"] = row
+            return True
+        m = _ENUM.match(text.strip())
+        if m:
+            if st["dist"] is not None and st["dist"]["rank"] == line.rank:
+                st["dist"]["message"] += "\n" + text.strip()
+                st["dist"]["nccl_result"] = m.group(1)
+            else:
+                row = error_row(line, ctx, SOURCE, "nccl_error", text.strip(), nccl_result=m.group(1))
+                out.errors.append(row)
+                st["dist"] = row
+            return True
+        m = _LAST_ERROR.match(text.strip())
+        if m and st["dist"] is not None:
+            st["dist"]["message"] += "\n" + text.strip()
+            st["dist"]["await_last"] = not m.group(1)
+            return True
+        if st["dist"] is not None and st["dist"].pop("await_last", False) and st["dist"]["rank"] == line.rank:
+            st["dist"]["message"] += " " + text.strip()
+            return True
+        st["dist"] = None
+        return self._ras(line, text, ctx, out, st)
+
+    def _ras(self, line: Line, text: str, ctx: FileContext, out: Output, st: dict) -> bool:
+        m = _RAS_HDR.match(text.strip())
+        if m:
+            row = error_row(line, ctx, SOURCE, "nccl_ras", text.strip(), pg=f"0x{m.group('hash')}",
+                            related_ranks=(), ras_status=m.group("status"))
+            out.errors.append(row)
+            st["ras"] = row
+            return True
+        row = st["ras"]
+        if row is None:
+            return bool(_RAS_BODY.search(text))
+        m = _RAS_OPS.search(text)
+        if m:
+            row["op"] = normalize_op(m.group(1))
+        m = _RAS_RANK.search(text)
+        if m:
+            row["related_ranks"] = tuple(sorted(set(row["related_ranks"]) | {int(m.group(1))}))
+        if _RAS_BODY.search(text) or m or text[:1].isspace():
+            row["message"] += "\n" + text.strip()
+            return True
+        st["ras"] = None
+        return False
+
+
+register_text_reader(NcclReader())
+
+__all__ = ["NcclReader", "pid_rank_map", "PREFIX", "parse_ranks"]

@@ -1,0 +1,293 @@
+"""Python-side evidence: tracebacks (attached to their rank), OOM, the torchrun agent's lines and
+ChildFailedError table, ``mp.spawn`` exceptions, Lightning's rank banner and deprecation
+warnings for collectives (log-formats.md §7).
+
+Tracebacks of several ranks interleave in a torchrun stream, so records are kept per rank while
+a block is read; each finished traceback becomes one ``exception`` row (``oom`` when it is an
+out-of-memory error) whose message is the final exception line plus its continuation lines.
+"""
+from __future__ import annotations
+
+import re
+from datetime import datetime
+
+from ..ops import normalize_op
+from ._text import error_row, signal_name
+from .base import FileContext, Line, Output, TextReader, register_text_reader
+
+SOURCE = "python"
+
+_TB_START = re.compile(r"^Traceback \(most recent call last\):")
+_CHAIN = re.compile(r"^(?:During handling of the above exception|The above exception was the direct cause)")
+_FRAME = re.compile(r"^\s")
+_EXC = re.compile(r"^(?P<type>[A-Za-z_][\w.]*)(?::\s?(?P<msg>.*))?$")
+_EXC_NAMED = re.compile(r"^(?P<type>(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure)\w*): ?(?P<msg>.*)$")
+_OOM = re.compile(r"out of memory|OutOfMemoryError|can't allocate memory", re.I)
+_GPU = re.compile(r"\bGPU (\d+)")
+_AGENT_FAILED = re.compile(r"failed \(exitcode: (-?\d+)\) local_rank: (\d+) \(pid: (\d+)\) of binary: (.*)$")
+_CLOSING = re.compile(r"Sending process (\d+) closing signal (SIG\w+)")
+_SPAWN_TERM = re.compile(r"Terminating process (\d+) via signal (SIG\w+)")
+_SPAWN_EXITED = re.compile(r"ProcessExitedException: process (\d+) terminated with (?:signal (SIG\w+)|exit code (-?\d+))")
+_SPAWN_RAISED = re.compile(r"ProcessRaisedException:")
+_SPAWN_PROC = re.compile(r"^-- Process (\d+) terminated with the following error:")
+_CFE = re.compile(r"ChildFailedError:")
+_FIELD = re.compile(r"^\s+(time|host|rank|exitcode|error_file|traceback)\s*: ?(.*)$")
+_CFE_RANK = re.compile(r"(-?\d+) \(local_rank: (\d+)\)")
+_CFE_EXIT = re.compile(r"(-?\d+) \(pid: (\d+)\)(?:\s+\((SIG\w+)\))?")
+_CFE_TIME = re.compile(r"(\d{4})-(\d\d)-(\d\d)_(\d\d):(\d\d):(\d\d)")
+_ROOT = re.compile(r"^Root Cause \(first observed failure\):")
+_TABLE_MISC = re.compile(r"^(?:=+|-+|Failures:|\s*<NO_OTHER_FAILURES>|\[\d+\]:|\S+ FAILED)\s*$")
+_LIGHTNING = re.compile(r"Initializing distributed: GLOBAL_RANK: (\d+), MEMBER: (\d+)/(\d+)")
+_FUTURE = re.compile(r"(?:FutureWarning|UserWarning): .*?`?torch\.distributed\.(\w+)`? is deprecated")
+_WARN_LOC = re.compile(r"^\s+warnings\.warn\(|^\s+return func\(|^\s+\w+\(")
+_NEW_RECORD = re.compile(r"^(?:Traceback \(|During handling|The above exception|terminate called|\s*what\(\):|=+$|-+$)")
+_MAX_MSG_LINES = 30
+
+
+class _Record:
+    """One traceback being read: its rank, its lines and (once seen) its exception line."""
+
+    __slots__ = ("first", "lines", "exc", "msg_lines", "rank", "spawn")
+
+    def __init__(self, first: Line, rank: int | None, spawn: int | None):
+        self.first, self.lines, self.exc, self.msg_lines = first, [first], None, []
+        self.rank, self.spawn = rank, spawn
+
+
+class PythonReader(TextReader):
+    name = SOURCE
+    needles = (b"Traceback", b"Error:", b"Exception", b"out of memory", b"exitcode", b"closing signal",
+               b"local_rank", b"Root Cause", b" FAILED", b"      : ", b"terminated with", b"via signal",
+               b"FutureWarning", b"GLOBAL_RANK")
+
+    def parse(self, block: list[Line], ctx: FileContext, out: Output) -> None:
+        st = {"open": {}, "spawn": None, "root": False, "cfe": None, "last": None}
+        for line in block:
+            try:
+                self._line(line, ctx, out, st)
+            except Exception:
+                continue
+        for rec in list(st["open"].values()):
+            self._finish(rec, ctx, out, st)
+        self._finish_cfe(st, ctx, out)
+
+    # --- dispatch -------------------------------------------------------------------------------
+
+    def _line(self, line: Line, ctx: FileContext, out: Output, st: dict) -> None:
+        text = line.text
+        key = line.rank
+        rec = st["open"].get(key)
+        if rec is None and key is not None and None in st["open"] and "rank" not in line.prefixes:
+            rec, key = st["open"][None], None
+        if rec is not None:
+            if self._in_traceback(rec, line, text, ctx, out, st):
+                return
+            rec = None                      # it ended before this line
+        if _TB_START.match(text):
+            old = st["open"].get(line.rank)
+            if old is not None:
+                self._finish(old, ctx, out, st)
+            rank = line.rank if line.rank is not None else st["spawn"]
+            st["open"][line.rank] = _Record(line, rank, st["spawn"])
+            out.consume(line)
+            return
+        if _CHAIN.match(text):
+            out.consume(line)
+            return
+        if self._table(line, text, ctx, out, st):
+            out.consume(line)
+            return
+        if self._agent(line, text, ctx, out, st):
+            out.consume(line)
+            return
+        m = _SPAWN_PROC.match(text)
+        if m:
+            st["spawn"] = int(m.group(1))
+            out.consume(line)
+            return
+        m = _LIGHTNING.search(text)
+        if m:
+            r = int(m.group(1))
+            out.ranks.append({"rank": r, "host": line.host, "pid": line.pid, "world_size": int(m.group(3)),
+                              "source": SOURCE, "file": ctx.file, "line": line.lineno})
+            out.consume(line)
+            return
+        m = _FUTURE.search(text)
+        if m:
+            out.errors.append(error_row(line, ctx, SOURCE, "warning", text.strip(), op=normalize_op(m.group(1))))
+            out.consume(line)
+            st["last"] = "warning"
+            return
+        if st["last"] == "warning" and _WARN_LOC.match(text):
+            out.consume(line)
+            return
+        st["last"] = None
+        m = _EXC_NAMED.match(text)
+        if m and not _CFE.search(text):     # an exception line without its traceback (e.g. cut off)
+            self._exception(line, ctx, out, m.group("type"), text.strip(), line.rank)
+            out.consume(line)
+
+    # --- tracebacks -----------------------------------------------------------------------------
+
+    def _in_traceback(self, rec: _Record, line: Line, text: str, ctx, out, st) -> bool:
+        """Feed a line to an open traceback; False when the line is not part of it."""
+        if rec.exc is None:
+            if _FRAME.match(text) or not text:
+                rec.lines.append(line)
+                out.consume(line)
+                return True
+            if _TB_START.match(text) or _CHAIN.match(text):
+                self._finish(rec, ctx, out, st)
+                return False
+            m = _EXC.match(text.strip())
+            rec.exc = text.strip() if m else text.strip()
+            rec.lines.append(line)
+            out.consume(line)
+            if _CFE.search(text) or _SPAWN_RAISED.search(text) or _SPAWN_EXITED.search(text):
+                self._finish(rec, ctx, out, st)
+                self._agent(line, text, ctx, out, st)   # the spawn/agent exception has its own rows
+            return True
+        # message continuation lines: same rank, not a new record, not a table
+        if (_NEW_RECORD.match(text) or _FIELD.match(text) or _ROOT.match(text) or _SPAWN_PROC.match(text)
+                or len(rec.msg_lines) >= _MAX_MSG_LINES or line.severity is not None):
+            self._finish(rec, ctx, out, st)
+            return False
+        rec.msg_lines.append(text.strip())
+        rec.lines.append(line)
+        out.consume(line)
+        return True
+
+    def _finish(self, rec: _Record, ctx: FileContext, out: Output, st: dict | None = None) -> None:
+        opened = st["open"] if st is not None else None
+        if opened is not None:
+            for k, v in list(opened.items()):
+                if v is rec:
+                    del opened[k]
+        if rec.exc is None:
+            last = rec.lines[-1].text.strip() if len(rec.lines) > 1 else ""
+            msg = f"traceback without its exception line (last: {last})" if last else "traceback without its exception line"
+            out.errors.append(error_row(rec.first, ctx, SOURCE, "exception", msg, rank=rec.rank,
+                                        n_traceback_lines=len(rec.lines)))
+            return
+        if _CFE.search(rec.exc) or _SPAWN_RAISED.search(rec.exc) or _SPAWN_EXITED.search(rec.exc):
+            return                      # the agent/spawn rows describe these; no generic exception row
+        msg = rec.exc
+        body = [m for m in rec.msg_lines if m]
+        if body:
+            msg += "\n" + "\n".join(body)
+        m = _EXC.match(rec.exc)
+        self._exception(rec.first, ctx, out, m.group("type") if m else None, msg, rec.rank,
+                        n_traceback_lines=len(rec.lines), t_wall=rec.first.t_wall)
+
+    def _exception(self, line: Line, ctx, out, exc_type, msg, rank, **extra) -> None:
+        kind = "oom" if _OOM.search(msg) else "exception"
+        row = error_row(line, ctx, SOURCE, kind, msg, rank=rank, exc_type=exc_type, **extra)
+        if kind == "oom":
+            g = _GPU.search(msg)
+            row["device"] = f"cuda:{g.group(1)}" if g else None
+        out.errors.append(row)
+
+    # --- torchrun agent and spawn -------------------------------------------------------------
+
+    def _agent(self, line: Line, text: str, ctx, out, st) -> bool:
+        m = _AGENT_FAILED.search(text)
+        if m:
+            code, lr, pid = int(m.group(1)), int(m.group(2)), int(m.group(3))
+            out.errors.append(error_row(line, ctx, SOURCE, "agent", text.strip(), rank=None, exit_code=code,
+                                        signal=signal_name(code), local_rank=lr, pid=pid))
+            out.ranks.append({"rank": None, "local_rank": lr, "pid": pid, "exit_code": code, "signal": signal_name(code),
+                              "host": line.host, "source": SOURCE, "file": ctx.file, "line": line.lineno})
+            return True
+        m = _CLOSING.search(text) or _SPAWN_TERM.search(text)
+        if m:
+            out.errors.append(error_row(line, ctx, SOURCE, "agent", text.strip(), rank=None, signal=m.group(2),
+                                        pid=int(m.group(1))))
+            return True
+        m = _SPAWN_EXITED.search(text)
+        if m:
+            idx = int(m.group(1))
+            if m.group(2):
+                out.errors.append(error_row(line, ctx, SOURCE, "signal", text.strip(), rank=idx, signal=m.group(2),
+                                            spawn_index=idx))
+            else:
+                code = int(m.group(3))
+                out.errors.append(error_row(line, ctx, SOURCE, "exit", text.strip(), rank=idx, exit_code=code,
+                                            signal=signal_name(code), spawn_index=idx))
+            return True
+        if _SPAWN_RAISED.search(text):
+            st["spawn_raised"] = line
+            return True
+        return False
+
+    # --- ChildFailedError table ---------------------------------------------------------------
+
+    def _table(self, line: Line, text: str, ctx, out, st) -> bool:
+        if _CFE.search(text):
+            self._finish_cfe(st, ctx, out)
+            return True
+        if _ROOT.match(text):
+            self._finish_cfe(st, ctx, out)
+            st["root"] = True
+            return True
+        m = _FIELD.match(text)
+        if m:
+            name, value = m.group(1), m.group(2).strip()
+            cur = st["cfe"]
+            if name == "time" or cur is None or name in cur:
+                self._finish_cfe(st, ctx, out)
+                cur = st["cfe"] = {"_line": line, "_root": st["root"], "_tb": []}
+                st["root"] = False
+            cur[name] = value
+            return True
+        if st["cfe"] is not None and "traceback" in st["cfe"] and text[:1].isspace() and text.strip():
+            st["cfe"]["_tb"].append(text.strip())       # @record: the traceback row runs on
+            return True
+        if _TABLE_MISC.match(text):
+            if st["cfe"] is not None and re.match(r"^(?:=+|-+|\[\d+\]:)\s*$", text):
+                self._finish_cfe(st, ctx, out)
+            return True
+        return False
+
+    def _finish_cfe(self, st: dict, ctx: FileContext, out: Output) -> None:
+        cur, st["cfe"] = st["cfe"], None
+        if not cur:
+            return
+        line: Line = cur["_line"]
+        rank = local = pid = code = None
+        sig = None
+        m = _CFE_RANK.search(cur.get("rank", ""))
+        if m:
+            rank, local = int(m.group(1)), int(m.group(2))
+        elif cur.get("rank", "").lstrip("-").isdigit():
+            rank = int(cur["rank"])
+        m = _CFE_EXIT.search(cur.get("exitcode", ""))
+        if m:
+            code, pid, sig = int(m.group(1)), int(m.group(2)), m.group(3)
+        sig = sig or signal_name(code)
+        t = None
+        m = _CFE_TIME.search(cur.get("time", ""))
+        if m:
+            try:
+                from .prefixes import _local_to_utc   # same tz rule as every header
+
+                t = _local_to_utc(datetime(*(int(x) for x in m.groups())), ctx)
+            except ValueError:
+                t = None
+        host = cur.get("host") or None
+        tb = cur.get("traceback", "")
+        if cur["_tb"]:
+            tb = (tb + "\n" + "\n".join(cur["_tb"])).strip()
+        parts = [f"rank {rank} (local_rank {local})" if rank is not None else "rank ?",
+                 f"exitcode {code}" + (f" ({sig})" if sig else ""), f"pid {pid}", f"host {host}"]
+        if cur["_root"]:
+            parts.insert(0, "Root Cause (first observed failure)")
+        msg = "; ".join(parts) + (f"; traceback: {tb}" if tb else "")
+        out.errors.append(error_row(line, ctx, SOURCE, "child_failed", msg, rank=rank, t_wall=t, exit_code=code,
+                                    signal=sig, host=host, local_rank=local, pid=pid, root_cause=bool(cur["_root"]),
+                                    error_file=cur.get("error_file")))
+        out.ranks.append({"rank": rank, "host": host, "pid": pid, "local_rank": local, "exit_code": code,
+                          "signal": sig, "first_error_t": t, "source": SOURCE, "file": ctx.file, "line": line.lineno})
+
+
+register_text_reader(PythonReader())
+

@@ -1,0 +1,168 @@
+"""Python reader: tracebacks per rank, OOM, torchrun agent, ChildFailedError table, spawn (log-formats.md §7)."""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from denpex_nb.ingest.python import PythonReader
+
+from ._text_helpers import one, run
+
+R = PythonReader()
+
+CFE_TABLE = """torch.distributed.elastic.multiprocessing.errors.ChildFailedError: 
+=======================================================
+repro/a_allgather_mismatch.py FAILED
+-------------------------------------------------------
+Failures:
+[1]:
+  time      : 2026-11-29_22:27:48
+  host      : localhost
+  rank      : 0 (local_rank: 0)
+  exitcode  : -15 (pid: 10052)  (SIGTERM)
+  error_file: <N/A>
+  traceback : Signal 15 (SIGTERM) received by PID 10052
+-------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-11-29_22:27:47
+  host      : localhost
+  rank      : 1 (local_rank: 1)
+  exitcode  : -6 (pid: 10053)  (SIGABRT)
+  error_file: <N/A>
+  traceback : Signal 6 (SIGABRT) received by PID 10053
+======================================================="""
+
+
+def test_traceback_with_rank_prefix_is_one_exception_row():
+    block = ["[default0]:[rank0]: Traceback (most recent call last):",
+             '[default0]:[rank0]:   File "train_lm.py", line 88, in <module>',
+             "[default0]:[rank0]:     dist.all_gather(out, t)",
+             "[default0]:[rank0]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:612] Connection closed by peer"]
+    out = run(R, block, first_lineno=10)
+    err = one(out.errors)
+    assert (err["kind"], err["rank"], err["line"], err["exc_type"]) == ("exception", 0, 10, "RuntimeError")
+    assert err["message"].startswith("RuntimeError: [../third_party") and err["n_traceback_lines"] == 4
+    assert out.parsed == {10, 11, 12, 13}
+
+
+def test_interleaved_tracebacks_of_two_ranks():
+    block = ["[rank0]: Traceback (most recent call last):", "[rank1]: Traceback (most recent call last):",
+             '[rank1]:   File "a.py", line 1, in <module>', '[rank0]:   File "a.py", line 1, in <module>',
+             "[rank1]: ValueError: one", "[rank0]: KeyError: 'zero'"]
+    out = run(R, block)
+    assert sorted((e["rank"], e["message"]) for e in out.errors) == [(0, "KeyError: 'zero'"), (1, "ValueError: one")]
+    assert out.parsed == set(range(1, 7))
+
+
+def test_multi_line_exception_message_is_kept():
+    block = ["[rank2]: Traceback (most recent call last):", '[rank2]:   File "a.py", line 1, in f',
+             "[rank2]: RuntimeError: Expected to have finished reduction in the prior iteration.",
+             "[rank2]: Parameter indices which did not receive grad for rank 2: 21 22"]
+    err = one(run(R, block).errors)
+    assert err["message"].endswith("rank 2: 21 22") and err["message"].startswith("RuntimeError: Expected")
+
+
+def test_chained_exceptions_give_one_row_each():
+    block = ["Traceback (most recent call last):", '  File "a.py", line 1, in f', "KeyError: 'x'", "",
+             "The above exception was the direct cause of the following exception:", "",
+             "Traceback (most recent call last):", '  File "a.py", line 3, in g', "RuntimeError: wrapped"]
+    out = run(R, block)
+    assert [e["message"] for e in out.errors] == ["KeyError: 'x'", "RuntimeError: wrapped"]
+    assert out.parsed >= {1, 2, 3, 5, 7, 8, 9}
+
+
+def test_truncated_traceback_still_yields_a_row():
+    out = run(R, ["[rank3]: Traceback (most recent call last):", '[rank3]:   File "a.py", line 1, in f'])
+    err = one(out.errors)
+    assert err["rank"] == 3 and "without its exception line" in err["message"]
+
+
+def test_oom_all_eras():
+    for text in ["[rank2]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.50 GiB. GPU 0 has a total "
+                 "capacity of 79.19 GiB of which 912.00 MiB is free.",
+                 "[rank2]: RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 15.78 GiB total capacity; "
+                 "14.1 GiB already allocated; 3.75 MiB free; 14.5 GiB reserved in total by PyTorch)",
+                 "[rank2]: torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 ..."]:
+        err = one(run(R, ["[rank2]: Traceback (most recent call last):", text]).errors)
+        assert (err["kind"], err["rank"], err["device"]) == ("oom", 2, "cuda:0")
+
+
+def test_agent_failed_and_closing_signal_lines():
+    block = ["W1129 22:27:47.979000 10045 torch/distributed/elastic/multiprocessing/api.py:1028] Sending process 10052 "
+             "closing signal SIGTERM",
+             "E1129 22:27:48.169000 10045 torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: -6) "
+             "local_rank: 1 (pid: 10053) of binary: venv/bin/python"]
+    out = run(R, block)
+    closing = one(out.errors, signal="SIGTERM")
+    assert closing["kind"] == "agent" and closing["pid"] == 10052 and closing["rank"] is None
+    failed = one(out.errors, exit_code=-6)
+    assert (failed["kind"], failed["signal"], failed["local_rank"], failed["pid"]) == ("agent", "SIGABRT", 1, 10053)
+    assert failed["t_wall"] == datetime(2025, 11, 29, 22, 27, 48, 169000, tzinfo=timezone.utc)
+    rk = one(out.ranks)
+    assert (rk["local_rank"], rk["pid"], rk["exit_code"]) == (1, 10053, -6)
+
+
+def test_child_failed_table_in_one_block():
+    out = run(R, CFE_TABLE)
+    rows = [e for e in out.errors if e["kind"] == "child_failed"]
+    assert [(e["rank"], e["exit_code"], e["signal"], e["pid"], e["local_rank"]) for e in rows] == \
+        [(0, -15, "SIGTERM", 10052, 0), (1, -6, "SIGABRT", 10053, 1)]
+    assert [e["root_cause"] for e in rows] == [False, True]
+    assert rows[1]["message"].startswith("Root Cause") and rows[1]["host"] == "localhost"
+    assert rows[1]["t_wall"] == datetime(2026, 11, 29, 22, 27, 47, tzinfo=timezone.utc)
+    assert sorted(r["rank"] for r in out.ranks) == [0, 1]
+    assert out.parsed == set(range(1, len(CFE_TABLE.splitlines()) + 1))
+    assert all(e["kind"] == "child_failed" for e in out.errors)
+
+
+def test_child_failed_rows_split_over_blocks_still_parse():
+    lines = CFE_TABLE.splitlines()
+    part = lines[15:21]            # only "  time ... traceback" of the root-cause row
+    out = run(R, part)
+    e = one(out.errors)
+    assert (e["rank"], e["exit_code"], e["signal"]) == (1, -6, "SIGABRT")
+
+
+def test_child_failed_record_traceback():
+    block = ["[0]:", "  time      : 2026-11-29_22:27:47", "  host      : h1", "  rank      : 3 (local_rank: 1)",
+             "  exitcode  : 1 (pid: 77)", "  error_file: /tmp/err.json",
+             "  traceback : Traceback (most recent call last):", "    File \"x.py\", line 3, in f",
+             "      RuntimeError: boom"]
+    e = one(run(R, block).errors)
+    assert e["rank"] == 3 and e["exit_code"] == 1 and e["signal"] is None and "RuntimeError: boom" in e["message"]
+
+
+def test_spawn_exited_and_raised():
+    out = run(R, ["Traceback (most recent call last):", '  File "r.py", line 9, in <module>',
+                  "torch.multiprocessing.spawn.ProcessExitedException: process 1 terminated with signal SIGABRT"])
+    err = one(out.errors)
+    assert (err["kind"], err["rank"], err["signal"]) == ("signal", 1, "SIGABRT")
+    err = one(run(R, "torch.multiprocessing.spawn.ProcessExitedException: process 0 terminated with exit code 1").errors)
+    assert (err["kind"], err["rank"], err["exit_code"]) == ("exit", 0, 1)
+    block = ["torch.multiprocessing.spawn.ProcessRaisedException: ", "", "-- Process 0 terminated with the following error:",
+             "Traceback (most recent call last):", '  File "w.py", line 3, in run', "RuntimeError: child boom"]
+    out = run(R, block)
+    err = one(out.errors, kind="exception")
+    assert err["rank"] == 0 and err["message"] == "RuntimeError: child boom"
+
+
+def test_spawn_terminating_line():
+    err = one(run(R, "W1129 22:24:40.100000 7846 torch/multiprocessing/spawn.py:165] Terminating process 7857 via signal SIGTERM").errors)
+    assert (err["kind"], err["pid"], err["signal"]) == ("agent", 7857, "SIGTERM")
+
+
+def test_lightning_rank_banner_and_deprecation_warning():
+    out = run(R, "Initializing distributed: GLOBAL_RANK: 3, MEMBER: 4/8")
+    assert one(out.ranks)["rank"] == 3
+    out = run(R, ["[rank0]:/opt/venv/lib/python3.11/site-packages/torch/distributed/c10d_logger.py:83: FutureWarning: "
+                  "`torch.distributed.all_gather_into_tensor` is deprecated. Please use `torch.distributed.all_gather_single` instead.",
+                  "[rank0]:   return func(*args, **kwargs)"])
+    err = one(out.errors)
+    assert (err["kind"], err["op"], err["rank"]) == ("warning", "all_gather_into_tensor", 0)
+    assert out.parsed == {1, 2}
+
+
+def test_standalone_exception_line_and_noise():
+    assert one(run(R, "[rank1]: RuntimeError: boom").errors)["rank"] == 1
+    out = run(R, ["Error: this is not an exception type", "some line with Exception in it"])
+    assert out.errors == [] and out.parsed == set()
