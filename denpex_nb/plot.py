@@ -159,7 +159,8 @@ def lanes(incident, seq_kind: str | None = None, pg: str | None = None, diagnosi
             sub.loc[idx, "in_shapes"] = first_shape.loc[idx, "in_shapes"]
             sub.loc[idx, "out_shapes"] = first_shape.loc[idx, "out_shapes"]
     sub = sub.reset_index().drop(columns=["_st", "_has_shape"])
-    sub["sig"] = sub["op"].astype(str) + " " + sub["in_shapes"].map(shape_label) + " " + sub["dtype"].astype(str)
+    sub["label"] = [entry_label(shp, n) for shp, n in zip(sub["in_shapes"], sub["numel_in"])]
+    sub["sig"] = sub["op"].astype(str) + " " + sub["label"] + " " + sub["dtype"].astype("object").astype(str)
     ranks = sorted(set(ranks_all) | set(sub["rank"].unique().tolist()))
     seqs = np.sort(sub["seq"].unique())
     return Lanes(sub, ranks, seqs, kind, group)
@@ -167,7 +168,7 @@ def lanes(incident, seq_kind: str | None = None, pg: str | None = None, diagnosi
 
 def _empty_lane_frame() -> pd.DataFrame:
     return pd.DataFrame({c: [] for c in ["rank", "seq", "op", "in_shapes", "out_shapes", "dtype", "state",
-                                          "t_wall", "t_mono", "numel_in", "sig"]})
+                                          "t_wall", "t_mono", "numel_in", "label", "sig"]})
 
 
 def _isnan(v) -> bool:
@@ -195,6 +196,14 @@ def shape_label(shapes) -> str:
     if len(parts) > 3:
         return ";".join(parts[:2]) + f";…({len(parts)})"
     return ";".join(parts) if parts else "[]"
+
+
+def entry_label(shapes, numel=None) -> str:
+    """The shape label, or ``numel=N`` when only the element count is known (watchdog lines)."""
+    lab = shape_label(shapes)
+    if lab == "?" and numel is not None and not _isnan(numel):
+        return f"numel={int(numel)}"
+    return lab
 
 
 def divergence(lanes_: Lanes, diagnosis=None) -> tuple[int | None, list[int]]:
@@ -294,7 +303,7 @@ def _lanes_figure(incident, ln: Lanes, div_seq, culprits, x, annotate, title, di
         if x == "seq":
             _draw_missing(ax, ln, ypos)
         if annotate:
-            for xi, yi, lab in zip(xcol, ys, df["in_shapes"].map(shape_label)):
+            for xi, yi, lab in zip(xcol, ys, df["label"]):
                 ax.annotate(lab, (xi, yi), xytext=(0, 8), textcoords="offset points", ha="center",
                             fontsize=7, color="#333333", zorder=5)
         if div_seq is not None:
@@ -384,8 +393,8 @@ def _highlight_divergence(ax, ln, df, xcol, div_seq, ypos, x, annotate) -> None:
         ax.scatter(xcol[at], df.loc[at, "rank"].map(ypos).to_numpy(), s=260, marker="s", facecolors="none",
                    edgecolors=DIVERGE_COLOR, linewidths=2.0, zorder=4)
         if not annotate:  # always show the shapes where it matters
-            for xi, r, shp, op in zip(xcol[at], df.loc[at, "rank"], df.loc[at, "in_shapes"], df.loc[at, "op"]):
-                ax.annotate(f"{op} {shape_label(shp)}", (xi, ypos[int(r)]), xytext=(0, 8),
+            for xi, r, lab, op in zip(xcol[at], df.loc[at, "rank"], df.loc[at, "label"], df.loc[at, "op"]):
+                ax.annotate(f"{op} {lab}", (xi, ypos[int(r)]), xytext=(0, 8),
                             textcoords="offset points", ha="center", fontsize=7, color=DIVERGE_COLOR, zorder=5)
 
 
@@ -542,7 +551,7 @@ def shapes_frame(incident, diagnosis=None, *, seq_kind: str | None = None, pg: s
     for r in sorted(set(ln.ranks) | set(int(k) for k in views)):
         if r in by_rank:
             e = by_rank[r]
-            rows.append({"rank": r, "op": e["op"], "in_shapes": shape_label(e["in_shapes"]),
+            rows.append({"rank": r, "op": e["op"], "in_shapes": e["label"],
                          "out_shapes": shape_label(e["out_shapes"]), "dtype": _str(e["dtype"]),
                          "state": _str(e["state"])})
         elif r in views:

@@ -78,9 +78,17 @@ def prepare(logs, redact: bool = False):
 
     from .incident import Incident
 
+    import warnings
+
     paths = [logs] if isinstance(logs, (str, os.PathLike)) else list(logs or [])
-    incident = dx.load(*paths) if paths else Incident(notes=["no log paths were given"])
-    diagnosis = dx.diagnose(incident)
+    with warnings.catch_warnings(record=True) as caught:  # keep library warnings out of the report body
+        warnings.simplefilter("always")
+        incident = dx.load(*paths) if paths else Incident(notes=["no log paths were given"])
+        diagnosis = dx.diagnose(incident)
+    for w in caught:
+        note = f"warning while reading: {w.message}"
+        if note not in incident.notes:
+            incident.notes.append(note)
     if redact:
         from .redact import redact_diagnosis, redact_incident, redactor_for
 
@@ -206,7 +214,8 @@ def fix(diagnosis) -> HTML:
     if text:
         parts.append(f"<p><b>Fix.</b> {escape(str(text))}</p>")
     if code:
-        parts.append(f"<pre>{escape(str(code))}</pre>")
+        parts.append("<pre style='font-family:monospace;background:#f6f6f6;padding:8px'>"
+                     f"{escape(str(code))}</pre>")
     confirm = _entry_field(entry, "confirm")
     if isinstance(confirm, dict):
         checklist = confirm.get("checklist") or []
@@ -356,6 +365,26 @@ def _headless_env():
             os.environ[HEADLESS_ENV] = old
 
 
+@contextlib.contextmanager
+def _kernel_stderr_to(path: Path):
+    """The kernel inherits our stderr and chats on it (transport warnings): send that to a file."""
+    try:
+        fd = os.open(str(path), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    except OSError:
+        yield
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    os.dup2(fd, 2)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(fd)
+
+
 def execute(nb, parameters: dict, *, cwd=None, timeout: float = 600) -> tuple[object, str | None]:
     """Run a notebook (NotebookNode) headless with papermill; returns (executed nb, error or None).
 
@@ -370,15 +399,27 @@ def execute(nb, parameters: dict, *, cwd=None, timeout: float = 600) -> tuple[ob
         dst = Path(tmp) / "out.ipynb"
         nbformat.write(nb, str(src))
         error = None
-        with _headless_env():
+        with _headless_env(), _kernel_stderr_to(Path(tmp) / "kernel.stderr"):
             try:
                 pm.execute_notebook(str(src), str(dst), parameters=parameters, kernel_name="python3",
                                     progress_bar=False, log_output=False, cwd=cwd, execution_timeout=timeout)
             except pm.PapermillExecutionError as e:
                 error = f"cell {e.exec_count}: {e.ename}: {e.evalue}".strip()
+            except Exception as e:  # noqa: BLE001 - kernel missing or dead: one line, not a traceback
+                detail = _tail(Path(tmp) / "kernel.stderr")
+                raise DenpexError(f"the report notebook could not run: {type(e).__name__}: {e}{detail}",
+                                  fix="check that ipykernel is installed: pip install 'denpex_nb[notebook]'") from None
         if not dst.exists():
             raise DenpexError("the report notebook did not run", fix="check that ipykernel is installed")
         return nbformat.read(str(dst), as_version=4), error
+
+
+def _tail(path: Path) -> str:
+    try:
+        lines = [ln for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        return ""
+    return f" (kernel said: {lines[-1][:200]})" if lines else ""
 
 
 def read_summary(nb) -> dict | None:
