@@ -62,6 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     rr.add_argument("--backend", choices=("gloo", "nccl"), default="gloo")
     rr.add_argument("--debug", choices=("off", "info", "detail"), default="off")
     rr.add_argument("--flight-recorder", action="store_true", help="dump Flight Recorder buffers per rank")
+    rr.add_argument("--fr-stacks", action="store_true", help="include call stacks in the Flight Recorder dumps (slow)")
     rr.add_argument("--trace", action="store_true", help="enable the denpex_nb.trace collective tracer")
     rr.add_argument("--timeout", type=float, default=5.0, help="collective timeout in seconds")
     rr.add_argument("--out", default=None, help="output folder (default: runs/<scenario>-<variant>-<stamp>)")

@@ -1,0 +1,47 @@
+"""``denpex-nb repro list | run | record``: thin handlers over :mod:`denpex_nb.repro`.
+
+Bad input (unknown scenario, world size < 2, no torch, ``--backend nccl`` without GPUs) raises a
+:class:`~denpex_nb.errors.DenpexError`, which the CLI prints as one line with exit code 2.
+"""
+from __future__ import annotations
+
+from . import registry
+
+
+def cli_list(args) -> int:
+    rows = registry.scenarios()
+    width = max(len(k) for k in rows)
+    for sc in rows.values():
+        print(f"{sc.id:<{width}}  {sc.title}")
+        print(f"{'':<{width}}  teaches: {sc.teaches}")
+    return 0
+
+
+def cli_run(args) -> int:
+    """Run one scenario; exit 0 when the run behaved as the variant intends.
+
+    A broken variant is *meant* to fail, so its exit code is 0 when at least one rank failed and
+    1 when every rank exited 0 (the bug did not reproduce); a fixed variant exits 0 only when
+    every rank did. Either way the per-rank outcome is printed.
+    """
+    from .launch import run
+
+    result = run(args.scenario, fixed=args.fixed, world_size=args.world_size, backend=args.backend,
+                 debug=args.debug, flight_recorder=args.flight_recorder, trace=args.trace,
+                 timeout=args.timeout, out=args.out,
+                 fr_stack_traces=getattr(args, "fr_stacks", False))
+    print(result.summary())
+    expected = result.manifest["expected"]
+    print(f"  expected: {expected['class']}"
+          + (f", op {expected['op']}, culprit rank(s) {expected['culprit_ranks']}" if expected.get("op") else ""))
+    if args.fixed:
+        return 0 if result.ok else 1
+    return 1 if result.ok else 0
+
+
+def cli_record(args) -> int:
+    from .record import record_all
+
+    written = record_all(args.out, backend=args.backend, progress=True)
+    print(f"recorded {len(written)} runs under {args.out}")
+    return 0

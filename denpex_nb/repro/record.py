@@ -1,0 +1,61 @@
+"""Regenerate the recorded runs: ``denpex-nb repro record [--out data/recorded] [--backend gloo]``.
+
+Layout: ``<out>/<backend>/<scenario>/<variant>-<mode>-w<N>/`` (a normal run folder, see
+:mod:`denpex_nb.repro.launch`) for every scenario, both variants, modes ``plain`` (no debug
+variables) and ``detail`` (TORCH_DISTRIBUTED_DEBUG=DETAIL, TORCH_CPP_LOG_LEVEL=INFO), and 2 and 4
+ranks. Every run has the tracer on and Flight Recorder dumps; the 2-rank plain runs also keep the
+dumps' call stacks (1.5-3 s of CPU per rank, too slow for every run). Log files are capped per
+rank and stream (head and tail kept) so that the whole tree stays small. ``<out>/<backend>/
+index.json`` lists every run with its outcome.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from . import registry
+from .launch import check_backend, run
+
+MODES = {"plain": "off", "detail": "detail"}
+WORLD_SIZES = (2, 4)
+#: per rank and stream; head and tail halves are kept
+MAX_LOG_LINES = 300
+
+
+def run_dir(out, backend: str, scenario: str, variant: str, mode: str, world_size: int) -> Path:
+    return Path(out) / backend / scenario / f"{variant}-{mode}-w{world_size}"
+
+
+def record_all(out="data/recorded", *, backend: str = "gloo", scenarios=None, variants=registry.VARIANTS,
+               modes=tuple(MODES), world_sizes=WORLD_SIZES, timeout: float = 5.0, progress: bool = False) -> list[Path]:
+    """Run every combination and write it under ``out``; returns the run folders."""
+    check_backend(backend, max(world_sizes))
+    ids = list(scenarios or registry.scenarios())
+    for sid in ids:
+        registry.get(sid)
+    written: list[Path] = []
+    index = []
+    total = len(ids) * len(variants) * len(modes) * len(world_sizes)
+    for sid in ids:
+        for variant in variants:
+            for mode in modes:
+                for ws in world_sizes:
+                    folder = run_dir(out, backend, sid, variant, mode, ws)
+                    if folder.exists():
+                        shutil.rmtree(folder)
+                    result = run(sid, fixed=(variant == "fixed"), world_size=ws, backend=backend,
+                                 debug=MODES[mode], flight_recorder=True, trace=True, timeout=timeout,
+                                 out=folder, fr_stack_traces=(mode == "plain" and ws == 2),
+                                 max_log_lines=MAX_LOG_LINES)
+                    written.append(folder)
+                    index.append({"path": str(folder.relative_to(Path(out) / backend)), "scenario": sid,
+                                  "variant": variant, "mode": mode, "world_size": ws,
+                                  "exit_codes": result.exit_codes, "signals": result.signals,
+                                  "wall_s": round(result.wall_s, 2), "expected": result.manifest["expected"]})
+                    if progress:
+                        print(f"[{len(written)}/{total}] {folder}: exit codes {result.exit_codes}, "
+                              f"{result.wall_s:.1f} s", flush=True)
+    index_path = Path(out) / backend / "index.json"
+    index_path.write_text(json.dumps(index, indent=1) + "\n", encoding="utf-8")
+    return written

@@ -1,0 +1,293 @@
+"""An opt-in, crash-safe per-rank collective tracer.
+
+Why: on gloo a shape mismatch aborts the process from a C++ thread (SIGABRT), so nothing in Python
+runs afterwards and no Flight Recorder dump is written. The only evidence that survives an abort is
+what was already handed to the kernel. This tracer therefore writes one JSON line per collective
+with ``os.write`` on an ``O_APPEND`` file descriptor **before** the collective is issued; a rank
+that dies inside the collective still leaves its ``issue`` line.
+
+Switching it on in your own job (either is enough)::
+
+    import denpex_nb.trace
+    denpex_nb.trace.enable("/shared/logs/trace")     # one call, before or after init_process_group
+
+    # or, without touching the training script's logic:
+    #   export DENPEX_TRACE_DIR=/shared/logs/trace
+    # and call denpex_nb.trace.enable() (no argument) once at start-up; it reads the variable
+    # and does nothing when it is unset. The reproducer worker does exactly this.
+
+Each rank appends to ``<dir>/denpex_trace_rank<R>.jsonl``: a ``meta`` line, then per collective an
+``issue`` line, then ``done`` (or ``error`` with the exception text). ``seq`` counts the traced
+collectives per process group from 1 (``seq_kind == "trace"``). Only the outermost call is traced:
+a collective that torch issues from inside another traced one (``all_gather_object`` ->
+``all_gather``) is not counted twice. Collectives that torch issues from C++ (DDP's bucket
+all-reduces, its parameter broadcast) never pass through Python and are therefore not traced; the
+Flight Recorder does see them. ``done`` for ``async_op=True`` means "enqueued", not "completed".
+
+The format is the contract read by :mod:`denpex_nb.ingest.trace`.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+import json
+import os
+import socket
+import threading
+import time
+from typing import Any, Callable
+
+ENV_VAR = "DENPEX_TRACE_DIR"
+FORMAT_VERSION = 1
+
+#: op name -> (input parameter names, output parameter names, peer parameter name)
+_SIGNATURES: dict[str, tuple[tuple[str, ...], tuple[str, ...], str | None]] = {
+    "all_reduce": (("tensor",), ("tensor",), None),
+    "all_reduce_coalesced": (("tensors",), ("tensors",), None),
+    "all_gather": (("tensor",), ("tensor_list",), None),
+    "all_gather_into_tensor": (("input_tensor",), ("output_tensor",), None),
+    "all_gather_coalesced": (("input_tensor_list",), ("output_tensor_lists",), None),
+    "reduce_scatter": (("input_list",), ("output",), None),
+    "reduce_scatter_tensor": (("input",), ("output",), None),
+    "broadcast": (("tensor",), ("tensor",), None),
+    "reduce": (("tensor",), ("tensor",), None),
+    "gather": (("tensor",), ("gather_list",), None),
+    "scatter": (("scatter_list",), ("tensor",), None),
+    "barrier": ((), (), None),
+    "monitored_barrier": ((), (), None),
+    "all_to_all": (("input_tensor_list",), ("output_tensor_list",), None),
+    "all_to_all_single": (("input",), ("output",), None),
+    "send": (("tensor",), (), "dst"),
+    "recv": ((), ("tensor",), "src"),
+    "isend": (("tensor",), (), "dst"),
+    "irecv": ((), ("tensor",), "src"),
+}
+#: wrapper name -> op name written to the trace (isend is a send as far as matching goes)
+_OP_NAME = {"isend": "send", "irecv": "recv", "monitored_barrier": "barrier"}
+
+_lock = threading.Lock()
+_local = threading.local()
+_state: dict[str, Any] = {"dir": None, "fd": None, "rank": None, "seq": {}, "originals": {}}
+
+
+def enabled() -> bool:
+    """True when collectives are being traced in this process."""
+    return bool(_state["originals"])
+
+
+def enable(directory: str | os.PathLike | None = None) -> str | None:
+    """Trace every torch.distributed collective of this process into ``directory``.
+
+    Without an argument the directory comes from ``$DENPEX_TRACE_DIR``; when that is unset too,
+    nothing happens and ``None`` is returned (so calling ``enable()`` unconditionally is safe).
+    Returns the directory. Calling it again is harmless. Imports torch.
+    """
+    directory = directory if directory is not None else os.environ.get(ENV_VAR) or None
+    if directory is None:
+        return None
+    import torch.distributed as dist
+    import torch.distributed.distributed_c10d as c10d
+
+    directory = os.path.abspath(os.fspath(directory))
+    os.makedirs(directory, exist_ok=True)
+    with _lock:
+        _state["dir"] = directory
+        if _state["originals"]:
+            return directory
+        for name in _SIGNATURES:
+            original = getattr(c10d, name, None)
+            if original is None:
+                continue
+            wrapped = _wrap(name, original)
+            _state["originals"][name] = original
+            setattr(c10d, name, wrapped)
+            if getattr(dist, name, None) is original:
+                setattr(dist, name, wrapped)
+    return directory
+
+
+def disable() -> None:
+    """Restore the original torch.distributed functions and close the trace file."""
+    import torch.distributed as dist
+    import torch.distributed.distributed_c10d as c10d
+
+    with _lock:
+        for name, original in _state["originals"].items():
+            if getattr(c10d, name, None) is not None:
+                setattr(c10d, name, original)
+            if getattr(dist, name, None) is not None:
+                setattr(dist, name, original)
+        _state["originals"] = {}
+        if _state["fd"] is not None:
+            os.close(_state["fd"])
+        _state.update(fd=None, rank=None, seq={})
+
+
+def trace_path(directory: str | os.PathLike, rank: int) -> str:
+    """Where rank ``rank`` writes its trace inside ``directory``."""
+    return os.path.join(os.fspath(directory), f"denpex_trace_rank{rank}.jsonl")
+
+
+# --- internals -----------------------------------------------------------------------------
+
+def _wrap(name: str, original: Callable) -> Callable:
+    signature = inspect.signature(original)
+    ins, outs, peer_param = _SIGNATURES[name]
+    op = _OP_NAME.get(name, name)
+
+    @functools.wraps(original)
+    def traced(*args, **kwargs):
+        if getattr(_local, "depth", 0):
+            return original(*args, **kwargs)
+        try:
+            bound = signature.bind(*args, **kwargs)
+            bound.apply_defaults()
+            params = bound.arguments
+        except TypeError:  # let torch raise its own error for bad arguments
+            return original(*args, **kwargs)
+        base = _base_record(op, params, peer_param)
+        _emit(dict(_head("issue"), **base, in_shapes=_shapes(params, ins), out_shapes=_shapes(params, outs),
+                   dtypes=_dtypes(params, ins or outs), **_times()))
+        _local.depth = 1
+        try:
+            result = original(*args, **kwargs)
+        except BaseException as exc:
+            _emit(dict(_head("error"), **base, error=f"{type(exc).__name__}: {exc}"[:2000], **_times()))
+            raise
+        finally:
+            _local.depth = 0
+        _emit(dict(_head("done"), **base, **_times()))
+        return result
+
+    traced.__denpex_traced__ = True
+    return traced
+
+
+def _head(event: str) -> dict:
+    return {"v": FORMAT_VERSION, "event": event}
+
+
+def _base_record(op: str, params: dict, peer_param: str | None) -> dict:
+    import torch.distributed as dist
+
+    group = params.get("group")
+    pg_name, pg_desc = _pg_ids(group)
+    rank = _rank()
+    key = pg_name
+    with _lock:
+        seq = _state["seq"].get(key, 0) + 1
+        _state["seq"][key] = seq
+    record = {"rank": rank, "world_size": _world_size(group), "pg": pg_name,
+              "pg_desc": pg_desc, "seq": seq, "op": op, "pid": os.getpid(), "host": _host()}
+    if peer_param is not None:
+        peer = params.get(peer_param)
+        if peer is None and params.get("group_" + peer_param) is not None:
+            try:
+                peer = dist.get_global_rank(group, params["group_" + peer_param])
+            except Exception:
+                peer = params["group_" + peer_param]
+        record["peer"] = peer
+    return record
+
+
+def _pg_ids(group) -> tuple[str, str]:
+    import torch.distributed.distributed_c10d as c10d
+
+    try:
+        pg = group if group is not None else c10d._get_default_group()
+        name = str(getattr(pg, "group_name", "") or c10d._get_process_group_name(pg) or "0")
+        desc = str(getattr(pg, "group_desc", "") or ("default_pg" if group is None else "undefined"))
+        return name, desc
+    except Exception:
+        return "0", "default_pg"
+
+
+def _host() -> str:
+    if "host" not in _state:
+        _state["host"] = socket.gethostname()
+    return _state["host"]
+
+
+def _rank() -> int:
+    if _state["rank"] is None:
+        import torch.distributed as dist
+
+        if dist.is_available() and dist.is_initialized():
+            _state["rank"] = dist.get_rank()
+        else:
+            return int(os.environ.get("RANK", "0"))
+    return _state["rank"]
+
+
+def _world_size(group) -> int | None:
+    import torch.distributed as dist
+
+    try:
+        return dist.get_world_size(group) if dist.is_initialized() else int(os.environ.get("WORLD_SIZE", "1"))
+    except Exception:
+        return None
+
+
+def _times() -> dict:
+    return {"t_wall": round(time.time(), 6), "t_mono": round(time.monotonic(), 6)}
+
+
+def _tensors(value) -> list:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        out = []
+        for item in value:
+            out.extend(_tensors(item))
+        return out
+    return []
+
+
+def _shapes(params: dict, names: tuple[str, ...]) -> list[list[int]]:
+    return [list(t.shape) for n in names for t in _tensors(params.get(n))]
+
+
+def _dtypes(params: dict, names: tuple[str, ...]) -> list[str]:
+    return [str(t.dtype).replace("torch.", "") for n in names for t in _tensors(params.get(n))]
+
+
+def _emit(record: dict) -> None:
+    fd = _fd(record)
+    if fd is None:
+        return
+    data = (json.dumps(record, separators=(",", ":")) + "\n").encode()
+    os.write(fd, data)  # O_APPEND: one write per line, in the kernel before the collective starts
+
+
+def _fd(record: dict) -> int | None:
+    if _state["fd"] is not None:
+        return _state["fd"]
+    with _lock:
+        if _state["fd"] is not None:
+            return _state["fd"]
+        if _state["dir"] is None:
+            return None
+        path = trace_path(_state["dir"], record["rank"])
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        meta = {"v": FORMAT_VERSION, "event": "meta", "rank": record["rank"], "world_size": record["world_size"],
+                "pid": os.getpid(), "host": _host(), "backend": _backend(), "torch": _torch_version()}
+        os.write(fd, (json.dumps(meta, separators=(",", ":")) + "\n").encode())
+        _state["fd"] = fd
+        return fd
+
+
+def _backend() -> str | None:
+    import torch.distributed as dist
+
+    try:
+        return str(dist.get_backend()) if dist.is_initialized() else None
+    except Exception:
+        return None
+
+
+def _torch_version() -> str:
+    import torch
+
+    return torch.__version__.split("+")[0]
