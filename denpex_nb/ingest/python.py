@@ -36,7 +36,10 @@ _CFE_RANK = re.compile(r"(-?\d+) \(local_rank: (\d+)\)")
 _CFE_EXIT = re.compile(r"(-?\d+) \(pid: (\d+)\)(?:\s+\((SIG\w+)\))?")
 _CFE_TIME = re.compile(r"(\d{4})-(\d\d)-(\d\d)_(\d\d):(\d\d):(\d\d)")
 _ROOT = re.compile(r"^Root Cause \(first observed failure\):")
-_TABLE_MISC = re.compile(r"^(?:=+|-+|Failures:|\s*<NO_OTHER_FAILURES>|\[\d+\]:|\S+ FAILED)\s*$")
+_TABLE_MISC = re.compile(r"^(?:Failures:|\s*<NO_OTHER_FAILURES>)\s*$")
+_RULE = re.compile(r"^\s*(?:={10,}|-{10,})\s*$")
+_ENTRY_FAILED = re.compile(r"^\S+ FAILED\s*$")
+_INDEX = re.compile(r"^\[\d+\]:\s*$")
 _LIGHTNING = re.compile(r"Initializing distributed: GLOBAL_RANK: (\d+), MEMBER: (\d+)/(\d+)")
 _FUTURE = re.compile(r"(?:FutureWarning|UserWarning): .*?`?torch\.distributed\.(\w+)`? is deprecated")
 _WARN_LOC = re.compile(r"^\s+warnings\.warn\(|^\s+return func\(|^\s+\w+\(")
@@ -58,10 +61,11 @@ class PythonReader(TextReader):
     name = SOURCE
     needles = (b"Traceback", b"Error:", b"Exception", b"out of memory", b"exitcode", b"closing signal",
                b"local_rank", b"Root Cause", b" FAILED", b"      : ", b"terminated with", b"via signal",
-               b"FutureWarning", b"GLOBAL_RANK")
+               b"FutureWarning", b"GLOBAL_RANK", b"Failures:", b"==========",
+               b"----------")
 
     def parse(self, block: list[Line], ctx: FileContext, out: Output) -> None:
-        st = {"open": {}, "spawn": None, "root": False, "cfe": None, "last": None}
+        st = {"open": {}, "spawn": None, "root": False, "cfe": None, "last": None, "table": False}
         for line in block:
             try:
                 self._line(line, ctx, out, st)
@@ -144,6 +148,7 @@ class PythonReader(TextReader):
             rec.lines.append(line)
             out.consume(line)
             if _CFE.search(text) or _SPAWN_RAISED.search(text) or _SPAWN_EXITED.search(text):
+                st["table"] = st["table"] or bool(_CFE.search(text))
                 self._finish(rec, ctx, out, st)
                 self._agent(line, text, ctx, out, st)   # the spawn/agent exception has its own rows
             return True
@@ -222,12 +227,15 @@ class PythonReader(TextReader):
     # --- ChildFailedError table ---------------------------------------------------------------
 
     def _table(self, line: Line, text: str, ctx, out, st) -> bool:
+        """ChildFailedError table lines. A record closed by the ``=`` border is the Root Cause one
+        (failures end with a ``-`` rule), so the flag survives the table being split into blocks."""
         if _CFE.search(text):
             self._finish_cfe(st, ctx, out)
+            st["table"] = True
             return True
         if _ROOT.match(text):
             self._finish_cfe(st, ctx, out)
-            st["root"] = True
+            st["root"] = st["table"] = True
             return True
         m = _FIELD.match(text)
         if m:
@@ -238,14 +246,24 @@ class PythonReader(TextReader):
                 cur = st["cfe"] = {"_line": line, "_root": st["root"], "_tb": []}
                 st["root"] = False
             cur[name] = value
+            st["table"] = True
             return True
         if st["cfe"] is not None and "traceback" in st["cfe"] and text[:1].isspace() and text.strip():
             st["cfe"]["_tb"].append(text.strip())       # @record: the traceback row runs on
             return True
-        if _TABLE_MISC.match(text):
-            if st["cfe"] is not None and re.match(r"^(?:=+|-+|\[\d+\]:)\s*$", text):
+        if _RULE.match(text):
+            if st["cfe"] is not None:
+                if text.lstrip().startswith("="):
+                    st["cfe"]["_root"] = True
                 self._finish_cfe(st, ctx, out)
+                return True
+            return st["table"]
+        if _TABLE_MISC.match(text):
             return True
+        if _ENTRY_FAILED.match(text) or _INDEX.match(text):
+            if st["table"]:
+                self._finish_cfe(st, ctx, out)
+            return st["table"]
         return False
 
     def _finish_cfe(self, st: dict, ctx: FileContext, out: Output) -> None:

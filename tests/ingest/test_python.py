@@ -116,11 +116,13 @@ def test_child_failed_table_in_one_block():
 
 
 def test_child_failed_rows_split_over_blocks_still_parse():
+    """The loader cuts the table at the bare ``[k]:`` lines; the ``=`` border still marks the root cause."""
     lines = CFE_TABLE.splitlines()
-    part = lines[15:21]            # only "  time ... traceback" of the root-cause row
-    out = run(R, part)
-    e = one(out.errors)
-    assert (e["rank"], e["exit_code"], e["signal"]) == (1, -6, "SIGABRT")
+    root = one(run(R, lines[15:22]).errors)          # "  time ... traceback" + the closing "=====" border
+    assert (root["rank"], root["exit_code"], root["signal"], root["root_cause"]) == (1, -6, "SIGABRT", True)
+    other = one(run(R, lines[6:12]).errors)          # a Failures row, cut before its "-----" rule
+    assert (other["rank"], other["root_cause"]) == (0, False)
+    assert run(R, ["=" * 55, "-" * 55]).parsed == set()   # rules outside a table are not claimed
 
 
 def test_child_failed_record_traceback():
