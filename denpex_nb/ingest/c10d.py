@@ -41,6 +41,7 @@ _DS_FINISHED = re.compile(r"\[([\d, ]*)\] finished collective #(\d+), but didn't
 _DS_SNAP_HDR = re.compile(r"#(\d+) (started|finished) ranks:")
 _DS_SNAP = re.compile(r"\[([\d, ]*)\] (started|finished) (\w+)")
 _DS_OTHER = re.compile(r"lagging/dead/mismatched ranks|Snapshot of ranks' latest states")
+_DS_HEADER = re.compile(r"^\[(?:PG [^\]]*)?Rank \d+\]\s*Rank \d+\s*$")   # the report's first line: "<pg> Rank <r>"
 # DETAIL (§4)
 _MISMATCH = re.compile(r"Rank (\d+) is running (?:inconsistent )?collective: CollectiveFingerPrint\(")
 _RUNNING = re.compile(r"Running collective: CollectiveFingerPrint\(")
@@ -267,7 +268,7 @@ class C10dReader(TextReader):
                 out.events.append(event_row(line, ctx, SOURCE, rank=r, op=op, seq=st["snap_seq"],
                                             seq_kind="desync", state=state))
             return True
-        return bool(_DS_OTHER.search(text))
+        return bool(_DS_OTHER.search(text) or _DS_HEADER.match(text.strip()))
 
     # --- DETAIL -------------------------------------------------------------------------------
 

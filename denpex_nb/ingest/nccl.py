@@ -89,10 +89,16 @@ class NcclReader(TextReader):
                b") MISMATCH", b") INCOMPLETE", b") TIMEOUT", b") DEAD", b"operation counts", b"managed by process")
 
     def parse(self, block: list[Line], ctx: FileContext, out: Output) -> None:
-        comms: dict[tuple[int | None, str], dict] = {}   # (pid, comm pointer) -> init info
-        world = max((int(m.group("nranks")) for ln in block if "Init" in ln.text
-                     for m in [_INIT.search(ln.text)] if m), default=None)
-        pid_rank: dict[int, int] = {}
+        # The comm map must outlive one block (Init lines and the COLL lines that use them are
+        # usually separated by ordinary output). The reader itself stays stateless: the map lives
+        # on this file's Output, so a COLL line resolves against Init lines seen earlier in the
+        # same file (or the same byte range, should the loader split files).
+        fs = out.__dict__.setdefault("_nccl_file_state", {"comms": {}, "pid_rank": {}, "world": 0})
+        comms: dict[tuple[int | None, str], dict] = fs["comms"]     # (pid, comm pointer) -> init info
+        block_world = max((int(m.group("nranks")) for ln in block if "Init" in ln.text
+                           for m in [_INIT.search(ln.text)] if m), default=0)
+        fs["world"] = world = max(fs["world"], block_world) or None
+        pid_rank: dict[int, int] = fs["pid_rank"]
         st = {"dist": None, "ras": None}
         for line in block:
             try:
@@ -127,7 +133,7 @@ class NcclReader(TextReader):
             info["comm_id"] = cid.group(1) if cid else (f"{par.group(1)}/color{par.group(2)}" if par else None)
             comms[(pid, m.group("comm"))] = info
             if m.group("st") == "COMPLETE" and world is not None and info["nranks"] == world:
-                pid_rank.setdefault(pid, info["rank"])
+                pid_rank[pid] = info["rank"]
                 bus = _BUSID.search(m.group("rest"))
                 out.ranks.append({"rank": line.rank if line.rank is not None else info["rank"], "host": p.group("host"),
                                   "pid": pid, "device": f"cuda:{info['dev']}", "local_rank": line.local_rank,

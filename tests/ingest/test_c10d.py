@@ -121,6 +121,7 @@ def test_dump_signal_names_first_detector():
 
 def test_desync_report():
     block = [
+        "[rank0]:[E1130 00:30:15.551002317 ProcessGroupNCCL.cpp:1380] [PG ID 0 PG GUID 0(default_pg) Rank 0] Rank 0",
         "\t - [0] Timeout at collective: ALLGATHER, #2417",
         "\t - To our best knowledge, ranks [5, 6] are the lagging ranks that caused this timeout. They never joined any collectives",
         "\t - To our best knowledge, the lagging/dead/mismatched ranks that caused the desync are:",
@@ -131,7 +132,7 @@ def test_desync_report():
         "\t     [0, 1, 2] started ALLGATHER",
     ]
     out = run(R, block, ctx=None)
-    assert out.parsed == set(range(1, 9))
+    assert out.parsed == set(range(1, 10))
     ev = [e for e in out.events if e["state"] == "timed_out"]
     assert len(ev) == 1 and (ev[0]["rank"], ev[0]["seq"], ev[0]["seq_kind"], ev[0]["op"]) == (0, 2417, "desync", "all_gather")
     assert one(out.errors, related_ranks=(5, 6))["kind"] == "desync_report"

@@ -110,3 +110,19 @@ def test_other_nccl_info_lines_count_as_parsed_and_junk_never_raises():
     out = run(R, ["tern-07:61204:61266 [0] NCCL INFO Bootstrap : Using eth0:192.0.2.17<0>",
                   "h:1:1 [0] NCCL INFO AllGather: opCount zz sendbuff", "#x-y (zz) MISMATCH", "Last error:"])
     assert 1 in out.parsed and out.events == []
+
+
+def test_comm_map_survives_block_boundaries_within_one_file():
+    """The loader parses block by block; a COLL line after ordinary output still finds its Init line."""
+    from denpex_nb.ingest.base import Output
+    from denpex_nb.ingest.prefixes import to_lines
+
+    ctx = FileContext(file="n.log")
+    out = Output()
+    R.parse(to_lines([(1, INIT_WORLD)], ctx), ctx, out)
+    R.parse(to_lines([(9, COLL)], ctx), ctx, out)
+    ev = one(out.events)
+    assert (ev["rank"], ev["pg"]) == (4, "0x7e21c4d90a3f5b16")
+    other = Output()                       # another file: no leakage
+    R.parse(to_lines([(9, COLL)], ctx), ctx, other)
+    assert one(other.events)["pg"] == "0x5581c0a0"
