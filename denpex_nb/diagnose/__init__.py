@@ -46,6 +46,7 @@ def diagnose(incident, **options) -> Diagnosis:
     findings += from_errors(errors, ranks_seen, have_detail)
     findings = _refine_crash(findings, errors)
     findings = _refine_syncbn(findings, incident)
+    findings = _refine_ddp(findings)
     findings = _merge(findings)
     if not findings:
         tf = timeout_finding(errors)
@@ -108,16 +109,45 @@ def _refine_crash(findings: list[Finding], errors: pd.DataFrame) -> list[Finding
 
 
 def _refine_syncbn(findings: list[Finding], incident) -> list[Finding]:
-    """A desync whose pending collective comes from SyncBatchNorm is the SyncBatchNorm eval hang."""
-    if not any(f.class_id == "rank-desync" for f in findings):
+    """A desync or op mismatch involving an all_gather that SyncBatchNorm issued is the SyncBatchNorm hang.
+
+    Needs a SyncBatchNorm stack or message in the evidence; the collectives alone cannot tell.
+    """
+    cands = [f for f in findings if f.class_id in ("rank-desync", "op-mismatch") and f.seq is not None
+             and any((v.op or "").startswith("all_gather") for v in f.ranks.values())]
+    if not cands or not _mentions_syncbn(incident):
         return findings
-    if not _mentions_syncbn(incident):
-        return findings
-    for f in findings:
-        if f.class_id == "rank-desync":
-            f.class_id = "syncbn-eval-hang"
-            f.summary = "SyncBatchNorm's collective ran on some ranks only. " + f.summary
+    for f in cands:
+        gatherers = sorted(r for r, v in f.ranks.items() if (v.op or "").startswith("all_gather"))
+        f.class_id = "syncbn-eval-hang"
+        f.op = "all_gather"
+        if gatherers and len(gatherers) < len(f.ranks):
+            f.culprit_ranks = gatherers
+        f.summary = ("SyncBatchNorm's statistics all_gather ran on " + ", ".join(map(str, gatherers)) +
+                     " only. " + f.summary)
     return findings
+
+
+def _refine_ddp(findings: list[Finding]) -> list[Finding]:
+    """DDP unused-parameter errors explain the all_reduce divergence they cause (different buckets)."""
+    ddp = [f for f in findings if f.class_id == "unused-parameters" and f.seq is None]
+    if not ddp:
+        return findings
+    cands = [f for f in findings if f.seq is not None and f.class_id in
+             ("shape-mismatch", "rank-desync", "op-mismatch", "dtype-mismatch")
+             and (f.op or "all_reduce").startswith("all_reduce")]
+    if not cands:
+        return findings
+    target = _sorted(cands)[0]
+    src = ddp[0]
+    target.class_id = "unused-parameters"
+    target.op = target.op or "all_reduce"
+    if not target.culprit_ranks:
+        target.culprit_ranks = list(src.culprit_ranks)
+    target.summary = src.summary + " The ranks' bucket all_reduces diverge: " + target.summary
+    target.evidence = (src.evidence + target.evidence)[:16]
+    target.confidence = "high"
+    return [f for f in findings if f is not src]
 
 
 def _mentions_syncbn(incident) -> bool:
@@ -175,16 +205,7 @@ def _op_family(op: str) -> str:
 
 def _order(findings: list[Finding]) -> list[Finding]:
     """By time, then seq; later divergences in the same counter are marked as possible consequences."""
-    far = pd.Timestamp.max.tz_localize("UTC")
-
-    def key(f: Finding):
-        t = f.t_wall if f.t_wall is not None and not pd.isna(f.t_wall) else far
-        if t is not far and t.tzinfo is None:
-            t = t.tz_localize("UTC")
-        undetermined = f.class_id == "timeout-undetermined"
-        return (undetermined, t, f.seq if f.seq is not None else 1 << 62, _CONF[f.confidence])
-
-    findings = sorted(findings, key=key)
+    findings = _sorted(findings)
     first_in: dict = {}
     for f in findings:
         if f.seq is None:
@@ -197,3 +218,16 @@ def _order(findings: list[Finding]) -> list[Finding]:
         else:
             first_in.setdefault(k, f.seq)
     return findings
+
+
+def _sorted(findings: list[Finding]) -> list[Finding]:
+    far = pd.Timestamp.max.tz_localize("UTC")
+
+    def key(f: Finding):
+        t = f.t_wall if f.t_wall is not None and not pd.isna(f.t_wall) else far
+        if t is not far and t.tzinfo is None:
+            t = t.tz_localize("UTC")
+        undetermined = f.class_id == "timeout-undetermined"
+        return (undetermined, t, f.seq if f.seq is not None else 1 << 62, _CONF[f.confidence])
+
+    return sorted(findings, key=key)

@@ -61,8 +61,8 @@ def align(events: pd.DataFrame) -> Alignment:
     if ev.empty:
         return Alignment([], {}, 0, 0, {})
 
-    pg_cat = ev["pg"].astype("category") if not isinstance(ev["pg"].dtype, pd.CategoricalDtype) else ev["pg"]
-    kind_cat = ev["seq_kind"].astype(str).astype("category")
+    pg_cat = _as_cat(ev["pg"])
+    kind_cat = _as_cat(ev["seq_kind"])
     pg_codes = pg_cat.cat.codes.to_numpy(np.int64) + 1          # 0 = no pg
     kind_codes = kind_cat.cat.codes.to_numpy(np.int64)
     n_kinds = max(len(kind_cat.cat.categories), 1)
@@ -70,13 +70,13 @@ def align(events: pd.DataFrame) -> Alignment:
     r = ev["rank"].to_numpy(np.int64)
     s = ev["seq"].to_numpy(np.int64)
 
-    op_cat = ev["op"].astype(str).astype("category")
+    op_cat = _as_cat(ev["op"])
     op_names = np.asarray(op_cat.cat.categories, dtype=object)
     opc = op_cat.cat.codes.to_numpy(np.int64)
     size = _size_key(ev, op_cat)
-    dt = ev["dtype"].astype("category").cat.codes.to_numpy(np.float64) if "dtype" in ev else np.full(len(ev), -1.0)
+    dt = _as_cat(ev["dtype"]).cat.codes.to_numpy(np.float64) if "dtype" in ev else np.full(len(ev), -1.0)
     dt[dt < 0] = np.nan
-    done = (ev["state"].astype(str) == _STATE_DONE).to_numpy()
+    done = (ev["state"] == _STATE_DONE).to_numpy(bool, na_value=False)
     local_bad = _local_size_violation(ev, op_cat, g, r)
 
     # --- pack (group, seq, rank) into one int64 key; fall back to factorize when out of range
@@ -84,7 +84,7 @@ def align(events: pd.DataFrame) -> Alignment:
     r_bits = max(int(r.max()).bit_length(), 1) if r.min() >= 0 else 0
     s_bits = max(int(s_off.max()).bit_length(), 1)
     g_bits = max(int(g.max()).bit_length(), 1)
-    if r.min() >= 0 and r_bits + s_bits + g_bits <= 62:
+    if r.min() >= 0 and r_bits + s_bits + g_bits <= 60:
         key = (g << (s_bits + r_bits)) | (s_off << r_bits) | r
         cell_of = key >> r_bits
     else:  # pragma: no cover - absurd seq ranges
@@ -92,7 +92,10 @@ def align(events: pd.DataFrame) -> Alignment:
         key = cell_of * (int(r.max()) + 1) + (r - r.min())
 
     quality = (~np.isnan(size)).astype(np.int64) * 2 + done.astype(np.int64)
-    order = np.lexsort((-quality, key))
+    if int(key.max()) < (1 << 60):
+        order = np.argsort((key << 2) | (3 - quality), kind="stable")   # best row of a (cell, rank) first
+    else:  # pragma: no cover
+        order = np.lexsort((-quality, key))
     key_sorted = key[order]
     first = np.ones(len(order), dtype=bool)
     first[1:] = key_sorted[1:] != key_sorted[:-1]
@@ -121,8 +124,7 @@ def align(events: pd.DataFrame) -> Alignment:
     local_div = ~op_div & ~dt_div & ~size_div & bad_any
 
     # --- per (group, rank) coverage: first/last seq, for missing ranks (laggards / extra calls)
-    gr = pd.DataFrame({"g": g1, "r": r1, "s": s1})
-    cov = gr.groupby(["g", "r"], sort=True)["s"].agg(["min", "max"]).reset_index()
+    cov = _coverage(g1, r1, s1)
     gmax = cov.groupby("g")["max"].transform("max")
     laggards = cov[cov["max"] < gmax]
 
@@ -134,17 +136,19 @@ def align(events: pd.DataFrame) -> Alignment:
         return (None if pgc == 0 else str(pg_names[pgc - 1])), str(kind_names[kc])
 
     members = {names(gc): sorted(int(x) for x in sub["r"]) for gc, sub in cov.groupby("g")}
-    ev_sel = ev.iloc[sel].reset_index(drop=True)
-    ev_sel["_done"] = done_any
-    ev_sel["_local_bad"] = bad1
-    ev_sel["_size"] = size1
+    def cell_rows(lo: int, hi: int) -> pd.DataFrame:
+        rows = ev.iloc[sel[lo:hi]].copy()
+        rows["_done"] = done_any[lo:hi]
+        rows["_local_bad"] = bad1[lo:hi]
+        rows["_size"] = size1[lo:hi]
+        return rows
 
     out: list[Divergence] = []
     for label, mask in (("op", op_div), ("dtype", dt_div), ("size", size_div), ("local-size", local_div)):
         for ci in np.flatnonzero(mask):
             lo, hi = cstart[ci], cstart[ci] + counts[ci]
             pg, kind = names(g1[lo])
-            rows = ev_sel.iloc[lo:hi]
+            rows = cell_rows(lo, hi)
             out.append(Divergence(label, pg, kind, int(s1[lo]), rows, present=[int(x) for x in r1[lo:hi]],
                                   t_wall=_tmin(rows)))
 
@@ -162,7 +166,7 @@ def align(events: pd.DataFrame) -> Alignment:
             if ci is None:
                 continue
             lo, hi = cstart[ci], cstart[ci] + counts[ci]
-            rows = ev_sel.iloc[lo:hi]
+            rows = cell_rows(lo, hi)
             pg, kind = names(gc)
             lag = {int(rr): int(m) for rr, m in zip(allcov["r"], allcov["max"])}
             out.append(Divergence("missing", pg, kind, seq, rows, missing=missing, present=present, lag=lag,
@@ -184,10 +188,29 @@ def _collective_rows(events: pd.DataFrame) -> pd.DataFrame:
     if events is None or events.empty:
         return events.iloc[0:0] if events is not None else pd.DataFrame()
     ev = events
-    kind = ev["seq_kind"].astype(str)
-    mask = (ev["rank"].notna() & ev["seq"].notna() & kind.isin(ALIGNABLE_KINDS)
-            & ~ev["op"].astype(str).isin(P2P))
+    mask = (ev["rank"].notna() & ev["seq"].notna() & ev["seq_kind"].isin(ALIGNABLE_KINDS)
+            & ~ev["op"].isin(P2P))
     return ev[mask.to_numpy()]
+
+
+def _coverage(g: np.ndarray, r: np.ndarray, s: np.ndarray) -> pd.DataFrame:
+    """First and last seq per (group, rank), with dense numpy reductions (ranks are small ints)."""
+    gi, gu = pd.factorize(g)
+    width = int(r.max()) + 1
+    k = gi.astype(np.int64) * width + r
+    lo = np.full(len(gu) * width, np.iinfo(np.int64).max)
+    hi = np.full(len(gu) * width, np.iinfo(np.int64).min)
+    np.minimum.at(lo, k, s)
+    np.maximum.at(hi, k, s)
+    seen = np.flatnonzero(hi != np.iinfo(np.int64).min)
+    return pd.DataFrame({"g": gu[seen // width], "r": seen % width, "min": lo[seen], "max": hi[seen]})
+
+
+def _as_cat(s: pd.Series) -> pd.Series:
+    """A categorical view (categoricals stay as they are: no per-row string work on 2M rows)."""
+    if isinstance(s.dtype, pd.CategoricalDtype):
+        return s.cat.remove_unused_categories() if len(s.cat.categories) > 4096 else s
+    return s.astype(object).where(s.notna(), None).astype("category")
 
 
 def _family_lookup(op_cat: pd.Series, names: frozenset) -> np.ndarray:

@@ -82,6 +82,20 @@ def _view(row) -> RankView:
                     dtypes=[dt] if dt else None, state=state)
 
 
+def _evidence_rows(rows: pd.DataFrame) -> pd.DataFrame:
+    """Evidence lines: the odd ranks first (rows whose size/op/dtype differ from the most common)."""
+    if len(rows) <= MAX_EVIDENCE:
+        return rows
+    odd = pd.Series(False, index=rows.index)
+    for col in ("op", "_size", "dtype"):
+        if col in rows:
+            v = rows[col].astype(object)
+            mode = v.mode(dropna=True)
+            if len(mode):
+                odd |= v.notna() & (v != mode.iloc[0])
+    return pd.concat([rows[odd], rows[~odd]]).head(MAX_EVIDENCE)
+
+
 def _describe(row) -> str:
     sh = _shapes(row.get("in_shapes"))
     parts = [f"rank {_i(row.get('rank'))}", str(_s(row.get("op")) or "?"), f"{row.get('seq_kind')} seq {_i(row.get('seq'))}"]
@@ -96,7 +110,7 @@ def _describe(row) -> str:
 
 def _evidence(rows: pd.DataFrame, texts: dict) -> list[Evidence]:
     out = []
-    for _, row in rows.head(MAX_EVIDENCE).iterrows():
+    for row in _evidence_rows(rows).to_dict("records"):
         file, line = _s(row.get("file")), _i(row.get("line"))
         if file is None:
             continue
@@ -115,7 +129,7 @@ def from_divergences(divs: list[Divergence], texts: dict) -> list[Finding]:
     findings = []
     for d in divs:
         rows = d.rows
-        by_rank = {int(row["rank"]): row for _, row in rows.iterrows()}
+        by_rank = {int(row["rank"]): row for row in rows.to_dict("records")}
         views = {r: _view(row) for r, row in by_rank.items()}
         ops = {r: views[r].op for r in views}
         majority_op = Counter(ops.values()).most_common(1)[0][0] if ops else None
@@ -158,9 +172,13 @@ def from_divergences(divs: list[Divergence], texts: dict) -> list[Finding]:
             else:
                 summary = (f"{_fmt_ranks(d.missing)} never reached {where} ({majority_op}, issued by "
                            f"{_fmt_ranks(d.present)}); {lag_txt}.")
+        op = majority_op
+        if d.kind == "op":
+            culprit_ops = {ops[r] for r in culprits}
+            op = culprit_ops.pop() if len(culprit_ops) == 1 else None   # a tie names no op
         conf = "high" if (culprits or d.kind == "missing") else "medium"
         findings.append(Finding(class_id=cls, summary=summary, confidence=conf, pg=d.pg, seq=d.seq,
-                                seq_kind=d.seq_kind, op=majority_op, culprit_ranks=culprits, ranks=views,
+                                seq_kind=d.seq_kind, op=op, culprit_ranks=culprits, ranks=views,
                                 evidence=_evidence(rows, texts), t_wall=d.t_wall))
     return findings
 
