@@ -28,7 +28,7 @@ _TOKEN_PREFIXED = re.compile(
 )
 # key=value / key: value secrets whatever their shape.
 _SECRET_ASSIGN = re.compile(
-    r"(?i)\b((?:api[_-]?key|access[_-]?key|secret|token|password|passwd|auth)[A-Za-z0-9_]*\s*[=:]\s*)"
+    r"(?i)\b([A-Za-z0-9_]*?(?:api[_-]?key|access[_-]?key|secret|token|password|passwd|auth)[A-Za-z0-9_]*\s*[=:]\s*)"
     r"(['\"]?)[^\s'\"]{6,}\2"
 )
 # Long hex (>= 32 digits: hashes, keys; NCCL commIds are 16 and pointers 12, kept) and long base64.
