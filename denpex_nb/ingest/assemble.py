@@ -26,29 +26,121 @@ PROGRESS_KEY = ("rank", "pg", "seq_kind", "last_enqueued", "last_started", "last
 _PROGRESS_PREFERENCE = ("work", "trace", "fr", "detail", "desync", "nccl_opcount", "nccl_position")
 
 
-def concat(name: str, frames: Iterable[pd.DataFrame]) -> pd.DataFrame:
-    """Concatenate frames of one kind; categoricals with different categories stay categorical."""
-    parts = [f for f in frames if f is not None and len(f)]
-    if not parts:
-        return empty_frame(name)
-    if len(parts) == 1:
-        return coerce(name, parts[0])
-    cat_cols = {c for p in parts for c in p.columns if isinstance(p[c].dtype, pd.CategoricalDtype)}
-    if cat_cols:
-        from pandas.api.types import union_categoricals
+# --- column batches ------------------------------------------------------------------------------
+#
+# Per-file results travel as *column batches* (dict: column -> list), not DataFrames: building a
+# DataFrame costs milliseconds even for a handful of rows, which adds up over 1024 FR dumps. All
+# batches of one frame are merged list-wise and typed once, in :func:`build_frame`.
 
-        cols = {}
-        for c in cat_cols:
-            series = [p[c] if c in p.columns else pd.Series([None] * len(p), dtype="category") for p in parts]
-            series = [_object_categories(s) for s in series]
-            cols[c] = pd.Series(union_categoricals(series, ignore_order=True))
-        parts = [p.drop(columns=[c for c in cat_cols if c in p.columns]) for p in parts]
-        df = pd.concat(parts, ignore_index=True)
-        for c, s in cols.items():
-            df[c] = s.values
-    else:
-        df = pd.concat(parts, ignore_index=True)
+Batch = dict  # column name -> list (all the same length)
+
+
+def batch_len(b: Batch) -> int:
+    for v in b.values():
+        return len(v)
+    return 0
+
+
+def rows_to_batch(rows: list[dict]) -> Batch:
+    """Row dicts (what TextReaders append) -> one column batch."""
+    cols: dict[str, list] = {}
+    n = len(rows)
+    for i, row in enumerate(rows):
+        for k, v in row.items():
+            col = cols.get(k)
+            if col is None:
+                col = cols[k] = [None] * n
+            col[i] = v
+    return cols
+
+
+def frame_to_batch(df: pd.DataFrame) -> Batch:
+    return {c: df[c].astype("object").where(df[c].notna(), None).tolist() for c in df.columns}
+
+
+def as_batches(items) -> list[Batch]:
+    """Normalise a mix of DataFrames, row lists and batches into non-empty batches."""
+    out = []
+    for it in items:
+        if it is None:
+            continue
+        if isinstance(it, pd.DataFrame):
+            b = frame_to_batch(it)
+        elif isinstance(it, list):
+            b = rows_to_batch(it)
+        else:
+            b = it
+        if batch_len(b):
+            out.append(b)
+    return out
+
+
+def _typed(values: list, dtype: str | None):
+    n = len(values)
+    if dtype is None:
+        try:
+            return pd.array(values)
+        except Exception:
+            return pd.array(values, dtype="object")
+    if dtype == "category":
+        try:
+            return pd.Categorical(values)
+        except TypeError:
+            return pd.Categorical([None if v is None else str(v) for v in values])
+    if dtype in ("Int32", "Int64", "Float64"):
+        try:
+            return pd.array(values, dtype=dtype)
+        except (TypeError, ValueError):
+            return pd.to_numeric(pd.Series(values, dtype="object"), errors="coerce").astype(dtype).array
+    if dtype.startswith("datetime64"):
+        if not any(v is not None for v in values):
+            return pd.array([pd.NaT] * n, dtype=dtype)
+        return pd.to_datetime(pd.Series(values, dtype="object"), utc=True, errors="coerce", format="mixed").array
+    if dtype == "string":
+        return pd.array([None if v is None else str(v) for v in values], dtype="string")
+    return pd.Series(values, dtype="object").array
+
+
+def build_frame(name: str, batches) -> pd.DataFrame:
+    """Merge column batches (or DataFrames / row lists) into one frame with the schema's dtypes.
+
+    A ``_t_wall_ns`` column (integer nanoseconds, what FR dumps carry) fills ``t_wall`` where it
+    is missing, without making a Timestamp object per entry.
+    """
+    batches = as_batches(batches)
+    if not batches:
+        return empty_frame(name)
+    schema = SCHEMAS[name]
+    cols = list(schema)
+    for b in batches:
+        for c in b:
+            if c not in schema and c not in cols:
+                cols.append(c)
+    merged: dict[str, list] = {c: [] for c in cols}
+    for b in batches:
+        n = batch_len(b)
+        for c in cols:
+            v = b.get(c)
+            if v is None:
+                merged[c].extend([None] * n)
+            else:
+                merged[c].extend(v)
+    data = {}
+    for c in cols:
+        if c == "_t_wall_ns":
+            continue
+        data[c] = _typed(merged[c], schema.get(c))
+    df = pd.DataFrame(data)
+    if "_t_wall_ns" in merged and "t_wall" in df.columns:
+        ns = pd.array(merged["_t_wall_ns"], dtype="Int64")
+        fill = pd.to_datetime(pd.Series(ns), unit="ns", utc=True)
+        df["t_wall"] = df["t_wall"].where(df["t_wall"].notna(), fill)
     return coerce(name, df)
+
+
+def concat(name: str, frames) -> pd.DataFrame:
+    """Concatenate frames / batches of one kind into one typed frame."""
+    return build_frame(name, frames)
 
 
 def _object_categories(s: pd.Series) -> pd.Series:
@@ -69,18 +161,30 @@ def _group_key(df: pd.DataFrame, cols: tuple[str, ...]) -> pd.Series:
 
 
 def dedup(df: pd.DataFrame, cols: tuple[str, ...], run_of_file: dict[str, str]) -> pd.DataFrame:
-    """Drop rows whose key also appears in an earlier file of the same run (keep the first file's)."""
+    """Drop rows whose key also appears in an earlier file of the same run (keep the first file's).
+
+    Only (run, rank) pairs reported by two or more files can hold duplicates; the rest (one FR
+    dump per rank, say) skip the costly key comparison.
+    """
     if df.empty or df["file"].nunique(dropna=True) < 2:
         return df
-    work = df.copy()
-    files = work["file"].astype("object")
-    work["_run"] = files.map(run_of_file).fillna(files)
-    key = _group_key(work, cols)
+    files = df["file"].astype("object")
+    run = files.map(run_of_file).fillna(files)
+    rank = df["rank"].astype("object").where(df["rank"].notna(), -1)
+    pair_files = pd.DataFrame({"run": run, "rank": rank, "file": files}).groupby(
+        ["run", "rank"], dropna=False, observed=True)["file"].transform("nunique")
+    shared = (pair_files > 1).to_numpy()
+    if not shared.any():
+        return df
+    sub = df[shared].copy()
+    sub["_run"] = run[shared]
+    key = _group_key(sub, cols)
     file_order = {f: i for i, f in enumerate(run_of_file)}
-    order = files.map(file_order).fillna(len(file_order)).astype("int64")
+    order = files[shared].map(file_order).fillna(len(file_order)).astype("int64")
     first = order.groupby(key.values).transform("min")
-    keep = (order.values == first.values)
-    return df[keep].reset_index(drop=True)
+    keep = pd.Series(True, index=df.index)
+    keep[shared] = order.values == first.values
+    return df[keep.to_numpy()].reset_index(drop=True)
 
 
 def attribute_pids(frames: dict[str, pd.DataFrame], pid_files: dict[str, int]) -> None:
@@ -172,7 +276,7 @@ def build_incident(results, *, notes: list[str] | None = None, dedup_rows: bool 
     """Assemble :class:`FileResult` objects (in input order) into an Incident."""
     results = list(results)
     run_of_file = {r.file: r.run_root for r in results}
-    frames = {name: concat(name, (r.frames.get(name) for r in results))
+    frames = {name: build_frame(name, [b for r in results for b in r.frames.get(name, ())])
               for name in ("events", "errors", "ranks", "progress", "unparsed")}
     rank_info: dict[int, dict] = {}
     for r in results:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import io
 import json
+import operator
 import os
 import pickle
 import re
@@ -28,7 +29,6 @@ from typing import Any
 import pandas as pd
 
 from ..errors import InputError, UnsafePickleError
-from ..incident import coerce
 from ..ops import normalize_op
 from .base import FileContext, FileReader, Output, register_file_reader
 
@@ -43,6 +43,42 @@ DTYPES = {
 
 _PEER = re.compile(r"(\d+)\s*->\s*(\d+)")
 _FR_NAME = re.compile(r"(?:nccl|comm_lib|fr)_trace_rank_?\d+|^trace_\d+$", re.I)
+
+
+_KEYS = ("input_sizes", "output_sizes", "profiling_name", "is_p2p", "collective_seq_id", "p2p_seq_id",
+         "process_group", "pg_id", "input_dtypes", "time_created_ns", "state", "retired", "record_id", "timeout_ms")
+_GET_ALL = operator.itemgetter(*_KEYS)
+_P2P_OPS = frozenset({"send", "recv", "recv_anysource"})
+_STATE = {"scheduled": "scheduled", "started": "started", "completed": "completed"}
+
+
+def _shapes_column(sizes_col: list) -> tuple[list, list]:
+    """Sizes lists -> (tuple-of-tuples shapes, total numel), interned so equal shapes share one object."""
+    shape_cache: dict = {}
+    out_s, out_n = [], []
+    app_s, app_n = out_s.append, out_n.append
+    for sizes in sizes_col:
+        try:
+            t = tuple(map(tuple, sizes))
+        except TypeError:
+            app_s(None)
+            app_n(None)
+            continue
+        hit = shape_cache.get(t)
+        if hit is None:
+            try:
+                num = 0
+                for sh in t:
+                    p = 1
+                    for d in sh:
+                        p *= int(d)
+                    num += p
+                hit = shape_cache[t] = (t, num)
+            except (TypeError, ValueError):
+                hit = shape_cache[t] = (None, None)
+        app_s(hit[0])
+        app_n(hit[1])
+    return out_s, out_n
 
 
 class RestrictedUnpickler(pickle.Unpickler):
@@ -82,8 +118,7 @@ def read_dump(path: str | os.PathLike) -> dict:
     try:
         return parse_dump_bytes(data)[0]
     except UnsafePickleError as e:
-        e.where = str(path)
-        raise
+        raise UnsafePickleError(e.problem, fix=e.fix, where=str(path)) from None
     except Exception as e:
         raise InputError(f"corrupt or truncated Flight Recorder dump: {type(e).__name__}: {e}",
                          where=str(path)) from None
@@ -108,7 +143,15 @@ def _ranks_of(cfg: Any) -> list[int]:
 
 
 def dump_to_frames(dump: dict, *, rank: int | None, file: str, source: str) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(events, progress) frames of one dump, built column-wise."""
+    """(events, progress) frames of one dump."""
+    from .assemble import build_frame
+
+    events, progress = dump_to_columns(dump, rank=rank, file=file, source=source)
+    return build_frame("events", [events]), build_frame("progress", [progress])
+
+
+def dump_to_columns(dump: dict, *, rank: int | None, file: str, source: str) -> tuple[dict, list[dict]]:
+    """(events column batch, progress rows) of one dump: lists per column, no per-entry dicts."""
     entries = dump.get("entries") or []
     n = len(entries)
     pg_config = dump.get("pg_config") or {}
@@ -121,91 +164,67 @@ def dump_to_frames(dump: dict, *, rank: int | None, file: str, source: str) -> t
         if len(world_by_pg) == 1 and "" in world_by_pg:   # gloo: one config keyed ''
             world_by_pg["*"] = world_by_pg[""]
 
-    def col(key, default=None):
-        return [e.get(key, default) if isinstance(e, dict) else default for e in entries]
+    entries = [e for e in entries if isinstance(e, dict)]
+    n = len(entries)
 
-    shape_cache: dict = {}
-    numel_cache: dict = {}
+    # one C-level pass over the entries (itemgetter + zip transpose); per-key .get when keys are missing
+    try:
+        table = dict(zip(_KEYS, map(list, zip(*map(_GET_ALL, entries))))) if n else {k: [] for k in _KEYS}
+    except KeyError:
+        table = {}
 
-    def shapes(sizes_col):
-        out_s, out_n = [], []
-        for sizes in sizes_col:
-            if sizes is None:
-                out_s.append(None)
-                out_n.append(None)
-                continue
-            try:
-                t = tuple(tuple(int(d) for d in s) for s in sizes)
-            except (TypeError, ValueError):
-                out_s.append(None)
-                out_n.append(None)
-                continue
-            t = shape_cache.setdefault(t, t)
-            num = numel_cache.get(t)
-            if num is None:
-                num = 0
-                for s in t:
-                    p = 1
-                    for d in s:
-                        p *= d
-                    num += p
-                numel_cache[t] = num
-            out_s.append(t)
-            out_n.append(num)
-        return out_s, out_n
+    def col(key):
+        got = table.get(key)
+        return got if got is not None else [e.get(key) for e in entries]
 
-    in_shapes, numel_in = shapes(col("input_sizes"))
-    out_shapes, numel_out = shapes(col("output_sizes"))
+    in_shapes, numel_in = _shapes_column(col("input_sizes"))
+    out_shapes, numel_out = _shapes_column(col("output_sizes"))
     prof = col("profiling_name")
-    ops = [normalize_op(p) if isinstance(p, str) else None for p in prof]
-    is_p2p = col("is_p2p", False)
+    op_of = {p: (normalize_op(p) if isinstance(p, str) else None) for p in set(prof)}
+    ops = [op_of[p] for p in prof]
+    is_p2p = [bool(x) for x in col("is_p2p")]
     coll_seq = col("collective_seq_id")
     p2p_seq = col("p2p_seq_id")
     peers: list[int | None] = [None] * n
-    seq: list[Any] = list(coll_seq)
-    for i in range(n):
-        op = ops[i]
-        if is_p2p[i] or op in ("send", "recv", "recv_anysource"):
-            is_p2p[i] = True
-            seq[i] = p2p_seq[i]
-            m = _PEER.search(prof[i] or "")
-            if m and rank is not None:
-                a, b = int(m.group(1)), int(m.group(2))
-                peers[i] = b if a == rank else a
-            elif m:
-                peers[i] = int(m.group(2)) if op == "send" else int(m.group(1))
-    pgs = col("process_group")
-    pg_name = []
-    pg_desc = []
+    seq: list[Any] = coll_seq
+    if any(is_p2p) or any(op_of[p] in _P2P_OPS for p in op_of):
+        seq = list(coll_seq)
+        for i in range(n):
+            op = ops[i]
+            if is_p2p[i] or op in _P2P_OPS:
+                is_p2p[i] = True
+                seq[i] = p2p_seq[i]
+                m = _PEER.search(prof[i] or "")
+                if m and rank is not None:
+                    a, b = int(m.group(1)), int(m.group(2))
+                    peers[i] = b if a == rank else a
+                elif m:
+                    peers[i] = int(m.group(2)) if op == "send" else int(m.group(1))
+    pg_keys = [tuple(g) if type(g) is list else g for g in col("process_group")]
     pg_ids = col("pg_id")
-    for i, g in enumerate(pgs):
-        if isinstance(g, (list, tuple)) and len(g) >= 1:
-            pg_name.append(str(g[0]))
-            pg_desc.append(str(g[1]) if len(g) > 1 and g[1] not in (None, "") else None)
+    pg_of: dict = {}
+    for g, pid in set(zip(pg_keys, pg_ids)):
+        if isinstance(g, tuple) and len(g) >= 1:
+            pg_of[(g, pid)] = (str(g[0]), str(g[1]) if len(g) > 1 and g[1] not in (None, "") else None)
         else:
-            pid = pg_ids[i]
-            pg_name.append(str(pid) if pid is not None else None)
-            pg_desc.append(None)
-    dt = []
-    for d in col("input_dtypes"):
-        first = d[0] if isinstance(d, (list, tuple)) and d else None
-        dt.append(DTYPES.get(first, str(first).lower()) if first is not None else None)
-    times = [t if isinstance(t, (int, float)) and t > 0 else None for t in col("time_created_ns")]
-    world = [world_by_pg.get(p, world_by_pg.get("*")) for p in pg_name]
-    states = [s if s in ("scheduled", "started", "completed") else None for s in col("state")]
-    events = pd.DataFrame({
+            pg_of[(g, pid)] = (str(pid) if pid is not None else None, None)
+    pg_pairs = [pg_of[k] for k in zip(pg_keys, pg_ids)]
+    pg_name = [p[0] for p in pg_pairs]
+    pg_desc = [p[1] for p in pg_pairs]
+    firsts = [d[0] if type(d) in (list, tuple) and d else None for d in col("input_dtypes")]
+    dt_of = {d: (DTYPES.get(d, str(d).lower()) if d is not None else None) for d in set(firsts)}
+    dt = [dt_of[d] for d in firsts]
+    times = [t if t else None for t in col("time_created_ns")]          # 0 in JSON = missing
+    world_of = {p: world_by_pg.get(p, world_by_pg.get("*")) for p in set(pg_name)}
+    states = [_STATE.get(x) for x in col("state")]
+    events = {
         "rank": [rank] * n, "pg": pg_name, "pg_desc": pg_desc, "seq": seq, "seq_kind": ["fr"] * n, "op": ops,
         "in_shapes": in_shapes, "out_shapes": out_shapes, "numel_in": numel_in, "numel_out": numel_out,
-        "dtype": dt, "state": states, "world_size": world, "root": peers,
-        "t_wall": pd.to_datetime(pd.Series(times, dtype="Float64"), unit="ns", utc=True) if n else [],
-        "t_mono": [None] * n, "source": [source] * n, "file": [file] * n, "line": list(range(n)),
-        "retired": pd.array(col("retired"), dtype="boolean"), "is_p2p": pd.array(is_p2p, dtype="boolean"),
-        "record_id": pd.array([_as_int(x) for x in col("record_id")], dtype="Int64"),
-        "collective_seq_id": pd.array([_as_int(x) for x in coll_seq], dtype="Int64"),
-        "p2p_seq_id": pd.array([_as_int(x) for x in p2p_seq], dtype="Int64"),
-        "timeout_ms": pd.array([_as_int(x) for x in col("timeout_ms")], dtype="Int64"),
-    })
-    events = coerce("events", events)
+        "dtype": dt, "state": states, "world_size": [world_of[p] for p in pg_name], "root": peers,
+        "_t_wall_ns": times, "source": [source] * n, "file": [file] * n, "line": list(range(n)),
+        "retired": col("retired"), "is_p2p": is_p2p, "record_id": col("record_id"),
+        "collective_seq_id": coll_seq, "p2p_seq_id": p2p_seq, "timeout_ms": col("timeout_ms"),
+    }
     rows = []
     status = dump.get("pg_status") or {}
     if isinstance(status, dict):
@@ -217,8 +236,7 @@ def dump_to_frames(dump: dict, *, rank: int | None, file: str, source: str) -> t
                          "last_started": _as_int(st.get("last_started_collective")),
                          "last_completed": _as_int(st.get("last_completed_collective")),
                          "source": source, "file": file})
-    progress = coerce("progress", rows)
-    return events, progress
+    return events, rows
 
 
 class FlightRecorderReader(FileReader):
@@ -232,9 +250,9 @@ class FlightRecorderReader(FileReader):
 
     def read(self, data: bytes, ctx: FileContext, out: Output) -> int:
         dump, kind = parse_dump_bytes(data)
-        events, progress = dump_to_frames(dump, rank=ctx.rank_hint, file=ctx.file, source=kind)
-        out.frames.setdefault("events", []).append(events)
-        out.frames.setdefault("progress", []).append(progress)
+        events, progress = dump_to_columns(dump, rank=ctx.rank_hint, file=ctx.file, source=kind)
+        out.frames.setdefault("events", []).append(events)     # a column batch, see assemble.build_frame
+        out.progress.extend(progress)
         if ctx.rank_hint is not None:
             out.ranks.append({"rank": ctx.rank_hint})
         return 0

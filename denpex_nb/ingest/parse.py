@@ -15,12 +15,9 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-import pandas as pd
-
 from ..errors import DenpexError, MissingDependencyError, UnsafePickleError
-from ..incident import coerce, empty_frame
 from . import base
-from .assemble import concat
+from .assemble import as_batches, batch_len, rows_to_batch
 from .base import FileContext, FileReader, Output, TextReader
 from .scan import NeedleMatcher, UnparsedSink, scan_text
 from .sources import FileSpec, open_stream, read_fully
@@ -39,7 +36,7 @@ class FileResult:
 
     file: str
     format: str
-    frames: dict[str, pd.DataFrame]
+    frames: dict[str, list]           # frame name -> column batches (see assemble.build_frame)
     source: dict[str, Any]
     rank_info: dict[int, dict] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
@@ -105,26 +102,27 @@ def _readers_for(options: dict) -> tuple[FileReader | None, list[TextReader] | N
     return None, [r for r in texts if r.name == forced]
 
 
-def _frames_from(out: Output, ctx: FileContext, sink: UnparsedSink | None, file: str) -> dict[str, pd.DataFrame]:
-    frames: dict[str, pd.DataFrame] = {}
+def _frames_from(out: Output, ctx: FileContext, sink: UnparsedSink | None, file: str) -> dict[str, list]:
+    """The file's rows as column batches per frame, with ``file`` and the rank hint filled in."""
+    frames: dict[str, list] = {}
     for name in ("events", "errors", "ranks", "progress"):
-        rows = getattr(out, name)
-        parts = [coerce(name, rows)] if rows else []
-        parts += [coerce(name, f) for f in out.frames.get(name, []) if len(f)]
-        if not parts:
-            frames[name] = empty_frame(name)
-            continue
-        df = concat(name, parts)
-        if "file" in df.columns and name != "ranks":
-            if df["file"].isna().any():
-                df["file"] = df["file"].astype("object").where(df["file"].notna(), file).astype("category")
-        if ctx.rank_hint is not None and df["rank"].isna().any():
-            df["rank"] = df["rank"].fillna(ctx.rank_hint)
-        frames[name] = df
-    if sink is not None and sink.line:
-        frames["unparsed"] = coerce("unparsed", sink.columns(file))
-    else:
-        frames["unparsed"] = empty_frame("unparsed")
+        batches = as_batches([getattr(out, name)] + list(out.frames.get(name, [])))
+        for b in batches:
+            n = batch_len(b)
+            if name != "ranks":
+                col = b.get("file")
+                if col is None:
+                    b["file"] = [file] * n
+                elif any(v is None for v in col):
+                    b["file"] = [file if v is None else v for v in col]
+            if ctx.rank_hint is not None:
+                col = b.get("rank")
+                if col is None:
+                    b["rank"] = [ctx.rank_hint] * n
+                elif any(v is None for v in col):
+                    b["rank"] = [ctx.rank_hint if v is None else v for v in col]
+        frames[name] = batches
+    frames["unparsed"] = [sink.columns(file)] if sink is not None and sink.line else []
     return frames
 
 
@@ -225,8 +223,7 @@ def parse_file(spec: FileSpec, options: dict | None = None, on_bytes: Callable[[
         error = error or f"cannot read: {_os_message(e)}"
     frames = _frames_from(out, ctx, sink, spec.display)
     if error:
-        row = coerce("errors", [_load_error_row(spec, error)])
-        frames["errors"] = concat("errors", [frames["errors"], row])
+        frames["errors"].append(rows_to_batch([_load_error_row(spec, error)]))
     n_unparsed = sink.count
     n_parsed = max(n_lines - n_unparsed, 0)
     if n_lines < n_unparsed:  # cannot happen; keep the identity even so
@@ -285,8 +282,8 @@ def _os_message(e: BaseException) -> str:
 
 
 def _failed(spec: FileSpec, message: str, *, fmt: str = "unreadable", size: int = 0) -> FileResult:
-    frames = {name: empty_frame(name) for name in ("events", "ranks", "progress", "unparsed")}
-    frames["errors"] = coerce("errors", [_load_error_row(spec, message)])
+    frames: dict[str, list] = {name: [] for name in ("events", "ranks", "progress", "unparsed")}
+    frames["errors"] = [rows_to_batch([_load_error_row(spec, message)])]
     source = {"file": spec.display, "format": fmt, "rank_hint": spec.rank_hint, "bytes": spec.size or size,
               "lines_total": 0, "lines_parsed": 0, "lines_unparsed": 0, "error": message}
     return FileResult(file=spec.display, format=fmt, frames=frames, source=source, error=message, fatal=True,

@@ -19,7 +19,6 @@ import re
 
 import pandas as pd
 
-from ..incident import coerce
 from ..ops import normalize_op
 from .base import FileContext, FileReader, Output, register_file_reader
 
@@ -128,12 +127,7 @@ class TraceReader(FileReader):
                                    "seq": seq, "seq_kind": "trace", "pg": pg, "source": "trace",
                                    "file": ctx.file, "line": i})
             out.parsed.add(i)
-        if order:
-            df = pd.DataFrame([rows[k] for k in order])
-            for c in ("t_done_wall",):
-                df[c] = pd.to_datetime(df[c], utc=True)
-            df["t_done_mono"] = pd.to_numeric(df["t_done_mono"], errors="coerce").astype("Float64")
-            out.frames.setdefault("events", []).append(coerce("events", df))
+        out.events.extend(rows[k] for k in order)
         rank = meta.get("rank", ctx.rank_hint)
         for pg in sorted(set(last_issued) | set(last_done)):
             out.progress.append({"rank": rank, "pg": pg, "seq_kind": "trace",
