@@ -35,6 +35,8 @@ _VICTIM_KINDS = {"watchdog_timeout", "watchdog_status", "watchdog_abort", "heart
 
 def is_crash_error(kind: str, message: str | None, signal: str | None = None) -> bool:
     """True for a rank's own failure that is not a collective error: an exception, OOM, a kill."""
+    message = None if message is None or pd.isna(message) else str(message)
+    signal = None if signal is None or pd.isna(signal) else str(signal)
     if kind == "oom":
         return True
     if kind == "exception":
@@ -86,6 +88,7 @@ def _evidence_rows(rows: pd.DataFrame) -> pd.DataFrame:
     """Evidence lines: the odd ranks first (rows whose size/op/dtype differ from the most common)."""
     if len(rows) <= MAX_EVIDENCE:
         return rows
+    rows = rows.copy()
     odd = pd.Series(False, index=rows.index)
     for col in ("op", "_size", "dtype"):
         if col in rows:
@@ -108,7 +111,10 @@ def _describe(row) -> str:
     return " ".join(parts)
 
 
-def _evidence(rows: pd.DataFrame, texts: dict) -> list[Evidence]:
+def _evidence(rows: pd.DataFrame, texts: dict, culprits=()) -> list[Evidence]:
+    if culprits:
+        is_c = rows["rank"].isin(list(culprits)).to_numpy(bool, na_value=False)
+        rows = pd.concat([rows[is_c], rows[~is_c]])
     out = []
     for row in _evidence_rows(rows).to_dict("records"):
         file, line = _s(row.get("file")), _i(row.get("line"))
@@ -179,7 +185,7 @@ def from_divergences(divs: list[Divergence], texts: dict) -> list[Finding]:
         conf = "high" if (culprits or d.kind == "missing") else "medium"
         findings.append(Finding(class_id=cls, summary=summary, confidence=conf, pg=d.pg, seq=d.seq,
                                 seq_kind=d.seq_kind, op=op, culprit_ranks=culprits, ranks=views,
-                                evidence=_evidence(rows, texts), t_wall=d.t_wall))
+                                evidence=_evidence(rows, texts, culprits), t_wall=d.t_wall))
     return findings
 
 

@@ -49,7 +49,7 @@ ENTRIES: list[dict] = [
             {"name": "dynamic-sequence-length-timeout",
              "pattern": r"OpType=(ALLREDUCE|ALLGATHER|_ALLGATHER_BASE), NumelIn=\d+.*ran for \d+ milliseconds before timing out",
              "evidence": "NCCL watchdog timeout after a batch with a different sequence length per rank",
-             "means": "Variable-length batches (padding to the local max, packing, last short batch) give every "
+             "means": "Dynamic sequence lengths (padding to the local max, packing, a short last batch) give every "
                       "rank a different tensor size; NCCL cannot detect it, blocks, and the watchdog fires "
                       "after the timeout (10 min by default) on every rank."},
             {"name": "detected-boxes-all-gather-hang",

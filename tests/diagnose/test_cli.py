@@ -1,0 +1,59 @@
+"""``denpex-nb diagnose``: human summary, the issue's JSON, exit 0 when it ran, 2 with one line on bad input."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from denpex_nb.cli import main
+
+
+def write_trace(folder, world=2, odd_rank=1, steps=3):
+    """denpex_nb.trace JSONL files (COMMON.md format) with an all_gather shape mismatch at the last seq."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for r in range(world):
+        lines = [{"v": 1, "event": "meta", "rank": r, "world_size": world, "pid": 100 + r, "host": "h",
+                  "backend": "gloo", "torch": "2.13.0"}]
+        for s in range(1, steps + 1):
+            rows = 3 if (r == odd_rank and s == steps) else 5
+            base = {"v": 1, "rank": r, "world_size": world, "pg": "0", "pg_desc": "default_pg", "seq": s,
+                    "op": "all_gather", "t_wall": 1764454060.0 + s + r * 0.001, "t_mono": 1.0 + s}
+            lines.append({**base, "event": "issue", "in_shapes": [[rows, 4]], "out_shapes": [[rows, 4]] * world,
+                          "dtypes": ["float32"], "pid": 100 + r, "host": "h"})
+            if s < steps:
+                lines.append({**base, "event": "done"})
+        (folder / f"denpex_trace_rank{r}.jsonl").write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    return folder
+
+
+def test_json_output_is_the_issue_object(tmp_path, capsys):
+    d = write_trace(tmp_path / "run", world=4, odd_rank=2)
+    assert main(["diagnose", str(d), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["verdict"] == "shape-mismatch" and out["culprit_ranks"] == [2]
+    f = out["findings"][0]
+    assert (f["seq"], f["op"], f["culprit_ranks"]) == (3, "all_gather", [2])
+    assert f["ranks"]["2"]["shapes"] == [[3, 4]]
+    assert out["ranks_seen"] == [0, 1, 2, 3]
+    assert out["lines"]["total"] >= out["lines"]["parsed"] > 0
+
+
+def test_human_summary_and_exit_zero_whatever_the_verdict(tmp_path, capsys):
+    d = write_trace(tmp_path / "run")
+    assert main(["diagnose", str(d)]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("Diagnosis: shape-mismatch") and "fix:" in text
+    clean = write_trace(tmp_path / "clean", odd_rank=-1)
+    assert main(["diagnose", str(clean), "--quiet"]) == 0
+    assert capsys.readouterr().out.startswith("Diagnosis: no-failure")
+
+
+def test_bad_input_is_one_line_and_exit_2(tmp_path):
+    missing = tmp_path / "does-not-exist"
+    p = subprocess.run([sys.executable, "-m", "denpex_nb.cli", "diagnose", str(missing), "--json"],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2
+    assert p.stdout == ""
+    err = p.stderr.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    assert "does-not-exist" in err

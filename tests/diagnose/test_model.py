@@ -1,0 +1,70 @@
+"""Diagnosis shows itself as text and HTML and serialises to the JSON of issue 4."""
+from __future__ import annotations
+
+import json
+
+from denpex_nb import diagnose
+from denpex_nb.diagnose.model import Diagnosis, Evidence, Finding, RankView
+
+from ._frames import ev, incident, steps
+
+
+def _diag():
+    rows = steps(4, 2) + [ev(r, 3, op="all_gather", shape=(3, 4) if r == 1 else (5, 4),
+                             out_shape=(12, 4) if r == 1 else (20, 4)) for r in range(4)]
+    return diagnose(incident(rows))
+
+
+def test_json_has_exactly_the_issue_keys_and_types():
+    d = json.loads(_diag().to_json())
+    assert {"verdict", "culprit_ranks", "initiating_rank", "findings", "ranks_seen", "lines"} <= set(d)
+    assert d["verdict"] == "shape-mismatch" and d["culprit_ranks"] == [1]
+    assert d["initiating_rank"] is None
+    assert set(d["lines"]) == {"total", "parsed", "unparsed"}
+    f = d["findings"][0]
+    assert {"class", "pg", "seq", "op", "culprit_ranks", "ranks", "evidence", "confidence"} <= set(f)
+    assert f["confidence"] in ("high", "medium", "low")
+    assert set(f["ranks"]) == {"0", "1", "2", "3"}
+    assert f["ranks"]["1"] == {"op": "all_gather", "seq": 3, "shapes": [[3, 4]], "dtypes": ["float32"],
+                               "state": "completed"}
+    assert all(set(e) == {"file", "line", "text"} and isinstance(e["line"], int) for e in f["evidence"])
+    assert d["ranks_seen"] == [0, 1, 2, 3]
+
+
+def test_text_says_verdict_culprit_fix_and_evidence():
+    s = str(_diag())
+    assert s.startswith("Diagnosis: shape-mismatch")
+    assert "culprit rank(s): 1" in s and "fix:" in s and "all_gather_uneven" in s
+    assert "rank 1: all_gather seq 3 [[3, 4]] float32" in s
+    assert "rank1.trace:3" in s
+
+
+def test_html_is_escaped_and_marks_the_culprit():
+    d = _diag()
+    d.findings[0].summary = "<script>alert(1)</script>"
+    html = d._repr_html_()
+    assert "<script>" not in html and "&lt;script&gt;" in html
+    assert "<tr style='font-weight:bold'><td>1</td>" in html
+    assert html.count("<tr") >= 5
+
+
+def test_no_failure_displays_plainly():
+    d = diagnose(incident())
+    assert d.verdict == "no-failure" and "nothing distributed was found" in str(d)
+    assert "no-failure" in d._repr_html_()
+    assert json.loads(d.to_json())["findings"] == []
+
+
+def test_repr_is_one_line_and_findings_keep_catalog_links():
+    d = _diag()
+    assert "\n" not in repr(d)
+    assert d.first.entry.id == "shape-mismatch"
+    assert d.first.to_dict()["title"].startswith("Ranks passed tensors")
+
+
+def test_long_evidence_is_clipped_and_unknown_class_does_not_break_display():
+    f = Finding("not-in-catalog", "s", evidence=[Evidence("f", 1, "x" * 1000)], ranks={0: RankView()})
+    d = Diagnosis(findings=[f])
+    s = str(d)
+    assert "…" in s and max(len(line) for line in s.splitlines()) < 400
+    assert d._repr_html_() and d.to_dict()["findings"][0]["title"] is None
