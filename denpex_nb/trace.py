@@ -19,8 +19,9 @@ Switching it on in your own job (either is enough)::
 Each rank appends to ``<dir>/denpex_trace_rank<R>.jsonl``: a ``meta`` line, then per collective an
 ``issue`` line, then ``done`` (or ``error`` with the exception text). ``seq`` counts the traced
 collectives per process group from 1 (``seq_kind == "trace"``). Only the outermost call is traced:
-a collective that torch issues from inside another traced one (``all_gather_object`` ->
-``all_gather``) is not counted twice. Collectives that torch issues from C++ (DDP's bucket
+a wrapped collective that torch issues from inside another wrapped one is not counted twice.
+The object collectives (``all_gather_object``, ``broadcast_object_list`` ...) are not wrapped;
+the tensor collectives they issue are traced, so they count as Flight Recorder counts them. Collectives that torch issues from C++ (DDP's bucket
 all-reduces, its parameter broadcast) never pass through Python and are therefore not traced; the
 Flight Recorder does see them. ``done`` for ``async_op=True`` means "enqueued", not "completed".
 
