@@ -1,0 +1,124 @@
+"""Diagnose Flight Recorder dumps of many ranks: denpex_nb (load + diagnose) vs torchfrtrace, same dumps, one run.
+
+    python benchmarks/bench_diagnose_fr.py                      # 1024 ranks x 2000 entries + sweep 64, 256
+    python benchmarks/bench_diagnose_fr.py --ranks 64 --sweep "" --frtrace-timeout 120   # quick
+
+Synthetic pickled dumps (denpex_nb.diagnose.frcompare.write_synthetic_dumps: NCCL-style schema,
+protocol 2) with one planted size mismatch on one rank at the last collective. torchfrtrace runs
+in a subprocess with a hard timeout; when it hits the cap its time is reported as a lower bound
+(the ratio then too). Also measured: the floor of just unpickling the dumps with the C pickle
+module, so the share of load that is unavoidable is visible. Bars (issue 4): denpex < 10 s for
+1024 x 2000, and >= 10x faster than torchfrtrace.
+
+Prints a table and writes benchmarks/results/bench_diagnose_fr.json.
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import pickle
+import platform
+import shutil
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+from denpex_nb.diagnose.frcompare import run_torchfrtrace, write_synthetic_dumps  # noqa: E402
+
+
+def pickle_floor(files) -> float:
+    """Seconds to unpickle every dump with the C unpickler (gc off), nothing else."""
+    gc.disable()
+    try:
+        t = time.perf_counter()
+        for f in files:
+            with open(f, "rb") as fh:
+                pickle.load(fh)
+        return time.perf_counter() - t
+    finally:
+        gc.enable()
+
+
+def measure(ranks: int, entries: int, data: Path, frtrace_timeout: float, plant_rank: int, jobs) -> dict:
+    import denpex_nb as dx
+
+    folder = data / f"fr_{ranks}x{entries}"
+    if folder.exists():
+        shutil.rmtree(folder)
+    t = time.perf_counter()
+    planted = write_synthetic_dumps(folder, ranks, entries, "size", plant_rank=plant_rank)
+    gen_s = time.perf_counter() - t
+    size_mb = sum(os.path.getsize(f) for f in planted.files) / 1e6
+
+    floor_s = pickle_floor(planted.files)
+    t = time.perf_counter()
+    incident = dx.load(folder, progress=False, jobs=jobs)
+    load_s = time.perf_counter() - t
+    t = time.perf_counter()
+    diagnosis = dx.diagnose(incident)
+    diag_s = time.perf_counter() - t
+    ours = load_s + diag_s
+    first = diagnosis.first
+    correct = (diagnosis.verdict == "shape-mismatch" and diagnosis.culprit_ranks == [plant_rank]
+               and first is not None and first.seq == planted.seq)
+
+    fr = run_torchfrtrace(folder, timeout=frtrace_timeout)
+    theirs_correct = any(f["seq"] == planted.seq and f["culprit_ranks"] == [plant_rank] for f in fr.findings)
+    row = {
+        "ranks": ranks, "entries": entries, "events": int(len(incident.events)), "dump_mb": round(size_mb, 1),
+        "generate_s": round(gen_s, 2), "pickle_floor_s": round(floor_s, 2),
+        "denpex_load_s": round(load_s, 2), "denpex_diagnose_s": round(diag_s, 2), "denpex_total_s": round(ours, 2),
+        "denpex_correct": bool(correct), "verdict": diagnosis.verdict, "culprit_ranks": diagnosis.culprit_ranks,
+        "seq": None if first is None else first.seq,
+        "torchfrtrace_s": round(fr.wall_s, 2), "torchfrtrace_capped": fr.timed_out,
+        "torchfrtrace_rc": fr.rc, "torchfrtrace_correct": bool(theirs_correct),
+        "ratio": round(fr.wall_s / ours, 1) if ours > 0 else None,
+        "ratio_is_lower_bound": fr.timed_out,
+    }
+    shutil.rmtree(folder, ignore_errors=True)
+    return row
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--ranks", type=int, default=1024)
+    ap.add_argument("--entries", type=int, default=2000)
+    ap.add_argument("--sweep", default="64,256", help="comma-separated smaller rank counts ('' for none)")
+    ap.add_argument("--frtrace-timeout", type=float, default=300.0, help="cap on torchfrtrace per size, seconds")
+    ap.add_argument("--jobs", default=None, help="load(jobs=...): None (auto), 1, 2 ...")
+    ap.add_argument("--data", default=str(HERE / "_data"))
+    args = ap.parse_args(argv)
+    jobs = None if args.jobs in (None, "None") else int(args.jobs)
+    data = Path(args.data)
+    data.mkdir(parents=True, exist_ok=True)
+    sizes = [int(x) for x in args.sweep.split(",") if x.strip()] + [args.ranks]
+    rows = []
+    for n in sizes:
+        row = measure(n, args.entries, data, args.frtrace_timeout, plant_rank=min(17, n - 1), jobs=jobs)
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+
+    hdr = ["ranks", "events", "dump_mb", "pickle_floor_s", "denpex_load_s", "denpex_diagnose_s", "denpex_total_s",
+           "torchfrtrace_s", "ratio", "denpex_correct", "torchfrtrace_correct"]
+    print("\n" + " | ".join(hdr))
+    for r in rows:
+        cells = [str(r[h]) + ("+" if h in ("torchfrtrace_s", "ratio") and r["torchfrtrace_capped"] else "")
+                 for h in hdr]
+        print(" | ".join(cells))
+    print("(+ = torchfrtrace hit the cap: its time and the ratio are lower bounds)")
+    out = {"benchmark": "bench_diagnose_fr", "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                                                         "load_avg_at_end": os.getloadavg()},
+           "bars": {"denpex_total_s_1024x2000": 10.0, "ratio": 10.0}, "rows": rows}
+    res = HERE / "results"
+    res.mkdir(exist_ok=True)
+    (res / "bench_diagnose_fr.json").write_text(json.dumps(out, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
