@@ -281,8 +281,9 @@ class C10dReader(TextReader):
                 fps.append((int(m.group(1)), parse_fingerprint(text[m.end() - len("CollectiveFingerPrint("):end])))
             own_rank = line.rank if line.rank is not None else fps[0][0]
             for r, fp in fps:
-                fp.pop("op_raw", None)
-                out.events.append(event_row(line, ctx, SOURCE, rank=r, seq_kind="detail", state="failed", **fp))
+                fp.pop("op_raw", None)      # reported_by: each rank's message names the peer's fingerprint too
+                out.events.append(event_row(line, ctx, SOURCE, rank=r, seq_kind="detail", state="failed",
+                                            reported_by=own_rank, **fp))
             first = fps[0][1]
             related = tuple(sorted({r for r, _ in fps if r != own_rank}))
             out.errors.append(error_row(line, ctx, SOURCE, "detail_mismatch", _clean(text), rank=own_rank,

@@ -59,6 +59,9 @@ def _line_number_kind(texts: list[str]) -> str | None:
     lines = [t for t in texts if t.strip()]
     if not lines:
         return None
+    head = lines[0].lstrip()[:1]
+    if not head.isdigit() and (head in "[(" or not _GREP_HN.match(lines[0])):
+        return None            # the common case: no line-number prefix can fit the first line
     ms = [_CAT_N.match(t) for t in lines]
     if all(ms):
         return "cat_n"
@@ -134,9 +137,36 @@ _LEVELS = {"DEBUG": "D", "INFO": "I", "WARNING": "W", "WARN": "W", "ERROR": "E",
 
 #: where a second rank's line may start inside a physical line (§1 "two ranks on one line")
 _SPLIT = re.compile(
-    r"\[rank\d+\]:|\[[FEWIV]\d{3,4} \d\d:\d\d:\d\d|(?<![A-Za-z])[DIWEC]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ \S+:\d+\]"
-    r"|(?<![\w.-])[\w.-]+:\d+:\d+ \[\d+\] NCCL|(?<=\S)Traceback \(most recent|(?<=\S)terminate called"
+    r"\[rank\d+\]:|\[[FEWIV]\d{3,4} \d\d:\d\d:\d\d|[DIWEC]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ [^\s\]]+:\d+\]"
+    r"|Traceback \(most recent|terminate called|[\w.-]+:\d+:\d+ \[\d+\] NCCL"
 )
+#: literals one of which any split point contains: Python's re is slow on alternations, so
+#: lines without any of them skip the regex (most candidate lines)
+_SPLIT_HINTS = ("[rank", "Traceback (", "terminate called", "[E", "[W", "[I", "[F", "[V", ".py:", ".cc:",
+                ".cpp:", ".h:", " NCCL ")
+
+
+def _split_points(text: str, offset: int) -> list[int]:
+    """Offsets > ``offset`` where a new record starts inside ``text`` (merged output)."""
+    tail = text[offset + 1:]
+    if not any(h in tail for h in _SPLIT_HINTS):
+        return []
+    cuts = []
+    for m in _SPLIT.finditer(text, offset + 1):
+        i = m.start()
+        c = text[m.start()]
+        before = text[i - 1]
+        if c in "Tt" and before.isspace():          # "traceback : Traceback (...": not a merge
+            continue
+        if c in "DIWEC" and before.isalpha():
+            continue
+        if c not in "[DIWECTt" and (before.isalnum() or before in ".-_"):
+            # the host of an NCCL prefix: extend back over the host characters already matched
+            continue
+        cuts.append(i)
+    return cuts
+
+
 #: lines that start a record of their own: never a wrapped line's tail
 _RECORD_START = re.compile(
     r"^(?:Traceback \(most recent|terminate called|During handling|The above exception|frame #|Exception raised from"
@@ -310,32 +340,48 @@ def _zone(name: str | None):
 
 
 def _year(month: int, ctx: FileContext) -> int:
-    mtime = ctx.options.get("mtime")
+    return _year_of(month, ctx.options.get("mtime"), ctx.year)
+
+
+@lru_cache(maxsize=256)
+def _year_of(month: int, mtime: Any, year: int | None) -> int:
     if mtime:
         try:
             ref = datetime.fromtimestamp(float(mtime), timezone.utc)
-        except (OverflowError, OSError, ValueError):
+        except (OverflowError, OSError, ValueError, TypeError):
             ref = None
         if ref is not None:
             return ref.year - 1 if month > ref.month + 1 else ref.year
-    if ctx.year:
-        return int(ctx.year)
+    if year:
+        return int(year)
     return datetime.now(timezone.utc).year
 
 
 def _local_to_utc(dt: datetime, ctx: FileContext) -> datetime:
     tz = _zone(ctx.options.get("tz"))
+    if tz is timezone.utc:
+        return dt.replace(tzinfo=tz)
     return dt.replace(tzinfo=tz).astimezone(timezone.utc)
 
 
 def _glog_time(md: str, hms: str, frac: str | None, ctx: FileContext) -> datetime | None:
+    base = _glog_second(md, hms, ctx.year, ctx.options.get("mtime"), ctx.options.get("tz"))
+    if base is None:
+        return None
+    return base.replace(microsecond=int((frac or "0")[:6].ljust(6, "0")))
+
+
+@lru_cache(maxsize=4096)
+def _glog_second(md: str, hms: str, year: int | None, mtime: Any, tz: Any) -> datetime | None:
+    """The UTC time of a year-less header, to the second (cached: lines share seconds)."""
     try:
         month, day = divmod(int(md), 100)
         h, mi, s = (int(x) for x in hms.split(":"))
-        us = int((frac or "0")[:6].ljust(6, "0"))
-        return _local_to_utc(datetime(_year(month, ctx), month, day, h, mi, s, us), ctx)
-    except (ValueError, OverflowError):
+        local = datetime(_year_of(month, mtime, year), month, day, h, mi, s)
+    except (ValueError, OverflowError, TypeError):
         return None
+    zone = _zone(tz)
+    return local.replace(tzinfo=zone) if zone is timezone.utc else local.replace(tzinfo=zone).astimezone(timezone.utc)
 
 
 def _iso_time(date: str, hms: str, us: int, ctx: FileContext) -> datetime | None:
@@ -349,18 +395,21 @@ def _iso_time(date: str, hms: str, us: int, ctx: FileContext) -> datetime | None
 
 # --- the block -------------------------------------------------------------------------------
 
-def _split_merged(text: str, hosts: set[str], ctx: FileContext) -> list[str]:
-    """Split a physical line where a second rank's output starts (offset > 0 past the prefixes)."""
-    if len(text) < 12:
-        return [text]
+def _split_merged(text: str, hosts: set[str], ctx: FileContext) -> list[tuple[str, _Parsed | None]]:
+    """Split a physical line where a second rank's output starts (offset > 0 past the prefixes).
+
+    Returns (piece, parsed prefixes or None) so the caller need not strip an unsplit line twice.
+    """
     p = _strip(text, hosts, ctx)
+    if len(text) < 12:
+        return [(text, p)]
     offset = len(text) - len(p.message)
     if "nccl" in p.kinds:   # the NCCL prefix stays in the message: skip past it
         m = re.search(r" NCCL [A-Z]+\b", text[offset:])
         offset += m.end() if m else 0
-    cuts = [m.start() for m in _SPLIT.finditer(text, offset) if m.start() > offset]
+    cuts = _split_points(text, offset)
     if not cuts:
-        return [text]
+        return [(text, p)]
     pieces, start = [], 0
     for c in cuts:
         if c <= start:
@@ -370,7 +419,7 @@ def _split_merged(text: str, hosts: set[str], ctx: FileContext) -> list[str]:
         pieces.append(text[start:c])
         start = c
     pieces.append(text[start:])
-    return [x for x in pieces if x]
+    return [(x, None) for x in pieces if x]
 
 
 def _has_prefix(text: str, hosts: set[str], ctx: FileContext) -> bool:
@@ -431,21 +480,22 @@ def _to_lines(physical: list[tuple[int, str]], ctx: FileContext) -> list[Line]:
     logical: list[list[Any]] = []
     for n, body, fname in stripped:
         pieces = _split_merged(body, hosts, ctx)
-        first = pieces[0]
+        first = pieces[0][0]
         if logical and logical[-1][0] + logical[-1][1] == n and _is_wrapped_tail(logical[-1][3], first, hosts, ctx):
             prev = logical[-1]
             prev[2] = _join(prev[2], first)
             prev[3] = first
             prev[1] += 1
+            prev[5] = None
             pieces = pieces[1:]
-        for piece in pieces:
-            # [lineno, n_lines, joined text, last physical segment (for the width test), grep file]
-            logical.append([n, 1, piece, piece, fname])
+        for piece, parsed in pieces:
+            # [lineno, n_lines, joined text, last physical segment (for the width test), grep file, parsed]
+            logical.append([n, 1, piece, piece, fname, parsed])
 
     lines: list[Line] = []
     prev_line: Line | None = None
-    for n, count, text, _, fname in logical:
-        p = _strip(text, hosts, ctx)
+    for n, count, text, _, fname, parsed in logical:
+        p = parsed or _strip(text, hosts, ctx)
         file_rank = None
         if fname:
             m = _FILE_RANK.search(fname)

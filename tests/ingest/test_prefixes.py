@@ -207,3 +207,25 @@ def test_invalid_input_never_raises():
              "\ufffd\ufffd", "(a pid=) x", "" * 3, "[rank1]:" * 50]
     ls = lines(*weird)
     assert len(ls) >= len(weird) - 1
+
+
+_FRAGMENTS = ["[rank1]:", "[default0]:", " 3: ", "\t", "[E1129 22:27:23.88 x.cpp:9] ", "E1129 22:27:23.883 12 a/b.py:3] ",
+              "Traceback (most recent call last):", "terminate called", "h:1:2 [0] NCCL INFO ", "(", ")", "[", "]",
+              "x" * 79, "\x1b[31m", "\ufffd", "  what():  ", "frame #0", "12\t", "host-1: ", "[1,2]<stdout>:", "step 4"]
+
+
+def test_random_fragment_soup_never_raises_and_keeps_every_line():
+    from hypothesis import given, settings, strategies as st
+
+    @settings(max_examples=60, deadline=None)
+    @given(st.lists(st.lists(st.sampled_from(_FRAGMENTS) | st.text(max_size=8), max_size=6).map("".join),
+                    min_size=1, max_size=8))
+    def check(texts):
+        ls = lines(*texts)
+        covered = set()
+        for ln in ls:
+            covered.update(ln.linenos)
+        assert covered == set(range(1, len(texts) + 1))      # every physical line is in some Line
+        assert all(ln.lineno >= 1 and ln.n_lines >= 1 for ln in ls)
+
+    check()
