@@ -37,6 +37,7 @@ _COLL = re.compile(
     r"(?P<op>\w+): opCount (?P<oc>[0-9a-fA-F]+) sendbuff \S+ recvbuff \S+ count (?P<count>\d+) datatype (?P<dt>\d+) "
     r"op (?P<redop>\d+) root (?P<root>-?\d+) comm (?P<comm>0x[0-9a-fA-F]+)(?: \[nranks=(?P<nranks>\d+)\])?"
 )
+_WARN_RANKS = re.compile(r"\brank (\d+)")     # "Duplicate GPU detected : rank 1 and rank 0", "around rank 3"
 _REDOPS = {0: "sum", 1: "prod", 2: "max", 3: "min", 4: "avg"}
 _DIST_ERR = re.compile(r"NCCL error in: (?P<where>\S+?), (?P<what>.*?)(?:, NCCL version (?P<ver>[\w.+-]+))?$")
 _ENUM = re.compile(r"^(nccl(?:UnhandledCudaError|SystemError|InternalError|InvalidArgument|InvalidUsage|RemoteError|InProgress)): ?(.*)")
@@ -121,8 +122,10 @@ class NcclReader(TextReader):
         pid = int(p.group("pid"))
         level, msg = p.group("lvl"), text[p.end():]
         if level == "WARN":
+            named = tuple(sorted({int(r) for r in _WARN_RANKS.findall(msg)}))
             row = error_row(line, ctx, SOURCE, "nccl_warn", msg.strip(), rank=self._rank(line, pid, pid_rank),
-                            host=p.group("host"), pid=pid, device=p.group("dev"), origin=p.group("src"))
+                            host=p.group("host"), pid=pid, device=p.group("dev"), origin=p.group("src"),
+                            related_ranks=named or None)
             out.errors.append(row)
             return True
         m = _INIT.search(msg)

@@ -153,16 +153,15 @@ def _split_points(text: str, offset: int) -> list[int]:
         return []
     cuts = []
     for m in _SPLIT.finditer(text, offset + 1):
-        i = m.start()
-        c = text[m.start()]
+        i, g = m.start(), m.group()
         before = text[i - 1]
-        if c in "Tt" and before.isspace():          # "traceback : Traceback (...": not a merge
-            continue
-        if c in "DIWEC" and before.isalpha():
-            continue
-        if c not in "[DIWECTt" and (before.isalnum() or before in ".-_"):
-            # the host of an NCCL prefix: extend back over the host characters already matched
-            continue
+        if g.startswith(("Traceback", "terminate")):
+            if before.isspace():                     # "traceback : Traceback (...": not a merge
+                continue
+        elif g.endswith("] NCCL"):
+            pass                                     # an NCCL prefix (host matched as far back as it goes)
+        elif not g.startswith("[") and before.isalpha():
+            continue                                 # "[DIWEC]MMDD" glued to a word: not a header
         cuts.append(i)
     return cuts
 

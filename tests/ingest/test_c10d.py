@@ -94,6 +94,15 @@ def test_teardown_sequence_is_consumed_and_classified():
     assert out.events == []           # the teardown repeats the timeout; it is not a new observation
 
 
+def test_flight_recorder_stack_hint_lines_are_claimed():
+    block = ["[rank3]:[E412 09:24:02.5 ProcessGroupNCCL.cpp:1] Stack trace of the failed collective: ",
+             "#0 all_reduce from /opt/x/distributed_c10d.py:2950", "#1 train_step from train.py:41",
+             "[rank3]:[E412 09:24:02.5 ProcessGroupNCCL.cpp:1] Stack trace of the failed collective not found, potentially "
+             "because FlightRecorder is disabled. You can enable it by setting TORCH_NCCL_TRACE_BUFFER_SIZE to a non-zero value."]
+    out = run(R, block)
+    assert out.parsed == {1, 2, 3, 4} and out.errors == []
+
+
 def test_async_nccl_error():
     out = run(R, "[rank1]:[E412 09:24:02.5 ProcessGroupNCCL.cpp:1] [PG 0 Rank 1] Collective WorkNCCL(SeqNum=9, "
                  "OpType=ALLREDUCE, NumelIn=4, NumelOut=4, Timeout(ms)=600000) raised the following async exception: "

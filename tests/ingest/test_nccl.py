@@ -126,3 +126,10 @@ def test_comm_map_survives_block_boundaries_within_one_file():
     other = Output()                       # another file: no leakage
     R.parse(to_lines([(9, COLL)], ctx), ctx, other)
     assert one(other.events)["pg"] == "0x5581c0a0"
+
+
+def test_warn_naming_ranks_fills_related_ranks():
+    out = run(R, ["h:1:2 [0] init.cc:900 NCCL WARN Duplicate GPU detected : rank 1 and rank 0 both on CUDA device 1b000",
+                  "h:1:2 [0] enqueue.cc:10 NCCL WARN Mismatched collective detected, please check your collective calls "
+                  "at and around rank 3."])
+    assert [e["related_ranks"] for e in out.errors] == [(0, 1), (3,)]
