@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import re
 import warnings
+from bisect import bisect_right
+from itertools import accumulate
 from typing import BinaryIO, Callable, Iterable
 
 from .base import FileContext, Line, Output, TextReader
@@ -157,7 +159,10 @@ class UnparsedSink:
             self.text.append(None)
 
     def add_region(self, buf: bytes, start: int, end: int, lineno: int, n: int) -> None:
-        """``n`` whole lines ``buf[start:end]`` starting at ``lineno`` (``end`` after the last newline)."""
+        """``n`` whole lines ``buf[start:end]`` starting at ``lineno`` (``end`` after the last newline).
+
+        Bulk work only (decode, split, accumulate): this runs over most of a big log's bytes.
+        """
         if n <= 0:
             return
         if self.budget <= 0:
@@ -167,21 +172,26 @@ class UnparsedSink:
         cap = min(end, start + 4 * self.budget + 4)
         if cap < end:
             cap = buf.rfind(b"\n", start, cap) + 1
-        texts = buf[start:cap].decode("utf-8", "replace").split("\n") if cap > start else [""]
-        if cap > start:
-            texts.pop()  # the split after the final newline
-        k = 0
-        for k, t in enumerate(texts):
-            if t.endswith("\r"):
-                t = t[:-1]
-            if self.budget < len(t):
-                self.add_run(lineno + k, n - k)
-                self.budget = -1
-                return
-            self.add_text(lineno + k, t)
-        else:
-            k = len(texts)
-        self.add_run(lineno + k, n - k)
+        if cap <= start:
+            self.add_run(lineno, n)
+            self.budget = -1
+            return
+        chunk = buf[start:cap]
+        texts = chunk.decode("utf-8", "replace").split("\n")
+        texts.pop()  # the split after the final newline
+        if b"\r" in chunk:
+            texts = [t[:-1] if t.endswith("\r") else t for t in texts]
+        lengths = list(accumulate(map(len, texts)))
+        k = bisect_right(lengths, self.budget)       # lines that fit in what is left of the budget
+        if k:
+            self.budget -= lengths[k - 1]
+            self.line.extend(range(lineno, lineno + k))
+            self.n_lines.extend([1] * k)
+            self.text.extend(texts[:k] if k < len(texts) else texts)
+            self.count += k
+        if k < len(texts) or cap < end:
+            self.budget = -1
+            self.add_run(lineno + k, n - k)
 
     def columns(self, file: str) -> dict[str, list]:
         return {"file": [file] * len(self.line), "line": self.line, "n_lines": self.n_lines, "text": self.text}
@@ -330,7 +340,11 @@ class BlockScanner:
                 if line.local_rank is not None:
                     info.setdefault("local_rank", line.local_rank)
         out = self.out
+        block_bytes = buf[bs:be]
         for reader in self.readers:
+            # a reader none of whose needles occur in the block has no line of its own in it
+            if len(self.readers) > 1 and not any(n in block_bytes for n in reader.needles):
+                continue
             try:
                 reader.parse(lines, self.ctx, out)
             except Exception as e:  # never let one reader's bug stop a load; the lines stay unparsed

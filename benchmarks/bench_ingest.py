@@ -1,0 +1,300 @@
+"""Ingest throughput next to ``grep -c -E``, parallel speed-up and peak memory, in one run.
+
+Generates a realistic multi-rank log set (mostly ordinary training output; ~0.2 % distributed
+lines taken from real templates: watchdog timeouts, status lines, DETAIL fingerprints, gloo
+errors, NCCL INFO/WARN, tracebacks, agent lines), then measures, over the same files:
+
+* ``grep -c -E '<all readers' needles>'`` (LC_ALL=C), the reference;
+* ``denpex_nb.load(files, jobs=1)`` in a fresh process (one core);
+* ``denpex_nb.load(files, jobs=2)`` in a fresh process;
+
+with peak RSS of each process tree (psutil polling). Optionally (``--fr-dumps N``) times the load of
+N Flight Recorder dumps x 2000 entries.
+
+    python benchmarks/bench_ingest.py                 # ~1 GB, 8 files
+    python benchmarks/bench_ingest.py --size 64       # quick run
+
+Results: a table on stdout and ``benchmarks/results/bench_ingest.json``. The data lives in
+``benchmarks/_data/`` (git-ignored) and is reused when the size matches.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DATA = os.path.join(HERE, "_data")
+RESULTS = os.path.join(HERE, "results")
+
+DIST_TEMPLATES = [
+    "[rank{r}]:[E1129 22:27:23.883942729 ProcessGroupNCCL.cpp:688] [Rank {r}] Watchdog caught collective operation "
+    "timeout: WorkNCCL(SeqNum={s}, OpType=ALLGATHER, NumelIn=8192, NumelOut=65536, Timeout(ms)=600000) ran for "
+    "600071 milliseconds before timing out.",
+    "[rank{r}]:[E1129 22:27:23.883942729 ProcessGroupNCCL.cpp:2190] [PG ID 0 PG GUID 0(default_pg) Rank {r}]  failure "
+    "detected by watchdog at work sequence id: {s} PG status: last enqueued work: {s2}, last completed work: {s0}",
+    "[rank{r}]: RuntimeError: Detected mismatch between collectives on ranks. Rank {r} is running collective: "
+    "CollectiveFingerPrint(SequenceNumber={s}, OpType=ALLREDUCE, TensorShape=[10, 64], TensorDtypes=Float, "
+    "TensorDeviceTypes=TensorOptions(dtype=float (default), device=cpu, layout=Strided (default))), but Rank 0 is "
+    "running collective: CollectiveFingerPrint(SequenceNumber={s}, OpType=ALLREDUCE, TensorShape=[12, 64], "
+    "TensorDtypes=Float, TensorDeviceTypes=TensorOptions(dtype=float (default), device=cpu, layout=Strided "
+    "(default))).Collectives differ in the following aspects:   Tensor Tensor shapes: 10 64vs 12 64",
+    "tern-07:61204:61266 [0] NCCL INFO AllGather: opCount {h} sendbuff 0x7f0e52000000 recvbuff 0x7f0e52400000 "
+    "count 6144 datatype 7 op 0 root 0 comm 0x5581c0a0 [nranks=8] stream 0x5581b7f0",
+    "[rank{r}]: RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection "
+    "closed by peer [127.0.0.1]:29921. This is typically caused by a remote worker crashing.",
+    "[rank{r}]:[E1129 22:37:26.285475132 ProcessGroupGloo.cpp:2901] [Rank 0]: Rank 1 failed to pass "
+    "monitoredBarrier in 10000 ms",
+    "W1129 22:27:47.979000 10045 torch/distributed/elastic/multiprocessing/api.py:1028] Sending process 10052 "
+    "closing signal SIGTERM",
+]
+TRACEBACK = [
+    "[rank{r}]: Traceback (most recent call last):",
+    '[rank{r}]:   File "train_lm.py", line 88, in <module>',
+    "[rank{r}]:     loss = step(batch)",
+    "[rank{r}]: RuntimeError: shapes do not line up in step {s}",
+]
+
+
+def ordinary(rng: random.Random, r: int, i: int) -> str:
+    k = rng.random()
+    if k < 0.7:
+        return (f"[default{r}]:step {i} loss={rng.uniform(1.5, 3.5):.4f} lr={rng.uniform(1e-5, 3e-4):.3e} "
+                f"grad_norm={rng.uniform(0.1, 5):.3f} tokens/s={rng.randint(9000, 14000)}")
+    if k < 0.85:
+        return f"[default{r}]:eval step {i} ppl={rng.uniform(5, 40):.2f} acc={rng.random():.4f}"
+    if k < 0.95:
+        return f"[default{r}]:data: loaded shard {rng.randint(0, 999)}/1000 in {rng.uniform(0.01, 2):.3f}s"
+    return f"[default{r}]:checkpoint: saved optimizer state to ckpt/step_{i}.pt ({rng.randint(1, 900)} MB)"
+
+
+def make_block(r: int, seed: int, target: int, share: float) -> bytes:
+    """About ``target`` bytes of rank r's output with ``share`` distributed lines."""
+    rng = random.Random(seed)
+    lines, size, i = [], 0, 0
+    while size < target:
+        i += 1
+        if rng.random() < share:
+            if rng.random() < 0.25:
+                block = [t.format(r=r, s=i) for t in TRACEBACK]
+            else:
+                block = [rng.choice(DIST_TEMPLATES).format(r=r, s=i, s2=i + 2, s0=i - 1, h=format(i, "x"))]
+            lines.extend(block)
+            size += sum(len(b) + 1 for b in block)
+        else:
+            line = ordinary(rng, r, i)
+            lines.append(line)
+            size += len(line) + 1
+    return ("\n".join(lines) + "\n").encode()
+
+
+def generate(size_mb: int, n_files: int, share: float) -> list[str]:
+    folder = os.path.join(DATA, f"logs_{size_mb}mb_{n_files}f")
+    stamp = os.path.join(folder, ".complete")
+    files = [os.path.join(folder, f"rank{r}.log") for r in range(n_files)]
+    if os.path.exists(stamp):
+        return files
+    os.makedirs(folder, exist_ok=True)
+    per_file = size_mb * (1 << 20) // n_files
+    for r, path in enumerate(files):
+        # 8 distinct 2 MB blocks per rank, written round-robin: realistic lines, fast to generate
+        blocks = [make_block(r, seed=r * 100 + k, target=2 << 20, share=share) for k in range(8)]
+        written, k = 0, 0
+        with open(path, "wb") as f:
+            while written < per_file:
+                b = blocks[k % len(blocks)]
+                f.write(b)
+                written += len(b)
+                k += 1
+    open(stamp, "w").close()
+    return files
+
+
+def grep_pattern() -> str:
+    sys.path.insert(0, os.path.dirname(HERE))
+    from denpex_nb.ingest.parse import all_text_readers
+
+    needles = sorted({n for r in all_text_readers() for n in r.needles})
+    return "|".join(re.escape(n.decode()).replace("\\ ", " ") for n in needles)
+
+
+class PeakRSS:
+    """Poll the RSS of a process tree (sum over the tree) every 20 ms; keep the maximum."""
+
+    def __init__(self, pid: int):
+        import psutil
+
+        self.proc = psutil.Process(pid)
+        self.peak = 0
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._run, daemon=True)
+        self._t.start()
+
+    def _run(self):
+        import psutil
+
+        while not self._stop.is_set():
+            try:
+                procs = [self.proc] + self.proc.children(recursive=True)
+                total = 0
+                for p in procs:
+                    try:
+                        total += p.memory_info().rss
+                    except psutil.Error:
+                        pass
+                self.peak = max(self.peak, total)
+            except psutil.Error:
+                break
+            time.sleep(0.02)
+
+    def stop(self) -> int:
+        self._stop.set()
+        self._t.join(timeout=2)
+        return self.peak
+
+
+def timed(cmd: list[str], env=None, timeout=1800) -> tuple[float, int, str]:
+    t = time.perf_counter()
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                         start_new_session=True)
+    mon = PeakRSS(p.pid)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, 9)
+        p.communicate()
+        raise
+    wall = time.perf_counter() - t
+    peak = mon.stop()
+    if p.returncode not in (0, 1):   # grep -c exits 1 when there is no match
+        raise RuntimeError(f"{cmd[:3]} failed: {err[-2000:]}")
+    return wall, peak, out
+
+
+LOAD_SNIPPET = """
+import json, sys, time, warnings
+warnings.simplefilter("ignore")
+t0 = time.perf_counter()
+import denpex_nb
+from denpex_nb.ingest.scan import NeedleMatcher
+t1 = time.perf_counter()
+inc = denpex_nb.load(*sys.argv[2:], jobs=int(sys.argv[1]), progress=False)
+t2 = time.perf_counter()
+lc = inc.lines
+print(json.dumps({"import_s": t1 - t0, "load_s": t2 - t1, "events": len(inc.events), "errors": len(inc.errors),
+                  "lines": lc.total, "parsed": lc.parsed, "unparsed_rows": len(inc.unparsed)}))
+"""
+
+
+def bench_logs(args) -> dict:
+    files = generate(args.size, args.files, args.share)
+    total = sum(os.path.getsize(f) for f in files)
+    mb = total / (1 << 20)
+    pattern = grep_pattern()
+    env = dict(os.environ, LC_ALL="C")
+    # warm the page cache so every contender reads from memory
+    subprocess.run(["cat", *files], stdout=subprocess.DEVNULL, check=True)
+    g_wall, g_rss, g_out = timed(["grep", "-c", "-E", pattern, *files], env=env)
+    grep_hits = sum(int(line.rsplit(":", 1)[-1]) for line in g_out.split())
+    runs = {}
+    for jobs in args.jobs:
+        wall, rss, out = timed([sys.executable, "-c", LOAD_SNIPPET, str(jobs), *files])
+        info = json.loads(out.strip().splitlines()[-1])
+        runs[jobs] = dict(info, wall_s=wall, peak_rss_mb=rss / (1 << 20), mb_per_s=mb / info["load_s"])
+    one = runs.get(1)
+    res = {
+        "input_mb": round(mb, 1), "files": len(files), "distributed_share": args.share, "cpus": os.cpu_count(),
+        "grep": {"wall_s": round(g_wall, 3), "mb_per_s": round(mb / g_wall, 1), "matching_lines": grep_hits,
+                 "pattern_alternatives": pattern.count("|") + 1},
+        "load": {str(j): {k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items()}
+                 for j, r in runs.items()},
+    }
+    if one:
+        res["ratio_to_grep_1_core"] = round((mb / one["load_s"]) / (mb / g_wall), 3)
+        if 2 in runs:
+            res["speedup_2_processes"] = round(one["load_s"] / runs[2]["load_s"], 2)
+    return res
+
+
+FR_SNIPPET = """
+import json, sys, time, warnings
+warnings.simplefilter("ignore")
+import denpex_nb
+t = time.perf_counter()
+inc = denpex_nb.load(sys.argv[1], progress=False)
+print(json.dumps({"load_s": time.perf_counter() - t, "events": len(inc.events)}))
+"""
+
+
+def bench_fr(n_dumps: int) -> dict:
+    import pickle
+
+    folder = os.path.join(DATA, f"fr_{n_dumps}")
+    fixture = os.path.join(os.path.dirname(HERE), "tests", "ingest", "data", "fr", "comm_lib_trace_rank_0")
+    if not os.path.exists(os.path.join(folder, ".complete")):
+        os.makedirs(folder, exist_ok=True)
+        src = pickle.load(open(fixture, "rb"))
+        proto = src["entries"]
+        for r in range(n_dumps):
+            entries = [dict(proto[i % len(proto)], collective_seq_id=i + 1, record_id=i,
+                            time_created_ns=proto[0]["time_created_ns"] + i * 1000) for i in range(2000)]
+            with open(os.path.join(folder, f"comm_lib_trace_rank_{r}"), "wb") as f:
+                pickle.dump(dict(src, entries=entries), f, protocol=2)
+        open(os.path.join(folder, ".complete"), "w").close()
+    wall, rss, out = timed([sys.executable, "-c", FR_SNIPPET, folder])
+    info = json.loads(out.strip().splitlines()[-1])
+    return {"dumps": n_dumps, "entries_per_dump": 2000, "load_s": round(info["load_s"], 2),
+            "events": info["events"], "process_wall_s": round(wall, 2), "peak_rss_mb": round(rss / (1 << 20), 1)}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--size", type=int, default=1024, help="total MB of logs (default 1024)")
+    ap.add_argument("--files", type=int, default=8)
+    ap.add_argument("--share", type=float, default=0.002, help="share of distributed lines")
+    ap.add_argument("--jobs", type=int, nargs="+", default=[1, 2])
+    ap.add_argument("--fr-dumps", type=int, default=0, help="also time N FR dumps x 2000 entries")
+    ap.add_argument("--no-logs", action="store_true", help="skip the log benchmark")
+    args = ap.parse_args(argv)
+    res: dict = {"when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    try:
+        res["load_average"] = os.getloadavg()
+    except OSError:
+        pass
+    if not args.no_logs:
+        res["logs"] = bench_logs(args)
+    if args.fr_dumps:
+        res["flight_recorder"] = bench_fr(args.fr_dumps)
+    os.makedirs(RESULTS, exist_ok=True)
+    with open(os.path.join(RESULTS, "bench_ingest.json"), "w") as f:
+        json.dump(res, f, indent=2)
+    rows = []
+    if "logs" in res:
+        lg = res["logs"]
+        rows.append(["grep -c -E (LC_ALL=C)", f"{lg['grep']['wall_s']:.2f}", f"{lg['grep']['mb_per_s']:.0f}", "-", "-"])
+        for j, r in lg["load"].items():
+            rows.append([f"denpex_nb.load jobs={j}", f"{r['load_s']:.2f}", f"{r['mb_per_s']:.0f}",
+                         f"{r['peak_rss_mb']:.0f}", f"{r['events']} ev / {r['errors']} err"])
+    if "flight_recorder" in res:
+        fr = res["flight_recorder"]
+        rows.append([f"FR {fr['dumps']} dumps x 2000", f"{fr['load_s']:.2f}", "-", f"{fr['peak_rss_mb']:.0f}",
+                     f"{fr['events']} ev"])
+    try:
+        from tabulate import tabulate
+
+        print(tabulate(rows, headers=["what", "seconds", "MB/s", "peak RSS MB", "kept"]))
+    except ImportError:
+        for r in rows:
+            print("  ".join(r))
+    print(json.dumps(res, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
