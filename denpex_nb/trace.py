@@ -141,9 +141,7 @@ def _wrap(name: str, original: Callable) -> Callable:
         if getattr(_local, "depth", 0):
             return original(*args, **kwargs)
         try:
-            bound = signature.bind(*args, **kwargs)
-            bound.apply_defaults()
-            params = bound.arguments
+            params = signature.bind(*args, **kwargs).arguments  # defaults not needed: .get() -> None
         except TypeError:  # let torch raise its own error for bad arguments
             return original(*args, **kwargs)
         base = _base_record(op, params, peer_param)

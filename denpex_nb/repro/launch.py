@@ -164,11 +164,14 @@ class _Collector:
 
     ``max_lines`` (per rank and stream) keeps the first ``max_lines // 2`` and the last
     ``max_lines // 2`` lines and writes one ``[denpex-nb: N lines trimmed]`` marker in between, so
-    that recorded runs stay small while keeping the start-up and the failure.
+    that recorded runs stay small while keeping the start-up and the failure. Lines containing
+    any of ``drop`` are left out of every file (counted in the manifest).
     """
 
-    def __init__(self, out: Path, world_size: int, max_lines: int | None):
+    def __init__(self, out: Path, world_size: int, max_lines: int | None, drop: tuple[str, ...] = ()):
         self.out = out
+        self.drop = tuple(drop)
+        self.dropped = 0
         self.lock = threading.Lock()
         self.combined = open(out / "combined.log", "w", encoding="utf-8", newline="\n")
         self.max_lines = max_lines
@@ -201,6 +204,10 @@ class _Collector:
         trimmed = 0
         for raw in iter(pipe.readline, b""):
             text = raw.decode("utf-8", "replace").rstrip("\r\n")
+            if self.drop and any(d in text for d in self.drop):
+                with self.lock:
+                    self.dropped += 1
+                continue
             n += 1
             if head is None or n <= head:
                 self._write(rank, stream, text)
@@ -241,7 +248,8 @@ def _kill_group(proc: subprocess.Popen, sig: int) -> None:
 
 def run(scenario: str, *, fixed: bool = False, world_size: int = 2, backend: str = "gloo", debug: str = "off",
         flight_recorder: bool = False, trace: bool = False, timeout: float = 5.0, out=None,
-        fr_stack_traces: bool = False, wall_limit: float | None = None, max_log_lines: int | None = None) -> RunResult:
+        fr_stack_traces: bool = False, wall_limit: float | None = None, max_log_lines: int | None = None,
+        drop_lines_containing: tuple[str, ...] = ()) -> RunResult:
     """Run ``scenario`` as ``world_size`` real processes and return what they left behind.
 
     ``flight_recorder`` dumps every rank's Flight Recorder ring to ``<out>/fr/`` (on failure, at
@@ -251,7 +259,8 @@ def run(scenario: str, *, fixed: bool = False, world_size: int = 2, backend: str
     (default ``timeout + 25`` s) is the hard deadline after which every rank's process group is
     SIGTERMed, then SIGKILLed ``KILL_GRACE_S`` later. Once a rank has failed, the others get
     ``timeout + KILL_GRACE_S`` more seconds to fail on their own (and dump) before they are
-    stopped the same way. ``out`` defaults to ``runs/<scenario>-<variant>-<UTC stamp>``.
+    stopped the same way. ``max_log_lines`` and ``drop_lines_containing`` shrink the logs (see
+    :class:`_Collector`); both are recorded in the manifest. ``out`` defaults to ``runs/<scenario>-<variant>-<UTC stamp>``.
     """
     sc = validate(scenario, world_size, backend, debug, timeout)
     variant = "fixed" if fixed else "broken"
@@ -290,7 +299,7 @@ def run(scenario: str, *, fixed: bool = False, world_size: int = 2, backend: str
     if trace_dir is not None:
         cmd += ["--trace-dir", str(trace_dir.resolve())]
 
-    collector = _Collector(out_dir, world_size, max_log_lines)
+    collector = _Collector(out_dir, world_size, max_log_lines, drop_lines_containing)
     procs: list[subprocess.Popen] = []
     started = time.monotonic()
     started_wall = time.time()
@@ -384,6 +393,7 @@ def run(scenario: str, *, fixed: bool = False, world_size: int = 2, backend: str
         "kill_reason": kill_reason,
         "outcome": "ok" if all(c == 0 for c in exit_codes) else "failed",
         "log_lines_limit": max_log_lines,
+        "dropped_lines": {"containing": list(drop_lines_containing), "count": collector.dropped},
         "files": files,
         "expected": sc.expected(variant, world_size, debug),
     }

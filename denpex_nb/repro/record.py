@@ -5,7 +5,9 @@ Layout: ``<out>/<backend>/<scenario>/<variant>-<mode>-w<N>/`` (a normal run fold
 variables) and ``detail`` (TORCH_DISTRIBUTED_DEBUG=DETAIL, TORCH_CPP_LOG_LEVEL=INFO), and 2 and 4
 ranks. Every run has the tracer on and Flight Recorder dumps; the 2-rank plain runs also keep the
 dumps' call stacks (1.5-3 s of CPU per rank, too slow for every run). Log files are capped per
-rank and stream (head and tail kept) so that the whole tree stays small. ``<out>/<backend>/
+rank and stream (head and tail kept) and TCPStore ``[c10d - trace]`` lines are left out (both
+counted in each manifest), so that the whole tree stays small. DDP segfaults under DETAIL on
+torch 2.13 CPU, so ddp-unused-parameters is recorded with ``info`` instead (``*-info-w<N>``). ``<out>/<backend>/
 index.json`` lists every run with its outcome.
 """
 from __future__ import annotations
@@ -22,6 +24,9 @@ WORLD_SIZES = (2, 4)
 #: scenario -> {mode: debug setting used instead}. torch 2.13 (CPU) segfaults in DDP's constructor
 #: under DETAIL, before the planted bug is reached; INFO is recorded for it (folder ``*-info-w<N>``).
 MODE_SUBSTITUTES = {"ddp-unused-parameters": {"detail": "info"}}
+#: TCPStore key traffic that TORCH_CPP_LOG_LEVEL=INFO logs on rank 0 (most of a DETAIL run's bytes,
+#: nothing about collectives): left out of the recorded logs, counted in each manifest
+DROP = ("[c10d - trace]",)
 #: per rank and stream; head and tail halves are kept
 MAX_LOG_LINES = 300
 
@@ -51,7 +56,8 @@ def record_all(out="data/recorded", *, backend: str = "gloo", scenarios=None, va
                     result = run(sid, fixed=(variant == "fixed"), world_size=ws, backend=backend,
                                  debug=MODES.get(mode, mode), flight_recorder=True, trace=True, timeout=timeout,
                                  out=folder, fr_stack_traces=(mode == "plain" and ws == 2),
-                                 max_log_lines=MAX_LOG_LINES)
+                                 max_log_lines=MAX_LOG_LINES, drop_lines_containing=DROP,
+                                 wall_limit=timeout + 60)
                     written.append(folder)
                     index.append({"path": str(folder.relative_to(Path(out) / backend)), "scenario": sid,
                                   "variant": variant, "mode": mode, "world_size": ws,

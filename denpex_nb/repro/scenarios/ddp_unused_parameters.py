@@ -56,11 +56,12 @@ def _train(rank, world_size, ctx, find_unused):
     import torch
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    model = DDP(_model(), find_unused_parameters=find_unused)
+    device_ids = [ctx.local_rank] if ctx.backend == "nccl" else None
+    model = DDP(_model().to(ctx.device), device_ids=device_ids, find_unused_parameters=find_unused)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     for step in range(1, STEPS + 1):
         use_aux = not (rank == CULPRIT and step == SKIP_STEP)
-        x = torch.arange(32, dtype=torch.float32).reshape(4, 8) * 0.01 * (rank + step)
+        x = (torch.arange(32, dtype=torch.float32).reshape(4, 8) * 0.01 * (rank + step)).to(ctx.device)
         loss = model(x, use_aux).pow(2).mean()
         ctx.log(f"step {step}/{STEPS} rank {rank} loss={loss.item():.4f} aux={'on' if use_aux else 'off'}")
         opt.zero_grad()
