@@ -69,6 +69,10 @@ def build_parser() -> argparse.ArgumentParser:
     rc = rsub.add_parser("record", help="regenerate the recorded runs under data/recorded")
     rc.add_argument("--out", default="data/recorded")
     rc.add_argument("--backend", choices=("gloo", "nccl"), default="gloo")
+    rc.add_argument("--world-size", type=int, action="append", dest="world_sizes", default=None,
+                    help="world size to record (repeatable; default 2 and 4)")
+    rc.add_argument("--scenario", action="append", dest="scenarios", default=None,
+                    help="only this scenario (repeatable; default every scenario)")
     return p
 
 

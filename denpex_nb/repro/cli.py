@@ -42,6 +42,11 @@ def cli_run(args) -> int:
 def cli_record(args) -> int:
     from .record import record_all
 
-    written = record_all(args.out, backend=args.backend, progress=True)
+    options = {}
+    if getattr(args, "world_sizes", None):
+        options["world_sizes"] = tuple(args.world_sizes)
+    if getattr(args, "scenarios", None):
+        options["scenarios"] = list(args.scenarios)
+    written = record_all(args.out, backend=args.backend, progress=True, **options)
     print(f"recorded {len(written)} runs under {args.out}")
     return 0

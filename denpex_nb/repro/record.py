@@ -38,10 +38,12 @@ def run_dir(out, backend: str, scenario: str, variant: str, mode: str, world_siz
 def record_all(out="data/recorded", *, backend: str = "gloo", scenarios=None, variants=registry.VARIANTS,
                modes=tuple(MODES), world_sizes=WORLD_SIZES, timeout: float = 5.0, progress: bool = False) -> list[Path]:
     """Run every combination and write it under ``out``; returns the run folders."""
+    if min(world_sizes) < 2:
+        from ..errors import UsageError
+
+        raise UsageError(f"world sizes must be at least 2, got {list(world_sizes)}", fix="pass --world-size 2 or more")
     check_backend(backend, max(world_sizes))
-    ids = list(scenarios or registry.scenarios())
-    for sid in ids:
-        registry.get(sid)
+    ids = [registry.get(sid).id for sid in (scenarios or registry.scenarios())]
     written: list[Path] = []
     index = []
     total = len(ids) * len(variants) * len(modes) * len(world_sizes)
@@ -67,5 +69,8 @@ def record_all(out="data/recorded", *, backend: str = "gloo", scenarios=None, va
                         print(f"[{len(written)}/{total}] {folder}: exit codes {result.exit_codes}, "
                               f"{result.wall_s:.1f} s", flush=True)
     index_path = Path(out) / backend / "index.json"
+    if scenarios is not None and index_path.exists():  # a partial re-record keeps the other entries
+        keep = [e for e in json.loads(index_path.read_text()) if e["path"] not in {i["path"] for i in index}]
+        index = keep + index
     index_path.write_text(json.dumps(index, indent=1) + "\n", encoding="utf-8")
     return written

@@ -30,4 +30,4 @@ def killed_run(tmp_path_factory):
     from denpex_nb import repro
 
     return repro.run("op-mismatch", world_size=2, flight_recorder=True, trace=True, timeout=120.0,
-                     out=tmp_path_factory.mktemp("killed") / "run", wall_limit=12)
+                     out=tmp_path_factory.mktemp("killed") / "run", wall_limit=15)

@@ -104,7 +104,7 @@ def test_hard_wall_clock_kill_stops_a_hang_and_sigterm_dumps(killed_run):
     m = killed_run.manifest
     assert m["killed_by_launcher"] == [0, 1] and "wall-clock limit" in m["kill_reason"]
     assert all(code in (-15, -9) for code in killed_run.exit_codes)
-    assert killed_run.wall_s < 12 + 6 + 5
+    assert killed_run.wall_s < 15 + 6 + 5
     # the SIGTERM path dumps even though the main thread is blocked inside the collective
     for rank in (0, 1):
         if killed_run.exit_codes[rank] == -15:
@@ -119,4 +119,11 @@ def test_no_process_outlives_a_run(broken_run, fixed_run, killed_run):
     for run in (broken_run, fixed_run, killed_run):
         for r in run.manifest["ranks"]:
             assert not psutil.pid_exists(r["pid"]) or psutil.Process(r["pid"]).status() == psutil.STATUS_ZOMBIE
-    assert psutil.Process().children(recursive=True) == []
+    workers = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if "denpex_nb.repro._worker" in " ".join(child.cmdline()):
+                workers.append(child.pid)
+        except psutil.Error:
+            pass
+    assert workers == []
