@@ -22,7 +22,7 @@ from .rules import from_divergences, from_errors, is_crash_error, timeout_findin
 
 __all__ = ["diagnose", "Diagnosis", "Finding", "Evidence", "RankView", "catalog"]
 
-_SYNCBN = re.compile(r"sync_batch_norm|SyncBatchNorm|syncbn", re.I)
+_SYNCBN = re.compile(r"sync_batch_norm|SyncBatchNorm")
 _CONF = {"high": 0, "medium": 1, "low": 2}
 
 
@@ -109,23 +109,41 @@ def _refine_crash(findings: list[Finding], errors: pd.DataFrame) -> list[Finding
 
 
 def _refine_syncbn(findings: list[Finding], incident) -> list[Finding]:
-    """A desync or op mismatch involving an all_gather that SyncBatchNorm issued is the SyncBatchNorm hang.
+    """A desync or op mismatch where some ranks all_gather SyncBatchNorm's statistics is the SyncBatchNorm hang.
 
-    Needs a SyncBatchNorm stack or message in the evidence; the collectives alone cannot tell.
+    Two kinds of evidence: a SyncBatchNorm stack or message (high confidence), or the collective's
+    own signature: a 1-D all_gather of 2C+1 floats ([mean, invstd, count] for C channels) issued
+    by some ranks only (medium confidence: a rank-only all_gather of an odd-length vector looks the same).
     """
     cands = [f for f in findings if f.class_id in ("rank-desync", "op-mismatch") and f.seq is not None
              and any((v.op or "").startswith("all_gather") for v in f.ranks.values())]
-    if not cands or not _mentions_syncbn(incident):
+    if not cands:
         return findings
+    mentioned = _mentions_syncbn(incident)
     for f in cands:
         gatherers = sorted(r for r, v in f.ranks.items() if (v.op or "").startswith("all_gather"))
+        if not gatherers or len(gatherers) >= len(f.ranks):
+            continue
+        signature = all(_syncbn_shape(f.ranks[r]) for r in gatherers)
+        if not (mentioned or signature):
+            continue
         f.class_id = "syncbn-eval-hang"
         f.op = "all_gather"
-        if gatherers and len(gatherers) < len(f.ranks):
-            f.culprit_ranks = gatherers
-        f.summary = ("SyncBatchNorm's statistics all_gather ran on " + ", ".join(map(str, gatherers)) +
-                     " only. " + f.summary)
+        f.culprit_ranks = gatherers
+        f.confidence = "high" if mentioned else "medium"
+        why = ("a SyncBatchNorm stack in the evidence" if mentioned else
+               "its signature: a 1-D all_gather of 2C+1 values ([mean, invstd, count] per channel)")
+        f.summary = (f"SyncBatchNorm's statistics all_gather ran on {', '.join(map(str, gatherers))} only "
+                     f"(recognised by {why}); the other ranks were elsewhere. " + f.summary)
     return findings
+
+
+def _syncbn_shape(view: RankView) -> bool:
+    if not view.shapes or len(view.shapes) != 1 or len(view.shapes[0]) != 1:
+        return False
+    n = view.shapes[0][0]
+    floating = not view.dtypes or any(d and d.startswith(("float", "bfloat", "half")) for d in view.dtypes)
+    return n >= 3 and n % 2 == 1 and floating
 
 
 def _refine_ddp(findings: list[Finding]) -> list[Finding]:

@@ -180,13 +180,18 @@ def test_ddp_unused_parameters_explains_the_bucket_divergence():
     assert (alone.verdict, alone.culprit_ranks) == ("unused-parameters", [1])
 
 
-def test_syncbn_stack_turns_a_gather_vs_barrier_into_the_syncbn_hang():
-    rows = steps(2, 4) + [ev(0, 5, op="all_gather", shape=(9,), out_shape=(18,)), ev(1, 5, op="barrier", shape=(1,))]
-    plain = diagnose(incident(rows))
-    assert plain.verdict == "op-mismatch"
-    errs = [err(0, "exception", "RuntimeError: Timed out ... in sync_batch_norm all_gather", t=20)]
-    d = diagnose(incident(rows, errs))
-    assert (d.verdict, d.culprit_ranks, d.first.op) == ("syncbn-eval-hang", [0], "all_gather")
+def test_syncbn_statistics_gather_on_one_rank_is_the_syncbn_hang():
+    def rows(shape):
+        return steps(2, 4) + [ev(0, 5, op="all_gather", shape=shape, out_shape=(2 * shape[0],) + shape[1:]),
+                              ev(1, 5, op="barrier", shape=(1,))]
+    plain = diagnose(incident(rows((8, 4))))                 # an ordinary rank-0-only gather
+    assert (plain.verdict, plain.culprit_ranks) == ("op-mismatch", [])
+    sig = diagnose(incident(rows((9,))))                     # [mean, invstd, count] for 4 channels
+    assert (sig.verdict, sig.culprit_ranks, sig.first.op, sig.first.confidence) == \
+        ("syncbn-eval-hang", [0], "all_gather", "medium")
+    errs = [err(0, "exception", "RuntimeError: Timed out in torch/nn/modules/_functions.py sync_batch_norm", t=20)]
+    d = diagnose(incident(rows((8, 4)), errs))
+    assert (d.verdict, d.culprit_ranks, d.first.confidence) == ("syncbn-eval-hang", [0], "high")
 
 
 def test_empty_incident_is_no_failure_with_a_note():
