@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
+import numpy as np
 import pandas as pd
 
 from ..incident import SCHEMAS, Incident, coerce, empty_frame
@@ -88,6 +89,11 @@ def _typed(values: list, dtype: str | None):
         except TypeError:
             return pd.Categorical([None if v is None else str(v) for v in values])
     if dtype in ("Int32", "Int64", "Float64"):
+        try:   # fast path: no missing values, plain numbers
+            arr = np.array(values, dtype=np.float64 if dtype == "Float64" else np.int64)
+            return pd.array(arr, dtype=dtype)
+        except (TypeError, ValueError, OverflowError):
+            pass
         try:
             return pd.array(values, dtype=dtype)
         except (TypeError, ValueError):
@@ -97,7 +103,10 @@ def _typed(values: list, dtype: str | None):
             return pd.array([pd.NaT] * n, dtype=dtype)
         return pd.to_datetime(pd.Series(values, dtype="object"), utc=True, errors="coerce", format="mixed").array
     if dtype == "string":
-        return pd.array([None if v is None else str(v) for v in values], dtype="string")
+        try:
+            return pd.array(values, dtype="string")
+        except (TypeError, ValueError):
+            return pd.array([None if v is None else str(v) for v in values], dtype="string")
     return pd.Series(values, dtype="object").array
 
 

@@ -48,6 +48,8 @@ class FileResult:
 
 
 def _import_builtin() -> None:
+    from . import manifest  # noqa: F401  (registers the reproducer-manifest reader)
+
     try:
         base._ensure_builtin()
         return

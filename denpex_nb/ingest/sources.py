@@ -24,7 +24,7 @@ from typing import BinaryIO
 COMPRESSIONS = {".gz": "gz", ".bz2": "bz2", ".xz": "xz", ".zst": "zst", ".zstd": "zst"}
 
 #: names a folder walk never treats as logs (reproducer metadata, editors, pictures ...)
-_SKIP_NAMES = {"manifest.json", "error.json", ".DS_Store"}
+_SKIP_NAMES = {"error.json", ".DS_Store"}
 _SKIP_EXTS = {
     ".py", ".pyc", ".ipynb", ".html", ".htm", ".css", ".js", ".png", ".jpg", ".jpeg", ".gif", ".svg",
     ".pdf", ".so", ".whl", ".toml", ".yaml", ".yml", ".cfg", ".ini", ".lock", ".sh",

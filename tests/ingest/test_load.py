@@ -239,3 +239,19 @@ def test_a_file_that_fails_to_read_is_named_in_one_line():
         dx.load("/proc/self/mem")
     msg = str(e.value)
     assert msg.startswith("/proc/self/mem: cannot read") and "\n" not in msg
+
+
+def test_reproducer_manifest_gives_exit_codes_but_not_the_answer(tmp_path):
+    m = {"scenario": "x", "world_size": 2, "started_at": "2026-11-30T00:26:08+00:00", "exit_codes": [1, -6],
+         "ranks": [{"rank": 0, "local_rank": 0, "pid": 11, "exit_code": 1, "signal": None, "ended_after_s": 2.5},
+                   {"rank": 1, "local_rank": 1, "pid": 12, "exit_code": -6, "signal": "SIGABRT",
+                    "ended_after_s": 1.5}],
+         "expected": {"class": "shape-mismatch", "culprit_ranks": [1]}}
+    (tmp_path / "manifest.json").write_text(__import__("json").dumps(m))
+    inc = dx.load(str(tmp_path))
+    assert inc.sources["format"][0] == "repro_manifest"
+    r = inc.ranks.set_index("rank")
+    assert list(r["exit_code"]) == [1, -6] and r.loc[1, "signal"] == "SIGABRT" and r.loc[0, "pid"] == 11
+    assert r.loc[1, "first_error_t"] < r.loc[0, "first_error_t"]
+    assert list(inc.errors["kind"]) == ["exit", "signal"]
+    assert not inc.errors["message"].str.contains("shape").any()     # 'expected' is not evidence
