@@ -310,11 +310,14 @@ def from_errors(errors: pd.DataFrame, ranks_seen: list[int], have_detail_events:
     crash = errs[[is_crash_error(k, m, sg) for k, m, sg in
                   zip(kind, errs["message"], errs["signal"].astype(object))]]
     if len(crash):
-        for r, rows in crash.groupby(crash["rank"].astype("Int64"), dropna=False, sort=True):
-            rk = None if pd.isna(r) else int(r)
-            add("rank-crash", f"{'rank ' + str(rk) if rk is not None else 'A rank'} failed on its own: "
-                f"{str(rows['message'].iloc[0])[:200]}", rows, "high" if rk is not None else "low",
-                [rk] if rk is not None else [])
+        crashed = sorted(int(r) for r in crash["rank"].dropna().unique())
+        minority_ = bool(crashed) and len(crashed) * 2 <= len(ranks_seen) and len(crashed) < len(ranks_seen)
+        first = crash.sort_values("t_wall", na_position="last").iloc[0]
+        who = _fmt_ranks(crashed) if crashed else "A rank"
+        add("rank-crash", f"{who} failed on {'its' if len(crashed) == 1 else 'their'} own "
+            f"(not in a collective): {str(first['message'])[:200]}"
+            + ("" if minority_ else "; every rank crashed, so no single culprit"),
+            crash, "high" if minority_ else "medium", crashed if minority_ else [])
 
     nc = errs[kind.isin(["nccl_error", "nccl_warn"]) & ~msg.str.contains("remote process exited", regex=False)]
     if len(nc):
