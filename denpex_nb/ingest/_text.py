@@ -96,17 +96,19 @@ def parse_ranks(text: str | None) -> tuple[int, ...]:
     return tuple(sorted({int(x) for x in re.findall(r"\d+", text)}))
 
 
+_PAREN = re.compile(r"[()]")
+
+
 def balanced(text: str, open_at: int) -> int:
     """Index just past the ``)`` that closes the ``(`` at ``open_at``; ``len(text)`` if unclosed."""
     depth = 0
-    for i in range(open_at, len(text)):
-        c = text[i]
-        if c == "(":
+    for m in _PAREN.finditer(text, open_at):      # visit only the parentheses, not every character
+        if m.group() == "(":
             depth += 1
-        elif c == ")":
+        else:
             depth -= 1
             if depth == 0:
-                return i + 1
+                return m.end()
     return len(text)
 
 

@@ -98,7 +98,8 @@ class NcclReader(TextReader):
         comms: dict[tuple[int | None, str], dict] = fs["comms"]     # (pid, comm pointer) -> init info
         block_world = max((int(m.group("nranks")) for ln in block if "Init" in ln.text
                            for m in [_INIT.search(ln.text)] if m), default=0)
-        fs["world"] = world = max(fs["world"], block_world) or None
+        fs["world"] = max(fs["world"], block_world)
+        world = fs["world"] or None
         pid_rank: dict[int, int] = fs["pid_rank"]
         st = {"dist": None, "ras": None}
         for line in block:
@@ -115,7 +116,7 @@ class NcclReader(TextReader):
 
     def _line(self, line, ctx, out, comms, pid_rank, world, st) -> bool:
         text = line.text
-        p = PREFIX.search(text)
+        p = (PREFIX.match(text) or PREFIX.search(text)) if " NCCL " in text else None   # usually at the start
         if p is None:
             return self._pytorch(line, text, ctx, out, st)
         st["dist"] = None
@@ -179,13 +180,13 @@ class NcclReader(TextReader):
     # --- PyTorch's NCCL error trail and RAS reports (no NCCL prefix) ---------------------------
 
     def _pytorch(self, line: Line, text: str, ctx: FileContext, out: Output, st: dict) -> bool:
-        m = _DIST_ERR.search(text)
-        if m and "NCCL error in:" in text:
+        m = _DIST_ERR.search(text) if "NCCL error in:" in text else None
+        if m:
             row = error_row(line, ctx, SOURCE, "nccl_error", text.strip(), nccl_version=m.group("ver"))
             out.errors.append(row)
             st["dist"] = row
             return True
-        m = _ENUM.match(text.strip())
+        m = _ENUM.match(text.strip()) if "nccl" in text else None
         if m:
             if st["dist"] is not None and st["dist"]["rank"] == line.rank:
                 st["dist"]["message"] += "\n" + text.strip()
@@ -207,6 +208,9 @@ class NcclReader(TextReader):
         return self._ras(line, text, ctx, out, st)
 
     def _ras(self, line: Line, text: str, ctx: FileContext, out: Output, st: dict) -> bool:
+        if st["ras"] is None and not ("#" in text or "operation" in text or "managed by" in text
+                                      or "Group" in text):
+            return False
         m = _RAS_HDR.match(text.strip())
         if m:
             row = error_row(line, ctx, SOURCE, "nccl_ras", text.strip(), pg=f"0x{m.group('hash')}",

@@ -109,14 +109,14 @@ class PythonReader(TextReader):
             st["spawn"] = int(m.group(1))
             out.consume(line)
             return
-        m = _LIGHTNING.search(text)
+        m = _LIGHTNING.search(text) if "GLOBAL_RANK" in text else None
         if m:
             r = int(m.group(1))
             out.ranks.append({"rank": r, "host": line.host, "pid": line.pid, "world_size": int(m.group(3)),
                               "source": SOURCE, "file": ctx.file, "line": line.lineno})
             out.consume(line)
             return
-        m = _FUTURE.search(text)
+        m = _FUTURE.search(text) if "deprecated" in text else None
         if m:
             out.errors.append(error_row(line, ctx, SOURCE, "warning", text.strip(), op=normalize_op(m.group(1))))
             out.consume(line)
@@ -126,8 +126,8 @@ class PythonReader(TextReader):
             out.consume(line)
             return
         st["last"] = None
-        m = _EXC_NAMED.match(text)
-        if m and not _CFE.search(text):     # an exception line without its traceback (e.g. cut off)
+        m = _EXC_NAMED.match(text) if ":" in text else None
+        if m and "ChildFailedError" not in text:     # an exception line without its traceback (e.g. cut off)
             self._exception(line, ctx, out, m.group("type"), text.strip(), line.rank)
             out.consume(line)
 
@@ -195,6 +195,8 @@ class PythonReader(TextReader):
     # --- torchrun agent and spawn -------------------------------------------------------------
 
     def _agent(self, line: Line, text: str, ctx, out, st) -> bool:
+        if not ("exitcode" in text or "signal" in text or "Process" in text):
+            return False
         m = _AGENT_FAILED.search(text)
         if m:
             code, lr, pid = int(m.group(1)), int(m.group(2)), int(m.group(3))
@@ -229,7 +231,7 @@ class PythonReader(TextReader):
     def _table(self, line: Line, text: str, ctx, out, st) -> bool:
         """ChildFailedError table lines. A record closed by the ``=`` border is the Root Cause one
         (failures end with a ``-`` rule), so the flag survives the table being split into blocks."""
-        if _CFE.search(text):
+        if "ChildFailedError" in text:
             self._finish_cfe(st, ctx, out)
             st["table"] = True
             return True

@@ -133,3 +133,13 @@ def test_warn_naming_ranks_fills_related_ranks():
                   "h:1:2 [0] enqueue.cc:10 NCCL WARN Mismatched collective detected, please check your collective calls "
                   "at and around rank 3."])
     assert [e["related_ranks"] for e in out.errors] == [(0, 1), (3,)]
+
+
+def test_many_blocks_without_init_on_one_output():
+    from denpex_nb.ingest.base import Output
+    from denpex_nb.ingest.prefixes import to_lines
+
+    ctx, out = FileContext(file="n.log"), Output()
+    for n in range(3):
+        R.parse(to_lines([(n + 1, COLL)], ctx), ctx, out)
+    assert len(out.events) == 3 and all(e["pg"] == "0x5581c0a0" for e in out.events)
