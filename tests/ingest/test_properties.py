@@ -83,7 +83,8 @@ def _fr_bytes():
         return f.read()
 
 
-@SETTINGS
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                HealthCheck.function_scoped_fixture])
 @given(st.one_of(
     random_log,
     st.binary(max_size=300),

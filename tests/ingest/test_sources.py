@@ -50,8 +50,9 @@ def test_expand_folders_globs_and_problems(tmp_path):
     (tmp_path / "empty").mkdir()
     specs, problems = expand([str(tmp_path / "a"), str(tmp_path / "*.txt"), str(tmp_path / "nope.log"),
                               str(tmp_path / "empty"), str(tmp_path / "z*.gz")])
-    assert [os.path.basename(s.display) for s in specs] == ["x.log", "b.txt"]
-    assert [s.explicit for s in specs] == [False, True]
+    # manifest.json is read (a reproducer's manifest reader sniffs it); pictures and caches are not
+    assert [os.path.basename(s.display) for s in specs] == ["manifest.json", "x.log", "b.txt"]
+    assert [s.explicit for s in specs] == [False, False, True]
     msgs = [p.one_line() for p in problems]
     assert any("nope.log: no such file or folder" in m for m in msgs)
     assert any("empty: folder holds no log files" in m for m in msgs)
@@ -97,7 +98,7 @@ def test_zip_members_become_specs_with_hints(tmp_path):
         zf.writestr("run/manifest.json", "{}")
     specs, problems = expand([str(z)])
     assert not problems
-    assert [s.member for s in specs] == ["run/attempt_0/1/stdout.log", "run/rank0.log.gz"]
+    assert [s.member for s in specs] == ["run/attempt_0/1/stdout.log", "run/rank0.log.gz", "run/manifest.json"]
     assert specs[0].local_rank_hint == 1 and specs[1].rank_hint == 0
     with open_stream(specs[1]) as s:
         assert s.read() == b"zipped gz\n"
