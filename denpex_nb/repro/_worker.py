@@ -4,8 +4,8 @@ Started by :mod:`denpex_nb.repro.launch` with MASTER_ADDR, MASTER_PORT, RANK, WO
 LOCAL_RANK in the environment (the same variables torchrun sets). It initialises the process
 group with the collective timeout, switches on the tracer (``--trace-dir`` or
 ``$DENPEX_TRACE_DIR``) and the Flight Recorder dumper (``--fr-dir``), runs the scenario's rank
-body and exits: 0 on success; on an exception it dumps the Flight Recorder, prints the traceback
-through torch's excepthook (so lines carry ``[rankN]:`` as in real jobs) and exits 1 without
+body and exits: 0 on success; on an exception it prints the traceback through torch's
+excepthook (so lines carry ``[rankN]:`` as in real jobs), dumps the Flight Recorder and exits 1 without
 running interpreter teardown (a broken gloo group can block in its destructor).
 """
 from __future__ import annotations
@@ -77,10 +77,10 @@ def main(argv=None) -> int:
         body(rank, world_size, ctx)
     except BaseException:
         exc_type, exc, tb = sys.exc_info()
+        sys.excepthook(exc_type, exc, tb)  # the evidence first: a dump can be slow or interrupted
+        _flush()
         if dumper is not None:
             dumper.dump("failure")
-        sys.excepthook(exc_type, exc, tb)
-        _flush()
         os._exit(1)
     ctx.log(f"rank {rank} finished")
     if dumper is not None:

@@ -258,8 +258,8 @@ def run(scenario: str, *, fixed: bool = False, world_size: int = 2, backend: str
     ``timeout`` is the collective timeout (``init_process_group(timeout=...)``). ``wall_limit``
     (default ``timeout + 25`` s) is the hard deadline after which every rank's process group is
     SIGTERMed, then SIGKILLed ``KILL_GRACE_S`` later. Once a rank has failed, the others get
-    ``timeout + KILL_GRACE_S`` more seconds to fail on their own (and dump) before they are
-    stopped the same way. ``max_log_lines`` and ``drop_lines_containing`` shrink the logs (see
+    ``timeout + KILL_GRACE_S + 4`` more seconds (20 instead of 4 with ``fr_stack_traces``, whose
+    dumps are slow) to fail on their own and dump before they are stopped the same way. ``max_log_lines`` and ``drop_lines_containing`` shrink the logs (see
     :class:`_Collector`); both are recorded in the manifest. ``out`` defaults to ``runs/<scenario>-<variant>-<UTC stamp>``.
     """
     sc = validate(scenario, world_size, backend, debug, timeout)
@@ -271,6 +271,8 @@ def run(scenario: str, *, fixed: bool = False, world_size: int = 2, backend: str
         (out_dir / stale).unlink(missing_ok=True)
     wall_limit = float(wall_limit) if wall_limit is not None else float(timeout) + 25.0
 
+    # survivors of a failure need up to one collective timeout to notice, plus their dump
+    after_failure_s = float(timeout) + KILL_GRACE_S + (20.0 if flight_recorder and fr_stack_traces else 4.0)
     port = free_port()
     env_set = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "WORLD_SIZE": str(world_size),
                "LOCAL_WORLD_SIZE": str(world_size), "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
@@ -329,8 +331,8 @@ def run(scenario: str, *, fixed: bool = False, world_size: int = 2, backend: str
                 reason = None
                 if now - started > wall_limit:
                     reason = f"wall-clock limit of {wall_limit:.0f} s reached"
-                elif first_failure is not None and now - first_failure > timeout + KILL_GRACE_S:
-                    reason = f"other ranks still running {timeout + KILL_GRACE_S:.0f} s after the first failure"
+                elif first_failure is not None and now - first_failure > after_failure_s:
+                    reason = f"other ranks still running {after_failure_s:.0f} s after the first failure"
                 if reason:
                     kill_reason = reason
                     for r, p in enumerate(procs):
