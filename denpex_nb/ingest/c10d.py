@@ -105,6 +105,12 @@ class C10dReader(TextReader):
     )
 
     def parse(self, block: list[Line], ctx: FileContext, out: Output) -> None:
+        try:
+            self._parse(block, ctx, out)
+        except Exception:     # never let odd input cost the user the load: unclaimed lines stay unparsed
+            pass
+
+    def _parse(self, block: list[Line], ctx: FileContext, out: Output) -> None:
         state = {"ddp": None, "snap_seq": None, "abort": None}
         for line in block:
             try:

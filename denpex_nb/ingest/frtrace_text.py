@@ -37,6 +37,12 @@ class FrTraceTextReader(TextReader):
                b"tabulate is not installed")
 
     def parse(self, block: list[Line], ctx: FileContext, out: Output) -> None:
+        try:
+            self._parse(block, ctx, out)
+        except Exception:     # never let odd input cost the user the load: unclaimed lines stay unparsed
+            pass
+
+    def _parse(self, block: list[Line], ctx: FileContext, out: Output) -> None:
         cur: dict | None = None
         for line in block:
             try:

@@ -65,6 +65,12 @@ class PythonReader(TextReader):
                b"----------")
 
     def parse(self, block: list[Line], ctx: FileContext, out: Output) -> None:
+        try:
+            self._parse(block, ctx, out)
+        except Exception:     # never let odd input cost the user the load: unclaimed lines stay unparsed
+            pass
+
+    def _parse(self, block: list[Line], ctx: FileContext, out: Output) -> None:
         st = {"open": {}, "spawn": None, "root": False, "cfe": None, "last": None, "table": False}
         for line in block:
             try:

@@ -268,3 +268,9 @@ def test_odd_input_never_raises():
                  "Rank 1 is running collective: CollectiveFingerPrint(((", "ranks [ are the lagging ranks",
                  "\t - [x] Timeout at collective: , #", "Ranks  failed to pass monitoredBarrier in  ms"]:
         run(R, junk)
+
+
+def test_fuzzed_input_never_raises():
+    from ._text_helpers import fuzz
+
+    fuzz(R)

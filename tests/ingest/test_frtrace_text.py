@@ -57,3 +57,9 @@ def test_missing_dump_files():
 def test_fields_without_header_are_left_alone():
     out = run(R, ["world size: 8", "collective: something"])
     assert out.parsed == set() and out.errors == []
+
+
+def test_fuzzed_input_never_raises():
+    from ._text_helpers import fuzz
+
+    fuzz(R)

@@ -143,3 +143,9 @@ def test_many_blocks_without_init_on_one_output():
     for n in range(3):
         R.parse(to_lines([(n + 1, COLL)], ctx), ctx, out)
     assert len(out.events) == 3 and all(e["pg"] == "0x5581c0a0" for e in out.events)
+
+
+def test_fuzzed_input_never_raises():
+    from ._text_helpers import fuzz
+
+    fuzz(R)

@@ -168,3 +168,9 @@ def test_standalone_exception_line_and_noise():
     assert one(run(R, "[rank1]: RuntimeError: boom").errors)["rank"] == 1
     out = run(R, ["Error: this is not an exception type", "some line with Exception in it"])
     assert out.errors == [] and out.parsed == set()
+
+
+def test_fuzzed_input_never_raises():
+    from ._text_helpers import fuzz
+
+    fuzz(R)
