@@ -274,3 +274,42 @@ def test_fuzzed_input_never_raises():
     from ._text_helpers import fuzz
 
     fuzz(R)
+
+
+# --- real runs recorded on gloo (torch 2.13) --------------------------------------------------
+
+import json  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+RECORDED = Path(__file__).resolve().parents[2] / "data" / "recorded" / "gloo"
+
+
+def _recorded(rel: str) -> tuple[list[str], dict]:
+    run_dir = RECORDED / rel
+    if not (run_dir / "combined.log").exists():
+        pytest.skip(f"recorded run {rel} not present")
+    text = (run_dir / "combined.log").read_text(encoding="utf-8", errors="replace").splitlines()
+    return text, json.loads((run_dir / "manifest.json").read_text())
+
+
+def test_recorded_detail_shape_mismatch_names_every_ranks_shape():
+    lines, manifest = _recorded("allgather-shape-mismatch/broken-detail-w4")
+    exp = manifest["expected"]
+    out = run(R, lines)
+    mism = [e for e in out.errors if e["kind"] == "detail_mismatch"]
+    assert sorted(e["rank"] for e in mism) == [0, 1, 2, 3]          # every rank raises, naming itself first
+    failed = [e for e in out.events if e["state"] == "failed"]
+    for e in failed:
+        assert e["seq"] == exp["seq"]["detail"] and e["op"] == exp["op"]
+        assert [list(s) for s in e["in_shapes"]] == exp["shapes"][str(e["rank"])]
+    running = [e for e in out.events if e["state"] == "scheduled"]      # TORCH_CPP_LOG_LEVEL=INFO lines
+    assert {e["rank"] for e in running} == {0, 1, 2, 3}
+
+
+def test_recorded_plain_allgather_abort_is_gloo_enforce_on_the_small_buffer_rank():
+    lines, manifest = _recorded("allgather-shape-mismatch/broken-plain-w2")
+    out = run(R, lines)
+    enf = one(out.errors, kind="gloo_enforce")
+    assert (enf["bytes_got"], enf["bytes_expected"]) == (40, 24)
+    assert [enf["rank"]] == manifest["expected"]["culprit_ranks"]
+    assert one(out.errors, kind="abort")["rank"] == enf["rank"]

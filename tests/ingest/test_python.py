@@ -174,3 +174,24 @@ def test_fuzzed_input_never_raises():
     from ._text_helpers import fuzz
 
     fuzz(R)
+
+
+def test_recorded_per_rank_stderr_traceback():
+    """A torchrun --log-dir stderr file: `[rank1]:`-prefixed traceback, one exception row for rank 1."""
+    from pathlib import Path
+
+    path = (Path(__file__).resolve().parents[2] / "data" / "recorded" / "gloo" / "allgather-shape-mismatch"
+            / "broken-detail-w2" / "attempt_0" / "1" / "stderr.log")
+    if not path.exists():
+        import pytest
+
+        pytest.skip("recorded run not present")
+    from denpex_nb.ingest.base import FileContext
+
+    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    out = run(R, lines, ctx=FileContext(file="stderr.log", local_rank_hint=1, year=2026))
+    exc = [e for e in out.errors if e["kind"] == "exception"]
+    assert len(exc) == 1 and exc[0]["rank"] == 1
+    assert exc[0]["message"].startswith("RuntimeError: Detected mismatch between collectives")
+    tb = [n for n, t in enumerate(lines, 1) if t.startswith("[rank1]:") and "Running collective" not in t]
+    assert set(tb) <= out.parsed                   # every traceback line is claimed
