@@ -66,7 +66,8 @@ def to_png(fig: Figure, dpi: int | None = None) -> bytes:
     if fig.canvas is None or not isinstance(fig.canvas, FigureCanvasAgg):
         FigureCanvasAgg(fig)
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=dpi or fig.dpi, bbox_inches="tight")
+    # constrained layout already fits labels and outside legends; "tight" would cost another draw
+    fig.savefig(buf, format="png", dpi=dpi or fig.dpi)
     return buf.getvalue()
 
 
@@ -159,7 +160,7 @@ def lanes(incident, seq_kind: str | None = None, pg: str | None = None, diagnosi
             sub.loc[idx, "in_shapes"] = first_shape.loc[idx, "in_shapes"]
             sub.loc[idx, "out_shapes"] = first_shape.loc[idx, "out_shapes"]
     sub = sub.reset_index().drop(columns=["_st", "_has_shape"])
-    sub["label"] = [entry_label(shp, n) for shp, n in zip(sub["in_shapes"], sub["numel_in"])]
+    sub["label"] = _labels(sub["in_shapes"], sub["numel_in"])
     sub["sig"] = sub["op"].astype(str) + " " + sub["label"] + " " + sub["dtype"].astype("object").astype(str)
     ranks = sorted(set(ranks_all) | set(sub["rank"].unique().tolist()))
     seqs = np.sort(sub["seq"].unique())
@@ -204,6 +205,22 @@ def entry_label(shapes, numel=None) -> str:
     if lab == "?" and numel is not None and not _isnan(numel):
         return f"numel={int(numel)}"
     return lab
+
+
+def _labels(shapes: pd.Series, numel: pd.Series) -> list[str]:
+    """entry_label for every row, computed once per distinct shape (100k rows, a few shapes)."""
+    cache: dict = {}
+    out = []
+    for shp, n in zip(shapes.tolist(), numel.tolist()):
+        key = shp if isinstance(shp, tuple) else None
+        if key is None:
+            out.append(entry_label(shp, n))
+            continue
+        lab = cache.get(key)
+        if lab is None:
+            lab = cache[key] = shape_label(key)
+        out.append(lab)
+    return out
 
 
 def divergence(lanes_: Lanes, diagnosis=None) -> tuple[int | None, list[int]]:
@@ -297,6 +314,9 @@ def _lanes_figure(incident, ln: Lanes, div_seq, culprits, x, annotate, title, di
             if len(hollow):
                 ax.scatter(xcol[hollow], ys[hollow], s=140, marker="s", facecolors="white", edgecolors=color,
                            linewidths=1.6, label=None if len(solid) else str(op), zorder=3)
+        if pending.any():
+            ax.scatter([], [], s=140, marker="s", facecolors="white", edgecolors="black", linewidths=1.2,
+                       label="hollow: issued, never completed")
         if failed.any():
             ax.scatter(xcol[failed], ys[failed], s=60, marker="x", color=DIVERGE_COLOR, linewidths=2, zorder=4,
                        label="timed out / failed")
@@ -316,7 +336,7 @@ def _lanes_figure(incident, ln: Lanes, div_seq, culprits, x, annotate, title, di
         if r in culprits:
             lab.set_color(CULPRIT_COLOR)
             lab.set_fontweight("bold")
-    ax.set_ylim(len(ranks) - 0.5, -0.7)
+    ax.set_ylim(len(ranks) - 0.5, -1.05)
     ax.set_xlabel("sequence number" if x == "seq" else "time since first event (s)")
     if x == "seq" and len(ln.seqs):
         lo, hi = int(ln.seqs.min()), int(ln.seqs.max())
@@ -384,7 +404,7 @@ def _highlight_divergence(ax, ln, df, xcol, div_seq, ypos, x, annotate) -> None:
     at = (df["seq"] == div_seq).to_numpy()
     if x == "seq":
         ax.axvspan(div_seq - 0.45, div_seq + 0.45, color=DIVERGE_COLOR, alpha=0.12, zorder=1)
-        ax.text(div_seq, -0.62, f"diverges at seq {div_seq}", ha="center", va="bottom", fontsize=8,
+        ax.text(div_seq, -0.6, f"diverges at seq {div_seq}", ha="center", va="bottom", fontsize=8,
                 color=DIVERGE_COLOR, fontweight="bold")
     elif at.any():
         xs = xcol[at]
@@ -393,9 +413,18 @@ def _highlight_divergence(ax, ln, df, xcol, div_seq, ypos, x, annotate) -> None:
         ax.scatter(xcol[at], df.loc[at, "rank"].map(ypos).to_numpy(), s=260, marker="s", facecolors="none",
                    edgecolors=DIVERGE_COLOR, linewidths=2.0, zorder=4)
         if not annotate:  # always show the shapes where it matters
-            for xi, r, lab, op in zip(xcol[at], df.loc[at, "rank"], df.loc[at, "label"], df.loc[at, "op"]):
-                ax.annotate(f"{op} {lab}", (xi, ypos[int(r)]), xytext=(0, 8),
-                            textcoords="offset points", ha="center", fontsize=7, color=DIVERGE_COLOR, zorder=5)
+            sigs = df.loc[at, "sig"]
+            majority = sigs.value_counts().index[0]
+            few = len(ypos) <= ANNOTATE_MAX_RANKS
+            for xi, r, lab, op, sig in zip(xcol[at], df.loc[at, "rank"], df.loc[at, "label"], df.loc[at, "op"], sigs):
+                if few or sig != majority:  # many ranks: write only the odd ones, and the majority once
+                    ax.annotate(f"{op} {lab}", (xi, ypos[int(r)]), xytext=(0, 8),
+                                textcoords="offset points", ha="center", fontsize=7, color=DIVERGE_COLOR, zorder=5)
+            if not few:
+                maj = df.loc[at][sigs == majority].iloc[0]
+                ax.annotate(f"others: {maj['op']} {maj['label']}", (xcol[at].max(), len(ypos) - 0.5),
+                            xytext=(4, 4), textcoords="offset points", ha="left", va="bottom", fontsize=7,
+                            color="#333333", zorder=5)
 
 
 def _draw_errors(ax, incident, ln: Lanes, ypos, x, xcol) -> None:
@@ -489,8 +518,10 @@ def _heatmap(incident, ln: Lanes, div_seq, culprits, title) -> Figure:
     # top strip: per seq, how many ranks differ from the majority or are missing
     n_off = np.bincount(s_idx[off], minlength=len(seqs))
     n_missing = len(ranks) - np.bincount(s_idx, minlength=len(seqs))
-    top.bar(seqs, n_off, width=1.0, color=DIVERGE_COLOR, label="ranks differing")
-    top.bar(seqs, n_missing, bottom=n_off, width=1.0, color="#999999", label="ranks missing")
+    edges = np.append(seqs - 0.5, seqs[-1] + 0.5)  # one step artist each, not hundreds of bar patches
+    top.stairs(n_off + n_missing, edges, fill=True, color="#999999", label="ranks missing")
+    top.stairs(n_off, edges, fill=True, color=DIVERGE_COLOR, label="ranks differing")
+    top.set_ylim(0, max(1, int((n_off + n_missing).max())) * 1.15)
     top.set_ylabel("odd ranks", fontsize=8)
     top.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     if div_seq is not None:

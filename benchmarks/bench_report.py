@@ -1,0 +1,87 @@
+"""`denpex-nb report` end to end on a recorded 4-rank run (goal < 15 s), and `denpex-nb demo` (goal < 60 s).
+
+python benchmarks/bench_report.py [--runs N] [--no-demo]
+-> prints the figures, writes benchmarks/results/bench_report.json
+
+Each timing is a fresh `denpex-nb` process, as a user or an on-call pipeline runs it: Python start,
+papermill import (~2.5 s of which ~1.7 s is nbformat's jsonschema format checks), kernel start, the
+notebook's cells (load, diagnose, pictures), nbconvert HTML. The per-cell split is read back from the
+executed notebook (--ipynb).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RUN = ROOT / "data" / "recorded" / "gloo" / "allgather-shape-mismatch" / "broken-plain-w4"
+
+
+def _cli() -> list[str]:
+    exe = shutil.which("denpex-nb")
+    return [exe] if exe else [sys.executable, "-m", "denpex_nb.cli"]
+
+
+def bench_report(runs: int) -> dict:
+    if not RUN.exists():
+        raise SystemExit(f"{RUN} is missing: record it with 'denpex-nb repro record'")
+    times, cells = [], None
+    with tempfile.TemporaryDirectory() as tmp:
+        for i in range(runs):
+            html, nb = Path(tmp) / f"r{i}.html", Path(tmp) / f"r{i}.ipynb"
+            t0 = time.perf_counter()
+            res = subprocess.run(_cli() + ["report", str(RUN), "-o", str(html), "--ipynb", str(nb)],
+                                 capture_output=True, text=True, timeout=300)
+            times.append(time.perf_counter() - t0)
+            if res.returncode != 0:
+                raise SystemExit(f"report failed: {res.stderr[-2000:]}")
+        import nbformat
+
+        executed = nbformat.read(str(nb), as_version=4)
+        cells = [{"cell": c.source.splitlines()[-1][:60], "s": round(c.metadata.get("papermill", {}).get("duration") or 0, 3)}
+                 for c in executed.cells if c.cell_type == "code"]
+        verdict = res.stdout.splitlines()[0]
+    return {"run": str(RUN.relative_to(ROOT)), "times_s": [round(t, 2) for t in times],
+            "median_s": round(sorted(times)[len(times) // 2], 2), "goal_s": 15.0, "verdict_line": verdict,
+            "cells": cells}
+
+
+def bench_demo() -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        t0 = time.perf_counter()
+        res = subprocess.run(_cli() + ["demo", "--out", tmp], capture_output=True, text=True, timeout=300)
+        took = time.perf_counter() - t0
+    return {"seconds": round(took, 2), "rc": res.returncode, "goal_s": 60.0,
+            "verdict_line": next((ln for ln in res.stdout.splitlines() if ln.startswith("verdict:")), None)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--no-demo", action="store_true")
+    args = ap.parse_args()
+    result = {"cpus": os.cpu_count(), "load_avg_before": os.getloadavg(), "python": platform.python_version()}
+    result["report"] = rep = bench_report(args.runs)
+    print(f"denpex-nb report on {rep['run']}: {rep['times_s']} s (median {rep['median_s']} s, goal < 15 s)")
+    for c in rep["cells"]:
+        print(f"  {c['s']:6.2f} s  {c['cell']}")
+    if not args.no_demo:
+        result["demo"] = demo = bench_demo()
+        print(f"denpex-nb demo: {demo['seconds']} s (rc {demo['rc']}, goal < 60 s); {demo['verdict_line']}")
+    result["load_avg_after"] = os.getloadavg()
+    out = ROOT / "benchmarks" / "results" / "bench_report.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1))
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
