@@ -112,7 +112,10 @@ class PythonReader(TextReader):
             return
         m = _SPAWN_PROC.match(text)
         if m:
-            st["spawn"] = int(m.group(1))
+            # mp.spawn's child caught an exception, sent its traceback to the parent and exited 1
+            idx = st["spawn"] = int(m.group(1))
+            out.errors.append(error_row(line, ctx, SOURCE, "exit", f"ProcessRaisedException: {text.strip()}",
+                                        rank=idx, exit_code=1, spawn_index=idx))
             out.consume(line)
             return
         m = _LIGHTNING.search(text) if "GLOBAL_RANK" in text else None

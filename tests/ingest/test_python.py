@@ -146,6 +146,8 @@ def test_spawn_exited_and_raised():
     out = run(R, block)
     err = one(out.errors, kind="exception")
     assert err["rank"] == 0 and err["message"] == "RuntimeError: child boom"
+    ex = one(out.errors, kind="exit")
+    assert (ex["rank"], ex["exit_code"], ex["line"]) == (0, 1, 3)
 
 
 def test_spawn_terminating_line():
