@@ -242,7 +242,7 @@ def bench_fr(n_dumps: int) -> dict:
         src = pickle.load(open(fixture, "rb"))
         proto = src["entries"]
         for r in range(n_dumps):
-            entries = [dict(proto[i % len(proto)], collective_seq_id=i + 1, record_id=i,
+            entries = [dict(proto[i % len(proto)], frames=[], collective_seq_id=i + 1, record_id=i,
                             time_created_ns=proto[0]["time_created_ns"] + i * 1000) for i in range(2000)]
             with open(os.path.join(folder, f"comm_lib_trace_rank_{r}"), "wb") as f:
                 pickle.dump(dict(src, entries=entries), f, protocol=2)

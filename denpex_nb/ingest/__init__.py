@@ -91,7 +91,7 @@ def load(*paths, format: str | None = None, year: int | None = None, progress: b
     extra = [_problem_result(p) for p in problems]
     incident = build_incident(kept + extra, notes=notes, dedup_rows=dedup)
     for _, line, _unsafe in failures:
-        warnings.warn(f"denpex_nb.load: {line}", RuntimeWarning, stacklevel=2)
+        warnings.warn(f"denpex_nb.load: {line}", RuntimeWarning, stacklevel=3)
     return incident
 
 

@@ -255,3 +255,21 @@ def test_reproducer_manifest_gives_exit_codes_but_not_the_answer(tmp_path):
     assert r.loc[1, "first_error_t"] < r.loc[0, "first_error_t"]
     assert list(inc.errors["kind"]) == ["exit", "signal"]
     assert not inc.errors["message"].str.contains("shape").any()     # 'expected' is not evidence
+
+
+WATCHDOG = (b"[rank0]:[E1129 22:27:23.883942729 ProcessGroupNCCL.cpp:688] [Rank 0] Watchdog caught collective operation "
+            b"timeout: WorkNCCL(SeqNum=5, OpType=ALLREDUCE, NumelIn=8, NumelOut=8, Timeout(ms)=600000) ran for 600071 "
+            b"milliseconds before timing out.\n")
+
+
+def test_year_of_yearless_timestamps_from_mtime_or_option(tmp_path):
+    f = tmp_path / "rank0.log"
+    f.write_bytes(b"step 1\n" + WATCHDOG)
+    t = __import__("datetime").datetime(2024, 12, 1, tzinfo=__import__("datetime").timezone.utc).timestamp()
+    os.utime(f, (t, t))
+    inc = dx.load(str(f))
+    assert len(inc.errors) and inc.errors["t_wall"].dropna().dt.year.unique().tolist() == [2024]
+    assert inc.events["seq"].tolist() == [5] and inc.events["seq_kind"].tolist() == ["work"]
+    forced = dx.load(str(f), year=2021)
+    assert forced.errors["t_wall"].dropna().dt.year.unique().tolist() == [2021]
+    assert forced.errors["t_wall"].dropna().iloc[0].month == 11
