@@ -5,6 +5,12 @@ These are the lines that say *which collective* a rank was in when things went w
 one becomes an ``errors`` row and, where it names a collective, an ``events`` row too. Counters
 keep their own ``seq_kind``: WorkNCCL SeqNum and status-line ids are ``work``, DETAIL
 SequenceNumber is ``detail``, the desync report's ``#N`` is ``desync``.
+
+Extra columns (beyond the schema, kept by :func:`denpex_nb.incident.coerce`): ``ran_for_ms``
+(watchdog timeout), ``timeout_ms`` (monitoredBarrier, gloo timeout), ``reported_by`` (DETAIL
+events: the rank whose message named this fingerprint), ``param_names`` / ``param_indices`` (DDP),
+``bytes_got`` / ``bytes_expected`` (gloo EnforceNotMet "X vs Y"), ``index`` / ``expected_shape`` /
+``got_shape`` (gloo invalid tensor size), ``peer`` (gloo peer gone).
 """
 from __future__ import annotations
 

@@ -9,6 +9,10 @@ one ``parse`` call; for whole NCCL_DEBUG_FILE files the loader uses :func:`pid_r
 ``opCount`` goes to ``seq`` with ``seq_kind="nccl_opcount"`` and the commId (else the pointer)
 to ``pg``: opCount is per communicator and rises per launched plan, so it is comparable only
 within one ``pg``.
+
+Extra columns: events ``comm`` (pointer), ``comm_rank`` (rank inside that communicator), ``redop``,
+``pid``; errors ``host``, ``pid``, ``device``, ``origin`` (NCCL source file:line), ``nccl_result``,
+``nccl_version``, ``ras_status``; ranks ``bus_id``, ``world_size``, ``comm_id``.
 """
 from __future__ import annotations
 

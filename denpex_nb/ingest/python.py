@@ -5,6 +5,11 @@ warnings for collectives (log-formats.md §7).
 Tracebacks of several ranks interleave in a torchrun stream, so records are kept per rank while
 a block is read; each finished traceback becomes one ``exception`` row (``oom`` when it is an
 out-of-memory error) whose message is the final exception line plus its continuation lines.
+
+Extra columns: ``exc_type``, ``n_traceback_lines``, ``device`` (OOM), ``local_rank`` and ``pid``
+(agent lines, ChildFailedError rows), ``host``, ``root_cause``, ``error_file`` (ChildFailedError),
+``spawn_index`` (mp.spawn). Agent lines name only a *local* rank, so their ``rank`` stays empty;
+the loader joins them to global ranks through the pid.
 """
 from __future__ import annotations
 
