@@ -445,10 +445,11 @@ def _is_wrapped_tail(prev: str, cur: str, hosts: set[str], ctx: FileContext) -> 
     return at_width and not cur[:1].isspace()
 
 
-def _join(prev: str, cur: str) -> str:
-    if len(prev) in _WRAP_WIDTHS or prev.endswith((" ", "(", "[")) or cur.startswith((" ", ")", "]")):
-        return prev + cur
-    return prev + " " + cur
+def _join(joined: str, last: str, cur: str) -> str:
+    """Append a wrapped tail: verbatim after a cut at a wrap width (mid-token), else with a space."""
+    if len(last) in _WRAP_WIDTHS or last.endswith((" ", "(", "[")) or cur.startswith((" ", ")", "]")):
+        return joined + cur
+    return joined + " " + cur
 
 
 def to_lines(physical: list[tuple[int, str]], ctx: FileContext) -> list[Line]:
@@ -482,7 +483,7 @@ def _to_lines(physical: list[tuple[int, str]], ctx: FileContext) -> list[Line]:
         first = pieces[0][0]
         if logical and logical[-1][0] + logical[-1][1] == n and _is_wrapped_tail(logical[-1][3], first, hosts, ctx):
             prev = logical[-1]
-            prev[2] = _join(prev[2], first)
+            prev[2] = _join(prev[2], prev[3], first)
             prev[3] = first
             prev[1] += 1
             prev[5] = None

@@ -229,3 +229,34 @@ def test_random_fragment_soup_never_raises_and_keeps_every_line():
         assert all(ln.lineno >= 1 and ln.n_lines >= 1 for ln in ls)
 
     check()
+
+
+def test_messy_copy_of_a_real_log_parses_like_the_clean_one():
+    """A recorded DETAIL run, hard-wrapped at 120, coloured and numbered by cat -n, reads the same."""
+    from pathlib import Path
+
+    from denpex_nb.ingest.c10d import C10dReader
+    from denpex_nb.ingest.python import PythonReader
+
+    from ._text_helpers import run
+
+    path = (Path(__file__).resolve().parents[2] / "data" / "recorded" / "gloo" / "allgather-shape-mismatch"
+            / "broken-detail-w4" / "combined.log")
+    if not path.exists():
+        pytest.skip("recorded run not present")
+    clean = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    messy = []
+    for line in clean:
+        chunks = [line[i:i + 120] for i in range(0, len(line), 120)] or [""]
+        chunks[0] = chunks[0].replace("]:", "]:\x1b[0m", 1).replace("[default", "\x1b[32m[default", 1)
+        messy.extend(chunks)
+    messy = [f"{n:6}\t{t}" for n, t in enumerate(messy, 1)]
+
+    def summary(lines):
+        out_c, out_p = run(C10dReader(), lines), run(PythonReader(), lines)
+        events = sorted((e["rank"], e["seq"], e["op"], e.get("in_shapes"), e["state"]) for e in out_c.events)
+        errors = sorted((e["rank"], e["kind"], e["message"]) for e in out_c.errors + out_p.errors)
+        return events, errors
+
+    assert summary(messy) == summary(clean)
+    assert len(messy) > len(clean)          # the DETAIL lines really were wrapped
