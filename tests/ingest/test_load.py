@@ -273,3 +273,18 @@ def test_year_of_yearless_timestamps_from_mtime_or_option(tmp_path):
     forced = dx.load(str(f), year=2021)
     assert forced.errors["t_wall"].dropna().dt.year.unique().tolist() == [2021]
     assert forced.errors["t_wall"].dropna().iloc[0].month == 11
+
+
+def test_dask_runs_the_same_per_file_function(tmp_path, marks):
+    pytest.importorskip("dask")
+    for r in range(2):
+        (tmp_path / f"rank{r}.log").write_bytes(LOG)
+    serial = dx.load(str(tmp_path), jobs=1)
+    on_dask = dx.load(str(tmp_path), jobs="dask")
+    assert serial.events.astype(str).equals(on_dask.events.astype(str))
+
+
+def test_bad_jobs_value(tmp_path, marks):
+    (tmp_path / "x.log").write_bytes(LOG)
+    with pytest.raises(UsageError):
+        dx.load(str(tmp_path), jobs="threads")
