@@ -18,7 +18,7 @@ from . import catalog
 from .align import KIND_PREFERENCE, align
 from .initiator import initiating_rank
 from .model import Diagnosis, Evidence, Finding, RankView
-from .rules import from_divergences, from_errors, is_crash_error, timeout_finding
+from .rules import from_divergences, from_errors, from_progress, is_crash_error, timeout_finding
 
 __all__ = ["diagnose", "Diagnosis", "Finding", "Evidence", "RankView", "catalog"]
 
@@ -44,6 +44,7 @@ def diagnose(incident, **options) -> Diagnosis:
     findings = from_divergences(al.divergences, texts)
     have_detail = any(k == "detail" for (_, k) in al.members)
     findings += from_errors(errors, ranks_seen, have_detail)
+    findings += from_progress(incident.progress, set(al.members))
     findings = _refine_crash(findings, errors)
     findings = _refine_syncbn(findings, incident)
     findings = _refine_ddp(findings)

@@ -348,3 +348,35 @@ def timeout_finding(errors: pd.DataFrame) -> Finding | None:
         seq=int(seqs.iloc[0]) if len(seqs) and victims["seq"].nunique() == 1 else None,
         seq_kind=_s(victims["seq_kind"].dropna().iloc[0]) if len(seqs) and victims["seq"].nunique() == 1 else None,
         evidence=_err_evidence(victims), t_wall=_tmin(victims))
+
+
+def from_progress(progress: pd.DataFrame, aligned: set) -> list[Finding]:
+    """Laggards from progress counters (watchdog status lines) where no events could be aligned.
+
+    Ranks whose last enqueued seq is lowest never issued what the others did: they are the
+    culprits of a desync (by majority: if the laggards are the many, the few ahead made extra calls).
+    """
+    if progress is None or progress.empty:
+        return []
+    p = progress[progress["rank"].notna() & progress["last_enqueued"].notna()]
+    out = []
+    for (pg, kind), rows in p.groupby([p["pg"].astype(object), p["seq_kind"].astype(object)], dropna=False, sort=False):
+        if (None if pd.isna(pg) else str(pg), str(kind)) in aligned:
+            continue
+        last = rows.groupby(rows["rank"].astype(int))["last_enqueued"].max()
+        if len(last) < 2 or last.nunique() < 2:
+            continue
+        lo = int(last.min())
+        behind = sorted(int(r) for r in last[last == lo].index)
+        ahead = sorted(int(r) for r in last[last > lo].index)
+        culprits = ahead if len(ahead) < len(behind) else behind
+        summary = (f"Progress counters disagree in pg {pg}: {_fmt_ranks(behind)} last enqueued seq {lo}, "
+                   f"{_fmt_ranks(ahead)} went further (up to {int(last.max())}).")
+        ev_rows = rows[rows["rank"].astype(int).isin(behind + ahead)].head(MAX_EVIDENCE)
+        evidence = [Evidence(file=_s(r.get("file")) or "?", line=_i(r.get("line")) or 0,
+                             text=f"rank {_i(r.get('rank'))}: last enqueued {_i(r.get('last_enqueued'))}, "
+                                  f"last completed {_i(r.get('last_completed'))}", rank=_i(r.get("rank")))
+                    for r in ev_rows.to_dict("records")]
+        out.append(Finding(class_id="rank-desync", summary=summary, confidence="medium", pg=None if pd.isna(pg) else str(pg),
+                           seq=lo + 1, seq_kind=str(kind), culprit_ranks=culprits, evidence=evidence))
+    return out

@@ -235,3 +235,13 @@ def test_unordered_input_and_categorical_quirks():
     d = diagnose(inc)
     assert (d.verdict, d.culprit_ranks) == ("shape-mismatch", [1])
     assert isinstance(d.first.t_wall, pd.Timestamp)
+
+
+def test_status_lines_alone_name_the_laggard():
+    from denpex_nb.incident import coerce
+    inc = incident([], [err(r, "watchdog_timeout", "Watchdog caught collective operation timeout", t=600)
+                        for r in range(4)])
+    inc.progress = coerce("progress", [dict(rank=r, pg="0", seq_kind="work", last_enqueued=2416 if r == 5 % 4 else 2419,
+                                            last_completed=2416, file=f"rank{r}.log", line=9) for r in range(4)])
+    d = diagnose(inc)
+    assert (d.verdict, d.culprit_ranks, d.first.seq) == ("rank-desync", [1], 2417)
