@@ -66,8 +66,9 @@ class PythonReader(TextReader):
     name = SOURCE
     needles = (b"Traceback", b"Error:", b"Exception", b"out of memory", b"exitcode", b"closing signal",
                b"local_rank", b"Root Cause", b" FAILED", b"      : ", b"terminated with", b"via signal",
-               b"FutureWarning", b"GLOBAL_RANK", b"Failures:", b"==========",
-               b"----------")
+               b"FutureWarning", b"GLOBAL_RANK", b"Failures:", b"==========")
+    # "==========" closes the Root Cause row of a ChildFailedError table (see _table); the "-" rules
+    # are not needles: progress bars and separators would make too many ordinary lines candidates
 
     def parse(self, block: list[Line], ctx: FileContext, out: Output) -> None:
         try:
@@ -157,6 +158,8 @@ class PythonReader(TextReader):
             if _TB_START.match(text) or _CHAIN.match(text):
                 self._finish(rec, ctx, out, st)
                 return False
+            if line.severity is not None:
+                return False        # a log line of the same process cut in: the traceback stays open
             m = _EXC.match(text.strip())
             rec.exc = text.strip() if m else text.strip()
             rec.lines.append(line)
@@ -168,7 +171,7 @@ class PythonReader(TextReader):
             return True
         # message continuation lines: same rank, not a new record, not a table
         if (_NEW_RECORD.match(text) or _FIELD.match(text) or _ROOT.match(text) or _SPAWN_PROC.match(text)
-                or len(rec.msg_lines) >= _MAX_MSG_LINES or line.severity is not None):
+                or _EXC_NAMED.match(text) or len(rec.msg_lines) >= _MAX_MSG_LINES or line.severity is not None):
             self._finish(rec, ctx, out, st)
             return False
         rec.msg_lines.append(text.strip())

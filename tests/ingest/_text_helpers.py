@@ -53,7 +53,7 @@ FUZZ_FRAGMENTS = [
 ]
 
 
-def fuzz(reader, examples: int = 40) -> None:
+def fuzz(reader, examples: int = 25) -> None:
     """Random soups of the reader's own vocabulary never raise and only claim lines of the block."""
     from hypothesis import given, settings, strategies as st
 

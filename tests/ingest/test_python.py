@@ -197,3 +197,15 @@ def test_recorded_per_rank_stderr_traceback():
     assert exc[0]["message"].startswith("RuntimeError: Detected mismatch between collectives")
     tb = [n for n, t in enumerate(lines, 1) if t.startswith("[rank1]:") and "Running collective" not in t]
     assert set(tb) <= out.parsed                   # every traceback line is claimed
+
+
+def test_log_line_inside_a_traceback_does_not_become_its_exception():
+    block = ["[rank0]: Traceback (most recent call last):", '[rank0]:   File "a.py", line 1, in f',
+             "[rank0]:[W1129 22:27:23.883942729 ProcessGroupGloo.cpp:1] something logged meanwhile",
+             "[rank0]: RuntimeError: the real one",
+             "torch.multiprocessing.spawn.ProcessExitedException: process 1 terminated with signal SIGABRT"]
+    out = run(R, block)
+    exc = one(out.errors, kind="exception")
+    assert exc["message"] == "RuntimeError: the real one"
+    assert 3 not in out.parsed                      # the log line is not part of the traceback
+    assert one(out.errors, kind="signal")["rank"] == 1   # a new exception line ends the message
