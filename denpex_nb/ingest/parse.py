@@ -197,7 +197,7 @@ def parse_file(spec: FileSpec, options: dict | None = None, on_bytes: Callable[[
                     return _failed(spec, "binary file: not a text log or a Flight Recorder dump", fmt="binary",
                                    size=len(head))
                 readers = forced_text if forced_text is not None else all_text_readers()
-                matcher = NeedleMatcher(n for r in readers for n in r.needles)
+                matcher = NeedleMatcher.for_readers(readers)
                 counter = [len(head)]
 
                 def count(n, _c=counter):

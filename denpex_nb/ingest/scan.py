@@ -34,10 +34,24 @@ _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 # --- needle search -------------------------------------------------------------------------------
 
 class NeedleMatcher:
-    """Find the start offsets of lines that contain any of a set of literal byte strings."""
+    """Find the lines that contain any of a set of literal byte strings, and which strings.
 
-    def __init__(self, needles: Iterable[bytes], *, use_hyperscan: bool | None = None):
+    ``groups`` (optional) is one tuple of needles per reader; :meth:`line_hits` then also says, per
+    line, which readers' needles it holds (a bitmask), so a block goes only to readers that have a
+    line in it. Without groups every mask is "all readers".
+    """
+
+    def __init__(self, needles: Iterable[bytes], *, use_hyperscan: bool | None = None,
+                 groups: list[tuple[bytes, ...]] | None = None):
         self.needles = sorted({bytes(n) for n in needles if n and b"\n" not in n})
+        index = {n: i for i, n in enumerate(self.needles)}
+        self.masks = [-1] * len(self.needles)          # needle -> reader bitmask (-1: everyone)
+        if groups is not None:
+            self.masks = [0] * len(self.needles)
+            for g, group in enumerate(groups):
+                for n in group:
+                    if n in index:
+                        self.masks[index[n]] |= 1 << g
         self._db = None
         if use_hyperscan is not False and self.needles:
             try:
@@ -52,48 +66,63 @@ class NeedleMatcher:
                     raise
                 self._db = None
 
+    @classmethod
+    def for_readers(cls, readers, **kw) -> "NeedleMatcher":
+        return cls((n for r in readers for n in r.needles), groups=[tuple(r.needles) for r in readers], **kw)
+
     @property
     def engine(self) -> str:
         return "hyperscan" if self._db is not None else "bytes.find"
 
     def line_starts(self, buf: bytes) -> list[int]:
         """Sorted, unique start offsets of the lines of ``buf`` that contain a needle."""
-        if not self.needles:
-            return []
-        if self._db is not None:
-            ends: list[int] = []
-            app = ends.append
+        return self.line_hits(buf)[0]
 
-            def on_match(_id, _frm, to, _flags, _ctx):
-                app(to)
+    def line_hits(self, buf: bytes) -> tuple[list[int], list[int]]:
+        """(sorted line start offsets, reader bitmask per line) of the lines holding a needle."""
+        if not self.needles:
+            return [], []
+        masks_of = self.masks
+        starts: list[int] = []
+        masks: list[int] = []
+        if self._db is not None:
+            k = len(self.needles)
+            hits: list[int] = []
+            app = hits.append
+
+            def on_match(nid, _frm, to, _flags, _ctx):
+                app(to * k + nid)          # one int per match: sorts by end offset, keeps the needle
 
             self._db.scan(buf, match_event_handler=on_match)
-            positions = ends
-            positions.sort()
-            starts = []
+            hits.sort()
             line_end = -1
             rfind, find = buf.rfind, buf.find
-            for p in positions:
+            for v in hits:
+                p, nid = divmod(v, k)
                 if p <= line_end:
+                    masks[-1] |= masks_of[nid]
                     continue
                 s = rfind(b"\n", 0, p - 1) + 1
                 line_end = find(b"\n", p - 1)
                 if line_end < 0:
                     line_end = len(buf)
                 starts.append(s)
-            return starts
-        found: set[int] = set()
+                masks.append(masks_of[nid])
+            return starts, masks
+        found: dict[int, int] = {}
         find, rfind = buf.find, buf.rfind
-        for needle in self.needles:
+        for nid, needle in enumerate(self.needles):
+            m = masks_of[nid]
             pos = find(needle)
             while pos >= 0:
                 s = rfind(b"\n", 0, pos) + 1
-                found.add(s)
+                found[s] = found.get(s, 0) | m
                 e = find(b"\n", pos)
                 if e < 0:
                     break
                 pos = find(needle, e)
-        return sorted(found)
+        starts = sorted(found)
+        return starts, [found[s] for s in starts]
 
 
 # --- continuation lines --------------------------------------------------------------------------
@@ -282,7 +311,7 @@ class BlockScanner:
         block that touches the end of ``buf`` unless ``final`` or the block starts at offset 0.
         """
         n_buf = len(buf)
-        starts = self.matcher.line_starts(buf)
+        starts, masks = self.matcher.line_hits(buf)
         find = buf.find
         pos = 0            # first unprocessed byte (always a line start)
         ln = lineno        # its line number
@@ -301,10 +330,12 @@ class BlockScanner:
             be = find(b"\n", bs) + 1
             prev_s = bs
             n_block = 1
+            mask = masks[i]
             i += 1
             while be < n_buf and n_block < MAX_BLOCK_LINES:
                 nxt_end = find(b"\n", be) + 1
                 if i < len(starts) and starts[i] == be:
+                    mask |= masks[i]
                     i += 1
                 elif not is_continuation(buf[prev_s:be - 1], buf[be:nxt_end - 1]):
                     break
@@ -312,7 +343,10 @@ class BlockScanner:
                 n_block += 1
             if be >= n_buf and not final and (bs > 0 or n_buf < CARRY_CAP):
                 return bs, ln        # may continue in the next chunk: carry it over
-            self._block(buf, bs, be, ln, n_block)
+            while i < len(starts) and starts[i] < be:   # candidates swallowed as continuation lines
+                mask |= masks[i]
+                i += 1
+            self._block(buf, bs, be, ln, n_block, mask)
             ln += n_block
             pos = be
         tail = count(b"\n", pos, n_buf)
@@ -321,7 +355,7 @@ class BlockScanner:
         self.lines_total = ln - 1
         return n_buf, ln
 
-    def _block(self, buf: bytes, bs: int, be: int, ln: int, n: int) -> None:
+    def _block(self, buf: bytes, bs: int, be: int, ln: int, n: int, mask: int = -1) -> None:
         texts = buf[bs:be].decode("utf-8", "replace").split("\n")
         texts.pop()
         physical = [(ln + k, t[:-1] if t.endswith("\r") else t) for k, t in enumerate(texts)]
@@ -340,10 +374,9 @@ class BlockScanner:
                 if line.local_rank is not None:
                     info.setdefault("local_rank", line.local_rank)
         out = self.out
-        block_bytes = buf[bs:be]
-        for reader in self.readers:
+        for bit, reader in enumerate(self.readers):
             # a reader none of whose needles occur in the block has no line of its own in it
-            if len(self.readers) > 1 and not any(n in block_bytes for n in reader.needles):
+            if not (mask >> bit) & 1:
                 continue
             try:
                 reader.parse(lines, self.ctx, out)
@@ -362,7 +395,7 @@ def scan_text(stream: BinaryIO, readers: list[TextReader], ctx: FileContext, out
     """Scan a whole text stream (``head`` = bytes already read from it). Returns the scanner
     with ``lines_total``, ``reader_failures`` and ``rank_info`` filled in."""
     if matcher is None:
-        matcher = NeedleMatcher(n for r in readers for n in r.needles)
+        matcher = NeedleMatcher.for_readers(readers)
     sc = BlockScanner(readers, matcher, ctx, out, sink, on_bytes=on_bytes, chunk_size=chunk_size)
     sc.run(stream, head)
     if sc.reader_failures:

@@ -288,3 +288,29 @@ def test_bad_jobs_value(tmp_path, marks):
     (tmp_path / "x.log").write_bytes(LOG)
     with pytest.raises(UsageError):
         dx.load(str(tmp_path), jobs="threads")
+
+
+CHILD_FAILED = """torch.distributed.elastic.multiprocessing.errors.ChildFailedError: 
+============================================================
+train.py FAILED
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-11-29_22:27:47
+  host      : tern-07
+  rank      : 4 (local_rank: 0)
+  exitcode  : -6 (pid: 61204)
+  error_file: <N/A>
+  traceback : Signal 6 (SIGABRT) received by PID 61204
+============================================================
+"""
+
+
+def test_nccl_debug_file_rows_get_the_rank_whose_pid_another_file_names(tmp_path):
+    (tmp_path / "nccl.tern-07.61204.log").write_text(
+        "tern-07:61204:61266 [0] NCCL INFO AllGather: opCount 3a sendbuff 0x7f0e52000000 recvbuff 0x7f0e52400000 "
+        "count 6144 datatype 7 op 0 root 0 comm 0x5581c0a0 [nranks=8] stream 0x5581b7f0\n")
+    (tmp_path / "agent.log").write_text(CHILD_FAILED)
+    inc = dx.load(str(tmp_path))
+    assert list(inc.events["rank"]) == [4] and list(inc.events["op"]) == ["all_gather"]
+    assert inc.ranks.set_index("rank").loc[4, "pid"] == 61204

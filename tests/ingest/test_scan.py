@@ -149,3 +149,25 @@ def test_a_failing_reader_loses_no_lines():
     with pytest.warns(RuntimeWarning, match="reader failed"):
         sc = scan_text(io.BytesIO(b"MARK rank=0 seq=1\nx\n"), [Broken()], FileContext(file="f"), out, sink)
     assert sc.lines_total == 2 and sink.count == 2
+
+
+@pytest.mark.parametrize("engine", [None, False])
+def test_line_hits_say_which_readers_own_the_line(engine):
+    m = NeedleMatcher([b"AAA", b"BBB", b"CCC"], groups=[(b"AAA",), (b"BBB", b"CCC"), (b"CCC",)], use_hyperscan=engine)
+    starts, masks = m.line_hits(b"x AAA\nnone\nBBB and AAA\nCCC\n")
+    assert starts == [0, 11, 23]
+    assert masks == [0b001, 0b011, 0b110]
+
+
+def test_blocks_reach_only_readers_with_a_line_in_them():
+    class Other(MarkReader):
+        name = "other"
+        needles = (b"OTHER",)
+
+    mark, other = MarkReader(), Other()
+    out, sink = Output(), UnparsedSink(1 << 20)
+    matcher = NeedleMatcher.for_readers([mark, other])
+    scan_text(io.BytesIO(b"MARK rank=0 seq=1\nplain\nOTHER thing\n  indented\n"), [mark, other],
+              FileContext(file="f"), out, sink, matcher=matcher)
+    assert [[ln for ln, _ in b] for b in mark.blocks] == [[1]]
+    assert [[ln for ln, _ in b] for b in other.blocks] == [[3, 4]]
