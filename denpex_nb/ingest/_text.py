@@ -195,6 +195,22 @@ def error_row(line: Line, ctx: FileContext, source: str, kind: str, message: str
     return row
 
 
+def add_error(out, row: dict[str, Any]) -> dict[str, Any] | None:
+    """Append an errors row unless this file already has one with the same (rank, kind, message).
+
+    A rank often logs one failure twice (the C++ log line and the Python exception, the E line
+    and the ``what():`` of the abort); the loader folds such repeats across files, this folds them
+    within one. The set of keys lives on the file's Output, so readers stay stateless.
+    """
+    seen = out.__dict__.setdefault("_error_keys", set())
+    key = (row.get("rank"), row.get("kind"), row.get("message"))
+    if key in seen:
+        return None
+    seen.add(key)
+    out.errors.append(row)
+    return row
+
+
 def progress_row(line: Line, ctx: FileContext, source: str, **fields: Any) -> dict[str, Any]:
     row = {"rank": line.rank, "source": source, "file": ctx.file, "line": line.lineno}
     row.update(fields)

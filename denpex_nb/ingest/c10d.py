@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 
 from ..ops import normalize_op
-from ._text import (balanced, error_row, event_row, parse_dims, parse_fingerprint,
+from ._text import (add_error, balanced, error_row, event_row, parse_dims, parse_fingerprint,
                     parse_ranks, pg_of, progress_row)
 from .base import FileContext, Line, Output, TextReader, register_text_reader
 
@@ -142,7 +142,7 @@ class C10dReader(TextReader):
             return True
         if "terminate called" in text and _TERMINATE.search(text):
             row = error_row(line, ctx, SOURCE, "abort", text.strip(), signal="SIGABRT")
-            out.errors.append(row)
+            add_error(out, row)
             st["abort"] = row
             return True
         work = "WorkNCCL" in text
@@ -195,7 +195,7 @@ class C10dReader(TextReader):
         ran = _RAN_FOR.search(text)
         out.events.append(event_row(line, ctx, SOURCE, rank=rank, pg=pg, pg_desc=desc, state="timed_out", **fields))
         msg = _clean(text)
-        out.errors.append(error_row(line, ctx, SOURCE, "watchdog_timeout", msg, rank=rank, pg=pg,
+        add_error(out, error_row(line, ctx, SOURCE, "watchdog_timeout", msg, rank=rank, pg=pg,
                                     op=fields.get("op"), seq=fields.get("seq"), seq_kind=fields.get("seq_kind"),
                                     ran_for_ms=int(ran.group(1)) if ran else None))
         return True
@@ -209,7 +209,7 @@ class C10dReader(TextReader):
         rank = self._rank(line, text)
         out.progress.append(progress_row(line, ctx, SOURCE, rank=rank, pg=pg if pg is not None else "0",
                                          seq_kind="work", last_enqueued=e, last_completed=c))
-        out.errors.append(error_row(line, ctx, SOURCE, "watchdog_status", _clean(text), rank=rank, pg=pg,
+        add_error(out, error_row(line, ctx, SOURCE, "watchdog_status", _clean(text), rank=rank, pg=pg,
                                     seq=s, seq_kind="work"))
         return True
 
@@ -222,7 +222,7 @@ class C10dReader(TextReader):
         if w:
             fields, _ = _work_fields(text, w.end() - 1)
         pg, _desc, _r = pg_of(text[: m.start()])
-        out.errors.append(error_row(line, ctx, SOURCE, "watchdog_abort", _clean(text), rank=self._rank(line, text),
+        add_error(out, error_row(line, ctx, SOURCE, "watchdog_abort", _clean(text), rank=self._rank(line, text),
                                     pg=pg, op=fields.get("op"), seq=fields.get("seq"),
                                     seq_kind=fields.get("seq_kind")))
         return True
@@ -235,7 +235,7 @@ class C10dReader(TextReader):
         m = _DUMP_FROM.search(text)
         if m:
             related = (int(m.group(1)),) if m.group(1) else ((line.rank,) if line.rank is not None else None)
-        out.errors.append(error_row(line, ctx, SOURCE, "heartbeat", _clean(text), rank=self._rank(line, text),
+        add_error(out, error_row(line, ctx, SOURCE, "heartbeat", _clean(text), rank=self._rank(line, text),
                                     pg=pg, related_ranks=related))
         return True
 
@@ -245,7 +245,7 @@ class C10dReader(TextReader):
         pg, desc, _r = pg_of(text[: m.start()])
         rank = self._rank(line, text)
         out.events.append(event_row(line, ctx, SOURCE, rank=rank, pg=pg, pg_desc=desc, state="failed", **fields))
-        out.errors.append(error_row(line, ctx, SOURCE, "nccl_error", _clean(text), rank=rank, pg=pg,
+        add_error(out, error_row(line, ctx, SOURCE, "nccl_error", _clean(text), rank=rank, pg=pg,
                                     op=fields.get("op"), seq=fields.get("seq"), seq_kind=fields.get("seq_kind")))
         return True
 
@@ -256,22 +256,22 @@ class C10dReader(TextReader):
             rank = line.rank if line.rank is not None else r
             out.events.append(event_row(line, ctx, SOURCE, rank=rank, op=op, seq=seq, seq_kind="desync",
                                         state="timed_out"))
-            out.errors.append(error_row(line, ctx, SOURCE, "desync_report", text.strip(), rank=rank, op=op,
+            add_error(out, error_row(line, ctx, SOURCE, "desync_report", text.strip(), rank=rank, op=op,
                                         seq=seq, seq_kind="desync"))
             return True
         m = _DS_LAGGING.search(text)
         if m:
-            out.errors.append(error_row(line, ctx, SOURCE, "desync_report", text.strip(),
+            add_error(out, error_row(line, ctx, SOURCE, "desync_report", text.strip(),
                                         related_ranks=parse_ranks(m.group(1))))
             return True
         m = _DS_JOINED.search(text)
         if m:
-            out.errors.append(error_row(line, ctx, SOURCE, "desync_report", text.strip(), seq=int(m.group(2)),
+            add_error(out, error_row(line, ctx, SOURCE, "desync_report", text.strip(), seq=int(m.group(2)),
                                         seq_kind="desync", related_ranks=parse_ranks(m.group(1))))
             return True
         m = _DS_FINISHED.search(text)
         if m:
-            out.errors.append(error_row(line, ctx, SOURCE, "desync_report", text.strip(), seq=int(m.group(3)),
+            add_error(out, error_row(line, ctx, SOURCE, "desync_report", text.strip(), seq=int(m.group(3)),
                                         seq_kind="desync", related_ranks=parse_ranks(m.group(1))))
             return True
         m = _DS_SNAP_HDR.search(text)
@@ -304,7 +304,7 @@ class C10dReader(TextReader):
                                             reported_by=own_rank, **fp))
             first = fps[0][1]
             related = tuple(sorted({r for r, _ in fps if r != own_rank}))
-            out.errors.append(error_row(line, ctx, SOURCE, "detail_mismatch", _clean(text), rank=own_rank,
+            add_error(out, error_row(line, ctx, SOURCE, "detail_mismatch", _clean(text), rank=own_rank,
                                         op=first.get("op"), seq=first.get("seq"), seq_kind="detail",
                                         related_ranks=related))
             return True
@@ -316,14 +316,14 @@ class C10dReader(TextReader):
             rank = self._rank(line, text)
             out.events.append(event_row(line, ctx, SOURCE, rank=rank, seq_kind="detail", state="failed", **fp))
             mb = _MB.search(text)
-            out.errors.append(error_row(line, ctx, SOURCE, "monitored_barrier", _clean(text), rank=rank,
+            add_error(out, error_row(line, ctx, SOURCE, "monitored_barrier", _clean(text), rank=rank,
                                         op=fp.get("op"), seq=fp.get("seq"), seq_kind="detail",
                                         related_ranks=parse_ranks(mb.group(2)) if mb else None))
             return True
         m = _MB.search(text)
         if m:
             rank = line.rank if line.rank is not None else (int(m.group(1)) if m.group(1) else None)
-            out.errors.append(error_row(line, ctx, SOURCE, "monitored_barrier", _clean(text), rank=rank,
+            add_error(out, error_row(line, ctx, SOURCE, "monitored_barrier", _clean(text), rank=rank,
                                         related_ranks=parse_ranks(m.group(2)), timeout_ms=int(m.group(3))))
             return True
         m = _RUNNING.search(text)
@@ -341,7 +341,7 @@ class C10dReader(TextReader):
     def _ddp(self, line: Line, text: str, ctx: FileContext, out: Output, st: dict) -> bool:
         if _DDP_UNUSED.search(text):
             row = error_row(line, ctx, SOURCE, "ddp_unused_parameters", _clean(text))
-            out.errors.append(row)
+            add_error(out, row)
             st["ddp"] = row
             return True
         m = _DDP_NAMES.search(text) or _DDP_IDX.search(text)
@@ -355,7 +355,7 @@ class C10dReader(TextReader):
             else:
                 row = error_row(line, ctx, SOURCE, "ddp_unused_parameters", text.strip())
                 row["rank"] = r if line.rank is None else line.rank
-                out.errors.append(row)
+                add_error(out, row)
                 st["ddp"] = row
             key = "param_names" if "Parameters which" in m.group(0) else "param_indices"
             vals = m.group(2).strip()
@@ -363,7 +363,7 @@ class C10dReader(TextReader):
                 tuple(x.strip() for x in vals.strip("[]").split(",") if x.strip())
             return True
         if _DDP_ERR.search(text):
-            out.errors.append(error_row(line, ctx, SOURCE, "ddp_error", _clean(text)))
+            add_error(out, error_row(line, ctx, SOURCE, "ddp_error", _clean(text)))
             return True
         return False
 
@@ -373,7 +373,7 @@ class C10dReader(TextReader):
         m = _ENFORCE.search(text)
         if m:
             vs = _VS.search(m.group(1))
-            out.errors.append(error_row(line, ctx, SOURCE, "gloo_enforce", _clean(text), signal="SIGABRT",
+            add_error(out, error_row(line, ctx, SOURCE, "gloo_enforce", _clean(text), signal="SIGABRT",
                                         bytes_got=int(vs.group(1)) if vs else None,
                                         bytes_expected=int(vs.group(2)) if vs else None))
             return True
@@ -381,17 +381,17 @@ class C10dReader(TextReader):
         if m:
             exp = parse_dims(m.group(4)) if m.group(4) is not None else None
             got = parse_dims(m.group(5)) if m.group(5) is not None else None
-            out.errors.append(error_row(line, ctx, SOURCE, "gloo_invalid_size", _clean(text),
+            add_error(out, error_row(line, ctx, SOURCE, "gloo_invalid_size", _clean(text),
                                         op=normalize_op(m.group(1)), index=int(m.group(3)),
                                         expected_shape=exp, got_shape=got))
             return True
         m = _GLOO_TIMEOUT.search(text)
         if m:
-            out.errors.append(error_row(line, ctx, SOURCE, "gloo_timeout", _clean(text), timeout_ms=int(m.group(1))))
+            add_error(out, error_row(line, ctx, SOURCE, "gloo_timeout", _clean(text), timeout_ms=int(m.group(1))))
             return True
         if "gloo" in text and _PEER.search(text):
             a = _PEER_ADDR.search(text)
-            out.errors.append(error_row(line, ctx, SOURCE, "gloo_peer_gone", _clean(text),
+            add_error(out, error_row(line, ctx, SOURCE, "gloo_peer_gone", _clean(text),
                                         peer=f"{a.group(1)}:{a.group(2)}" if a else None))
             return True
         return False

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from ..ops import normalize_op
-from ._text import dtype_name, error_row, event_row, numel, parse_ranks, parse_sizes
+from ._text import add_error, dtype_name, error_row, event_row, numel, parse_ranks, parse_sizes
 from .base import FileContext, Line, Output, TextReader, register_text_reader
 
 SOURCE = "frtrace"
@@ -55,7 +55,7 @@ class FrTraceTextReader(TextReader):
                     continue
                 m = _MISSING_DUMPS.search(text)
                 if m:
-                    out.errors.append(error_row(line, ctx, SOURCE, "fr_finding", text, rank=None,
+                    add_error(out, error_row(line, ctx, SOURCE, "fr_finding", text, rank=None,
                                                 related_ranks=parse_ranks(m.group(1))))
                     out.consume(line)
                     continue
@@ -95,7 +95,7 @@ class FrTraceTextReader(TextReader):
         msg = cur["_header"] + (f"; {err}" if err else "") + (f"; missing ranks: {cur['missing ranks']}"
                                                               if cur.get("missing ranks") else "")
         ws = cur.get("world size")
-        out.errors.append(error_row(line, ctx, SOURCE, "fr_finding", msg, rank=culprit_rank, op=op, seq=cur["seq"],
+        add_error(out, error_row(line, ctx, SOURCE, "fr_finding", msg, rank=culprit_rank, op=op, seq=cur["seq"],
                                     seq_kind="fr", pg=pg, related_ranks=related,
                                     error_type=etype.group(1) if etype else None,
                                     world_size=int(ws) if ws and ws.isdigit() else None,

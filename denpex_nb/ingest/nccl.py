@@ -20,7 +20,7 @@ import re
 from typing import Iterable
 
 from ..ops import normalize_op
-from ._text import NCCL_DTYPES, error_row, event_row, parse_ranks
+from ._text import add_error, NCCL_DTYPES, error_row, event_row, parse_ranks
 from .base import FileContext, Line, Output, TextReader, register_text_reader
 
 SOURCE = "nccl"
@@ -137,7 +137,7 @@ class NcclReader(TextReader):
             row = error_row(line, ctx, SOURCE, "nccl_warn", msg.strip(), rank=self._rank(line, pid, pid_rank),
                             host=p.group("host"), pid=pid, device=p.group("dev"), origin=p.group("src"),
                             related_ranks=named or None)
-            out.errors.append(row)
+            add_error(out, row)
             return True
         m = _INIT.search(msg)
         if m:
@@ -193,7 +193,7 @@ class NcclReader(TextReader):
         m = _DIST_ERR.search(text) if "NCCL error in:" in text else None
         if m:
             row = error_row(line, ctx, SOURCE, "nccl_error", text.strip(), nccl_version=m.group("ver"))
-            out.errors.append(row)
+            add_error(out, row)
             st["dist"] = row
             return True
         m = _ENUM.match(text.strip()) if "nccl" in text else None
@@ -203,7 +203,7 @@ class NcclReader(TextReader):
                 st["dist"]["nccl_result"] = m.group(1)
             else:
                 row = error_row(line, ctx, SOURCE, "nccl_error", text.strip(), nccl_result=m.group(1))
-                out.errors.append(row)
+                add_error(out, row)
                 st["dist"] = row
             return True
         m = _LAST_ERROR.match(text.strip())
@@ -225,7 +225,7 @@ class NcclReader(TextReader):
         if m:
             row = error_row(line, ctx, SOURCE, "nccl_ras", text.strip(), pg=f"0x{m.group('hash')}",
                             related_ranks=(), ras_status=m.group("status"))
-            out.errors.append(row)
+            add_error(out, row)
             st["ras"] = row
             return True
         row = st["ras"]

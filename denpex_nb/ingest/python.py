@@ -17,7 +17,7 @@ import re
 from datetime import datetime
 
 from ..ops import normalize_op
-from ._text import error_row, signal_name
+from ._text import add_error, error_row, signal_name
 from .base import FileContext, Line, Output, TextReader, register_text_reader
 
 SOURCE = "python"
@@ -120,7 +120,7 @@ class PythonReader(TextReader):
         if m:
             # mp.spawn's child caught an exception, sent its traceback to the parent and exited 1
             idx = st["spawn"] = int(m.group(1))
-            out.errors.append(error_row(line, ctx, SOURCE, "exit", f"ProcessRaisedException: {text.strip()}",
+            add_error(out, error_row(line, ctx, SOURCE, "exit", f"ProcessRaisedException: {text.strip()}",
                                         rank=idx, exit_code=1, spawn_index=idx))
             out.consume(line)
             return
@@ -133,7 +133,7 @@ class PythonReader(TextReader):
             return
         m = _FUTURE.search(text) if "deprecated" in text else None
         if m:
-            out.errors.append(error_row(line, ctx, SOURCE, "warning", text.strip(), op=normalize_op(m.group(1))))
+            add_error(out, error_row(line, ctx, SOURCE, "warning", text.strip(), op=normalize_op(m.group(1))))
             out.consume(line)
             st["last"] = "warning"
             return
@@ -188,7 +188,7 @@ class PythonReader(TextReader):
         if rec.exc is None:
             last = rec.lines[-1].text.strip() if len(rec.lines) > 1 else ""
             msg = f"traceback without its exception line (last: {last})" if last else "traceback without its exception line"
-            out.errors.append(error_row(rec.first, ctx, SOURCE, "exception", msg, rank=rec.rank,
+            add_error(out, error_row(rec.first, ctx, SOURCE, "exception", msg, rank=rec.rank,
                                         n_traceback_lines=len(rec.lines)))
             return
         if _CFE.search(rec.exc) or _SPAWN_RAISED.search(rec.exc) or _SPAWN_EXITED.search(rec.exc):
@@ -207,7 +207,7 @@ class PythonReader(TextReader):
         if kind == "oom":
             g = _GPU.search(msg)
             row["device"] = f"cuda:{g.group(1)}" if g else None
-        out.errors.append(row)
+        add_error(out, row)
 
     # --- torchrun agent and spawn -------------------------------------------------------------
 
@@ -217,25 +217,25 @@ class PythonReader(TextReader):
         m = _AGENT_FAILED.search(text)
         if m:
             code, lr, pid = int(m.group(1)), int(m.group(2)), int(m.group(3))
-            out.errors.append(error_row(line, ctx, SOURCE, "agent", text.strip(), rank=None, exit_code=code,
+            add_error(out, error_row(line, ctx, SOURCE, "agent", text.strip(), rank=None, exit_code=code,
                                         signal=signal_name(code), local_rank=lr, pid=pid))
             out.ranks.append({"rank": None, "local_rank": lr, "pid": pid, "exit_code": code, "signal": signal_name(code),
                               "host": line.host, "source": SOURCE, "file": ctx.file, "line": line.lineno})
             return True
         m = _CLOSING.search(text) or _SPAWN_TERM.search(text)
         if m:
-            out.errors.append(error_row(line, ctx, SOURCE, "agent", text.strip(), rank=None, signal=m.group(2),
+            add_error(out, error_row(line, ctx, SOURCE, "agent", text.strip(), rank=None, signal=m.group(2),
                                         pid=int(m.group(1))))
             return True
         m = _SPAWN_EXITED.search(text)
         if m:
             idx = int(m.group(1))
             if m.group(2):
-                out.errors.append(error_row(line, ctx, SOURCE, "signal", text.strip(), rank=idx, signal=m.group(2),
+                add_error(out, error_row(line, ctx, SOURCE, "signal", text.strip(), rank=idx, signal=m.group(2),
                                             spawn_index=idx))
             else:
                 code = int(m.group(3))
-                out.errors.append(error_row(line, ctx, SOURCE, "exit", text.strip(), rank=idx, exit_code=code,
+                add_error(out, error_row(line, ctx, SOURCE, "exit", text.strip(), rank=idx, exit_code=code,
                                             signal=signal_name(code), spawn_index=idx))
             return True
         if _SPAWN_RAISED.search(text):
@@ -319,7 +319,7 @@ class PythonReader(TextReader):
         if cur["_root"]:
             parts.insert(0, "Root Cause (first observed failure)")
         msg = "; ".join(parts) + (f"; traceback: {tb}" if tb else "")
-        out.errors.append(error_row(line, ctx, SOURCE, "child_failed", msg, rank=rank, t_wall=t, exit_code=code,
+        add_error(out, error_row(line, ctx, SOURCE, "child_failed", msg, rank=rank, t_wall=t, exit_code=code,
                                     signal=sig, host=host, local_rank=local, pid=pid, root_cause=bool(cur["_root"]),
                                     error_file=cur.get("error_file")))
         out.ranks.append({"rank": rank, "host": host, "pid": pid, "local_rank": local, "exit_code": code,

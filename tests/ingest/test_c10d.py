@@ -86,9 +86,8 @@ def test_teardown_sequence_is_consumed_and_classified():
     out = run(R, block)
     assert out.parsed == set(range(1, 8))
     aborts = [e for e in out.errors if e["kind"] == "watchdog_abort"]
-    assert len(aborts) == 3 and all(e["rank"] == 3 for e in aborts)
-    assert aborts[1]["seq"] == 2417 and aborts[1]["pg"] == "0"
-    assert aborts[1]["message"] == aborts[2]["message"]           # the what() copy dedups with the E line
+    assert len(aborts) == 2 and all(e["rank"] == 3 for e in aborts)   # the what() copy folds into the E line
+    assert aborts[1]["seq"] == 2417 and aborts[1]["pg"] == "0" and aborts[1]["line"] == 3
     ab = one(out.errors, kind="abort")
     assert ab["signal"] == "SIGABRT" and "DistBackendError" in ab["message"] and "Watchdog caught" in ab["message"]
     assert out.events == []           # the teardown repeats the timeout; it is not a new observation
@@ -204,8 +203,8 @@ def test_monitored_barrier_lines():
              "[rank0]: RuntimeError: [Rank 0]: Ranks 1, 3 failed to pass monitoredBarrier in 10000 ms"]
     out = run(R, block)
     mb = [e for e in out.errors if e["kind"] == "monitored_barrier"]
-    assert [e["related_ranks"] for e in mb] == [(1,), (1, 3), (1, 3)]
-    assert mb[1]["message"] == mb[2]["message"] and all(e["rank"] == 0 for e in mb)
+    assert [e["related_ranks"] for e in mb] == [(1,), (1, 3)]     # the RuntimeError repeats the summary line
+    assert all(e["rank"] == 0 for e in mb) and 3 in out.parsed
 
 
 def test_ddp_unused_parameters_collects_names_and_indices():
@@ -313,3 +312,14 @@ def test_recorded_plain_allgather_abort_is_gloo_enforce_on_the_small_buffer_rank
     assert (enf["bytes_got"], enf["bytes_expected"]) == (40, 24)
     assert [enf["rank"]] == manifest["expected"]["culprit_ranks"]
     assert one(out.errors, kind="abort")["rank"] == enf["rank"]
+
+
+def test_repeats_within_one_file_fold_across_blocks():
+    from denpex_nb.ingest.base import FileContext, Output
+    from denpex_nb.ingest.prefixes import to_lines
+
+    ctx, out = FileContext(file="f.log"), Output()
+    text = "[rank0]:[E1130 00:38:08.285084681 ProcessGroupGloo.cpp:67] [Rank 0]: Ranks 1 failed to pass monitoredBarrier in 5000 ms"
+    R.parse(to_lines([(1, text)], ctx), ctx, out)
+    R.parse(to_lines([(9, "[rank0]: RuntimeError: [Rank 0]: Ranks 1 failed to pass monitoredBarrier in 5000 ms")], ctx), ctx, out)
+    assert len(out.errors) == 1 and out.errors[0]["line"] == 1 and out.parsed == {1, 9}
