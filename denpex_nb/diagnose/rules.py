@@ -351,7 +351,10 @@ def timeout_finding(errors: pd.DataFrame) -> Finding | None:
 
 
 def from_progress(progress: pd.DataFrame, aligned: set) -> list[Finding]:
-    """Laggards from progress counters (watchdog status lines) where no events could be aligned.
+    """Laggards from progress counters (watchdog status lines) of a counter no event shows.
+
+    Only counters without any aligned events are used: Flight Recorder ``pg_status`` and trace
+    progress repeat what their events show (and DETAIL's helper group legitimately counts unevenly).
 
     Ranks whose last enqueued seq is lowest never issued what the others did: they are the
     culprits of a desync (by majority: if the laggards are the many, the few ahead made extra calls).
@@ -361,7 +364,7 @@ def from_progress(progress: pd.DataFrame, aligned: set) -> list[Finding]:
     p = progress[progress["rank"].notna() & progress["last_enqueued"].notna()]
     out = []
     for (pg, kind), rows in p.groupby([p["pg"].astype(object), p["seq_kind"].astype(object)], dropna=False, sort=False):
-        if (None if pd.isna(pg) else str(pg), str(kind)) in aligned:
+        if str(kind) in {k for _, k in aligned}:
             continue
         last = rows.groupby(rows["rank"].astype(int))["last_enqueued"].max()
         if len(last) < 2 or last.nunique() < 2:
