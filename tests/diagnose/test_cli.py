@@ -57,3 +57,13 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path):
     err = p.stderr.strip()
     assert len(err.splitlines()) == 1 and "Traceback" not in err
     assert "does-not-exist" in err
+
+
+def test_diagnosing_never_imports_torch_or_jupyter(tmp_path):
+    d = write_trace(tmp_path / "run")
+    code = ("import sys, denpex_nb as dx, denpex_nb.diagnose.frcompare\n"
+            f"dx.diagnose(dx.load({str(d)!r}, progress=False))\n"
+            "bad = [m for m in ('torch', 'papermill', 'jupyter_client', 'IPython') if m in sys.modules]\n"
+            "assert not bad, bad\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
