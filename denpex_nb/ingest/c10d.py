@@ -7,8 +7,9 @@ keep their own ``seq_kind``: WorkNCCL SeqNum and status-line ids are ``work``, D
 SequenceNumber is ``detail``, the desync report's ``#N`` is ``desync``.
 
 Extra columns (beyond the schema, kept by :func:`denpex_nb.incident.coerce`): ``ran_for_ms``
-(watchdog timeout), ``timeout_ms`` (monitoredBarrier, gloo timeout), ``reported_by`` (DETAIL
-events: the rank whose message named this fingerprint), ``param_names`` / ``param_indices`` (DDP),
+(watchdog timeout), ``timeout_ms`` (monitoredBarrier, gloo timeout), ``reported_by`` and ``n_reports``
+(DETAIL events: the rank whose message gave this row, preferring the rank itself, and how many
+messages in the file named this fingerprint), ``param_names`` / ``param_indices`` (DDP),
 ``bytes_got`` / ``bytes_expected`` (gloo EnforceNotMet "X vs Y"), ``index`` / ``expected_shape`` /
 ``got_shape`` (gloo invalid tensor size), ``peer`` (gloo peer gone).
 """
@@ -298,10 +299,21 @@ class C10dReader(TextReader):
                 end = balanced(text, m.end() - 1)
                 fps.append((int(m.group(1)), parse_fingerprint(text[m.end() - len("CollectiveFingerPrint("):end])))
             own_rank = line.rank if line.rank is not None else fps[0][0]
+            seen = out.__dict__.setdefault("_detail_events", {})
             for r, fp in fps:
-                fp.pop("op_raw", None)      # reported_by: each rank's message names the peer's fingerprint too
-                out.events.append(event_row(line, ctx, SOURCE, rank=r, seq_kind="detail", state="failed",
-                                            reported_by=own_rank, **fp))
+                fp.pop("op_raw", None)
+                # every rank's message names a peer's fingerprint too: one row per (rank, fingerprint)
+                # in a file, counting the reports and preferring the rank's own line
+                key = (r, fp.get("seq"), fp.get("op"), fp.get("in_shapes"), fp.get("dtype"))
+                row = seen.get(key)
+                if row is None:
+                    row = seen[key] = event_row(line, ctx, SOURCE, rank=r, seq_kind="detail", state="failed",
+                                                reported_by=own_rank, n_reports=1, **fp)
+                    out.events.append(row)
+                    continue
+                row["n_reports"] += 1
+                if r == own_rank and row["reported_by"] != r:
+                    row.update(reported_by=r, line=line.lineno, t_wall=line.t_wall)
             first = fps[0][1]
             related = tuple(sorted({r for r, _ in fps if r != own_rank}))
             add_error(out, error_row(line, ctx, SOURCE, "detail_mismatch", _clean(text), rank=own_rank,

@@ -298,6 +298,8 @@ def test_recorded_detail_shape_mismatch_names_every_ranks_shape():
     mism = [e for e in out.errors if e["kind"] == "detail_mismatch"]
     assert sorted(e["rank"] for e in mism) == [0, 1, 2, 3]          # every rank raises, naming itself first
     failed = [e for e in out.events if e["state"] == "failed"]
+    assert sorted(e["rank"] for e in failed) == [0, 1, 2, 3]          # one row per rank, however often named
+    assert sum(e["n_reports"] for e in failed) == 8 and all(e["reported_by"] == e["rank"] for e in failed)
     for e in failed:
         assert e["seq"] == exp["seq"]["detail"] and e["op"] == exp["op"]
         assert [list(s) for s in e["in_shapes"]] == exp["shapes"][str(e["rank"])]
