@@ -59,6 +59,7 @@ _RANK_TAG = re.compile(r"\[Rank (\d+)\]")
 _DDP_UNUSED = re.compile(r"Expected to have finished reduction in the prior iteration")
 _DDP_NAMES = re.compile(r"Parameters which did not receive grad for rank (\d+): (.*)")
 _DDP_IDX = re.compile(r"Parameter indices which did not receive grad for rank (\d+): ([\d ]*)")
+_DDP_NOGRAD = re.compile(r"Parameter: (\S+) did not get gradient in backwards pass")   # reducer INFO, debug INFO
 _DDP_ERR = re.compile(
     r"Expected to mark a variable ready only once|has been marked as ready twice|DDP expects same model across all ranks"
     r"|appears not to match sizes of the same param|Parameter at index \d+"
@@ -351,6 +352,18 @@ class C10dReader(TextReader):
     # --- DDP reducer ----------------------------------------------------------------------------
 
     def _ddp(self, line: Line, text: str, ctx: FileContext, out: Output, st: dict) -> bool:
+        m = _DDP_NOGRAD.search(text)
+        if m:       # one row per run of these INFO lines of a rank, listing the parameters
+            rank = self._rank(line, text)
+            row = st.get("nograd")
+            if row is None or row["rank"] != rank:
+                row = st["nograd"] = error_row(line, ctx, SOURCE, "ddp_unused_parameters",
+                                               f"Parameters that did not get gradient on rank {rank}: ",
+                                               rank=rank, param_names=())
+                out.errors.append(row)
+            row["param_names"] = row["param_names"] + (m.group(1),)
+            row["message"] = row["message"].split(": ", 1)[0] + ": " + ", ".join(row["param_names"])
+            return True
         if _DDP_UNUSED.search(text):
             row = error_row(line, ctx, SOURCE, "ddp_unused_parameters", _clean(text))
             add_error(out, row)

@@ -325,3 +325,14 @@ def test_repeats_within_one_file_fold_across_blocks():
     R.parse(to_lines([(1, text)], ctx), ctx, out)
     R.parse(to_lines([(9, "[rank0]: RuntimeError: [Rank 0]: Ranks 1 failed to pass monitoredBarrier in 5000 ms")], ctx), ctx, out)
     assert len(out.errors) == 1 and out.errors[0]["line"] == 1 and out.parsed == {1, 9}
+
+
+def test_ddp_info_lines_about_parameters_without_gradient():
+    lines, _ = _recorded("ddp-unused-parameters/broken-info-w2")
+    out = run(R, lines)
+    rows = [e for e in out.errors if e["kind"] == "ddp_unused_parameters"]
+    assert {e["rank"] for e in rows} == {1}
+    info = next(e for e in rows if e["message"].startswith("Parameters that did not get gradient"))
+    assert info["param_names"] == ("aux_head.bias", "aux_head.weight")
+    err = next(e for e in rows if e["message"].startswith("Expected to have finished reduction"))
+    assert err["param_indices"] == (4, 5)
