@@ -52,33 +52,44 @@ _P2P_OPS = frozenset({"send", "recv", "recv_anysource"})
 _STATE = {"scheduled": "scheduled", "started": "started", "completed": "completed"}
 
 
+def _as_shape(sizes) -> tuple:
+    return tuple(map(tuple, sizes))
+
+
+def _as_shape_safe(sizes):
+    try:
+        t = tuple(tuple(int(d) for d in s) for s in sizes)
+    except (TypeError, ValueError):
+        return None
+    return t
+
+
 def _shapes_column(sizes_col: list) -> tuple[list, list]:
-    """Sizes lists -> (tuple-of-tuples shapes, total numel), interned so equal shapes share one object."""
-    shape_cache: dict = {}
-    out_s, out_n = [], []
-    app_s, app_n = out_s.append, out_n.append
-    for sizes in sizes_col:
-        try:
-            t = tuple(map(tuple, sizes))
-        except TypeError:
-            app_s(None)
-            app_n(None)
+    """Sizes lists -> (tuple-of-tuples shapes, total numel). Work per entry is one C-level
+    ``tuple(map(tuple, ...))``; numel is computed once per distinct shape, and equal shapes share
+    one tuple object (a 2M-entry load holds a handful of shapes, not 2M tuples)."""
+    try:
+        shapes = list(map(_as_shape, sizes_col))
+    except TypeError:            # None or odd values somewhere: the careful path
+        shapes = list(map(_as_shape_safe, sizes_col))
+    canon: dict = {}
+    numel: dict = {}
+    for t in set(shapes):
+        canon[t] = t
+        if t is None:
+            numel[t] = None
             continue
-        hit = shape_cache.get(t)
-        if hit is None:
-            try:
-                num = 0
-                for sh in t:
-                    p = 1
-                    for d in sh:
-                        p *= int(d)
-                    num += p
-                hit = shape_cache[t] = (t, num)
-            except (TypeError, ValueError):
-                hit = shape_cache[t] = (None, None)
-        app_s(hit[0])
-        app_n(hit[1])
-    return out_s, out_n
+        try:
+            total = 0
+            for sh in t:
+                p = 1
+                for d in sh:
+                    p *= int(d)
+                total += p
+            numel[t] = total
+        except (TypeError, ValueError):
+            canon[t], numel[t] = None, None
+    return list(map(canon.__getitem__, shapes)), list(map(numel.__getitem__, shapes))
 
 
 class RestrictedUnpickler(pickle.Unpickler):
@@ -164,7 +175,8 @@ def dump_to_columns(dump: dict, *, rank: int | None, file: str, source: str) -> 
         if len(world_by_pg) == 1 and "" in world_by_pg:   # gloo: one config keyed ''
             world_by_pg["*"] = world_by_pg[""]
 
-    entries = [e for e in entries if isinstance(e, dict)]
+    if not all(type(e) is dict for e in entries):
+        entries = [e for e in entries if isinstance(e, dict)]
     n = len(entries)
 
     # one C-level pass over the entries (itemgetter + zip transpose); per-key .get when keys are missing
@@ -211,7 +223,12 @@ def dump_to_columns(dump: dict, *, rank: int | None, file: str, source: str) -> 
     pg_pairs = [pg_of[k] for k in zip(pg_keys, pg_ids)]
     pg_name = [p[0] for p in pg_pairs]
     pg_desc = [p[1] for p in pg_pairs]
-    firsts = [d[0] if type(d) in (list, tuple) and d else None for d in col("input_dtypes")]
+    try:
+        firsts = [d[0] if d else None for d in col("input_dtypes")]
+        hash(tuple(firsts))
+    except (TypeError, IndexError, KeyError):
+        firsts = [d[0] if type(d) in (list, tuple) and d and isinstance(d[0], str) else None
+                  for d in col("input_dtypes")]
     dt_of = {d: (DTYPES.get(d, str(d).lower()) if d is not None else None) for d in set(firsts)}
     dt = [dt_of[d] for d in firsts]
     times = [t if t else None for t in col("time_created_ns")]          # 0 in JSON = missing
