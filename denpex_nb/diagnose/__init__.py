@@ -15,7 +15,7 @@ import re
 import pandas as pd
 
 from . import catalog
-from .align import KIND_PREFERENCE, align
+from .align import KIND_PREFERENCE, Alignment, align
 from .initiator import initiating_rank
 from .model import Diagnosis, Evidence, Finding, RankView
 from .rules import from_divergences, from_errors, from_progress, is_crash_error, timeout_finding
@@ -26,11 +26,13 @@ _SYNCBN = re.compile(r"sync_batch_norm|SyncBatchNorm")
 _CONF = {"high": 0, "medium": 1, "low": 2}
 
 
-def diagnose(incident, **options) -> Diagnosis:
+def diagnose(incident, *, strict: bool = False) -> Diagnosis:
     """Say what went wrong, where, on which rank it started, how sure we are: a :class:`Diagnosis`.
 
     ``incident`` is an :class:`~denpex_nb.incident.Incident` (from :func:`denpex_nb.load`).
-    Never raises on odd or contradictory evidence: it lowers confidence instead.
+    Never raises on odd or contradictory evidence: it lowers confidence instead. Should one rule
+    fail on input nobody foresaw, the others still run and a note names the failed rule
+    (``strict=True`` raises instead, for tests).
     """
     ranks_seen = list(incident.ranks_seen)
     diag = Diagnosis(ranks_seen=ranks_seen, lines=incident.lines.as_dict(), notes=list(incident.notes))
@@ -38,25 +40,34 @@ def diagnose(incident, **options) -> Diagnosis:
         diag.notes.append("nothing distributed was found: no collective events and no errors in this evidence")
         return diag
 
+    def safely(stage, fn, fallback):
+        try:
+            return fn()
+        except Exception as exc:  # noqa: BLE001 - one odd input must not cost the whole diagnosis
+            if strict:
+                raise
+            diag.notes.append(f"rule {stage!r} failed on this input and was skipped: {type(exc).__name__}: {exc}")
+            return fallback
+
     errors = incident.errors
-    texts = _error_texts(errors)
-    al = align(incident.events)
-    findings = from_divergences(al.divergences, texts)
+    texts = safely("evidence texts", lambda: _error_texts(errors), {})
+    al = safely("align", lambda: align(incident.events), Alignment([], {}, 0, 0, {}))
+    findings = safely("divergences", lambda: from_divergences(al.divergences, texts), [])
     have_detail = any(k == "detail" for (_, k) in al.members)
-    findings += from_errors(errors, ranks_seen, have_detail)
-    findings += from_progress(incident.progress, set(al.members))
-    findings = _refine_crash(findings, errors)
-    findings = _refine_syncbn(findings, incident)
-    findings = _refine_ddp(findings)
-    findings = _merge(findings)
+    findings += safely("text evidence", lambda: from_errors(errors, ranks_seen, have_detail), [])
+    findings += safely("progress", lambda: from_progress(incident.progress, set(al.members)), [])
+    findings = safely("crash", lambda: _refine_crash(findings, errors), findings)
+    findings = safely("syncbn", lambda: _refine_syncbn(findings, incident), findings)
+    findings = safely("ddp", lambda: _refine_ddp(findings), findings)
+    findings = safely("merge", lambda: _merge(findings), findings)
     if not findings:
-        tf = timeout_finding(errors)
+        tf = safely("timeouts", lambda: timeout_finding(errors), None)
         if tf is not None:
             findings = [tf]
-    findings = _order(findings)
+    findings = safely("order", lambda: _order(findings), findings)
 
     diag.findings = findings
-    diag.initiating_rank = initiating_rank(errors, incident.ranks)
+    diag.initiating_rank = safely("initiating rank", lambda: initiating_rank(errors, incident.ranks), None)
     for (pg, kind), absent in al.missing_dumps.items():
         diag.notes.append(f"no {kind} evidence from {('rank ' if len(absent) == 1 else 'ranks ')}"
                           f"{', '.join(map(str, absent))} of pg {pg} (world size says they exist)")

@@ -213,7 +213,7 @@ def test_contradictory_and_garbage_evidence_never_crashes():
     errs = [err(1, "monitored_barrier", "Ranks 0 failed to pass monitoredBarrier", related=(0,)),
             err(0, "monitored_barrier", "Ranks 1 failed to pass monitoredBarrier", related=(1,)),
             err(None, "exception", None), err(0, "fr_finding", "garbage"), err(1, "gloo_enforce", "no numbers")]
-    d = diagnose(incident(rows, errs))
+    d = diagnose(incident(rows, errs), strict=True)
     assert d.verdict in {"rank-desync", "shape-mismatch", "op-mismatch"}
     assert all(f.confidence in ("high", "medium", "low") for f in d.findings)
     d.to_json()
@@ -245,3 +245,18 @@ def test_status_lines_alone_name_the_laggard():
                                             last_completed=2416, file=f"rank{r}.log", line=9) for r in range(4)])
     d = diagnose(inc)
     assert (d.verdict, d.culprit_ranks, d.first.seq) == ("rank-desync", [1], 2417)
+
+
+def test_a_failing_rule_becomes_a_note_not_a_traceback(monkeypatch):
+    import sys
+    dg = sys.modules["denpex_nb.diagnose"]      # the package (denpex_nb.diagnose is also the function)
+
+    def boom(*a, **k):
+        raise ValueError("unforeseen input")
+    monkeypatch.setattr(dg, "from_progress", boom)
+    d = diagnose(incident(steps(2, 2) + [ev(0, 3)]))
+    assert d.verdict == "rank-desync"
+    assert any("'progress' failed" in n and "unforeseen input" in n for n in d.notes)
+    import pytest
+    with pytest.raises(ValueError):
+        diagnose(incident(steps(2, 2)), strict=True)
