@@ -11,7 +11,7 @@ to ``pg``: opCount is per communicator and rises per launched plan, so it is com
 within one ``pg``.
 
 Extra columns: events ``comm`` (pointer), ``comm_rank`` (rank inside that communicator), ``redop``,
-``pid``; errors ``host``, ``pid``, ``device``, ``origin`` (NCCL source file:line), ``nccl_result``,
+``pid``, ``nccl_position`` (1-based ordinal of the COLL line per pid and pointer in file order); errors ``host``, ``pid``, ``device``, ``origin`` (NCCL source file:line), ``nccl_result``,
 ``nccl_version``, ``ras_status``; ranks ``bus_id``, ``world_size``, ``comm_id``.
 """
 from __future__ import annotations
@@ -104,14 +104,14 @@ class NcclReader(TextReader):
         # usually separated by ordinary output). The reader itself stays stateless: the map lives
         # on this file's Output, so a COLL line resolves against Init lines seen earlier in the
         # same file (or the same byte range, should the loader split files).
-        fs = out.__dict__.setdefault("_nccl_file_state", {"comms": {}, "pid_rank": {}, "world": 0})
+        fs = out.__dict__.setdefault("_nccl_file_state", {"comms": {}, "pid_rank": {}, "world": 0, "position": {}})
         comms: dict[tuple[int | None, str], dict] = fs["comms"]     # (pid, comm pointer) -> init info
         block_world = max((int(m.group("nranks")) for ln in block if "Init" in ln.text
                            for m in [_INIT.search(ln.text)] if m), default=0)
         fs["world"] = max(fs["world"], block_world)
         world = fs["world"] or None
         pid_rank: dict[int, int] = fs["pid_rank"]
-        st = {"dist": None, "ras": None}
+        st = {"dist": None, "ras": None, "position": fs["position"]}
         for line in block:
             try:
                 if self._line(line, ctx, out, comms, pid_rank, world, st):
@@ -157,15 +157,20 @@ class NcclReader(TextReader):
         m = _END.search(msg)
         if m:
             comms.pop((pid, m.group(1)), None)
+            st["position"].pop((pid, m.group(1)), None)     # a reused pointer is a new communicator
             return True
         m = _COLL.search(msg)
         if m:
-            self._coll(line, ctx, out, m, pid, comms, pid_rank)
+            self._coll(line, ctx, out, m, pid, comms, pid_rank, st["position"])
             return True
         return level in ("INFO", "CALL", "TRACE")   # other INFO lines: recognised NCCL chatter, nothing to keep
 
-    def _coll(self, line, ctx, out, m, pid, comms, pid_rank) -> None:
+    def _coll(self, line, ctx, out, m, pid, comms, pid_rank, positions) -> None:
         info = comms.get((pid, m.group("comm")))
+        # ordinal of this COLL line per (pid, comm) in file order: the alignment key when opCount
+        # stays 0 or one torch op launches several NCCL calls (log-formats.md §6.3)
+        pos_key = (pid, m.group("comm"))
+        positions[pos_key] = position = positions.get(pos_key, 0) + 1
         op = normalize_op(m.group("op"))
         count = int(m.group("count"))
         nranks = int(m.group("nranks")) if m.group("nranks") else (info["nranks"] if info else None)
@@ -184,7 +189,7 @@ class NcclReader(TextReader):
             seq=_hexint(m.group("oc")), seq_kind="nccl_opcount", op=op, numel_in=numel_in, numel_out=numel_out,
             dtype=NCCL_DTYPES.get(dt, f"nccl_dtype_{dt}"), state="scheduled", world_size=nranks,
             root=int(m.group("root")), comm=m.group("comm"), comm_rank=info["rank"] if info else None,
-            redop=_REDOPS.get(int(m.group("redop"))), pid=pid,
+            redop=_REDOPS.get(int(m.group("redop"))), pid=pid, nccl_position=position,
         ))
 
     # --- PyTorch's NCCL error trail and RAS reports (no NCCL prefix) ---------------------------

@@ -149,3 +149,15 @@ def test_fuzzed_input_never_raises():
     from ._text_helpers import fuzz
 
     fuzz(R)
+
+
+def test_coll_position_counts_per_pid_and_comm_across_blocks():
+    from denpex_nb.ingest.base import Output
+    from denpex_nb.ingest.prefixes import to_lines
+
+    ctx, out = FileContext(file="n.log"), Output()
+    zero = COLL.replace("opCount 3a", "opCount 0")
+    other_pid = zero.replace("tern-07:61204:61204", "tern-07:61205:61205")
+    R.parse(to_lines([(1, INIT_WORLD), (2, zero)], ctx), ctx, out)
+    R.parse(to_lines([(5, zero), (6, other_pid)], ctx), ctx, out)
+    assert [(e["pid"], e["seq"], e["nccl_position"]) for e in out.events] == [(61204, 0, 1), (61204, 0, 2), (61205, 0, 1)]
