@@ -324,7 +324,7 @@ def _lanes_figure(incident, ln: Lanes, div_seq, culprits, x, annotate, title, di
             _draw_missing(ax, ln, ypos)
         if annotate:
             for xi, yi, lab in zip(xcol, ys, df["label"]):
-                ax.annotate(lab, (xi, yi), xytext=(0, 8), textcoords="offset points", ha="center",
+                ax.annotate(lab, (xi, yi), xytext=(0, 11), textcoords="offset points", ha="center",
                             fontsize=7, color="#333333", zorder=5)
         if div_seq is not None:
             _highlight_divergence(ax, ln, df, xcol, div_seq, ypos, x, annotate)
@@ -418,7 +418,7 @@ def _highlight_divergence(ax, ln, df, xcol, div_seq, ypos, x, annotate) -> None:
             few = len(ypos) <= ANNOTATE_MAX_RANKS
             for xi, r, lab, op, sig in zip(xcol[at], df.loc[at, "rank"], df.loc[at, "label"], df.loc[at, "op"], sigs):
                 if few or sig != majority:  # many ranks: write only the odd ones, and the majority once
-                    ax.annotate(f"{op} {lab}", (xi, ypos[int(r)]), xytext=(0, 8),
+                    ax.annotate(f"{op} {lab}", (xi, ypos[int(r)]), xytext=(0, 11),
                                 textcoords="offset points", ha="center", fontsize=7, color=DIVERGE_COLOR, zorder=5)
             if not few:
                 maj = df.loc[at][sigs == majority].iloc[0]

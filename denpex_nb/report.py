@@ -252,7 +252,8 @@ def errors_frame(incident, max_message: int = 240) -> pd.DataFrame:
     df = err.sort_values(["t_wall", "rank"], na_position="last", kind="stable")
     msg = df["message"].astype("object").map(
         lambda m: m if not isinstance(m, str) or len(m) <= max_message else m[: max_message - 1] + "…")
-    where = df["file"].astype("object").astype(str) + ":" + df["line"].astype("object").astype(str)
+    where = [("" if pd.isna(f) else f"{f}:{int(ln)}" if not pd.isna(ln) else str(f))
+             for f, ln in zip(df["file"].astype("object"), df["line"].astype("object"))]
     out = pd.DataFrame({"rank": df["rank"], "t_wall": df["t_wall"], "kind": df["kind"].astype("object"),
                         "message": msg, "where": where})
     return out.reset_index(drop=True)
