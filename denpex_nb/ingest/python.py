@@ -6,7 +6,8 @@ Tracebacks of several ranks interleave in a torchrun stream, so records are kept
 a block is read; each finished traceback becomes one ``exception`` row (``oom`` when it is an
 out-of-memory error) whose message is the final exception line plus its continuation lines.
 
-Extra columns: ``exc_type``, ``n_traceback_lines``, ``device`` (OOM), ``local_rank`` and ``pid``
+Extra columns: ``exc_type``, ``n_traceback_lines``, ``call_site`` (innermost frame outside
+site-packages: where the failing call was made), ``device`` (OOM), ``local_rank`` and ``pid``
 (agent lines, ChildFailedError rows), ``host``, ``root_cause``, ``error_file`` (ChildFailedError),
 ``spawn_index`` (mp.spawn). Agent lines name only a *local* rank, so their ``rank`` stays empty;
 the loader joins them to global ranks through the pid.
@@ -50,6 +51,23 @@ _FUTURE = re.compile(r"(?:FutureWarning|UserWarning): .*?`?torch\.distributed\.(
 _WARN_LOC = re.compile(r"^\s+warnings\.warn\(|^\s+return func\(|^\s+\w+\(")
 _NEW_RECORD = re.compile(r"^(?:Traceback \(|During handling|The above exception|terminate called|\s*what\(\):|=+$|-+$)")
 _MAX_MSG_LINES = 30
+_FRAME_AT = re.compile(r'^\s*File "([^"]+)", line (\d+), in (\S+)')
+_LIBRARY = re.compile(
+    r"[/\\](?:site-packages|dist-packages|lib/python\d[\d.]*)[/\\]|^<frozen "
+    r"|[/\\]torch[/\\](?:distributed|nn|multiprocessing|utils|autograd|_dynamo|_tensor\.py)"
+    r"|[/\\]denpex_nb[/\\]trace\.py$"          # the opt-in tracer wraps every collective
+)
+
+
+def call_site(lines: list[Line]) -> str | None:
+    """``path:line in func`` of the innermost traceback frame in user code (not a library):
+    where the failing collective was called from, the place a fix goes."""
+    site = None
+    for ln in lines:
+        m = _FRAME_AT.match(ln.text)
+        if m and not _LIBRARY.search(m.group(1)):
+            site = f"{m.group(1)}:{m.group(2)} in {m.group(3)}"
+    return site
 
 
 class _Record:
@@ -199,7 +217,7 @@ class PythonReader(TextReader):
             msg += "\n" + "\n".join(body)
         m = _EXC.match(rec.exc)
         self._exception(rec.first, ctx, out, m.group("type") if m else None, msg, rec.rank,
-                        n_traceback_lines=len(rec.lines), t_wall=rec.first.t_wall)
+                        n_traceback_lines=len(rec.lines), t_wall=rec.first.t_wall, call_site=call_site(rec.lines))
 
     def _exception(self, line: Line, ctx, out, exc_type, msg, rank, **extra) -> None:
         kind = "oom" if _OOM.search(msg) else "exception"

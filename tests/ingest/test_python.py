@@ -195,6 +195,7 @@ def test_recorded_per_rank_stderr_traceback():
     exc = [e for e in out.errors if e["kind"] == "exception"]
     assert len(exc) == 1 and exc[0]["rank"] == 1
     assert exc[0]["message"].startswith("RuntimeError: Detected mismatch between collectives")
+    assert "allgather_shape_mismatch.py:" in exc[0]["call_site"] and exc[0]["call_site"].endswith(" in broken")
     tb = [n for n, t in enumerate(lines, 1) if t.startswith("[rank1]:") and "Running collective" not in t]
     assert set(tb) <= out.parsed                   # every traceback line is claimed
 
