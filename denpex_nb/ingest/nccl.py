@@ -20,7 +20,7 @@ import re
 from typing import Iterable
 
 from ..ops import normalize_op
-from ._text import add_error, NCCL_DTYPES, error_row, event_row, parse_ranks
+from ._text import NCCL_DTYPES, add_error, error_row, event_row
 from .base import FileContext, Line, Output, TextReader, register_text_reader
 
 SOURCE = "nccl"
@@ -251,4 +251,4 @@ class NcclReader(TextReader):
 
 register_text_reader(NcclReader())
 
-__all__ = ["NcclReader", "pid_rank_map", "PREFIX", "parse_ranks"]
+__all__ = ["NcclReader", "pid_rank_map", "PREFIX"]
