@@ -211,6 +211,21 @@ def add_error(out, row: dict[str, Any]) -> dict[str, Any] | None:
     return row
 
 
+_EVENT_KEY = ("rank", "pg", "seq_kind", "seq", "op", "state")
+
+
+def add_event(out, row: dict[str, Any]) -> dict[str, Any] | None:
+    """Append an events row unless this file already has the same observation (the loader's
+    event key: rank, pg, seq kind, seq, op, state), e.g. a timeout repeated by the teardown."""
+    seen = out.__dict__.setdefault("_event_keys", set())
+    key = tuple(row.get(c) for c in _EVENT_KEY) + (row.get("source"),)
+    if key in seen:
+        return None
+    seen.add(key)
+    out.events.append(row)
+    return row
+
+
 def progress_row(line: Line, ctx: FileContext, source: str, **fields: Any) -> dict[str, Any]:
     row = {"rank": line.rank, "source": source, "file": ctx.file, "line": line.lineno}
     row.update(fields)

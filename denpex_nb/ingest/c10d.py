@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 
 from ..ops import normalize_op
-from ._text import (add_error, balanced, error_row, event_row, parse_dims, parse_fingerprint,
+from ._text import (add_error, add_event, balanced, error_row, event_row, parse_dims, parse_fingerprint,
                     parse_ranks, pg_of, progress_row)
 from .base import FileContext, Line, Output, TextReader, register_text_reader
 
@@ -33,7 +33,8 @@ _STATUS = re.compile(
     r"(?:Timeout at NCCL work|detected by watchdog at work(?: sequence id)?):? (?P<s>-?\d+),? (?:PG status: )?"
     r"last enqueued (?:NCCL )?work: (?P<e>-?\d+), last completed (?:NCCL )?work: (?P<c>-?\d+)"
 )
-_TEARDOWN = re.compile(r"Some NCCL operations have failed or timed out|(?:Process group|NCCL) watchdog thread terminated with exception")
+_TEARDOWN = re.compile(r"Some NCCL operations have failed or timed out|(?:Process group|NCCL) watchdog thread terminated with exception"
+                       r"|NCCL communicator was aborted on rank")
 _TAKING_DOWN = re.compile(r"we are taking the entire process down|Stack trace of the failed collective|^#\d+ \S+ from \S+:\d+")
 _HEARTBEAT = re.compile(
     r"Heartbeat monitor timed out|watchdog got stuck for|Terminating the process after attempting to dump debug info"
@@ -152,7 +153,8 @@ class C10dReader(TextReader):
             return True
         if ("NCCL work" in text or "detected by watchdog" in text) and self._status(line, text, ctx, out):
             return True
-        if ("NCCL operations" in text or "thread terminated" in text) and self._teardown(line, text, ctx, out):
+        if ("NCCL operations" in text or "thread terminated" in text or "communicator was aborted" in text) \
+                and self._teardown(line, text, ctx, out):
             return True
         if ("process down" in text or "Stack trace of the failed" in text or text[:1] == "#") \
                 and _TAKING_DOWN.search(text):
@@ -186,8 +188,8 @@ class C10dReader(TextReader):
         return int(m.group(1)) if m else None
 
     def _timeout(self, line: Line, text: str, ctx: FileContext, out: Output) -> bool:
-        if "terminated with exception" in text:
-            return False
+        if "terminated with exception" in text or "communicator was aborted" in text:
+            return False            # a teardown line repeating the timeout: see _teardown
         m = _WORK_TIMEOUT.search(text) or (_BLOCKING.search(text) if "timed out in blocking wait" in text else None)
         if not m:
             return False
@@ -195,7 +197,7 @@ class C10dReader(TextReader):
         pg, desc, _r = pg_of(text[: m.start()])
         rank = self._rank(line, text)
         ran = _RAN_FOR.search(text)
-        out.events.append(event_row(line, ctx, SOURCE, rank=rank, pg=pg, pg_desc=desc, state="timed_out", **fields))
+        add_event(out, event_row(line, ctx, SOURCE, rank=rank, pg=pg, pg_desc=desc, state="timed_out", **fields))
         msg = _clean(text)
         add_error(out, error_row(line, ctx, SOURCE, "watchdog_timeout", msg, rank=rank, pg=pg,
                                     op=fields.get("op"), seq=fields.get("seq"), seq_kind=fields.get("seq_kind"),
@@ -246,7 +248,7 @@ class C10dReader(TextReader):
         fields, _ = _work_fields(text, m.end() - 1)
         pg, desc, _r = pg_of(text[: m.start()])
         rank = self._rank(line, text)
-        out.events.append(event_row(line, ctx, SOURCE, rank=rank, pg=pg, pg_desc=desc, state="failed", **fields))
+        add_event(out, event_row(line, ctx, SOURCE, rank=rank, pg=pg, pg_desc=desc, state="failed", **fields))
         add_error(out, error_row(line, ctx, SOURCE, "nccl_error", _clean(text), rank=rank, pg=pg,
                                     op=fields.get("op"), seq=fields.get("seq"), seq_kind=fields.get("seq_kind")))
         return True
@@ -256,8 +258,8 @@ class C10dReader(TextReader):
         if m:
             r, op, seq = int(m.group(1)), normalize_op(m.group(2)), int(m.group(3))
             rank = line.rank if line.rank is not None else r
-            out.events.append(event_row(line, ctx, SOURCE, rank=rank, op=op, seq=seq, seq_kind="desync",
-                                        state="timed_out"))
+            add_event(out, event_row(line, ctx, SOURCE, rank=rank, op=op, seq=seq, seq_kind="desync",
+                                     state="timed_out"))
             add_error(out, error_row(line, ctx, SOURCE, "desync_report", text.strip(), rank=rank, op=op,
                                         seq=seq, seq_kind="desync"))
             return True
@@ -285,8 +287,8 @@ class C10dReader(TextReader):
             op = normalize_op(m.group(3))
             state = "started" if m.group(2) == "started" else "completed"
             for r in parse_ranks(m.group(1)):
-                out.events.append(event_row(line, ctx, SOURCE, rank=r, op=op, seq=st["snap_seq"],
-                                            seq_kind="desync", state=state))
+                add_event(out, event_row(line, ctx, SOURCE, rank=r, op=op, seq=st["snap_seq"],
+                                         seq_kind="desync", state=state))
             return True
         return bool(_DS_OTHER.search(text) or _DS_HEADER.match(text.strip()))
 

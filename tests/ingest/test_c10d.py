@@ -336,3 +336,15 @@ def test_ddp_info_lines_about_parameters_without_gradient():
     assert info["param_names"] == ("aux_head.bias", "aux_head.weight")
     err = next(e for e in rows if e["message"].startswith("Expected to have finished reduction"))
     assert err["param_indices"] == (4, 5)
+
+
+def test_old_communicator_aborted_error_is_a_teardown_not_a_second_timeout():
+    block = ["[E ProcessGroupNCCL.cpp:475] [Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=9, "
+             "OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1800081 milliseconds before timing out.",
+             "RuntimeError: NCCL communicator was aborted on rank 3.  Original reason for failure was: [Rank 3] Watchdog "
+             "caught collective operation timeout: WorkNCCL(SeqNum=9, OpType=ALLREDUCE, Timeout(ms)=1800000) ran for "
+             "1800081 milliseconds before timing out."]
+    out = run(R, block, ctx=None)
+    assert len(out.events) == 1 and out.events[0]["seq"] == 9
+    ab = one(out.errors, kind="watchdog_abort")
+    assert (ab["seq"], ab["op"], ab["rank"]) == (9, "all_reduce", 3)
