@@ -148,7 +148,7 @@ def lanes(incident, seq_kind: str | None = None, pg: str | None = None, diagnosi
     sub["state"] = sub["state"].astype("object")
     sub["_st"] = sub["state"].map(_STATE_RANK).fillna(-1)
     # keep the most informative row: highest state, then one that has shapes
-    sub["_has_shape"] = sub["in_shapes"].map(lambda v: v is not None and v is not pd.NA and not _isnan(v))
+    sub["_has_shape"] = sub["in_shapes"].notna()  # elementwise on the object column: tuples are never NA
     sub = sub.sort_values(["rank", "seq", "_st", "_has_shape"], kind="stable")
     # shapes may sit on an earlier row (trace "issue" has them, "done" does not): carry them over
     first_shape = sub[sub["_has_shape"]].groupby(["rank", "seq"], sort=False)[["in_shapes", "out_shapes"]].last()
