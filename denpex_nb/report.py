@@ -508,6 +508,8 @@ def render(paths, output="report.html", *, title: str | None = None, redact: boo
                 pm_meta[k] = redactor(str(pm_meta[k]))
     summ = read_summary(executed)
     page_title = title or (f"Incident report: {summ['verdict']}" if summ else "Incident report")
+    if redact:
+        page_title = redactor(page_title)
     html = to_html(executed, page_title)
     out_html.write_text(html, encoding="utf-8")
     nb_path = None

@@ -50,7 +50,7 @@ def test_redact_masks_hosts_ips_home_paths_and_tokens_everywhere(tmp_path):
         fh.write("[default1]:[rank1]: RuntimeError: connect to 10.20.30.40 failed: "
                  f"File \"/home/alice/job/train.py\" HF_TOKEN {SECRETS[3]}\n")
     out = tmp_path / "out"
-    res = report.render([str(logs)], out / "r.html", redact=True, ipynb=out / "r.ipynb")
+    res = report.render([str(logs)], out / "r.html", redact=True, ipynb=out / "r.ipynb", title="job on tern-07")
     html = res.html.read_text()
     nbtext = res.ipynb.read_text()
     for secret in SECRETS:
