@@ -76,12 +76,24 @@ def as_batches(items) -> list[Batch]:
     return out
 
 
+#: dtypes of the extra (non-schema) columns that built-in readers add
+EXTRA_DTYPES = {
+    "retired": "boolean", "is_p2p": "boolean", "record_id": "Int64", "collective_seq_id": "Int64",
+    "p2p_seq_id": "Int64", "timeout_ms": "Int64", "t_done_wall": "datetime64[ns, UTC]", "t_done_mono": "Float64",
+}
+
+
 def _typed(values: list, dtype: str | None):
     n = len(values)
     if dtype is None:
         try:
             return pd.array(values)
         except Exception:
+            return pd.array(values, dtype="object")
+    if dtype == "boolean":
+        try:
+            return pd.array(np.array(values, dtype=bool) if None not in values else values, dtype="boolean")
+        except (TypeError, ValueError):
             return pd.array(values, dtype="object")
     if dtype == "category":
         try:
@@ -99,7 +111,7 @@ def _typed(values: list, dtype: str | None):
         except (TypeError, ValueError):
             return pd.to_numeric(pd.Series(values, dtype="object"), errors="coerce").astype(dtype).array
     if dtype.startswith("datetime64"):
-        if not any(v is not None for v in values):
+        if values.count(None) == n:
             return pd.array([pd.NaT] * n, dtype=dtype)
         return pd.to_datetime(pd.Series(values, dtype="object"), utc=True, errors="coerce", format="mixed").array
     if dtype == "string":
@@ -138,7 +150,7 @@ def build_frame(name: str, batches) -> pd.DataFrame:
     for c in cols:
         if c == "_t_wall_ns":
             continue
-        data[c] = _typed(merged[c], schema.get(c))
+        data[c] = _typed(merged[c], schema.get(c) or EXTRA_DTYPES.get(c))
     df = pd.DataFrame(data)
     if "_t_wall_ns" in merged and "t_wall" in df.columns:
         ns = pd.array(merged["_t_wall_ns"], dtype="Int64")

@@ -175,15 +175,13 @@ def dump_to_columns(dump: dict, *, rank: int | None, file: str, source: str) -> 
         if len(world_by_pg) == 1 and "" in world_by_pg:   # gloo: one config keyed ''
             world_by_pg["*"] = world_by_pg[""]
 
-    if not all(type(e) is dict for e in entries):
-        entries = [e for e in entries if isinstance(e, dict)]
-    n = len(entries)
-
     # one C-level pass over the entries (itemgetter + zip transpose); per-key .get when keys are missing
     try:
-        table = dict(zip(_KEYS, map(list, zip(*map(_GET_ALL, entries))))) if n else {k: [] for k in _KEYS}
-    except KeyError:
+        table = dict(zip(_KEYS, map(list, zip(*map(_GET_ALL, entries))))) if entries else {k: [] for k in _KEYS}
+    except (KeyError, TypeError, IndexError):
         table = {}
+        entries = [e for e in entries if isinstance(e, dict)]
+    n = len(entries)
 
     def col(key):
         got = table.get(key)

@@ -115,13 +115,13 @@ def _frames_from(out: Output, ctx: FileContext, sink: UnparsedSink | None, file:
                 col = b.get("file")
                 if col is None:
                     b["file"] = [file] * n
-                elif any(v is None for v in col):
+                elif None in col:
                     b["file"] = [file if v is None else v for v in col]
             if ctx.rank_hint is not None:
                 col = b.get("rank")
                 if col is None:
                     b["rank"] = [ctx.rank_hint] * n
-                elif any(v is None for v in col):
+                elif None in col:
                     b["rank"] = [ctx.rank_hint if v is None else v for v in col]
         frames[name] = batches
     frames["unparsed"] = [sink.columns(file)] if sink is not None and sink.line else []
