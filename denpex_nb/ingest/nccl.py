@@ -6,12 +6,13 @@ COLL line is what it enqueued. They carry a communicator *pointer* (process-loca
 Destroy) that only the Init line maps to a rank and a commId. The reader keeps that map inside
 one ``parse`` call; for whole NCCL_DEBUG_FILE files the loader uses :func:`pid_rank_map`.
 
-``opCount`` goes to ``seq`` with ``seq_kind="nccl_opcount"`` and the commId (else the pointer)
-to ``pg``: opCount is per communicator and rises per launched plan, so it is comparable only
-within one ``pg``.
+Each COLL line gives two ``events`` rows, one per counter: ``seq_kind="nccl_opcount"`` (``seq`` =
+opCount, per communicator, rises per launched plan, may stay 0: a consistency check) and
+``seq_kind="nccl_position"`` (``seq`` = 1-based ordinal of the line per pid and communicator in
+file order: the key that aligns ranks). Both carry the commId (else the pointer) in ``pg``.
 
 Extra columns: events ``comm`` (pointer), ``comm_rank`` (rank inside that communicator), ``redop``,
-``pid``, ``nccl_position`` (1-based ordinal of the COLL line per pid and pointer in file order); errors ``host``, ``pid``, ``device``, ``origin`` (NCCL source file:line), ``nccl_result``,
+``pid``, ``nccl_position`` and ``nccl_opcount`` (both counters on both rows); errors ``host``, ``pid``, ``device``, ``origin`` (NCCL source file:line), ``nccl_result``,
 ``nccl_version``, ``ras_status``; ranks ``bus_id``, ``world_size``, ``comm_id``.
 """
 from __future__ import annotations
@@ -184,13 +185,18 @@ class NcclReader(TextReader):
         elif op in _SCATTERS and nranks:
             numel_in = count * nranks
         dt = int(m.group("dt"))
-        out.events.append(event_row(
+        opcount = _hexint(m.group("oc"))
+        row = event_row(
             line, ctx, SOURCE, rank=rank, pg=(info["comm_id"] if info and info["comm_id"] else m.group("comm")),
-            seq=_hexint(m.group("oc")), seq_kind="nccl_opcount", op=op, numel_in=numel_in, numel_out=numel_out,
+            seq=opcount, seq_kind="nccl_opcount", op=op, numel_in=numel_in, numel_out=numel_out,
             dtype=NCCL_DTYPES.get(dt, f"nccl_dtype_{dt}"), state="scheduled", world_size=nranks,
             root=int(m.group("root")), comm=m.group("comm"), comm_rank=info["rank"] if info else None,
-            redop=_REDOPS.get(int(m.group("redop"))), pid=pid, nccl_position=position,
-        ))
+            redop=_REDOPS.get(int(m.group("redop"))), pid=pid, nccl_position=position, nccl_opcount=opcount,
+        )
+        # two counters, two rows: opCount (a consistency check, may stay 0) and the position, which
+        # is what alignment across ranks uses (log-formats.md §6.3); never one seq for both
+        out.events.append(row)
+        out.events.append(dict(row, seq=position, seq_kind="nccl_position"))
 
     # --- PyTorch's NCCL error trail and RAS reports (no NCCL prefix) ---------------------------
 

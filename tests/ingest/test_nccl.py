@@ -22,8 +22,10 @@ def test_init_line_maps_comm_to_rank_and_fills_ranks_row():
     out = run(R, [INIT_WORLD, COLL])
     rk = one(out.ranks)
     assert (rk["rank"], rk["host"], rk["pid"], rk["device"], rk["comm_id"]) == (4, "tern-07", 61204, "cuda:0", "0x7e21c4d90a3f5b16")
-    ev = one(out.events)
+    ev = one(out.events, seq_kind="nccl_opcount")
     assert (ev["rank"], ev["pg"], ev["seq"], ev["seq_kind"], ev["op"]) == (4, "0x7e21c4d90a3f5b16", 0x3a, "nccl_opcount", "all_gather")
+    pos = one(out.events, seq_kind="nccl_position")
+    assert (pos["rank"], pos["pg"], pos["seq"], pos["op"], pos["numel_in"]) == (4, "0x7e21c4d90a3f5b16", 1, "all_gather", 6144)
     assert (ev["numel_in"], ev["numel_out"], ev["dtype"], ev["world_size"], ev["state"]) == (6144, 6144 * 8, "float32", 8, "scheduled")
     assert out.parsed == {1, 2}
 
@@ -32,14 +34,14 @@ def test_old_init_line_without_commid_and_coll_without_nranks():
     init = "h:1:2 [1] NCCL INFO comm 0x10 rank 1 nranks 2 cudaDev 1 busId 2000 - Init COMPLETE"
     coll = ("h:1:1 [1] NCCL INFO ReduceScatter: opCount 0 sendbuff 0x1 recvbuff 0x2 count 10 datatype 9 op 4 root 0 "
             "comm 0x10 stream 0x3")
-    ev = one(run(R, [init, coll]).events)
+    ev = one(run(R, [init, coll]).events, seq_kind="nccl_opcount")
     assert (ev["rank"], ev["pg"], ev["numel_in"], ev["numel_out"], ev["dtype"], ev["redop"]) == (1, "0x10", 20, 10, "bfloat16", "avg")
 
 
 def test_sub_communicator_rank_is_not_taken_as_global_rank():
     coll = COLL.replace("comm 0x5581c0a0 [nranks=8]", "comm 0x55aa0000 [nranks=2]")
     out = run(R, [INIT_WORLD, INIT_SUB, coll])
-    ev = one(out.events)
+    ev = one(out.events, seq_kind="nccl_opcount")
     assert ev["rank"] == 4 and ev["comm_rank"] == 0 and ev["pg"] == "0x5581c0a0/color7"
     assert len(out.ranks) == 1
 
@@ -47,7 +49,7 @@ def test_sub_communicator_rank_is_not_taken_as_global_rank():
 def test_send_recv_root_is_the_peer_and_rank_from_prefix_wins():
     coll = ("[rank3]:h:1:1 [0] NCCL INFO Send: opCount 5 sendbuff 0x1 recvbuff 0x0 count 4 datatype 4 op 0 root 2 "
             "comm 0x99 [nranks=2] stream 0x3")
-    ev = one(run(R, coll).events)
+    ev = one(run(R, coll).events, seq_kind="nccl_opcount")
     assert (ev["rank"], ev["op"], ev["root"], ev["dtype"], ev["pg"]) == (3, "send", 2, "int64", "0x99")
 
 
@@ -55,8 +57,8 @@ def test_destroy_forgets_the_pointer():
     init = "h:1:2 [0] NCCL INFO comm 0x10 rank 1 nranks 2 cudaDev 0 busId 2000 commId 0xabc - Init COMPLETE"
     gone = "h:1:2 [0] NCCL INFO comm 0x10 rank 1 nranks 2 cudaDev 0 busId 2000 - Destroy COMPLETE"
     coll = "h:1:1 [0] NCCL INFO AllReduce: opCount 1 sendbuff 0x1 recvbuff 0x2 count 4 datatype 7 op 0 root 0 comm 0x10 [nranks=2] stream 0x3"
-    assert one(run(R, [init, coll]).events)["pg"] == "0xabc"
-    assert one(run(R, [init, gone, coll]).events)["pg"] == "0x10"
+    assert one(run(R, [init, coll]).events, seq_kind="nccl_opcount")["pg"] == "0xabc"
+    assert one(run(R, [init, gone, coll]).events, seq_kind="nccl_opcount")["pg"] == "0x10"
 
 
 def test_warn_line_with_timestamp_and_func():
@@ -121,11 +123,11 @@ def test_comm_map_survives_block_boundaries_within_one_file():
     out = Output()
     R.parse(to_lines([(1, INIT_WORLD)], ctx), ctx, out)
     R.parse(to_lines([(9, COLL)], ctx), ctx, out)
-    ev = one(out.events)
+    ev = one(out.events, seq_kind="nccl_opcount")
     assert (ev["rank"], ev["pg"]) == (4, "0x7e21c4d90a3f5b16")
     other = Output()                       # another file: no leakage
     R.parse(to_lines([(9, COLL)], ctx), ctx, other)
-    assert one(other.events)["pg"] == "0x5581c0a0"
+    assert one(other.events, seq_kind="nccl_opcount")["pg"] == "0x5581c0a0"
 
 
 def test_warn_naming_ranks_fills_related_ranks():
@@ -142,7 +144,8 @@ def test_many_blocks_without_init_on_one_output():
     ctx, out = FileContext(file="n.log"), Output()
     for n in range(3):
         R.parse(to_lines([(n + 1, COLL)], ctx), ctx, out)
-    assert len(out.events) == 3 and all(e["pg"] == "0x5581c0a0" for e in out.events)
+    assert len(out.events) == 6 and all(e["pg"] == "0x5581c0a0" for e in out.events)
+    assert [e["seq"] for e in out.events if e["seq_kind"] == "nccl_position"] == [1, 2, 3]
 
 
 def test_fuzzed_input_never_raises():
@@ -160,4 +163,5 @@ def test_coll_position_counts_per_pid_and_comm_across_blocks():
     other_pid = zero.replace("tern-07:61204:61204", "tern-07:61205:61205")
     R.parse(to_lines([(1, INIT_WORLD), (2, zero)], ctx), ctx, out)
     R.parse(to_lines([(5, zero), (6, other_pid)], ctx), ctx, out)
-    assert [(e["pid"], e["seq"], e["nccl_position"]) for e in out.events] == [(61204, 0, 1), (61204, 0, 2), (61205, 0, 1)]
+    ops = [e for e in out.events if e["seq_kind"] == "nccl_opcount"]
+    assert [(e["pid"], e["seq"], e["nccl_position"]) for e in ops] == [(61204, 0, 1), (61204, 0, 2), (61205, 0, 1)]
