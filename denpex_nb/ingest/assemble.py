@@ -16,7 +16,7 @@ from typing import Iterable
 import numpy as np
 import pandas as pd
 
-from ..incident import SCHEMAS, Incident, coerce, empty_frame
+from ..incident import SCHEMAS, Incident, check_schema, coerce, empty_frame
 
 #: columns that identify "the same observation" when two files of one run report it
 EVENT_KEY = ("rank", "pg", "seq_kind", "seq", "op", "state", "source")
@@ -156,7 +156,15 @@ def build_frame(name: str, batches) -> pd.DataFrame:
         ns = pd.array(merged["_t_wall_ns"], dtype="Int64")
         fill = pd.to_datetime(pd.Series(ns), unit="ns", utc=True)
         df["t_wall"] = df["t_wall"].where(df["t_wall"].notna(), fill)
-    return coerce(name, df)
+    return conform(name, df)
+
+
+def conform(name: str, df: pd.DataFrame) -> pd.DataFrame:
+    """``coerce`` only when needed: columns typed by :func:`_typed` already follow the schema."""
+    if check_schema(name, df):
+        return coerce(name, df)
+    order = list(SCHEMAS[name]) + [c for c in df.columns if c not in SCHEMAS[name]]
+    return df[order] if list(df.columns) != order else df
 
 
 def concat(name: str, frames) -> pd.DataFrame:
@@ -208,13 +216,10 @@ def dedup(df: pd.DataFrame, cols: tuple[str, ...], run_of_file: dict[str, str]) 
     return df[keep.to_numpy()].reset_index(drop=True)
 
 
-def attribute_pids(frames: dict[str, pd.DataFrame], pid_files: dict[str, int]) -> None:
+def attribute_pids(frames: dict[str, pd.DataFrame], pid_files: dict[str, int], pid_to_rank: dict[int, int]) -> None:
     """Give NCCL_DEBUG_FILE rows (no rank yet) the rank whose pid the other files name."""
-    if not pid_files:
+    if not pid_files or not pid_to_rank:
         return
-    ranks = frames["ranks"]
-    known = ranks.dropna(subset=["rank", "pid"]) if len(ranks) else ranks
-    pid_to_rank = {int(p): int(r) for r, p in zip(known["rank"], known["pid"])} if len(known) else {}
     for name in ("events", "errors", "progress"):
         df = frames[name]
         if df.empty:
@@ -228,50 +233,77 @@ def attribute_pids(frames: dict[str, pd.DataFrame], pid_files: dict[str, int]) -
                 df.loc[mask, "rank"] = rank
 
 
-def summarise_ranks(frames: dict[str, pd.DataFrame], rank_info: dict[int, dict]) -> pd.DataFrame:
-    """One row per rank seen anywhere, merging what every source said about it."""
-    parts = []
-    reported = frames["ranks"]
-    if len(reported):
-        parts.append(reported)
-    if rank_info:
-        parts.append(coerce("ranks", [{"rank": r, **info} for r, info in rank_info.items()]))
-    seen: set[int] = set()
-    for name in ("events", "errors", "progress", "ranks"):
-        seen.update(int(r) for r in frames[name]["rank"].dropna().unique())
-    seen.update(rank_info)
-    base = coerce("ranks", [{"rank": r} for r in sorted(seen)])
-    allrows = concat("ranks", parts + [base])
-    if allrows.empty:
-        return empty_frame("ranks")
-    allrows = allrows.dropna(subset=["rank"])
+def _present(v) -> bool:
+    if v is None or v is pd.NA or v is pd.NaT:
+        return False
+    return not (isinstance(v, float) and v != v)
+
+
+def merge_rank_reports(batches: list[Batch], rank_info: dict[int, dict]) -> dict[int, dict]:
+    """rank -> {column: first value any source reported} (file order; ``rank_info`` last)."""
     cols = [c for c in SCHEMAS["ranks"] if c != "rank"]
-    obj = allrows.astype({c: "object" for c in cols if isinstance(allrows[c].dtype, pd.CategoricalDtype)})
-    merged = obj.groupby("rank", sort=True)[cols].first().reset_index()
+    merged: dict[int, dict] = {}
+    for b in batches:
+        ranks = b.get("rank") or []
+        present = [(c, b[c]) for c in cols if c in b]
+        for i, r in enumerate(ranks):
+            if not _present(r):
+                continue
+            try:
+                slot = merged.setdefault(int(r), {})
+            except (TypeError, ValueError):
+                continue
+            for c, col in present:
+                v = col[i]
+                if c not in slot and _present(v):
+                    slot[c] = v
+    for r, info in rank_info.items():
+        slot = merged.setdefault(int(r), {})
+        for c, v in info.items():
+            if c in SCHEMAS["ranks"] and c not in slot and _present(v):
+                slot[c] = v
+    return merged
+
+
+def summarise_ranks(frames: dict[str, pd.DataFrame], merged: dict[int, dict]) -> pd.DataFrame:
+    """One row per rank seen anywhere: what sources reported, completed from errors and progress."""
+    merged = {r: dict(v) for r, v in merged.items()}
+    for name in ("events", "errors", "progress"):
+        col = frames[name]["rank"]
+        if len(col):
+            for r in col.dropna().unique():
+                merged.setdefault(int(r), {})
+    if not merged:
+        return empty_frame("ranks")
+
+    def fill(column: str, values: dict) -> None:
+        for r, v in values.items():
+            slot = merged.get(int(r))
+            if slot is not None and column not in slot and _present(v):
+                slot[column] = v
 
     errors = frames["errors"]
     if len(errors):
-        real = errors[~errors["kind"].astype("object").isin(["warning", "load_error"])].dropna(subset=["rank"])
+        real = errors[~errors["kind"].astype("object").isin(["warning", "load_error"]) & errors["rank"].notna()]
         if len(real):
-            first_t = real.groupby("rank")["t_wall"].min()
-            merged["first_error_t"] = merged["first_error_t"].where(
-                merged["first_error_t"].notna(), merged["rank"].map(first_t))
-            codes = real.dropna(subset=["exit_code"]).groupby("rank")["exit_code"].first()
-            merged["exit_code"] = merged["exit_code"].where(merged["exit_code"].notna(), merged["rank"].map(codes))
-            sigs = real.dropna(subset=["signal"]).astype({"signal": "object"}).groupby("rank")["signal"].first()
-            merged["signal"] = merged["signal"].where(merged["signal"].notna(), merged["rank"].map(sigs))
-
+            fill("first_error_t", real.groupby("rank")["t_wall"].min().to_dict())
+            codes = real[real["exit_code"].notna()]
+            if len(codes):
+                fill("exit_code", codes.groupby("rank")["exit_code"].first().to_dict())
+            sigs = real[real["signal"].notna()]
+            if len(sigs):
+                first_sig: dict = {}
+                for r, sig in zip(sigs["rank"], sigs["signal"].astype("object")):
+                    first_sig.setdefault(int(r), sig)
+                fill("signal", first_sig)
     prog = frames["progress"]
     if len(prog):
         dp = _default_pg_progress(prog)
         if len(dp):
-            enq = dp.groupby("rank")["last_enqueued"].max()
-            comp = dp.groupby("rank")["last_completed"].max()
-            merged["last_seq_enqueued"] = merged["last_seq_enqueued"].where(
-                merged["last_seq_enqueued"].notna(), merged["rank"].map(enq))
-            merged["last_seq_completed"] = merged["last_seq_completed"].where(
-                merged["last_seq_completed"].notna(), merged["rank"].map(comp))
-    return coerce("ranks", merged)
+            fill("last_seq_enqueued", dp.groupby("rank")["last_enqueued"].max().to_dict())
+            fill("last_seq_completed", dp.groupby("rank")["last_completed"].max().to_dict())
+    rows = [{"rank": r, **merged[r]} for r in sorted(merged)]
+    return coerce("ranks", rows)
 
 
 def _default_pg_progress(prog: pd.DataFrame) -> pd.DataFrame:
@@ -298,19 +330,21 @@ def build_incident(results, *, notes: list[str] | None = None, dedup_rows: bool 
     results = list(results)
     run_of_file = {r.file: r.run_root for r in results}
     frames = {name: build_frame(name, [b for r in results for b in r.frames.get(name, ())])
-              for name in ("events", "errors", "ranks", "progress", "unparsed")}
+              for name in ("events", "errors", "progress", "unparsed")}
     rank_info: dict[int, dict] = {}
     for r in results:
         for rank, info in r.rank_info.items():
             slot = rank_info.setdefault(rank, {})
             for k, v in info.items():
                 slot.setdefault(k, v)
-    attribute_pids(frames, {r.file: r.pid_hint for r in results if r.pid_hint is not None})
+    reports = merge_rank_reports(as_batches(b for r in results for b in r.frames.get("ranks", ())), rank_info)
+    pid_to_rank = {int(v["pid"]): r for r, v in reports.items() if _present(v.get("pid"))}
+    attribute_pids(frames, {r.file: r.pid_hint for r in results if r.pid_hint is not None}, pid_to_rank)
     if dedup_rows:
         frames["events"] = dedup(frames["events"], EVENT_KEY, run_of_file)
         frames["errors"] = dedup(frames["errors"], ERROR_KEY, run_of_file)
         frames["progress"] = dedup(frames["progress"], PROGRESS_KEY, run_of_file)
-    frames["ranks"] = summarise_ranks(frames, rank_info)
+    frames["ranks"] = summarise_ranks(frames, reports)
     sources = coerce("sources", [r.source for r in results]) if results else empty_frame("sources")
     return Incident(events=frames["events"], errors=frames["errors"], ranks=frames["ranks"],
                     progress=summarise_progress(frames["progress"]), unparsed=frames["unparsed"],
