@@ -140,17 +140,45 @@ def redact(text: str, hosts: Iterable[str] = ()) -> str:
     return Redactor(set(hosts)).learn(text)(text)
 
 
-def redactor_for(incident) -> Redactor:
-    """A Redactor that knows every host the incident mentions."""
+def redactor_for(incident, scan_bytes: int = 2 << 20) -> Redactor:
+    """A Redactor that knows every host the incident mentions.
+
+    Hosts come from ``ranks.host``, error messages, unparsed lines, and the NCCL line prefixes and
+    torchrun tables of the input files themselves (the head and tail ``scan_bytes`` of each file:
+    readers need not keep a host they parsed past).
+    """
     hosts: set[str] = set()
     if incident is not None:
         if "host" in incident.ranks:
             hosts |= {str(h) for h in incident.ranks["host"].dropna().unique()}
-        for col in ("message",):
-            if len(incident.errors):
-                for msg in incident.errors[col].dropna():
-                    hosts |= hosts_in_text(str(msg))
+        if len(incident.errors):
+            for msg in incident.errors["message"].dropna():
+                hosts |= hosts_in_text(str(msg))
+        if len(incident.unparsed):
+            for text in incident.unparsed["text"].dropna():
+                hosts |= hosts_in_text(str(text))
+        if len(incident.sources):
+            for name in incident.sources["file"].dropna().astype(str).unique():
+                hosts |= _hosts_in_file(name, scan_bytes)
     return Redactor(hosts)
+
+
+def _hosts_in_file(name: str, scan_bytes: int) -> set[str]:
+    import os
+
+    try:
+        size = os.path.getsize(name)
+        with open(name, "rb") as fh:
+            head = fh.read(scan_bytes)
+            tail = b""
+            if size > 2 * scan_bytes:
+                fh.seek(size - scan_bytes)
+                tail = fh.read(scan_bytes)
+    except OSError:
+        return set()
+    if b"\0" in head[:4096]:  # a binary dump (Flight Recorder pickle): no text hosts
+        return set()
+    return hosts_in_text((head + b"\n" + tail).decode("utf-8", errors="replace"))
 
 
 _TEXT_COLUMNS = {

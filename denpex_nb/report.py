@@ -501,8 +501,13 @@ def render(paths, output="report.html", *, title: str | None = None, redact: boo
         # papermill records the parameters (paths) in the notebook's metadata: mask them too
         pm_meta = executed.metadata.get("papermill", {})
         for key in ("parameters", "default_parameters"):
-            if isinstance(pm_meta.get(key), dict) and "logs" in pm_meta[key]:
-                pm_meta[key]["logs"] = [redactor(str(x)) for x in pm_meta[key]["logs"] or []]
+            params = pm_meta.get(key)
+            if isinstance(params, dict):
+                for name, value in list(params.items()):
+                    if isinstance(value, str):
+                        params[name] = redactor(value)
+                    elif isinstance(value, list):
+                        params[name] = [redactor(v) if isinstance(v, str) else v for v in value]
         for k in ("input_path", "output_path"):
             if k in pm_meta:
                 pm_meta[k] = redactor(str(pm_meta[k]))
