@@ -72,6 +72,7 @@ def load(*paths, format: str | None = None, year: int | None = None, progress: b
             bar.close()
 
     notes: list[str] = []
+    partial: list[str] = []
     kept: list[FileResult] = []
     failures: list[tuple[str, str, bool]] = [(p.path, p.one_line(), False) for p in problems]
     for spec, r in zip(specs, results):
@@ -81,8 +82,9 @@ def load(*paths, format: str | None = None, year: int | None = None, progress: b
         kept.append(r)
         if r.fatal:
             failures.append((spec.display, f"{spec.display}: {r.error}", r.unsafe))
-        elif r.error:
+        elif r.error:   # partly read (truncated stream): rows kept, problem recorded and shown
             notes.append(f"{spec.display}: {r.error}")
+            partial.append(f"{spec.display}: {r.error}")
         notes.extend(f"{spec.display}: {w}" for w in r.warnings)
 
     if not any(not r.fatal for r in kept):
@@ -90,7 +92,7 @@ def load(*paths, format: str | None = None, year: int | None = None, progress: b
 
     extra = [_problem_result(p) for p in problems]
     incident = build_incident(kept + extra, notes=notes, dedup_rows=dedup)
-    for _, line, _unsafe in failures:
+    for line in [f[1] for f in failures] + partial:
         warnings.warn(f"denpex_nb.load: {line}", RuntimeWarning, stacklevel=3)
     return incident
 

@@ -16,7 +16,7 @@ import os
 import re
 import sys
 import zipfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import BinaryIO
 
@@ -62,7 +62,6 @@ class FileSpec:
     mtime: float | None = None          # epoch seconds (lets prefixes roll December lines back a year)
     run_root: str = ""                  # files of one run share it; de-duplication stays inside a run
     explicit: bool = True               # named by the user (not found by walking a folder)
-    options: dict = field(default_factory=dict)
 
     @property
     def name(self) -> str:
