@@ -305,6 +305,7 @@ def summary(incident, diagnosis) -> dict:
         "initiating_rank": d["initiating_rank"], "ranks_seen": d["ranks_seen"],
         "op": d["findings"][0]["op"] if d["findings"] else None,
         "seq": d["findings"][0]["seq"] if d["findings"] else None,
+        "summary": diagnosis.first.summary if diagnosis.first is not None else None,
         "n_events": int(len(incident.events)), "n_errors": int(len(incident.errors)),
         "empty": bool(incident.is_empty), "lines": d["lines"],
     }
@@ -552,8 +553,6 @@ def cli_report(args) -> int:
 
 def cli_demo(args) -> int:
     """Run the all_gather shape-mismatch reproducer on gloo, diagnose it, render the report."""
-    import denpex_nb as dx
-
     from . import repro
 
     t0 = time.perf_counter()
@@ -568,11 +567,17 @@ def cli_demo(args) -> int:
                        out=run_dir)
     codes = ", ".join(f"rank {r}: {c}" for r, c in enumerate(result.exit_codes))
     print(f"run finished in {result.wall_s:.1f} s ({codes}); logs in {result.out_dir}", flush=True)
-    diagnosis = dx.diagnose(dx.load(str(result.out_dir)))
-    print(f"verdict: {verdict_text(diagnosis)}")
-    if diagnosis.first is not None:
-        print(f"  {diagnosis.first.summary}")
+    # the report's kernel loads and diagnoses the run; its recorded summary is the verdict printed here
     res = render([str(result.out_dir)], out / "report.html", title="denpex_nb demo: all_gather shape mismatch")
+    if res.summary:
+        s = res.summary
+        init = "undetermined" if s["initiating_rank"] is None else s["initiating_rank"]
+        print(f"verdict: {s['verdict']} ({s['confidence']} confidence): culprit ranks "
+              f"{_ranks_text(s['culprit_ranks'])}, initiating rank {init}")
+        if s.get("summary"):
+            print(f"  {s['summary']}")
+    else:
+        print("verdict: unknown (the report notebook failed before diagnosing; see the report)")
     print(f"report: {res.html.resolve()}")
     print(f"done in {time.perf_counter() - t0:.1f} s")
     if res.error:
