@@ -68,7 +68,7 @@ _OP_NAME = {"isend": "send", "irecv": "recv", "monitored_barrier": "barrier"}
 
 _lock = threading.Lock()
 _local = threading.local()
-_state: dict[str, Any] = {"dir": None, "fd": None, "rank": None, "seq": {}, "originals": {}}
+_state: dict[str, Any] = {"dir": None, "fd": None, "rank": None, "seq": {}, "originals": {}, "groups": {}}
 
 
 def enabled() -> bool:
@@ -121,7 +121,7 @@ def disable() -> None:
         _state["originals"] = {}
         if _state["fd"] is not None:
             os.close(_state["fd"])
-        _state.update(fd=None, rank=None, seq={})
+        _state.update(fd=None, rank=None, seq={}, groups={})
 
 
 def trace_path(directory: str | os.PathLike, rank: int) -> str:
@@ -144,61 +144,71 @@ def _wrap(name: str, original: Callable) -> Callable:
             params = signature.bind(*args, **kwargs).arguments  # defaults not needed: .get() -> None
         except TypeError:  # let torch raise its own error for bad arguments
             return original(*args, **kwargs)
-        base = _base_record(op, params, peer_param)
-        _emit(dict(_head("issue"), **base, in_shapes=_shapes(params, ins), out_shapes=_shapes(params, outs),
-                   dtypes=_dtypes(params, ins or outs), **_times()))
+        rank, world_size, base = _base_json(op, params, peer_param)
+        _emit(rank, world_size, f'{{"v":{FORMAT_VERSION},"event":"issue",{base},"in_shapes":{_shapes(params, ins)},'
+                                f'"out_shapes":{_shapes(params, outs)},"dtypes":{_dtypes(params, ins or outs)},{_times()}}}\n')
         _local.depth = 1
         try:
             result = original(*args, **kwargs)
         except BaseException as exc:
-            _emit(dict(_head("error"), **base, error=f"{type(exc).__name__}: {exc}"[:2000], **_times()))
+            error = json.dumps(f"{type(exc).__name__}: {exc}"[:2000])
+            _emit(rank, world_size, f'{{"v":{FORMAT_VERSION},"event":"error",{base},"error":{error},{_times()}}}\n')
             raise
         finally:
             _local.depth = 0
-        _emit(dict(_head("done"), **base, **_times()))
+        _emit(rank, world_size, f'{{"v":{FORMAT_VERSION},"event":"done",{base},{_times()}}}\n')
         return result
 
     traced.__denpex_traced__ = True
     return traced
 
 
-def _head(event: str) -> dict:
-    return {"v": FORMAT_VERSION, "event": event}
+def _base_json(op: str, params: dict, peer_param: str | None) -> tuple[int, int | None, str]:
+    """(rank, world size, the shared fields of this collective's lines as JSON members)."""
+    group = params.get("group")
+    pg_name, pg_desc, world_size = _group_info(group)
+    rank = _rank()
+    with _lock:
+        seq = _state["seq"].get(pg_name, 0) + 1
+        _state["seq"][pg_name] = seq
+    fields = {"rank": rank, "world_size": world_size, "pg": pg_name, "pg_desc": pg_desc, "seq": seq, "op": op,
+              "pid": os.getpid(), "host": _host()}
+    if peer_param is not None:
+        fields["peer"] = _peer(params, peer_param, group)
+    return rank, world_size, json.dumps(fields, separators=(",", ":"))[1:-1]
 
 
-def _base_record(op: str, params: dict, peer_param: str | None) -> dict:
+def _peer(params: dict, peer_param: str, group):
     import torch.distributed as dist
 
-    group = params.get("group")
-    pg_name, pg_desc = _pg_ids(group)
-    rank = _rank()
-    key = pg_name
-    with _lock:
-        seq = _state["seq"].get(key, 0) + 1
-        _state["seq"][key] = seq
-    record = {"rank": rank, "world_size": _world_size(group), "pg": pg_name,
-              "pg_desc": pg_desc, "seq": seq, "op": op, "pid": os.getpid(), "host": _host()}
-    if peer_param is not None:
-        peer = params.get(peer_param)
-        if peer is None and params.get("group_" + peer_param) is not None:
-            try:
-                peer = dist.get_global_rank(group, params["group_" + peer_param])
-            except Exception:
-                peer = params["group_" + peer_param]
-        record["peer"] = peer
-    return record
+    peer = params.get(peer_param)
+    if peer is None and params.get("group_" + peer_param) is not None:
+        try:
+            peer = dist.get_global_rank(group, params["group_" + peer_param])
+        except Exception:
+            peer = params["group_" + peer_param]
+    return peer
 
 
-def _pg_ids(group) -> tuple[str, str]:
+def _group_info(group) -> tuple[str, str, int | None]:
+    """(pg name, pg description, world size) of ``group``, cached once the group exists."""
+    cached = _state["groups"].get(id(group))
+    if cached is not None and cached[0] is group:
+        return cached[1]
+    import torch.distributed as dist
     import torch.distributed.distributed_c10d as c10d
 
+    if not (dist.is_available() and dist.is_initialized()):
+        return "0", "default_pg", int(os.environ.get("WORLD_SIZE", "1"))
     try:
         pg = group if group is not None else c10d._get_default_group()
         name = str(getattr(pg, "group_name", "") or c10d._get_process_group_name(pg) or "0")
         desc = str(getattr(pg, "group_desc", "") or ("default_pg" if group is None else "undefined"))
-        return name, desc
+        info = (name, desc, dist.get_world_size(group))
     except Exception:
-        return "0", "default_pg"
+        return "0", "default_pg", None
+    _state["groups"][id(group)] = (group, info)  # holds the group: its id cannot be reused
+    return info
 
 
 def _host() -> str:
@@ -218,17 +228,8 @@ def _rank() -> int:
     return _state["rank"]
 
 
-def _world_size(group) -> int | None:
-    import torch.distributed as dist
-
-    try:
-        return dist.get_world_size(group) if dist.is_initialized() else int(os.environ.get("WORLD_SIZE", "1"))
-    except Exception:
-        return None
-
-
-def _times() -> dict:
-    return {"t_wall": round(time.time(), 6), "t_mono": round(time.monotonic(), 6)}
+def _times() -> str:
+    return f'"t_wall":{time.time():.6f},"t_mono":{time.monotonic():.6f}'
 
 
 def _tensors(value) -> list:
@@ -244,33 +245,30 @@ def _tensors(value) -> list:
     return []
 
 
-def _shapes(params: dict, names: tuple[str, ...]) -> list[list[int]]:
-    return [list(t.shape) for n in names for t in _tensors(params.get(n))]
+def _shapes(params: dict, names: tuple[str, ...]) -> str:
+    shapes = [",".join(map(str, t.shape)) for n in names for t in _tensors(params.get(n))]
+    return "[" + ",".join(f"[{x}]" for x in shapes) + "]"
 
 
-def _dtypes(params: dict, names: tuple[str, ...]) -> list[str]:
-    return [str(t.dtype).replace("torch.", "") for n in names for t in _tensors(params.get(n))]
+def _dtypes(params: dict, names: tuple[str, ...]) -> str:
+    names_ = [str(t.dtype).replace("torch.", "") for n in names for t in _tensors(params.get(n))]
+    return "[" + ",".join(f'"{x}"' for x in names_) + "]"
 
 
-def _emit(record: dict) -> None:
-    fd = _fd(record)
-    if fd is None:
-        return
-    data = (json.dumps(record, separators=(",", ":")) + "\n").encode()
-    os.write(fd, data)  # O_APPEND: one write per line, in the kernel before the collective starts
+def _emit(rank: int, world_size: int | None, line: str) -> None:
+    fd = _state["fd"] if _state["fd"] is not None else _open(rank, world_size)
+    if fd is not None:
+        os.write(fd, line.encode())  # O_APPEND: one write per line, in the kernel before the collective starts
 
 
-def _fd(record: dict) -> int | None:
-    if _state["fd"] is not None:
-        return _state["fd"]
+def _open(rank: int, world_size: int | None) -> int | None:
     with _lock:
         if _state["fd"] is not None:
             return _state["fd"]
         if _state["dir"] is None:
             return None
-        path = trace_path(_state["dir"], record["rank"])
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        meta = {"v": FORMAT_VERSION, "event": "meta", "rank": record["rank"], "world_size": record["world_size"],
+        fd = os.open(trace_path(_state["dir"], rank), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        meta = {"v": FORMAT_VERSION, "event": "meta", "rank": rank, "world_size": world_size,
                 "pid": os.getpid(), "host": _host(), "backend": _backend(), "torch": _torch_version()}
         os.write(fd, (json.dumps(meta, separators=(",", ":")) + "\n").encode())
         _state["fd"] = fd

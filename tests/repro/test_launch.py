@@ -86,7 +86,9 @@ def test_flight_recorder_dump_loads_with_restricted_unpickler(broken_run, fixed_
         assert gathers[0]["collective_seq_id"] == 3 and gathers[0]["input_sizes"] == [[5, 4]]
     for rank in (0, 1):
         dump = _load_fr(fixed_run.out_dir / "fr" / f"comm_lib_trace_rank_{rank}")
-        assert dump["version"] and dump["pg_status"]["0"]["last_completed_collective"] == len(dump["entries"])
+        seqs = [e["collective_seq_id"] for e in dump["entries"]]
+        assert dump["version"] and seqs == list(range(1, 6))  # 2 steps, 2 gathers (sizes, data), 1 step
+        assert dump["pg_status"]["0"]["last_enqueued_collective"] == 5
     assert not list((fixed_run.out_dir / "fr").glob("*.tmp"))
 
 
