@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 from ..errors import DenpexError, MissingDependencyError, UnsafePickleError
 from . import base
-from .assemble import as_batches, batch_len, rows_to_batch
+from .assemble import as_batches, batch_len, compact_batch, rows_to_batch
 from .base import FileContext, FileReader, Output, TextReader
 from .scan import NeedleMatcher, UnparsedSink, scan_text
 from .sources import FileSpec, open_stream, read_fully
@@ -123,7 +123,7 @@ def _frames_from(out: Output, ctx: FileContext, sink: UnparsedSink | None, file:
                     b["rank"] = [ctx.rank_hint] * n
                 elif None in col:
                     b["rank"] = [ctx.rank_hint if v is None else v for v in col]
-        frames[name] = batches
+        frames[name] = [compact_batch(name, b) for b in batches] if name == "events" else batches
     frames["unparsed"] = [sink.columns(file)] if sink is not None and sink.line else []
     return frames
 
