@@ -89,6 +89,13 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("denpex-nb: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # `denpex-nb ... | head` closed the pipe: not an error. Point stdout at devnull so the
+        # interpreter's final flush does not raise again.
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":
