@@ -263,7 +263,8 @@ def bench_fr(n_dumps: int) -> dict:
     wall, rss, out = timed([sys.executable, "-c", FR_SNIPPET, folder])
     info = json.loads(out.strip().splitlines()[-1])
     return {"dumps": n_dumps, "entries_per_dump": 2000, "load_s": round(info["load_s"], 2),
-            "events": info["events"], "process_wall_s": round(wall, 2), "peak_rss_mb": round(rss / (1 << 20), 1)}
+            "events": info["events"], "process_wall_s": round(wall, 2), "process_tree_cpu_s": round(timed.last_cpu_s, 2),
+            "peak_rss_mb": round(rss / (1 << 20), 1)}
 
 
 def main(argv=None) -> int:
@@ -281,11 +282,18 @@ def main(argv=None) -> int:
     except OSError:
         pass
     if not args.no_logs:
-        res["logs"] = bench_logs(args)
+        res["logs"] = dict(bench_logs(args), when=res["when"], load_average=res.get("load_average"))
     if args.fr_dumps:
-        res["flight_recorder"] = bench_fr(args.fr_dumps)
+        res["flight_recorder"] = dict(bench_fr(args.fr_dumps), when=res["when"],
+                                      load_average=list(os.getloadavg()))
     os.makedirs(RESULTS, exist_ok=True)
-    with open(os.path.join(RESULTS, "bench_ingest.json"), "w") as f:
+    path = os.path.join(RESULTS, "bench_ingest.json")
+    try:   # keep the sections this run did not measure
+        with open(path) as f:
+            res = dict(json.load(f), **res)
+    except (OSError, ValueError):
+        pass
+    with open(path, "w") as f:
         json.dump(res, f, indent=2)
     rows = []
     if "logs" in res:
@@ -297,7 +305,8 @@ def main(argv=None) -> int:
                          f"{r['peak_rss_mb']:.0f}", f"{r['events']} ev / {r['errors']} err"])
     if "flight_recorder" in res:
         fr = res["flight_recorder"]
-        rows.append([f"FR {fr['dumps']} dumps x 2000", f"{fr['load_s']:.2f}", "-", "-", f"{fr['peak_rss_mb']:.0f}",
+        rows.append([f"FR {fr['dumps']} dumps x 2000", f"{fr['load_s']:.2f}", f"{fr.get('process_tree_cpu_s', '-')}", "-",
+                     f"{fr['peak_rss_mb']:.0f}",
                      f"{fr['events']} ev"])
     try:
         from tabulate import tabulate
