@@ -8,6 +8,8 @@ the frames (:mod:`.assemble`).
 """
 from __future__ import annotations
 
+import contextlib
+import gc
 import os
 import sys
 import warnings
@@ -66,7 +68,8 @@ def load(*paths, format: str | None = None, year: int | None = None, progress: b
 
     bar = _progress_bar(progress, specs)
     try:
-        results = run_all(specs, opts, jobs, on_bytes=bar.update if bar is not None else None)
+        with _gc_paused():
+            results = run_all(specs, opts, jobs, on_bytes=bar.update if bar is not None else None)
     finally:
         if bar is not None:
             bar.close()
@@ -91,10 +94,25 @@ def load(*paths, format: str | None = None, year: int | None = None, progress: b
         _raise_nothing_loaded(failures, flat)
 
     extra = [_problem_result(p) for p in problems]
-    incident = build_incident(kept + extra, notes=notes, dedup_rows=dedup)
+    with _gc_paused():
+        incident = build_incident(kept + extra, notes=notes, dedup_rows=dedup)
     for line in [f[1] for f in failures] + partial:
         warnings.warn(f"denpex_nb.load: {line}", RuntimeWarning, stacklevel=3)
     return incident
+
+
+@contextlib.contextmanager
+def _gc_paused():
+    """Loading creates millions of short-lived containers and no reference cycles; the cyclic
+    collector would rescan everything kept so far again and again. Cycles, if any, are collected
+    after the load."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _raise_nothing_loaded(failures, flat) -> None:
