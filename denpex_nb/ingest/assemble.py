@@ -36,6 +36,36 @@ _PROGRESS_PREFERENCE = ("work", "trace", "fr", "detail", "desync", "nccl_opcount
 Batch = dict  # column name -> list (all the same length)
 
 
+class Const:
+    """A column holding one value ``n`` times (an FR dump's file, source, rank ...): no list of
+    2000 pointers per dump, and categoricals built from codes instead of hashing every row."""
+
+    __slots__ = ("value", "n")
+
+    def __init__(self, value, n: int):
+        self.value, self.n = value, n
+
+    def __len__(self):
+        return self.n
+
+    def __iter__(self):
+        return iter([self.value] * self.n)
+
+    def __contains__(self, x):
+        return self.n > 0 and (self.value is x or self.value == x)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self.value] * len(range(*i.indices(self.n)))
+        return self.value
+
+    def __getstate__(self):
+        return (self.value, self.n)
+
+    def __setstate__(self, state):
+        self.value, self.n = state
+
+
 def batch_len(b: Batch) -> int:
     for v in b.values():
         return len(v)
@@ -168,6 +198,10 @@ def build_frame(name: str, batches) -> pd.DataFrame:
     merged_ns = None
     for c in cols:
         parts = [b.get(c) for b in batches]
+        dtype = schema.get(c) or EXTRA_DTYPES.get(c)
+        if dtype == "category" and all(isinstance(p, Const) for p in parts):
+            data[c] = _const_categorical(parts)
+            continue
         if all(isinstance(p, np.ndarray) for p in parts):      # compacted numeric columns
             values = np.concatenate(parts)
         else:
@@ -177,18 +211,30 @@ def build_frame(name: str, batches) -> pd.DataFrame:
                     values.extend([None] * batch_len(b))
                 elif isinstance(p, np.ndarray):
                     values.extend(p.tolist())
+                elif isinstance(p, Const):
+                    values.extend([p.value] * p.n)
                 else:
                     values.extend(p)
         if c == "_t_wall_ns":
             merged_ns = values
             continue
-        data[c] = _typed(values, schema.get(c) or EXTRA_DTYPES.get(c))
+        data[c] = _typed(values, dtype)
     df = pd.DataFrame(data)
     if merged_ns is not None and "t_wall" in df.columns:
         ns = pd.array(merged_ns, dtype="Int64")
         fill = pd.to_datetime(pd.Series(ns), unit="ns", utc=True)
         df["t_wall"] = df["t_wall"].where(df["t_wall"].notna(), fill)
     return conform(name, df)
+
+
+def _const_categorical(parts: list[Const]) -> pd.Categorical:
+    cats: dict = {}
+    for p in parts:
+        if p.value is not None and p.value not in cats:
+            cats[p.value] = len(cats)
+    codes = np.repeat(np.array([cats.get(p.value, -1) if p.value is not None else -1 for p in parts],
+                               dtype=np.int32), [p.n for p in parts])
+    return pd.Categorical.from_codes(codes, categories=list(cats))
 
 
 def conform(name: str, df: pd.DataFrame) -> pd.DataFrame:

@@ -27,10 +27,12 @@ import pickle
 import re
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from ..errors import InputError, UnsafePickleError
 from ..ops import normalize_op
+from .assemble import Const
 from .base import FileContext, FileReader, Output, register_file_reader
 
 #: Flight Recorder / c10 dtype names -> torch spelling
@@ -235,11 +237,13 @@ def dump_to_columns(dump: dict, *, rank: int | None, file: str, source: str) -> 
     times = [t if t else None for t in col("time_created_ns")]          # 0 in JSON = missing
     world_of = {p: world_by_pg.get(p, world_by_pg.get("*")) for p in set(pg_name)}
     states = [_STATE.get(x) for x in col("state")]
+    if len(set(pg_pairs)) == 1:          # one process group in the whole dump: constant columns
+        pg_name, pg_desc = Const(pg_name[0], n), Const(pg_desc[0], n)
     events = {
-        "rank": [rank] * n, "pg": pg_name, "pg_desc": pg_desc, "seq": seq, "seq_kind": ["fr"] * n, "op": ops,
+        "rank": Const(rank, n), "pg": pg_name, "pg_desc": pg_desc, "seq": seq, "seq_kind": Const("fr", n), "op": ops,
         "in_shapes": in_shapes, "out_shapes": out_shapes, "numel_in": numel_in, "numel_out": numel_out,
         "dtype": dt, "state": states, "world_size": [world_of[p] for p in pg_name], "root": peers,
-        "_t_wall_ns": times, "source": [source] * n, "file": [file] * n, "line": list(range(n)),
+        "_t_wall_ns": times, "source": Const(source, n), "file": Const(file, n), "line": np.arange(n, dtype=np.int64),
         "retired": col("retired"), "is_p2p": is_p2p, "record_id": col("record_id"),
         "collective_seq_id": coll_seq, "p2p_seq_id": p2p_seq, "timeout_ms": col("timeout_ms"),
     }
