@@ -37,12 +37,8 @@ class FrTraceTextReader(TextReader):
                b"tabulate is not installed")
 
     def parse(self, block: list[Line], ctx: FileContext, out: Output) -> None:
-        try:
-            self._parse(block, ctx, out)
-        except Exception:     # never let odd input cost the user the load: unclaimed lines stay unparsed
-            pass
-
-    def _parse(self, block: list[Line], ctx: FileContext, out: Output) -> None:
+        # No blanket try/except here: the loader catches a reader's exception, keeps the block's
+        # unclaimed lines as unparsed and reports the failure, so a reader bug is seen, not hidden.
         cur: dict | None = None
         for line in block:
             try:

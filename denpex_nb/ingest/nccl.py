@@ -95,12 +95,8 @@ class NcclReader(TextReader):
                b") MISMATCH", b") INCOMPLETE", b") TIMEOUT", b") DEAD", b"operation counts", b"managed by process")
 
     def parse(self, block: list[Line], ctx: FileContext, out: Output) -> None:
-        try:
-            self._parse(block, ctx, out)
-        except Exception:     # never let odd input cost the user the load: unclaimed lines stay unparsed
-            pass
-
-    def _parse(self, block: list[Line], ctx: FileContext, out: Output) -> None:
+        # No blanket try/except here: the loader catches a reader's exception, keeps the block's
+        # unclaimed lines as unparsed and reports the failure, so a reader bug is seen, not hidden.
         # The comm map must outlive one block (Init lines and the COLL lines that use them are
         # usually separated by ordinary output). The reader itself stays stateless: the map lives
         # on this file's Output, so a COLL line resolves against Init lines seen earlier in the

@@ -89,12 +89,8 @@ class PythonReader(TextReader):
     # are not needles: progress bars and separators would make too many ordinary lines candidates
 
     def parse(self, block: list[Line], ctx: FileContext, out: Output) -> None:
-        try:
-            self._parse(block, ctx, out)
-        except Exception:     # never let odd input cost the user the load: unclaimed lines stay unparsed
-            pass
-
-    def _parse(self, block: list[Line], ctx: FileContext, out: Output) -> None:
+        # No blanket try/except here: the loader catches a reader's exception, keeps the block's
+        # unclaimed lines as unparsed and reports the failure, so a reader bug is seen, not hidden.
         st = {"open": {}, "spawn": None, "root": False, "cfe": None, "last": None, "table": False}
         for line in block:
             try:

@@ -63,7 +63,7 @@ def fuzz(reader, examples: int = 25) -> None:
     def check(texts):
         ctx = FileContext(file="f.log", year=2025)
         out = Output()
-        reader._parse(to_lines([(i + 1, t) for i, t in enumerate(texts)], ctx), ctx, out)   # unguarded: bugs show
+        reader.parse(to_lines([(i + 1, t) for i, t in enumerate(texts)], ctx), ctx, out)   # unguarded: bugs show
         assert out.parsed <= set(range(1, len(texts) + 1))
         for row in out.errors:
             assert row["kind"] in ERROR_KINDS
