@@ -386,7 +386,7 @@ def run(scenario: str, *, fixed: bool = False, world_size: int = 2, backend: str
         "python": platform.python_version(),
         "platform": platform.platform(terse=True),
         "denpex_nb": __version__,
-        "started_at": _dt.datetime.fromtimestamp(started_wall, _dt.timezone.utc).isoformat(timespec="seconds"),
+        "started_at": _dt.datetime.fromtimestamp(started_wall, _dt.timezone.utc).isoformat(timespec="microseconds"),
         "wall_s": round(wall, 3),
         "exit_codes": exit_codes,
         "signals": signals,
