@@ -33,16 +33,9 @@ import pandas as pd
 from ..errors import InputError, UnsafePickleError
 from ..ops import normalize_op
 from .assemble import Const
+from ._text import dtype_name
 from .base import FileContext, FileReader, Output, register_file_reader
 
-#: Flight Recorder / c10 dtype names -> torch spelling
-DTYPES = {
-    "Float": "float32", "Double": "float64", "Half": "float16", "BFloat16": "bfloat16", "Long": "int64",
-    "Int": "int32", "Short": "int16", "Char": "int8", "Byte": "uint8", "Bool": "bool",
-    "ComplexFloat": "complex64", "ComplexDouble": "complex128", "ComplexHalf": "complex32",
-    "Float8_e4m3fn": "float8_e4m3fn", "Float8_e5m2": "float8_e5m2", "UInt16": "uint16", "UInt32": "uint32",
-    "UInt64": "uint64",
-}
 
 _PEER = re.compile(r"(\d+)\s*->\s*(\d+)")
 _FR_NAME = re.compile(r"(?:nccl|comm_lib|fr)_trace_rank_?\d+|^trace_\d+$", re.I)
@@ -232,7 +225,7 @@ def dump_to_columns(dump: dict, *, rank: int | None, file: str, source: str) -> 
     except (TypeError, IndexError, KeyError):
         firsts = [d[0] if type(d) in (list, tuple) and d and isinstance(d[0], str) else None
                   for d in col("input_dtypes")]
-    dt_of = {d: (DTYPES.get(d, str(d).lower()) if d is not None else None) for d in set(firsts)}
+    dt_of = {d: dtype_name(d) for d in set(firsts)}      # per distinct spelling, not per entry
     dt = [dt_of[d] for d in firsts]
     times = [t if t else None for t in col("time_created_ns")]          # 0 in JSON = missing
     world_of = {p: world_by_pg.get(p, world_by_pg.get("*")) for p in set(pg_name)}

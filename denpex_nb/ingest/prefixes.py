@@ -44,7 +44,14 @@ _GREP_N = re.compile(r"^(\d+)([:-])(?=\S)")
 _NUM_SPACE = re.compile(r"^\s*(\d+): ")
 _LOGFILE = re.compile(r"(?:\.(?:log|txt|out|err|stdout|stderr)(?:\.\d+)?|stdout|stderr)$", re.I)
 _NCCL_AFTER = re.compile(r"^\d+ \[\d+\]|^\d+ NCCL")
-_FILE_RANK = re.compile(r"(?:rank|trace|worker)[_-]?(\d+)", re.I)
+
+
+@lru_cache(maxsize=256)
+def _rank_of_file(fname: str) -> int | None:
+    """Rank a ``grep -Hn`` file name says, by the loader's own file-name rules (one place for them)."""
+    from .sources import rank_hints
+
+    return rank_hints(fname).get("rank_hint")
 
 
 def _rising(nums: list[int], exact: bool) -> bool:
@@ -496,10 +503,7 @@ def _to_lines(physical: list[tuple[int, str]], ctx: FileContext) -> list[Line]:
     prev_line: Line | None = None
     for n, count, text, _, fname, parsed in logical:
         p = parsed or _strip(text, hosts, ctx)
-        file_rank = None
-        if fname:
-            m = _FILE_RANK.search(fname)
-            file_rank = int(m.group(1)) if m else None
+        file_rank = _rank_of_file(fname) if fname else None
         local = p.local_rank if p.local_rank is not None else ctx.local_rank_hint
         rank = p.rank
         if rank is None:
