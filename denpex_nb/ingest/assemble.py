@@ -66,6 +66,32 @@ class Const:
         self.value, self.n = state
 
 
+class Coded:
+    """A column as integer codes into a short list of distinct values (code -1 = missing).
+
+    What the compiled Flight Recorder reader returns for ops, dtypes, process groups and shapes:
+    2M rows stay one int32 array plus a handful of values until :func:`build_frame` makes a
+    categorical straight from the codes (or an object column by one ``take``)."""
+
+    __slots__ = ("codes", "values")
+
+    def __init__(self, codes: np.ndarray, values: list):
+        self.codes, self.values = codes, list(values)
+
+    def __len__(self):
+        return len(self.codes)
+
+    def __iter__(self):
+        lookup = self.values + [None]
+        return iter([lookup[c] for c in self.codes.tolist()])
+
+    def __getstate__(self):
+        return (self.codes, self.values)
+
+    def __setstate__(self, state):
+        self.codes, self.values = state
+
+
 def batch_len(b: Batch) -> int:
     for v in b.values():
         return len(v)
@@ -198,9 +224,23 @@ def build_frame(name: str, batches) -> pd.DataFrame:
     merged_ns = None
     for c in cols:
         parts = [b.get(c) for b in batches]
-        dtype = schema.get(c) or EXTRA_DTYPES.get(c)
-        if dtype == "category" and all(isinstance(p, Const) for p in parts):
-            data[c] = _const_categorical(parts)
+        dtype = schema.get(c) or EXTRA_DTYPES.get(c) or ("Int64" if c == "_t_wall_ns" else None)
+        if any(isinstance(p, Coded) for p in parts) or (
+                dtype in _MASKED and any(isinstance(p, pd.api.extensions.ExtensionArray) for p in parts)):
+            parts = [Const(None, batch_len(b)) if p is None else p for b, p in zip(batches, parts)]
+        if dtype == "category" and all(isinstance(p, (Const, Coded)) for p in parts):
+            data[c] = _coded_categorical(parts)
+            continue
+        if dtype == "object" and all(isinstance(p, (Const, Coded)) for p in parts):
+            data[c] = pd.Series(np.concatenate([_object_array(p) for p in parts]), dtype="object").array
+            continue
+        if dtype in _MASKED and all(isinstance(p, _ARRAY_PARTS) for p in parts) and not all(
+                isinstance(p, np.ndarray) for p in parts):
+            values = _masked_concat(parts, dtype)
+            if c == "_t_wall_ns":
+                merged_ns = values
+            else:
+                data[c] = values
             continue
         if all(isinstance(p, np.ndarray) for p in parts):      # compacted numeric columns
             values = np.concatenate(parts)
@@ -227,14 +267,59 @@ def build_frame(name: str, batches) -> pd.DataFrame:
     return conform(name, df)
 
 
-def _const_categorical(parts: list[Const]) -> pd.Categorical:
+_MASKED = ("Int32", "Int64", "boolean", "Float64")
+_ARRAY_PARTS = (np.ndarray, pd.api.extensions.ExtensionArray, Const)
+
+
+def _coded_categorical(parts: list) -> pd.Categorical:
+    """One categorical from Const and Coded parts: categories are the union of their values (in
+    first-seen order for constants, sorted once a coded part is involved, as ``pd.Categorical`` of
+    a list sorts them); codes are remapped per part with one ``take`` (no per-row hashing)."""
     cats: dict = {}
     for p in parts:
-        if p.value is not None and p.value not in cats:
-            cats[p.value] = len(cats)
-    codes = np.repeat(np.array([cats.get(p.value, -1) if p.value is not None else -1 for p in parts],
-                               dtype=np.int32), [p.n for p in parts])
+        for v in ([p.value] if isinstance(p, Const) else p.values):
+            if v is not None and v not in cats:
+                cats[v] = len(cats)
+    if any(isinstance(p, Coded) for p in parts):     # sorted, as pd.Categorical(list) would be
+        try:
+            cats = {v: i for i, v in enumerate(sorted(cats))}
+        except TypeError:
+            pass
+    pieces = []
+    for p in parts:
+        if isinstance(p, Const):
+            pieces.append(np.full(p.n, cats.get(p.value, -1) if p.value is not None else -1, dtype=np.int32))
+        else:
+            remap = np.array([cats[v] if v is not None else -1 for v in p.values] + [-1], dtype=np.int32)
+            pieces.append(remap[p.codes])
+    codes = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.int32)
     return pd.Categorical.from_codes(codes, categories=list(cats))
+
+
+def _object_array(p) -> np.ndarray:
+    """A Const or Coded part as an object array (values such as shape tuples stay whole)."""
+    if isinstance(p, Const):
+        out = np.empty(p.n, dtype=object)
+        out.fill(p.value)
+        return out
+    lookup = np.empty(len(p.values) + 1, dtype=object)
+    for i, v in enumerate(p.values):
+        lookup[i] = v
+    lookup[-1] = None
+    return lookup[p.codes]
+
+
+def _masked_concat(parts: list, dtype: str):
+    """Concatenate numpy, pandas masked and Const parts of a nullable numeric column."""
+    arrays = []
+    for p in parts:
+        if isinstance(p, Const):
+            arrays.append(pd.array([p.value], dtype=dtype).take(np.zeros(p.n, dtype=np.intp)))
+        elif isinstance(p, np.ndarray):
+            arrays.append(pd.array(p, dtype=dtype))
+        else:
+            arrays.append(p if str(p.dtype) == dtype else p.astype(dtype))
+    return type(arrays[0])._concat_same_type(arrays)
 
 
 def conform(name: str, df: pd.DataFrame) -> pd.DataFrame:

@@ -163,15 +163,7 @@ def dump_to_columns(dump: dict, *, rank: int | None, file: str, source: str) -> 
     """(events column batch, progress rows) of one dump: lists per column, no per-entry dicts."""
     entries = dump.get("entries") or []
     n = len(entries)
-    pg_config = dump.get("pg_config") or {}
-    world_by_pg: dict[str, int] = {}
-    if isinstance(pg_config, dict):
-        for key, cfg in pg_config.items():
-            ranks = _ranks_of(cfg)
-            if ranks:
-                world_by_pg[str(key)] = len(ranks)
-        if len(world_by_pg) == 1 and "" in world_by_pg:   # gloo: one config keyed ''
-            world_by_pg["*"] = world_by_pg[""]
+    world_by_pg = _world_by_pg(dump.get("pg_config"))
 
     # one C-level pass over the entries (itemgetter + zip transpose); per-key .get when keys are missing
     try:
@@ -240,8 +232,24 @@ def dump_to_columns(dump: dict, *, rank: int | None, file: str, source: str) -> 
         "retired": col("retired"), "is_p2p": is_p2p, "record_id": col("record_id"),
         "collective_seq_id": coll_seq, "p2p_seq_id": p2p_seq, "timeout_ms": col("timeout_ms"),
     }
+    return events, _progress_rows(dump.get("pg_status"), rank=rank, file=file, source=source)
+
+
+def _world_by_pg(pg_config: Any) -> dict[str, int]:
+    """Process group -> world size from ``pg_config`` (gloo's single ``''`` key also answers ``*``)."""
+    world_by_pg: dict[str, int] = {}
+    if isinstance(pg_config, dict):
+        for key, cfg in pg_config.items():
+            ranks = _ranks_of(cfg)
+            if ranks:
+                world_by_pg[str(key)] = len(ranks)
+        if len(world_by_pg) == 1 and "" in world_by_pg:   # gloo: one config keyed ''
+            world_by_pg["*"] = world_by_pg[""]
+    return world_by_pg
+
+
+def _progress_rows(status: Any, *, rank: int | None, file: str, source: str) -> list[dict]:
     rows = []
-    status = dump.get("pg_status") or {}
     if isinstance(status, dict):
         for pg, st in status.items():
             if not isinstance(st, dict):
@@ -251,7 +259,31 @@ def dump_to_columns(dump: dict, *, rank: int | None, file: str, source: str) -> 
                          "last_started": _as_int(st.get("last_started_collective")),
                          "last_completed": _as_int(st.get("last_completed_collective")),
                          "source": source, "file": file})
-    return events, rows
+    return rows
+
+
+#: ``DENPEX_FR_DECODER=unpickle`` turns the compiled decoder off (to compare, or to rule it out)
+DECODER_ENV = "DENPEX_FR_DECODER"
+_NUMBA_FOUND: bool | None = None
+
+
+def compiled_decoder_enabled() -> bool:
+    """True when numba is installed and ``DENPEX_FR_DECODER`` is not ``unpickle``."""
+    global _NUMBA_FOUND
+    if _NUMBA_FOUND is None:      # find_spec, not import: numba takes ~0.5 s to import
+        import importlib.util
+
+        _NUMBA_FOUND = importlib.util.find_spec("numba") is not None
+    return _NUMBA_FOUND and os.environ.get(DECODER_ENV, "").lower() != "unpickle"
+
+
+def _compiled_columns(data: bytes, ctx: FileContext):
+    """The compiled path (:mod:`.fr_columns`) when enabled and it accepts the dump, else None."""
+    if data[:1] != b"\x80" or not compiled_decoder_enabled():
+        return None
+    from .fr_columns import fast_dump_columns
+
+    return fast_dump_columns(data, rank=ctx.rank_hint, file=ctx.file, source="fr_pickle")
 
 
 class FlightRecorderReader(FileReader):
@@ -266,15 +298,19 @@ class FlightRecorderReader(FileReader):
     def read(self, data: bytes, ctx: FileContext, out: Output) -> int:
         # A dump is tens of thousands of fresh containers and no reference cycles: the cyclic GC
         # would rescan everything alive (all earlier dumps' rows) many times over for nothing.
-        enabled = gc.isenabled()
-        gc.disable()
-        try:
-            dump, kind = parse_dump_bytes(data)
-            events, progress = dump_to_columns(dump, rank=ctx.rank_hint, file=ctx.file, source=kind)
-            del dump
-        finally:
-            if enabled:
-                gc.enable()
+        got = _compiled_columns(data, ctx) if self.name == "fr_pickle" else None
+        if got is not None:
+            events, progress = got
+        else:
+            enabled = gc.isenabled()
+            gc.disable()
+            try:
+                dump, kind = parse_dump_bytes(data)
+                events, progress = dump_to_columns(dump, rank=ctx.rank_hint, file=ctx.file, source=kind)
+                del dump
+            finally:
+                if enabled:
+                    gc.enable()
         out.frames.setdefault("events", []).append(events)     # a column batch, see assemble.build_frame
         out.progress.extend(progress)
         if ctx.rank_hint is not None:

@@ -54,6 +54,7 @@ def run_all(specs: list[FileSpec], options: dict, jobs, on_bytes: Callable[[int]
             if on_file:
                 on_file(spec)
         return results
+    _warm_compiled_readers(specs)
     order = sorted(range(len(specs)), key=lambda i: -specs[i].size)
     results: list[FileResult | None] = [None] * len(specs)
     with ProcessPoolExecutor(max_workers=n, mp_context=_context()) as pool:
@@ -71,6 +72,28 @@ def run_all(specs: list[FileSpec], options: dict, jobs, on_bytes: Callable[[int]
                 f.cancel()
             raise
     return results  # type: ignore[return-value]
+
+
+def _warm_compiled_readers(specs: list[FileSpec]) -> None:
+    """Load the compiled Flight Recorder decoder here, once, when a pickle is among the inputs, so
+    the forked workers inherit it instead of each importing numba and loading its cache."""
+    from .flight_recorder import compiled_decoder_enabled
+
+    if not compiled_decoder_enabled():
+        return
+    for s in specs:
+        if not s.path or s.compression or s.member:
+            continue
+        try:
+            with open(s.path, "rb") as f:
+                head = f.read(1)
+        except OSError:
+            continue
+        if head == b"\x80":
+            from .fr_columns import warm
+
+            warm()
+            return
 
 
 def _run_dask(specs: list[FileSpec], options: dict, on_file) -> list[FileResult]:

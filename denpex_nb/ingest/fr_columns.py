@@ -1,0 +1,488 @@
+"""Flight Recorder entries -> event columns straight from a decoded node table (numba).
+
+:mod:`.pickle_nodes` turns a dump into flat arrays; :func:`_entry_columns` (compiled) walks the
+``entries`` list once and fills one numpy array per field, interning shapes as it goes, so a
+2000-entry dump becomes ~15 arrays and a table of its few distinct shapes. Strings stay node ids
+until the end, where each *distinct* one is decoded once and becomes a categorical code.
+
+The result is the same column batch :func:`.flight_recorder.dump_to_columns` builds from
+unpickled dicts (a test checks the frames are equal on recorded and synthetic dumps). Anything the
+compiled walker does not expect (an entry that is not a dict, a float where an int belongs, a big
+integer, a hash collision between two shapes) makes :func:`fast_dump_columns` return ``None``,
+and the caller takes the ordinary path: the fast path may decline, never guess.
+"""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pandas as pd
+
+from . import pickle_nodes as pn
+from .assemble import Coded, Const
+from .pickle_nodes import K_BOOL, K_DICT, K_INT, K_LIST, K_NONE, K_STR, K_TUPLE, njit
+
+if pn.AVAILABLE:
+    from numba import types
+    from numba.typed import Dict
+
+#: entry keys the walker reads, by index (the order fixes the rows of its output arrays)
+INT_KEYS = ("record_id", "pg_id", "collective_seq_id", "p2p_seq_id", "time_created_ns", "timeout_ms")
+BOOL_KEYS = ("retired", "is_p2p")
+STR_KEYS = ("profiling_name", "state")
+KEYS = INT_KEYS + BOOL_KEYS + STR_KEYS + ("process_group", "input_dtypes", "input_sizes", "output_sizes")
+_KEY_BYTES = np.frombuffer("".join(KEYS).encode(), dtype=np.uint8)
+_KEY_LEN = np.array([len(k) for k in KEYS], dtype=np.int64)
+_KEY_START = np.concatenate([[0], np.cumsum(_KEY_LEN)[:-1]]).astype(np.int64)
+
+_N_INT, _N_BOOL, _N_STR = len(INT_KEYS), len(BOOL_KEYS), len(STR_KEYS)
+_K_PG = _N_INT + _N_BOOL + _N_STR
+_K_DTYPES, _K_IN, _K_OUT = _K_PG + 1, _K_PG + 2, _K_PG + 3
+#: rows of the string-node output: profiling_name, state, process_group[0], process_group[1], input_dtypes[0]
+S_PROF, S_STATE, S_PG0, S_PG1, S_DTYPE = range(5)
+
+OK, DECLINE = 0, 1
+_NUMEL_LIMIT = np.int64(1) << np.int64(62)
+
+
+@njit(cache=True, nogil=True)
+def _key_id(buf, val, size, node, key_bytes, key_start, key_len):
+    start = val[node]
+    length = size[node]
+    for k in range(key_len.size):
+        if key_len[k] != length:
+            continue
+        same = True
+        for i in range(length):
+            if buf[start + i] != key_bytes[key_start[k] + i]:
+                same = False
+                break
+        if same:
+            return k
+    return -1
+
+
+@njit(cache=True, nogil=True)
+def _canonical_string(buf, val, size, node, canon, by_hash):
+    """The first node holding the same text as string ``node`` (-1 on a hash collision between
+    two different texts). Pickles written by Python repeat equal strings built at run time (a
+    profiling name per entry); this makes them one value, so later steps see a handful, not 2000."""
+    c = canon[node]
+    if c >= 0:
+        return c
+    start = val[node]
+    length = size[node]
+    h = np.int64(length) * np.int64(1000003)
+    for i in range(length):
+        h = (h ^ np.int64(buf[start + i])) * np.int64(1099511628211)
+    if h in by_hash:
+        c = by_hash[h]
+        if size[c] != length:
+            return -1
+        other = val[c]
+        for i in range(length):
+            if buf[other + i] != buf[start + i]:
+                return -1
+    else:
+        by_hash[h] = node
+        c = node
+    canon[node] = c
+    return c
+
+
+@njit(cache=True, nogil=True)
+def _entry_columns(buf, kind, val, size, first_edge, edge_node, edge_next, entries,
+                   key_bytes, key_start, key_len, key_cache, canon, dims, t_start, t_ndim, s_start, s_count, s_numel):
+    n = size[entries]
+    n_int = 6
+    ints = np.zeros((n_int, n), np.int64)
+    int_ok = np.zeros((n_int, n), np.bool_)
+    bools = np.full((2, n), -1, np.int8)
+    strs = np.full((5, n), -1, np.int32)
+    shapes = np.full((2, n), -1, np.int64)
+    key_cache[:kind.size] = -2
+    canon[:kind.size] = -1
+    cap = dims.size
+    n_dims = 0
+    n_tensors = 0
+    n_shapes = 0
+    index = Dict.empty(key_type=types.int64, value_type=types.int64)   # shape hash -> shape id
+    by_hash = Dict.empty(key_type=types.int64, value_type=types.int64)
+    status = OK
+    e = first_edge[entries] if n > 0 else -1
+    row = 0
+    while e >= 0 and status == OK:
+        ent = edge_node[e]
+        e = edge_next[e]
+        if kind[ent] != K_DICT:
+            status = DECLINE
+            break
+        pe = first_edge[ent] if size[ent] > 0 else -1
+        while pe >= 0:
+            kn = edge_node[pe]
+            pe = edge_next[pe]
+            vn = edge_node[pe]
+            pe = edge_next[pe]
+            if kind[kn] != K_STR:                 # key must be a string
+                status = DECLINE
+                break
+            kid = key_cache[kn]
+            if kid == -2:
+                kid = _key_id(buf, val, size, kn, key_bytes, key_start, key_len)
+                key_cache[kn] = kid
+            if kid < 0:
+                continue
+            vk = kind[vn]
+            if kid < n_int:
+                if vk == K_INT:
+                    ints[kid, row] = val[vn]
+                    int_ok[kid, row] = True
+                elif vk == K_NONE:
+                    int_ok[kid, row] = False
+                else:
+                    status = DECLINE
+                    break
+            elif kid < n_int + 2:
+                if vk == K_BOOL:
+                    bools[kid - n_int, row] = val[vn]
+                elif vk == K_NONE:
+                    bools[kid - n_int, row] = -1
+                else:
+                    status = DECLINE
+                    break
+            elif kid < n_int + 4:
+                if vk == K_STR:
+                    c = _canonical_string(buf, val, size, vn, canon, by_hash)
+                    if c < 0:
+                        status = DECLINE
+                        break
+                    strs[kid - n_int - 2, row] = c
+                elif vk == K_NONE:
+                    strs[kid - n_int - 2, row] = -1
+                else:
+                    status = DECLINE
+                    break
+            elif kid == n_int + 4:            # process_group: (name, desc)
+                strs[2, row] = -1
+                strs[3, row] = -1
+                if (vk == K_LIST or vk == K_TUPLE) and size[vn] >= 1:
+                    g = first_edge[vn]
+                    a = edge_node[g]
+                    if kind[a] != K_STR:
+                        status = DECLINE
+                        break
+                    a = _canonical_string(buf, val, size, a, canon, by_hash)
+                    if a < 0:
+                        status = DECLINE
+                        break
+                    strs[2, row] = a
+                    if size[vn] >= 2:
+                        b = edge_node[edge_next[g]]
+                        if kind[b] == K_STR:
+                            b = _canonical_string(buf, val, size, b, canon, by_hash)
+                            if b < 0:
+                                status = DECLINE
+                                break
+                            strs[3, row] = b
+                        elif kind[b] != K_NONE:
+                            status = DECLINE
+                            break
+                elif vk != K_NONE and not ((vk == K_LIST or vk == K_TUPLE) and size[vn] == 0):
+                    status = DECLINE
+                    break
+            elif kid == n_int + 5:            # input_dtypes: first one
+                strs[4, row] = -1
+                if (vk == K_LIST or vk == K_TUPLE) and size[vn] >= 1:
+                    a = edge_node[first_edge[vn]]
+                    if kind[a] != K_STR:
+                        status = DECLINE
+                        break
+                    a = _canonical_string(buf, val, size, a, canon, by_hash)
+                    if a < 0:
+                        status = DECLINE
+                        break
+                    strs[4, row] = a
+                elif vk != K_NONE and not (vk == K_LIST or vk == K_TUPLE):
+                    status = DECLINE
+                    break
+            else:                             # input_sizes / output_sizes -> interned shape id
+                which = kid - n_int - 6
+                if vk == K_NONE:
+                    shapes[which, row] = -1
+                    continue
+                if vk != K_LIST and vk != K_TUPLE:
+                    status = DECLINE
+                    break
+                # hash and numel of this list of dim lists, checking kinds as we go
+                h = np.int64(size[vn]) * np.int64(1000003)
+                numel = np.int64(0)
+                te = first_edge[vn] if size[vn] > 0 else -1
+                while te >= 0:
+                    tn = edge_node[te]
+                    te = edge_next[te]
+                    if kind[tn] != K_LIST and kind[tn] != K_TUPLE:
+                        status = DECLINE
+                        break
+                    h = (h ^ np.int64(size[tn])) * np.int64(1099511628211)
+                    p = np.int64(1)
+                    de = first_edge[tn] if size[tn] > 0 else -1
+                    while de >= 0:
+                        dn = edge_node[de]
+                        de = edge_next[de]
+                        if kind[dn] != K_INT:
+                            status = DECLINE
+                            break
+                        d = val[dn]
+                        h = (h ^ d) * np.int64(1099511628211)
+                        if d != 0 and (p > _NUMEL_LIMIT // abs(d) or p < -_NUMEL_LIMIT // abs(d)):
+                            status = DECLINE
+                            break
+                        p *= d
+                    if status != OK:
+                        break
+                    numel += p
+                    if abs(numel) > _NUMEL_LIMIT:
+                        status = DECLINE
+                        break
+                if status != OK:
+                    break
+                sid = index[h] if h in index else np.int64(-1)
+                if sid >= 0:
+                    # verify: same tensors, same dims (a hash collision declines the fast path)
+                    if s_count[sid] != size[vn]:
+                        status = DECLINE
+                        break
+                    ti = s_start[sid]
+                    te = first_edge[vn] if size[vn] > 0 else -1
+                    while te >= 0:
+                        tn = edge_node[te]
+                        te = edge_next[te]
+                        if t_ndim[ti] != size[tn]:
+                            status = DECLINE
+                            break
+                        k = t_start[ti]
+                        de = first_edge[tn] if size[tn] > 0 else -1
+                        while de >= 0:
+                            if dims[k] != val[edge_node[de]]:
+                                status = DECLINE
+                                break
+                            k += 1
+                            de = edge_next[de]
+                        if status != OK:
+                            break
+                        ti += 1
+                    if status != OK:
+                        break
+                else:
+                    sid = n_shapes
+                    if n_shapes >= cap or n_tensors + size[vn] > cap:
+                        status = DECLINE
+                        break
+                    s_start[sid] = n_tensors
+                    s_count[sid] = size[vn]
+                    s_numel[sid] = numel
+                    te = first_edge[vn] if size[vn] > 0 else -1
+                    while te >= 0:
+                        tn = edge_node[te]
+                        te = edge_next[te]
+                        if n_dims + size[tn] > cap:
+                            status = DECLINE
+                            break
+                        t_start[n_tensors] = n_dims
+                        t_ndim[n_tensors] = size[tn]
+                        de = first_edge[tn] if size[tn] > 0 else -1
+                        while de >= 0:
+                            dims[n_dims] = val[edge_node[de]]
+                            n_dims += 1
+                            de = edge_next[de]
+                        n_tensors += 1
+                    if status != OK:
+                        break
+                    index[h] = sid
+                    n_shapes += 1
+                shapes[which, row] = sid
+        row += 1
+    return (status, ints, int_ok, bools, strs, shapes, dims[:n_dims], t_start[:n_tensors], t_ndim[:n_tensors],
+            s_start[:n_shapes], s_count[:n_shapes], s_numel[:n_shapes])
+
+
+class Scratch:
+    """Per-thread working arrays of :func:`_entry_columns` (string and key caches, the shape
+    table), kept between dumps for the reason :class:`.pickle_nodes.Workspace` gives."""
+
+    def __init__(self):
+        self.capacity = -1
+
+    def arrays(self, n_nodes: int) -> tuple:
+        if n_nodes + 16 > self.capacity:
+            cap = self.capacity = max(n_nodes + 16, 2 * self.capacity)
+            self._arrays = (np.empty(cap, np.int16), np.empty(cap, np.int64)) + tuple(
+                np.empty(cap, np.int64) for _ in range(6))
+        return self._arrays
+
+
+def entry_arrays(nodes: "pn.Nodes", entries_node: int, scratch: Scratch | None = None):
+    """Run the compiled walker over one ``entries`` list node; ``None`` when it declines."""
+    scratch = scratch or Scratch()
+    out = _entry_columns(nodes.buf, nodes.kind, nodes.val, nodes.size, nodes.first_edge, nodes.edge_node,
+                         nodes.edge_next, np.int64(entries_node), _KEY_BYTES, _KEY_START, _KEY_LEN,
+                         *scratch.arrays(len(nodes.kind)))
+    if out[0] != OK:
+        return None
+    # the shape table lives in the scratch arrays: copy the few rows in use before they are reused
+    return out[1:6] + tuple(a.copy() for a in out[6:])
+
+
+def shape_tuples(dims, t_start, t_ndim, s_start, s_count) -> list[tuple]:
+    """The interned shapes as tuples of tuples (one per distinct shape, not per entry)."""
+    d = dims.tolist()
+    out = []
+    for s0, c in zip(s_start.tolist(), s_count.tolist()):
+        out.append(tuple(tuple(d[t0:t0 + nd]) for t0, nd in zip(t_start[s0:s0 + c].tolist(),
+                                                                t_ndim[s0:s0 + c].tolist())))
+    return out
+
+
+def warm() -> None:
+    """Load (or compile, the first time after install) the compiled functions, so a process pool
+    forked afterwards inherits them instead of each worker loading them again."""
+    if not pn.AVAILABLE:
+        return
+    data = b"\x80\x02}q\x00X\x07\x00\x00\x00entriesq\x01]q\x02}q\x03X\x05\x00\x00\x00pg_idq\x04K\x00sas."
+    nodes = pn.decode(data)
+    if not isinstance(nodes, tuple):
+        entries = nodes.children(nodes.root)[1]
+        entry_arrays(nodes, entries)
+
+
+
+# --- arrays -> the events column batch -----------------------------------------------------------
+
+def _masked_int(values: np.ndarray, ok: np.ndarray, dtype=np.int64):
+    return pd.arrays.IntegerArray(values.astype(dtype, copy=False), ~ok)
+
+
+def _coded(keys: np.ndarray, fn) -> tuple[Coded, list]:
+    """Group rows by their key columns (``keys``: k x n ints), call ``fn(*key)`` once per distinct
+    key, and return the results as a :class:`Coded` column plus ``[results, row -> result index]``."""
+    n = keys.shape[1]
+    if n == 0:
+        return Coded(np.zeros(0, dtype=np.int32), []), [[], np.zeros(0, dtype=np.intp)]
+    combined = np.zeros(n, dtype=np.int64)
+    for row in keys:                       # 1-D uniques only: far cheaper than np.unique(axis=1)
+        u, inv = np.unique(row, return_inverse=True)
+        combined = combined * len(u) + inv.ravel()
+    _, first, inv = np.unique(combined, return_index=True, return_inverse=True)
+    inv = inv.ravel()
+    results = [fn(*k) for k in keys[:, first].T.tolist()]
+    index: dict = {}
+    per_key = np.empty(len(results), dtype=np.int32)
+    for i, r in enumerate(results):
+        per_key[i] = -1 if r is None else index.setdefault(r, len(index))
+    return Coded(per_key[inv], list(index)), [results, inv]
+
+
+_LOCAL = threading.local()      # one decode workspace per thread (Dask may run readers in threads)
+
+
+def fast_dump_columns(data: bytes, *, rank: int | None, file: str, source: str):
+    """(events column batch, progress rows) of one pickled dump, or ``None`` when the compiled path
+    declines (not plain data, unexpected kinds): the caller then unpickles as usual."""
+    from ..ops import normalize_op
+    from ._text import dtype_name
+    from .flight_recorder import _P2P_OPS, _PEER, _STATE, _progress_rows, _world_by_pg, dump_to_columns
+
+    if not hasattr(_LOCAL, "workspace"):
+        _LOCAL.workspace, _LOCAL.scratch = pn.Workspace(), Scratch()
+    nodes = pn.decode(data, _LOCAL.workspace)   # valid until this thread's next decode: used only here
+    if isinstance(nodes, tuple) or nodes.kind[nodes.root] != K_DICT:
+        return None
+    head: dict = {}
+    entries_node = None
+    try:
+        for k, v in nodes.items(nodes.root):
+            if nodes.kind[k] != K_STR:
+                return None
+            key = nodes.text(k)
+            if key == "entries":
+                entries_node = v
+            head[key] = nodes.to_python(v) if key in ("pg_config", "pg_status") else None
+    except (ValueError, TypeError):          # a float or an unhashable key where a small value was expected
+        return None
+    if not ({"entries", "pg_config", "pg_status", "version"} & set(head)):
+        return None                          # not a dump: let the ordinary path say so
+    if entries_node is None or nodes.kind[entries_node] == K_NONE or (
+            nodes.kind[entries_node] in (K_LIST, K_TUPLE) and nodes.size[entries_node] == 0):
+        return dump_to_columns({**head, "entries": []}, rank=rank, file=file, source=source)
+    if nodes.kind[entries_node] not in (K_LIST, K_TUPLE):
+        return None
+    got = entry_arrays(nodes, entries_node, _LOCAL.scratch)
+    if got is None:
+        return None
+    ints, int_ok, bools, strs, shape_ids, dims, t_start, t_ndim, s_start, s_count, s_numel = got
+    n = ints.shape[1]
+    text = {u: nodes.text(u) for u in np.unique(strs).tolist() if u >= 0}
+    text[-1] = None
+
+    i_rec, i_pgid, i_coll, i_p2p, i_time, i_timeout = range(len(INT_KEYS))
+    op_col, (op_per_key, op_inv) = _coded(strs[S_PROF:S_PROF + 1], lambda p: normalize_op(text[p]) if p >= 0 else None)
+    prof_p2p = np.array([o in _P2P_OPS for o in op_per_key] or [False], dtype=bool)[op_inv] if n else np.zeros(0, bool)
+    is_p2p = (bools[1] == 1) | prof_p2p
+    seq = np.where(is_p2p, ints[i_p2p], ints[i_coll])
+    seq_ok = np.where(is_p2p, int_ok[i_p2p], int_ok[i_coll])
+
+    peer_vals = np.zeros(n, dtype=np.int64)
+    peer_ok = np.zeros(n, dtype=bool)
+    if is_p2p.any():
+        def peer_of(p, opname):
+            m = _PEER.search(text[p] or "") if p >= 0 else None
+            if not m:
+                return None
+            a, b = int(m.group(1)), int(m.group(2))
+            if rank is not None:
+                return b if a == rank else a
+            return b if opname == "send" else a
+        ops_row = np.array(op_per_key, dtype=object)[op_inv]
+        keys = np.vstack([strs[S_PROF], np.array([o == "send" for o in ops_row], dtype=np.int64)])
+        _, (peer_per_key, peer_inv) = _coded(keys, lambda p, send: peer_of(p, "send" if send else None))
+        got_peer = np.array([-1 if x is None else x for x in peer_per_key], dtype=np.int64)[peer_inv]
+        peer_ok = is_p2p & (np.array([x is not None for x in peer_per_key], dtype=bool)[peer_inv])
+        peer_vals = np.where(peer_ok, got_peer, 0)
+
+    def pg_name(g0, pid, pid_ok):
+        if g0 >= 0:
+            return str(text[g0])
+        return str(pid) if pid_ok else None
+
+    pg_keys = np.vstack([strs[S_PG0], ints[i_pgid], int_ok[i_pgid].astype(np.int64)])
+    pg_col, (pg_per_key, pg_inv) = _coded(pg_keys, pg_name)
+    desc_col, _ = _coded(strs[S_PG0:S_PG1 + 1],
+                         lambda g0, g1: (text[g1] or None) if g0 >= 0 and g1 >= 0 else None)
+    world_by_pg = _world_by_pg(head.get("pg_config"))
+    world_per_key = [world_by_pg.get(p, world_by_pg.get("*")) for p in pg_per_key]
+    world_vals = np.array([-1 if w is None else w for w in world_per_key] or [-1], dtype=np.int64)[pg_inv] \
+        if n else np.zeros(0, np.int64)
+    dtype_col, _ = _coded(strs[S_DTYPE:S_DTYPE + 1], lambda d: dtype_name(text[d]) if d >= 0 else None)
+    state_col, _ = _coded(strs[S_STATE:S_STATE + 1], lambda s: _STATE.get(text[s]) if s >= 0 else None)
+
+    shape_list = shape_tuples(dims, t_start, t_ndim, s_start, s_count)
+    in_ids, out_ids = shape_ids[0], shape_ids[1]
+    numel = np.append(s_numel, 0)
+    time_ok = int_ok[i_time] & (ints[i_time] != 0)              # 0 in JSON = missing
+    events = {
+        "rank": Const(rank, n), "pg": pg_col, "pg_desc": desc_col, "seq": _masked_int(seq, seq_ok),
+        "seq_kind": Const("fr", n), "op": op_col,
+        "in_shapes": Coded(in_ids.astype(np.int32), shape_list), "out_shapes": Coded(out_ids.astype(np.int32), shape_list),
+        "numel_in": _masked_int(numel[in_ids], in_ids >= 0), "numel_out": _masked_int(numel[out_ids], out_ids >= 0),
+        "dtype": dtype_col, "state": state_col,
+        "world_size": _masked_int(world_vals, world_vals >= 0, np.int32), "root": _masked_int(peer_vals, peer_ok, np.int32),
+        "_t_wall_ns": _masked_int(ints[i_time], time_ok), "source": Const(source, n), "file": Const(file, n),
+        "line": np.arange(n, dtype=np.int64),
+        "retired": pd.arrays.BooleanArray(bools[0] == 1, bools[0] < 0),
+        "is_p2p": is_p2p,
+        "record_id": _masked_int(ints[i_rec], int_ok[i_rec]),
+        "collective_seq_id": _masked_int(ints[i_coll], int_ok[i_coll]),
+        "p2p_seq_id": _masked_int(ints[i_p2p], int_ok[i_p2p]),
+        "timeout_ms": _masked_int(ints[i_timeout], int_ok[i_timeout]),
+    }
+    return events, _progress_rows(head.get("pg_status"), rank=rank, file=file, source=source)
