@@ -7,8 +7,12 @@ Synthetic pickled dumps (denpex_nb.diagnose.frcompare.write_synthetic_dumps: NCC
 protocol 2) with one planted size mismatch on one rank at the last collective. torchfrtrace runs
 in a subprocess with a hard timeout; when it hits the cap its time is reported as a lower bound
 (the ratio then too). Also measured: the floor of just unpickling the dumps with the C pickle
-module, so the share of load that is unavoidable is visible. Bars (issue 4): denpex < 10 s for
-1024 x 2000, and >= 10x faster than torchfrtrace.
+module (what the unpickler path cannot go below), and, in the same run, denpex with its compiled
+decoder turned off (DENPEX_FR_DECODER=unpickle: the path before the decoder existed), so the
+before/after ratio comes from one run on one machine state. The compiled decoder's one-time
+compilation (first use after install, ~10 s, cached on disk) is not in the figures; loading the
+cached code and importing numba (~1 s) is. Bars (issue 4): denpex < 10 s for 1024 x 2000, and
+>= 10x faster than torchfrtrace.
 
 Prints a table and writes benchmarks/results/bench_diagnose_fr.json.
 """
@@ -29,6 +33,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 from denpex_nb.diagnose.frcompare import run_torchfrtrace, write_synthetic_dumps  # noqa: E402
+from denpex_nb.ingest.flight_recorder import DECODER_ENV, compiled_decoder_enabled  # noqa: E402
 
 
 def pickle_floor(files) -> float:
@@ -56,12 +61,9 @@ def measure(ranks: int, entries: int, data: Path, frtrace_timeout: float, plant_
     size_mb = sum(os.path.getsize(f) for f in planted.files) / 1e6
 
     floor_s = pickle_floor(planted.files)
-    t = time.perf_counter()
-    incident = dx.load(folder, progress=False, jobs=jobs)
-    load_s = time.perf_counter() - t
-    t = time.perf_counter()
-    diagnosis = dx.diagnose(incident)
-    diag_s = time.perf_counter() - t
+    # before: the restricted unpickler path (what denpex did before the compiled decoder)
+    before_s, before_ok = _denpex(dx, folder, jobs, planted, plant_rank, decoder="unpickle")
+    incident, diagnosis, load_s, diag_s = _denpex_run(dx, folder, jobs, decoder="")
     ours = load_s + diag_s
     first = diagnosis.first
     correct = (diagnosis.verdict == "shape-mismatch" and diagnosis.culprit_ranks == [plant_rank]
@@ -72,7 +74,10 @@ def measure(ranks: int, entries: int, data: Path, frtrace_timeout: float, plant_
     row = {
         "ranks": ranks, "entries": entries, "events": int(len(incident.events)), "dump_mb": round(size_mb, 1),
         "generate_s": round(gen_s, 2), "pickle_floor_s": round(floor_s, 2),
+        "denpex_unpickle_total_s": round(before_s, 2), "denpex_unpickle_correct": before_ok,
+        "decoder": "compiled" if compiled_decoder_enabled() else "unpickle (numba missing)",
         "denpex_load_s": round(load_s, 2), "denpex_diagnose_s": round(diag_s, 2), "denpex_total_s": round(ours, 2),
+        "speedup_vs_unpickle_path": round(before_s / ours, 2) if ours > 0 else None,
         "denpex_correct": bool(correct), "verdict": diagnosis.verdict, "culprit_ranks": diagnosis.culprit_ranks,
         "seq": None if first is None else first.seq,
         "torchfrtrace_s": round(fr.wall_s, 2), "torchfrtrace_capped": fr.timed_out,
@@ -83,6 +88,34 @@ def measure(ranks: int, entries: int, data: Path, frtrace_timeout: float, plant_
     add_analysis_estimate(row)
     shutil.rmtree(folder, ignore_errors=True)
     return row
+
+
+def _denpex_run(dx, folder, jobs, decoder: str):
+    """load + diagnose with the Flight Recorder decoder chosen by DENPEX_FR_DECODER."""
+    old = os.environ.get(DECODER_ENV)
+    os.environ[DECODER_ENV] = decoder
+    try:
+        t = time.perf_counter()
+        incident = dx.load(folder, progress=False, jobs=jobs)
+        load_s = time.perf_counter() - t
+        t = time.perf_counter()
+        diagnosis = dx.diagnose(incident)
+        return incident, diagnosis, load_s, time.perf_counter() - t
+    finally:
+        if old is None:
+            os.environ.pop(DECODER_ENV, None)
+        else:
+            os.environ[DECODER_ENV] = old
+
+
+def _denpex(dx, folder, jobs, planted, plant_rank, decoder: str) -> tuple[float, bool]:
+    incident, diagnosis, load_s, diag_s = _denpex_run(dx, folder, jobs, decoder)
+    first = diagnosis.first
+    ok = (diagnosis.verdict == "shape-mismatch" and diagnosis.culprit_ranks == [plant_rank]
+          and first is not None and first.seq == planted.seq)
+    del incident
+    gc.collect()
+    return load_s + diag_s, bool(ok)
 
 
 def add_analysis_estimate(row: dict) -> dict:
@@ -113,7 +146,8 @@ def main(argv=None) -> int:
         rows.append(row)
         print(json.dumps(row), flush=True)
 
-    hdr = ["ranks", "events", "dump_mb", "pickle_floor_s", "denpex_load_s", "denpex_diagnose_s", "denpex_total_s",
+    hdr = ["ranks", "events", "dump_mb", "pickle_floor_s", "denpex_unpickle_total_s", "denpex_load_s",
+           "denpex_diagnose_s", "denpex_total_s",
            "torchfrtrace_s", "ratio", "torchfrtrace_analysis_est_s", "analysis_ratio_est", "denpex_correct",
            "torchfrtrace_correct"]
     print("\n" + " | ".join(hdr))

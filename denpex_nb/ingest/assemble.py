@@ -92,6 +92,34 @@ class Coded:
         self.codes, self.values = state
 
 
+class Nullable:
+    """An integer or boolean column as plain numpy ``values`` plus a ``missing`` mask: cheaper to
+    build in a worker and to send back than a pandas masked array, which :func:`build_frame`
+    makes once for all batches."""
+
+    __slots__ = ("values", "missing")
+
+    def __init__(self, values: np.ndarray, missing: np.ndarray | None):
+        self.values, self.missing = values, missing       # missing None: nothing is missing
+
+    def __len__(self):
+        return len(self.values)
+
+    def __iter__(self):
+        if self.missing is None:
+            return iter(self.values.tolist())
+        return iter([None if m else v for v, m in zip(self.values.tolist(), self.missing.tolist())])
+
+    def mask(self) -> np.ndarray:
+        return np.zeros(len(self.values), dtype=bool) if self.missing is None else self.missing
+
+    def __getstate__(self):
+        return (self.values, self.missing)
+
+    def __setstate__(self, state):
+        self.values, self.missing = state
+
+
 def batch_len(b: Batch) -> int:
     for v in b.values():
         return len(v)
@@ -226,7 +254,7 @@ def build_frame(name: str, batches) -> pd.DataFrame:
         parts = [b.get(c) for b in batches]
         dtype = schema.get(c) or EXTRA_DTYPES.get(c) or ("Int64" if c == "_t_wall_ns" else None)
         if any(isinstance(p, Coded) for p in parts) or (
-                dtype in _MASKED and any(isinstance(p, pd.api.extensions.ExtensionArray) for p in parts)):
+                dtype in _MASKED and any(isinstance(p, (Nullable, pd.api.extensions.ExtensionArray)) for p in parts)):
             parts = [Const(None, batch_len(b)) if p is None else p for b, p in zip(batches, parts)]
         if dtype == "category" and all(isinstance(p, (Const, Coded)) for p in parts):
             data[c] = _coded_categorical(parts)
@@ -259,7 +287,7 @@ def build_frame(name: str, batches) -> pd.DataFrame:
             merged_ns = values
             continue
         data[c] = _typed(values, dtype)
-    df = pd.DataFrame(data)
+    df = pd.DataFrame(data, copy=False)     # the columns are fresh: no second copy of 2M rows
     if merged_ns is not None and "t_wall" in df.columns:
         ns = pd.array(merged_ns, dtype="Int64")
         fill = pd.to_datetime(pd.Series(ns), unit="ns", utc=True)
@@ -268,7 +296,7 @@ def build_frame(name: str, batches) -> pd.DataFrame:
 
 
 _MASKED = ("Int32", "Int64", "boolean", "Float64")
-_ARRAY_PARTS = (np.ndarray, pd.api.extensions.ExtensionArray, Const)
+_ARRAY_PARTS = (np.ndarray, pd.api.extensions.ExtensionArray, Const, Nullable)
 
 
 def _coded_categorical(parts: list) -> pd.Categorical:
@@ -309,14 +337,38 @@ def _object_array(p) -> np.ndarray:
     return lookup[p.codes]
 
 
+_NUMPY_OF = {"Int32": np.int32, "Int64": np.int64, "boolean": np.bool_, "Float64": np.float64}
+
+
 def _masked_concat(parts: list, dtype: str):
-    """Concatenate numpy, pandas masked and Const parts of a nullable numeric column."""
+    """Concatenate numpy, Nullable, pandas masked and Const parts of a nullable numeric column."""
+    if all(isinstance(p, (Nullable, np.ndarray, Const)) for p in parts):
+        kind = _NUMPY_OF[dtype]
+        values, missing = [], []
+        for p in parts:
+            if isinstance(p, Nullable):
+                values.append(p.values.astype(kind, copy=False))
+                missing.append(p.mask())
+            elif isinstance(p, np.ndarray):
+                values.append(p.astype(kind, copy=False))
+                missing.append(np.zeros(len(p), dtype=bool))
+            else:
+                values.append(np.full(p.n, p.value if p.value is not None else 0, dtype=kind))
+                missing.append(np.full(p.n, p.value is None, dtype=bool))
+        v, m = np.concatenate(values), np.concatenate(missing)
+        if dtype == "boolean":
+            return pd.arrays.BooleanArray(v, m)
+        if dtype == "Float64":
+            return pd.arrays.FloatingArray(v, m)
+        return pd.arrays.IntegerArray(v, m)
     arrays = []
     for p in parts:
         if isinstance(p, Const):
             arrays.append(pd.array([p.value], dtype=dtype).take(np.zeros(p.n, dtype=np.intp)))
         elif isinstance(p, np.ndarray):
             arrays.append(pd.array(p, dtype=dtype))
+        elif isinstance(p, Nullable):
+            arrays.append(pd.array(np.where(p.mask(), None, p.values.astype(object)), dtype=dtype))
         else:
             arrays.append(p if str(p.dtype) == dtype else p.astype(dtype))
     return type(arrays[0])._concat_same_type(arrays)

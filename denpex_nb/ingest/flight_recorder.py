@@ -18,6 +18,7 @@ only completion signal); ``time_created_ns`` -> t_wall; ``process_group`` -> pg 
 """
 from __future__ import annotations
 
+import functools
 import gc
 import io
 import json
@@ -142,10 +143,16 @@ def _as_int(v) -> int | None:
         return None
 
 
+@functools.lru_cache(maxsize=256)
+def _ranks_in_text(raw: str) -> tuple[int, ...]:
+    """``"[0, 1, ... 1023]"`` -> the ranks; cached, as every dump of a job repeats the same text."""
+    return tuple(int(x) for x in re.findall(r"-?\d+", raw))
+
+
 def _ranks_of(cfg: Any) -> list[int]:
     raw = cfg.get("ranks") if isinstance(cfg, dict) else None
     if isinstance(raw, str):
-        return [int(x) for x in re.findall(r"-?\d+", raw)]
+        return list(_ranks_in_text(raw))
     if isinstance(raw, (list, tuple)):
         return [int(x) for x in raw]
     return []
@@ -240,9 +247,10 @@ def _world_by_pg(pg_config: Any) -> dict[str, int]:
     world_by_pg: dict[str, int] = {}
     if isinstance(pg_config, dict):
         for key, cfg in pg_config.items():
-            ranks = _ranks_of(cfg)
-            if ranks:
-                world_by_pg[str(key)] = len(ranks)
+            raw = cfg.get("ranks") if isinstance(cfg, dict) else None
+            count = len(_ranks_in_text(raw)) if isinstance(raw, str) else len(_ranks_of(cfg))
+            if count:
+                world_by_pg[str(key)] = count
         if len(world_by_pg) == 1 and "" in world_by_pg:   # gloo: one config keyed ''
             world_by_pg["*"] = world_by_pg[""]
     return world_by_pg

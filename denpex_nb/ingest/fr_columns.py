@@ -19,12 +19,9 @@ import numpy as np
 import pandas as pd
 
 from . import pickle_nodes as pn
-from .assemble import Coded, Const
+from .assemble import Coded, Const, Nullable
 from .pickle_nodes import K_BOOL, K_DICT, K_INT, K_LIST, K_NONE, K_STR, K_TUPLE, njit
 
-if pn.AVAILABLE:
-    from numba import types
-    from numba.typed import Dict
 
 #: entry keys the walker reads, by index (the order fixes the rows of its output arrays)
 INT_KEYS = ("record_id", "pg_id", "collective_seq_id", "p2p_seq_id", "time_created_ns", "timeout_ms")
@@ -63,20 +60,34 @@ def _key_id(buf, val, size, node, key_bytes, key_start, key_len):
 
 
 @njit(cache=True, nogil=True)
-def _canonical_string(buf, val, size, node, canon, by_hash):
+def _slot(table_hash, table_val, h):
+    """Open addressing (linear probing) in a power-of-two table: the slot holding hash ``h``, or
+    the empty slot (``table_val == -1``) where it belongs. Plain arrays: several times cheaper
+    per lookup than a numba typed dict."""
+    mask = table_hash.size - 1
+    x = h ^ (h >> np.int64(29))
+    x = x * np.int64(-4658895280553007687)
+    i = (x ^ (x >> np.int64(32))) & mask
+    while table_val[i] != -1 and table_hash[i] != h:
+        i = (i + 1) & mask
+    return i
+
+
+@njit(cache=True, nogil=True)
+def _canonical_string(buf, val, size, node, canon, canon_stamp, gen, str_hash, str_val):
     """The first node holding the same text as string ``node`` (-1 on a hash collision between
     two different texts). Pickles written by Python repeat equal strings built at run time (a
     profiling name per entry); this makes them one value, so later steps see a handful, not 2000."""
-    c = canon[node]
-    if c >= 0:
-        return c
+    if canon_stamp[node] == gen:
+        return canon[node]
     start = val[node]
     length = size[node]
     h = np.int64(length) * np.int64(1000003)
     for i in range(length):
         h = (h ^ np.int64(buf[start + i])) * np.int64(1099511628211)
-    if h in by_hash:
-        c = by_hash[h]
+    slot = _slot(str_hash, str_val, h)
+    if str_val[slot] != -1:
+        c = str_val[slot]
         if size[c] != length:
             return -1
         other = val[c]
@@ -84,15 +95,18 @@ def _canonical_string(buf, val, size, node, canon, by_hash):
             if buf[other + i] != buf[start + i]:
                 return -1
     else:
-        by_hash[h] = node
+        str_hash[slot] = h
+        str_val[slot] = node
         c = node
     canon[node] = c
+    canon_stamp[node] = gen
     return c
 
 
 @njit(cache=True, nogil=True)
 def _entry_columns(buf, kind, val, size, first_edge, edge_node, edge_next, entries,
-                   key_bytes, key_start, key_len, key_cache, canon, dims, t_start, t_ndim, s_start, s_count, s_numel):
+                   key_bytes, key_start, key_len, gen, key_cache, key_stamp, canon, canon_stamp,
+                   dims, t_start, t_ndim, s_start, s_count, s_numel, str_hash, str_val, shape_hash, shape_val):
     n = size[entries]
     n_int = 6
     ints = np.zeros((n_int, n), np.int64)
@@ -100,14 +114,12 @@ def _entry_columns(buf, kind, val, size, first_edge, edge_node, edge_next, entri
     bools = np.full((2, n), -1, np.int8)
     strs = np.full((5, n), -1, np.int32)
     shapes = np.full((2, n), -1, np.int64)
-    key_cache[:kind.size] = -2
-    canon[:kind.size] = -1
     cap = dims.size
     n_dims = 0
     n_tensors = 0
     n_shapes = 0
-    index = Dict.empty(key_type=types.int64, value_type=types.int64)   # shape hash -> shape id
-    by_hash = Dict.empty(key_type=types.int64, value_type=types.int64)
+    str_val[:] = -1          # hash tables: text hash -> first string node, shape hash -> shape id
+    shape_val[:] = -1
     status = OK
     e = first_edge[entries] if n > 0 else -1
     row = 0
@@ -126,10 +138,12 @@ def _entry_columns(buf, kind, val, size, first_edge, edge_node, edge_next, entri
             if kind[kn] != K_STR:                 # key must be a string
                 status = DECLINE
                 break
-            kid = key_cache[kn]
-            if kid == -2:
+            if key_stamp[kn] == gen:         # caches are valid for this call's stamp only: no reset
+                kid = key_cache[kn]
+            else:
                 kid = _key_id(buf, val, size, kn, key_bytes, key_start, key_len)
                 key_cache[kn] = kid
+                key_stamp[kn] = gen
             if kid < 0:
                 continue
             vk = kind[vn]
@@ -152,7 +166,7 @@ def _entry_columns(buf, kind, val, size, first_edge, edge_node, edge_next, entri
                     break
             elif kid < n_int + 4:
                 if vk == K_STR:
-                    c = _canonical_string(buf, val, size, vn, canon, by_hash)
+                    c = _canonical_string(buf, val, size, vn, canon, canon_stamp, gen, str_hash, str_val)
                     if c < 0:
                         status = DECLINE
                         break
@@ -171,7 +185,7 @@ def _entry_columns(buf, kind, val, size, first_edge, edge_node, edge_next, entri
                     if kind[a] != K_STR:
                         status = DECLINE
                         break
-                    a = _canonical_string(buf, val, size, a, canon, by_hash)
+                    a = _canonical_string(buf, val, size, a, canon, canon_stamp, gen, str_hash, str_val)
                     if a < 0:
                         status = DECLINE
                         break
@@ -179,7 +193,7 @@ def _entry_columns(buf, kind, val, size, first_edge, edge_node, edge_next, entri
                     if size[vn] >= 2:
                         b = edge_node[edge_next[g]]
                         if kind[b] == K_STR:
-                            b = _canonical_string(buf, val, size, b, canon, by_hash)
+                            b = _canonical_string(buf, val, size, b, canon, canon_stamp, gen, str_hash, str_val)
                             if b < 0:
                                 status = DECLINE
                                 break
@@ -197,7 +211,7 @@ def _entry_columns(buf, kind, val, size, first_edge, edge_node, edge_next, entri
                     if kind[a] != K_STR:
                         status = DECLINE
                         break
-                    a = _canonical_string(buf, val, size, a, canon, by_hash)
+                    a = _canonical_string(buf, val, size, a, canon, canon_stamp, gen, str_hash, str_val)
                     if a < 0:
                         status = DECLINE
                         break
@@ -246,7 +260,8 @@ def _entry_columns(buf, kind, val, size, first_edge, edge_node, edge_next, entri
                         break
                 if status != OK:
                     break
-                sid = index[h] if h in index else np.int64(-1)
+                slot = _slot(shape_hash, shape_val, h)
+                sid = shape_val[slot]
                 if sid >= 0:
                     # verify: same tensors, same dims (a hash collision declines the fast path)
                     if s_count[sid] != size[vn]:
@@ -298,7 +313,8 @@ def _entry_columns(buf, kind, val, size, first_edge, edge_node, edge_next, entri
                         n_tensors += 1
                     if status != OK:
                         break
-                    index[h] = sid
+                    shape_hash[slot] = h
+                    shape_val[slot] = sid
                     n_shapes += 1
                 shapes[which, row] = sid
         row += 1
@@ -308,17 +324,32 @@ def _entry_columns(buf, kind, val, size, first_edge, edge_node, edge_next, entri
 
 class Scratch:
     """Per-thread working arrays of :func:`_entry_columns` (string and key caches, the shape
-    table), kept between dumps for the reason :class:`.pickle_nodes.Workspace` gives."""
+    table, two hash tables), kept between dumps for the reason :class:`.pickle_nodes.Workspace`
+    gives. The caches are not cleared between calls: an entry counts only when its stamp is the
+    current call's number."""
 
     def __init__(self):
         self.capacity = -1
+        self.slots = -1
+        self.gen = 0
 
-    def arrays(self, n_nodes: int) -> tuple:
+    def arrays(self, n_nodes: int, n_entries: int) -> tuple:
         if n_nodes + 16 > self.capacity:
             cap = self.capacity = max(n_nodes + 16, 2 * self.capacity)
-            self._arrays = (np.empty(cap, np.int16), np.empty(cap, np.int64)) + tuple(
-                np.empty(cap, np.int64) for _ in range(6))
-        return self._arrays
+            self._caches = (np.empty(cap, np.int16), np.zeros(cap, np.int32), np.empty(cap, np.int64),
+                            np.zeros(cap, np.int32))
+            self._shapes = tuple(np.empty(cap, np.int64) for _ in range(6))
+            self.gen = 0
+        # hash tables at most half full: <= 5 strings and 2 shapes are interned per entry
+        str_slots = 1 << int(2 * (5 * n_entries + 8)).bit_length()
+        shape_slots = 1 << int(2 * (2 * n_entries + 8)).bit_length()
+        if str_slots > self.slots:
+            self.slots = str_slots
+            self._tables = tuple(np.empty(str_slots, np.int64) for _ in range(4))
+        self.gen += 1
+        sh, sv, ph, pv = self._tables
+        return (np.int32(self.gen),) + self._caches + self._shapes + (
+            sh[:str_slots], sv[:str_slots], ph[:shape_slots], pv[:shape_slots])
 
 
 def entry_arrays(nodes: "pn.Nodes", entries_node: int, scratch: Scratch | None = None):
@@ -326,7 +357,7 @@ def entry_arrays(nodes: "pn.Nodes", entries_node: int, scratch: Scratch | None =
     scratch = scratch or Scratch()
     out = _entry_columns(nodes.buf, nodes.kind, nodes.val, nodes.size, nodes.first_edge, nodes.edge_node,
                          nodes.edge_next, np.int64(entries_node), _KEY_BYTES, _KEY_START, _KEY_LEN,
-                         *scratch.arrays(len(nodes.kind)))
+                         *scratch.arrays(len(nodes.kind), int(nodes.size[entries_node])))
     if out[0] != OK:
         return None
     # the shape table lives in the scratch arrays: copy the few rows in use before they are reused
@@ -358,8 +389,34 @@ def warm() -> None:
 
 # --- arrays -> the events column batch -----------------------------------------------------------
 
+def _small_int(values: np.ndarray) -> np.ndarray:
+    """The narrowest integer dtype that holds ``values`` (a result travels back from a worker
+    process: 2 bytes a row instead of 8 when that is enough; build_frame widens it again)."""
+    if values.size == 0:
+        return values
+    lo, hi = int(values.min()), int(values.max())
+    for kind in (np.int8, np.int16, np.int32):
+        info = np.iinfo(kind)
+        if info.min <= lo and hi <= info.max:
+            return values.astype(kind)
+    return values
+
+
 def _masked_int(values: np.ndarray, ok: np.ndarray, dtype=np.int64):
-    return pd.arrays.IntegerArray(values.astype(dtype, copy=False), ~ok)
+    """A nullable integer column, as compact as it can travel: Const when one value (or none)
+    fills it, else narrow values plus a missing mask (None when nothing is missing)."""
+    n = len(values)
+    if n and not ok.any():
+        return Const(None, n)
+    if n and ok.all() and (values == values[0]).all():
+        return Const(int(values[0]), n)
+    return Nullable(_small_int(values), None if ok.all() else ~ok)
+
+
+def _small_codes(coded: Coded) -> Coded:
+    coded.codes = coded.codes.astype(np.int8 if len(coded.values) < 127 else np.int16 if len(coded.values) < 32767
+                                     else np.int32)
+    return coded
 
 
 def _coded(keys: np.ndarray, fn) -> tuple[Coded, list]:
@@ -368,18 +425,21 @@ def _coded(keys: np.ndarray, fn) -> tuple[Coded, list]:
     n = keys.shape[1]
     if n == 0:
         return Coded(np.zeros(0, dtype=np.int32), []), [[], np.zeros(0, dtype=np.intp)]
-    combined = np.zeros(n, dtype=np.int64)
-    for row in keys:                       # 1-D uniques only: far cheaper than np.unique(axis=1)
-        u, inv = np.unique(row, return_inverse=True)
-        combined = combined * len(u) + inv.ravel()
-    _, first, inv = np.unique(combined, return_index=True, return_inverse=True)
-    inv = inv.ravel()
+    if (keys == keys[:, :1]).all():           # one value in the whole dump (the usual case)
+        first, inv = np.zeros(1, dtype=np.intp), np.zeros(n, dtype=np.intp)
+    else:
+        combined = np.zeros(n, dtype=np.int64)
+        for row in keys:                      # 1-D uniques only: far cheaper than np.unique(axis=1)
+            u, inv = np.unique(row, return_inverse=True)
+            combined = combined * len(u) + inv.ravel()
+        _, first, inv = np.unique(combined, return_index=True, return_inverse=True)
+        inv = inv.ravel()
     results = [fn(*k) for k in keys[:, first].T.tolist()]
     index: dict = {}
     per_key = np.empty(len(results), dtype=np.int32)
     for i, r in enumerate(results):
         per_key[i] = -1 if r is None else index.setdefault(r, len(index))
-    return Coded(per_key[inv], list(index)), [results, inv]
+    return _small_codes(Coded(per_key[inv], list(index))), [results, inv]
 
 
 _LOCAL = threading.local()      # one decode workspace per thread (Dask may run readers in threads)
@@ -472,13 +532,13 @@ def fast_dump_columns(data: bytes, *, rank: int | None, file: str, source: str):
     events = {
         "rank": Const(rank, n), "pg": pg_col, "pg_desc": desc_col, "seq": _masked_int(seq, seq_ok),
         "seq_kind": Const("fr", n), "op": op_col,
-        "in_shapes": Coded(in_ids.astype(np.int32), shape_list), "out_shapes": Coded(out_ids.astype(np.int32), shape_list),
+        "in_shapes": _small_codes(Coded(in_ids, shape_list)), "out_shapes": _small_codes(Coded(out_ids, shape_list)),
         "numel_in": _masked_int(numel[in_ids], in_ids >= 0), "numel_out": _masked_int(numel[out_ids], out_ids >= 0),
         "dtype": dtype_col, "state": state_col,
         "world_size": _masked_int(world_vals, world_vals >= 0, np.int32), "root": _masked_int(peer_vals, peer_ok, np.int32),
         "_t_wall_ns": _masked_int(ints[i_time], time_ok), "source": Const(source, n), "file": Const(file, n),
-        "line": np.arange(n, dtype=np.int64),
-        "retired": pd.arrays.BooleanArray(bools[0] == 1, bools[0] < 0),
+        "line": _small_int(np.arange(n, dtype=np.int64)),
+        "retired": Nullable(bools[0] == 1, bools[0] < 0) if (bools[0] < 0).any() else bools[0] == 1,
         "is_p2p": is_p2p,
         "record_id": _masked_int(ints[i_rec], int_ok[i_rec]),
         "collective_seq_id": _masked_int(ints[i_coll], int_ok[i_coll]),

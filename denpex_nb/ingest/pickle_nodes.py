@@ -59,7 +59,7 @@ def _le(buf, pos, k):
 def _decode(buf, kind, val, size, first_edge, last_edge, edge_node, edge_next, stack, marks, memo):
     n = buf.size
     cap = kind.size                      # nodes, edges, stack, marks and memo all have this room
-    memo[:] = -1
+    memo_hi = -1                         # memo[:memo_hi + 1] is initialised (filled as it grows, not up front)
     nn = 0       # nodes
     ne = 0       # edges
     sp = 0       # stack depth
@@ -90,7 +90,7 @@ def _decode(buf, kind, val, size, first_edge, last_edge, edge_node, edge_next, s
             if idx >= cap or sp >= cap:
                 status = E_CAPACITY if cap < n + 2 else E_MEMO
                 break
-            if memo[idx] < 0:
+            if idx > memo_hi or memo[idx] < 0:
                 status = E_MEMO
                 break
             stack[sp] = memo[idx]
@@ -116,6 +116,9 @@ def _decode(buf, kind, val, size, first_edge, last_edge, edge_node, edge_next, s
             if idx >= cap:
                 status = E_CAPACITY if cap < n + 2 else E_MEMO
                 break
+            while memo_hi < idx:
+                memo_hi += 1
+                memo[memo_hi] = -1
             if memo[idx] < 0:
                 memo_len += 1
             memo[idx] = stack[sp - 1]
@@ -364,7 +367,7 @@ class Workspace:
     ~2x faster. A :class:`Nodes` decoded into a workspace is only valid until the workspace's
     next decode; :func:`decode` without one allocates fresh arrays and is always safe."""
 
-    _SPEC = (("kind", np.int8), ("val", np.int64), ("size", np.int64), ("first_edge", np.int32),
+    _SPEC = (("kind", np.int8), ("val", np.int64), ("size", np.int32), ("first_edge", np.int32),
              ("last_edge", np.int32), ("edge_node", np.int32), ("edge_next", np.int32), ("stack", np.int32),
              ("marks", np.int32), ("memo", np.int32))
 
