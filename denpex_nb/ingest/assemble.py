@@ -207,6 +207,8 @@ def _typed(values, dtype: str | None):
         except (TypeError, ValueError):
             return pd.array(values, dtype="object")
     if dtype == "category":
+        if values.count(None) == n:               # no values: object categories, not pandas' float64
+            return _missing_column(n, dtype)
         try:
             return pd.Categorical(values)
         except TypeError:
@@ -223,7 +225,7 @@ def _typed(values, dtype: str | None):
             return pd.to_numeric(pd.Series(values, dtype="object"), errors="coerce").astype(dtype).array
     if dtype.startswith("datetime64"):
         if values.count(None) == n:
-            return pd.array([pd.NaT] * n, dtype=dtype)
+            return _missing_column(n, dtype)
         return pd.to_datetime(pd.Series(values, dtype="object"), utc=True, errors="coerce", format="mixed").array
     if dtype == "string":
         try:
@@ -253,6 +255,9 @@ def build_frame(name: str, batches) -> pd.DataFrame:
     for c in cols:
         parts = [b.get(c) for b in batches]
         dtype = schema.get(c) or EXTRA_DTYPES.get(c) or ("Int64" if c == "_t_wall_ns" else None)
+        if all(p is None for p in parts) and c != "_t_wall_ns":     # a column no batch has: all missing
+            data[c] = _missing_column(sum(batch_len(b) for b in batches), dtype)
+            continue
         if any(isinstance(p, Coded) for p in parts) or (
                 dtype in _MASKED and any(isinstance(p, (Nullable, pd.api.extensions.ExtensionArray)) for p in parts)):
             parts = [Const(None, batch_len(b)) if p is None else p for b, p in zip(batches, parts)]
@@ -260,7 +265,7 @@ def build_frame(name: str, batches) -> pd.DataFrame:
             data[c] = _coded_categorical(parts)
             continue
         if dtype == "object" and all(isinstance(p, (Const, Coded)) for p in parts):
-            data[c] = pd.Series(np.concatenate([_object_array(p) for p in parts]), dtype="object").array
+            data[c] = pd.Series(_object_concat(parts), dtype="object").array
             continue
         if dtype in _MASKED and all(isinstance(p, _ARRAY_PARTS) for p in parts) and not all(
                 isinstance(p, np.ndarray) for p in parts):
@@ -287,12 +292,33 @@ def build_frame(name: str, batches) -> pd.DataFrame:
             merged_ns = values
             continue
         data[c] = _typed(values, dtype)
+    if merged_ns is not None and "t_wall" in data:
+        data["t_wall"] = _fill_times(data["t_wall"], pd.array(merged_ns, dtype="Int64"))
     df = pd.DataFrame(data, copy=False)     # the columns are fresh: no second copy of 2M rows
-    if merged_ns is not None and "t_wall" in df.columns:
-        ns = pd.array(merged_ns, dtype="Int64")
-        fill = pd.to_datetime(pd.Series(ns), unit="ns", utc=True)
-        df["t_wall"] = df["t_wall"].where(df["t_wall"].notna(), fill)
     return conform(name, df)
+
+
+def _missing_column(n: int, dtype: str | None):
+    """``n`` missing values of ``dtype``, built from arrays (not a list of n Nones)."""
+    if dtype in _MASKED:
+        return _masked_concat([Const(None, n)], dtype)
+    if dtype == "category":
+        return pd.Categorical.from_codes(np.full(n, -1, dtype=np.int8), categories=pd.Index([], dtype=object))
+    if dtype and dtype.startswith("datetime64"):
+        nat = pd.Series(np.full(n, np.datetime64("NaT"), dtype="datetime64[ns]"))
+        return (nat.dt.tz_localize("UTC") if "UTC" in dtype else nat).array
+    return _typed([None] * n, dtype)
+
+
+def _fill_times(t_wall, ns: pd.arrays.IntegerArray):
+    """``t_wall`` where known, else the integer nanoseconds (FR dumps), as datetime64[ns, UTC]
+    straight from the integers (no Timestamp per row)."""
+    raw = ns.to_numpy(dtype=np.int64, na_value=np.iinfo(np.int64).min)     # int64 min is NaT
+    fill = pd.Series(raw.view("datetime64[ns]")).dt.tz_localize("UTC")
+    known = pd.Series(t_wall)
+    if known.isna().all():
+        return fill.array
+    return known.where(known.notna(), fill).array
 
 
 _MASKED = ("Int32", "Int64", "boolean", "Float64")
@@ -302,7 +328,8 @@ _ARRAY_PARTS = (np.ndarray, pd.api.extensions.ExtensionArray, Const, Nullable)
 def _coded_categorical(parts: list) -> pd.Categorical:
     """One categorical from Const and Coded parts: categories are the union of their values (in
     first-seen order for constants, sorted once a coded part is involved, as ``pd.Categorical`` of
-    a list sorts them); codes are remapped per part with one ``take`` (no per-row hashing)."""
+    a list sorts them); codes are written part by part into one array, each Coded part remapped
+    with one ``take`` (no per-row hashing)."""
     cats: dict = {}
     for p in parts:
         for v in ([p.value] if isinstance(p, Const) else p.values):
@@ -313,54 +340,81 @@ def _coded_categorical(parts: list) -> pd.Categorical:
             cats = {v: i for i, v in enumerate(sorted(cats))}
         except TypeError:
             pass
-    pieces = []
+    codes = np.empty(sum(len(p) for p in parts), dtype=np.int32)
+    remaps: dict = {}                                 # dumps of one job share their value lists
+    pos = 0
     for p in parts:
+        n = len(p)
         if isinstance(p, Const):
-            pieces.append(np.full(p.n, cats.get(p.value, -1) if p.value is not None else -1, dtype=np.int32))
+            codes[pos:pos + n] = cats.get(p.value, -1) if p.value is not None else -1
         else:
-            remap = np.array([cats[v] if v is not None else -1 for v in p.values] + [-1], dtype=np.int32)
-            pieces.append(remap[p.codes])
-    codes = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.int32)
+            key = tuple(p.values)
+            remap = remaps.get(key)
+            if remap is None:
+                remap = remaps[key] = np.array([cats[v] if v is not None else -1 for v in p.values] + [-1],
+                                               dtype=np.int32)
+            codes[pos:pos + n] = remap[p.codes]
+        pos += n
     return pd.Categorical.from_codes(codes, categories=list(cats))
 
 
-def _object_array(p) -> np.ndarray:
-    """A Const or Coded part as an object array (values such as shape tuples stay whole)."""
-    if isinstance(p, Const):
-        out = np.empty(p.n, dtype=object)
-        out.fill(p.value)
-        return out
-    lookup = np.empty(len(p.values) + 1, dtype=object)
-    for i, v in enumerate(p.values):
-        lookup[i] = v
-    lookup[-1] = None
-    return lookup[p.codes]
+def _object_concat(parts: list) -> np.ndarray:
+    """Const and Coded parts as one object array (values such as shape tuples stay whole)."""
+    out = np.empty(sum(len(p) for p in parts), dtype=object)
+    lookups: dict = {}
+    pos = 0
+    for p in parts:
+        n = len(p)
+        if isinstance(p, Const):
+            out[pos:pos + n] = _object_lookup([p.value])[:1]      # broadcast one object, even a tuple
+        else:
+            key = tuple(p.values)
+            lookup = lookups.get(key)
+            if lookup is None:
+                lookup = lookups[key] = _object_lookup(p.values)
+            out[pos:pos + n] = lookup[p.codes]
+        pos += n
+    return out
+
+
+def _object_lookup(values: list) -> np.ndarray:
+    """``values + [None]`` as an object array, element by element (tuples stay tuples)."""
+    arr = np.empty(len(values) + 1, dtype=object)
+    for i, v in enumerate(values):
+        arr[i] = v
+    arr[-1] = None
+    return arr
 
 
 _NUMPY_OF = {"Int32": np.int32, "Int64": np.int64, "boolean": np.bool_, "Float64": np.float64}
 
 
 def _masked_concat(parts: list, dtype: str):
-    """Concatenate numpy, Nullable, pandas masked and Const parts of a nullable numeric column."""
+    """Concatenate numpy, Nullable, pandas masked and Const parts of a nullable numeric column,
+    writing each part into one preallocated values array and one mask."""
     if all(isinstance(p, (Nullable, np.ndarray, Const)) for p in parts):
-        kind = _NUMPY_OF[dtype]
-        values, missing = [], []
+        total = sum(len(p) for p in parts)
+        values = np.zeros(total, dtype=_NUMPY_OF[dtype])
+        missing = np.zeros(total, dtype=bool)
+        pos = 0
         for p in parts:
+            n = len(p)
             if isinstance(p, Nullable):
-                values.append(p.values.astype(kind, copy=False))
-                missing.append(p.mask())
+                values[pos:pos + n] = p.values
+                if p.missing is not None:
+                    missing[pos:pos + n] = p.missing
             elif isinstance(p, np.ndarray):
-                values.append(p.astype(kind, copy=False))
-                missing.append(np.zeros(len(p), dtype=bool))
+                values[pos:pos + n] = p
+            elif p.value is None:
+                missing[pos:pos + n] = True
             else:
-                values.append(np.full(p.n, p.value if p.value is not None else 0, dtype=kind))
-                missing.append(np.full(p.n, p.value is None, dtype=bool))
-        v, m = np.concatenate(values), np.concatenate(missing)
+                values[pos:pos + n] = p.value
+            pos += n
         if dtype == "boolean":
-            return pd.arrays.BooleanArray(v, m)
+            return pd.arrays.BooleanArray(values, missing)
         if dtype == "Float64":
-            return pd.arrays.FloatingArray(v, m)
-        return pd.arrays.IntegerArray(v, m)
+            return pd.arrays.FloatingArray(values, missing)
+        return pd.arrays.IntegerArray(values, missing)
     arrays = []
     for p in parts:
         if isinstance(p, Const):

@@ -104,6 +104,80 @@ def _canonical_string(buf, val, size, node, canon, canon_stamp, gen, str_hash, s
 
 
 @njit(cache=True, nogil=True)
+def _shape_hash(kind, val, size, first_edge, edge_node, edge_next, node):
+    """(kinds ok, hash, numel) of a list of dim lists; numel as ``Σ prod(dims)`` with an overflow guard."""
+    h = np.int64(size[node]) * np.int64(1000003)
+    numel = np.int64(0)
+    te = first_edge[node] if size[node] > 0 else -1
+    while te >= 0:
+        tn = edge_node[te]
+        te = edge_next[te]
+        if kind[tn] != K_LIST and kind[tn] != K_TUPLE:
+            return False, h, numel
+        h = (h ^ np.int64(size[tn])) * np.int64(1099511628211)
+        p = np.int64(1)
+        de = first_edge[tn] if size[tn] > 0 else -1
+        while de >= 0:
+            dn = edge_node[de]
+            de = edge_next[de]
+            if kind[dn] != K_INT:
+                return False, h, numel
+            d = val[dn]
+            h = (h ^ d) * np.int64(1099511628211)
+            if d != 0 and (p > _NUMEL_LIMIT // abs(d) or p < -_NUMEL_LIMIT // abs(d)):
+                return False, h, numel
+            p *= d
+        numel += p
+        if abs(numel) > _NUMEL_LIMIT:
+            return False, h, numel
+    return True, h, numel
+
+
+@njit(cache=True, nogil=True)
+def _same_shape(val, size, first_edge, edge_node, edge_next, node, sid, dims, t_start, t_ndim, s_start, s_count):
+    """Does list-of-dim-lists ``node`` equal interned shape ``sid``, dim for dim?"""
+    if s_count[sid] != size[node]:
+        return False
+    ti = s_start[sid]
+    te = first_edge[node] if size[node] > 0 else -1
+    while te >= 0:
+        tn = edge_node[te]
+        te = edge_next[te]
+        if t_ndim[ti] != size[tn]:
+            return False
+        k = t_start[ti]
+        de = first_edge[tn] if size[tn] > 0 else -1
+        while de >= 0:
+            if dims[k] != val[edge_node[de]]:
+                return False
+            k += 1
+            de = edge_next[de]
+        ti += 1
+    return True
+
+
+@njit(cache=True, nogil=True)
+def _store_shape(val, size, first_edge, edge_node, edge_next, node, dims, t_start, t_ndim, n_dims, n_tensors):
+    """Append ``node``'s tensors to the shape table: (room was enough, n_dims, n_tensors)."""
+    cap = dims.size
+    te = first_edge[node] if size[node] > 0 else -1
+    while te >= 0:
+        tn = edge_node[te]
+        te = edge_next[te]
+        if n_dims + size[tn] > cap:
+            return False, n_dims, n_tensors
+        t_start[n_tensors] = n_dims
+        t_ndim[n_tensors] = size[tn]
+        de = first_edge[tn] if size[tn] > 0 else -1
+        while de >= 0:
+            dims[n_dims] = val[edge_node[de]]
+            n_dims += 1
+            de = edge_next[de]
+        n_tensors += 1
+    return True, n_dims, n_tensors
+
+
+@njit(cache=True, nogil=True)
 def _entry_columns(buf, kind, val, size, first_edge, edge_node, edge_next, entries,
                    key_bytes, key_start, key_len, gen, key_cache, key_stamp, canon, canon_stamp,
                    dims, t_start, t_ndim, s_start, s_count, s_numel, str_hash, str_val, shape_hash, shape_val):
@@ -227,66 +301,16 @@ def _entry_columns(buf, kind, val, size, first_edge, edge_node, edge_next, entri
                 if vk != K_LIST and vk != K_TUPLE:
                     status = DECLINE
                     break
-                # hash and numel of this list of dim lists, checking kinds as we go
-                h = np.int64(size[vn]) * np.int64(1000003)
-                numel = np.int64(0)
-                te = first_edge[vn] if size[vn] > 0 else -1
-                while te >= 0:
-                    tn = edge_node[te]
-                    te = edge_next[te]
-                    if kind[tn] != K_LIST and kind[tn] != K_TUPLE:
-                        status = DECLINE
-                        break
-                    h = (h ^ np.int64(size[tn])) * np.int64(1099511628211)
-                    p = np.int64(1)
-                    de = first_edge[tn] if size[tn] > 0 else -1
-                    while de >= 0:
-                        dn = edge_node[de]
-                        de = edge_next[de]
-                        if kind[dn] != K_INT:
-                            status = DECLINE
-                            break
-                        d = val[dn]
-                        h = (h ^ d) * np.int64(1099511628211)
-                        if d != 0 and (p > _NUMEL_LIMIT // abs(d) or p < -_NUMEL_LIMIT // abs(d)):
-                            status = DECLINE
-                            break
-                        p *= d
-                    if status != OK:
-                        break
-                    numel += p
-                    if abs(numel) > _NUMEL_LIMIT:
-                        status = DECLINE
-                        break
-                if status != OK:
+                ok, h, numel = _shape_hash(kind, val, size, first_edge, edge_node, edge_next, vn)
+                if not ok:
+                    status = DECLINE
                     break
                 slot = _slot(shape_hash, shape_val, h)
                 sid = shape_val[slot]
                 if sid >= 0:
-                    # verify: same tensors, same dims (a hash collision declines the fast path)
-                    if s_count[sid] != size[vn]:
-                        status = DECLINE
-                        break
-                    ti = s_start[sid]
-                    te = first_edge[vn] if size[vn] > 0 else -1
-                    while te >= 0:
-                        tn = edge_node[te]
-                        te = edge_next[te]
-                        if t_ndim[ti] != size[tn]:
-                            status = DECLINE
-                            break
-                        k = t_start[ti]
-                        de = first_edge[tn] if size[tn] > 0 else -1
-                        while de >= 0:
-                            if dims[k] != val[edge_node[de]]:
-                                status = DECLINE
-                                break
-                            k += 1
-                            de = edge_next[de]
-                        if status != OK:
-                            break
-                        ti += 1
-                    if status != OK:
+                    if not _same_shape(val, size, first_edge, edge_node, edge_next, vn, sid,
+                                       dims, t_start, t_ndim, s_start, s_count):
+                        status = DECLINE          # a hash collision: decline rather than guess
                         break
                 else:
                     sid = n_shapes
@@ -296,22 +320,10 @@ def _entry_columns(buf, kind, val, size, first_edge, edge_node, edge_next, entri
                     s_start[sid] = n_tensors
                     s_count[sid] = size[vn]
                     s_numel[sid] = numel
-                    te = first_edge[vn] if size[vn] > 0 else -1
-                    while te >= 0:
-                        tn = edge_node[te]
-                        te = edge_next[te]
-                        if n_dims + size[tn] > cap:
-                            status = DECLINE
-                            break
-                        t_start[n_tensors] = n_dims
-                        t_ndim[n_tensors] = size[tn]
-                        de = first_edge[tn] if size[tn] > 0 else -1
-                        while de >= 0:
-                            dims[n_dims] = val[edge_node[de]]
-                            n_dims += 1
-                            de = edge_next[de]
-                        n_tensors += 1
-                    if status != OK:
+                    ok, n_dims, n_tensors = _store_shape(val, size, first_edge, edge_node, edge_next, vn,
+                                                         dims, t_start, t_ndim, n_dims, n_tensors)
+                    if not ok:
+                        status = DECLINE
                         break
                     shape_hash[slot] = h
                     shape_val[slot] = sid

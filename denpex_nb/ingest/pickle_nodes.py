@@ -56,6 +56,22 @@ def _le(buf, pos, k):
 
 
 @njit(cache=True, nogil=True)
+def _link(container, stack, lo, hi, size, first_edge, last_edge, edge_node, edge_next, ne):
+    """Append ``stack[lo:hi]`` to ``container``'s children; returns the new edge count."""
+    for i in range(lo, hi):
+        edge_node[ne] = stack[i]
+        edge_next[ne] = -1
+        if size[container] == 0:
+            first_edge[container] = ne
+        else:
+            edge_next[last_edge[container]] = ne
+        last_edge[container] = ne
+        size[container] += 1
+        ne += 1
+    return ne
+
+
+@njit(cache=True, nogil=True)
 def _decode(buf, kind, val, size, first_edge, last_edge, edge_node, edge_next, stack, marks, memo):
     n = buf.size
     cap = kind.size                      # nodes, edges, stack, marks and memo all have this room
@@ -133,17 +149,7 @@ def _decode(buf, kind, val, size, first_edge, last_edge, edge_node, edge_next, s
             if ne + k > cap:
                 status = E_CAPACITY
                 break
-            c = stack[sp - k - 1]
-            for i in range(sp - k, sp):
-                edge_node[ne] = stack[i]
-                edge_next[ne] = -1
-                if size[c] == 0:
-                    first_edge[c] = ne
-                else:
-                    edge_next[last_edge[c]] = ne
-                last_edge[c] = ne
-                size[c] += 1
-                ne += 1
+            ne = _link(stack[sp - k - 1], stack, sp - k, sp, size, first_edge, last_edge, edge_node, edge_next, ne)
             sp -= k
         elif op == 0x4D:                     # BININT2
             if pos + 2 > n:
@@ -211,17 +217,7 @@ def _decode(buf, kind, val, size, first_edge, last_edge, edge_node, edge_next, s
             if ne + (sp - m) > cap:
                 status = E_CAPACITY
                 break
-            c = stack[m - 1]
-            for i in range(m, sp):
-                edge_node[ne] = stack[i]
-                edge_next[ne] = -1
-                if size[c] == 0:
-                    first_edge[c] = ne
-                else:
-                    edge_next[last_edge[c]] = ne
-                last_edge[c] = ne
-                size[c] += 1
-                ne += 1
+            ne = _link(stack[m - 1], stack, m, sp, size, first_edge, last_edge, edge_node, edge_next, ne)
             sp = m
         elif op == 0x88 or op == 0x89:       # NEWTRUE, NEWFALSE
             new_kind, new_val = K_BOOL, np.int64(1 if op == 0x88 else 0)
@@ -255,16 +251,7 @@ def _decode(buf, kind, val, size, first_edge, last_edge, edge_node, edge_next, s
             kind[t] = K_TUPLE
             size[t] = 0
             nn += 1
-            for i in range(m, sp):
-                edge_node[ne] = stack[i]
-                edge_next[ne] = -1
-                if size[t] == 0:
-                    first_edge[t] = ne
-                else:
-                    edge_next[last_edge[t]] = ne
-                last_edge[t] = ne
-                size[t] += 1
-                ne += 1
+            ne = _link(t, stack, m, sp, size, first_edge, last_edge, edge_node, edge_next, ne)
             sp = m
             stack[sp] = t
             sp += 1
