@@ -324,10 +324,11 @@ class Nodes:
         ch = self.children(node)
         return list(zip(ch[0::2], ch[1::2]))
 
-    def to_python(self, node: int):
+    def to_python(self, node: int, _path: frozenset = frozenset()):
         """The value as Python objects, as ``pickle.loads`` would build it (for small subtrees:
-        the parts of a dump other than its entries). Big integers and floats are not kept
-        (:class:`ValueError`): no FR field outside the entries uses them."""
+        the parts of a dump other than its entries). Big integers, floats and values that contain
+        themselves (a pickle can build a list holding itself) are not kept: :class:`ValueError`;
+        no FR field outside the entries uses them."""
         k = int(self.kind[node])
         if k == K_NONE:
             return None
@@ -337,12 +338,15 @@ class Nodes:
             return int(self.val[node])
         if k == K_STR:
             return self.text(node)
+        if node in _path:
+            raise ValueError("a value that contains itself")
+        inner = _path | {node}
         if k == K_LIST:
-            return [self.to_python(c) for c in self.children(node)]
+            return [self.to_python(c, inner) for c in self.children(node)]
         if k == K_TUPLE:
-            return tuple(self.to_python(c) for c in self.children(node))
+            return tuple(self.to_python(c, inner) for c in self.children(node))
         if k == K_DICT:
-            return {self.to_python(a): self.to_python(b) for a, b in self.items(node)}
+            return {self.to_python(a, inner): self.to_python(b, inner) for a, b in self.items(node)}
         raise ValueError("value kind not kept by the node decoder")
 
 

@@ -115,6 +115,18 @@ def test_mutated_pickles_never_crash_and_agree_when_both_decode(data):
     assert value == expected
 
 
+def test_a_value_that_contains_itself_is_refused_not_recursed():
+    loop: list = [1]
+    loop.append(loop)
+    nodes = pn.decode(pickle.dumps({"pg_config": loop}, protocol=2))
+    with pytest.raises(ValueError, match="contains itself"):
+        nodes.to_python(nodes.root)
+    from denpex_nb.ingest.fr_columns import fast_dump_columns
+
+    assert fast_dump_columns(pickle.dumps({"pg_config": loop, "entries": []}, protocol=2),
+                             rank=0, file="f", source="fr_pickle") is None
+
+
 def test_denser_pickles_than_the_first_guess_are_decoded_again_with_room():
     value = [[]] * 50_000 + [None] * 1000        # ~1 value per 1-2 bytes, far above FR dumps' density
     assert _decoded(pickle.dumps(value, protocol=2)) == value
