@@ -26,6 +26,7 @@ import operator
 import os
 import pickle
 import re
+import warnings
 from typing import Any
 
 import numpy as np
@@ -273,6 +274,7 @@ def _progress_rows(status: Any, *, rank: int | None, file: str, source: str) -> 
 #: ``DENPEX_FR_DECODER=unpickle`` turns the compiled decoder off (to compare, or to rule it out)
 DECODER_ENV = "DENPEX_FR_DECODER"
 _NUMBA_FOUND: bool | None = None
+_COMPILED_BROKEN = False
 
 
 def compiled_decoder_enabled() -> bool:
@@ -287,11 +289,19 @@ def compiled_decoder_enabled() -> bool:
 
 def _compiled_columns(data: bytes, ctx: FileContext):
     """The compiled path (:mod:`.fr_columns`) when enabled and it accepts the dump, else None."""
-    if data[:1] != b"\x80" or not compiled_decoder_enabled():
+    global _COMPILED_BROKEN
+    if data[:1] != b"\x80" or _COMPILED_BROKEN or not compiled_decoder_enabled():
         return None
-    from .fr_columns import fast_dump_columns
+    try:
+        from .fr_columns import fast_dump_columns
 
-    return fast_dump_columns(data, rank=ctx.rank_hint, file=ctx.file, source="fr_pickle")
+        return fast_dump_columns(data, rank=ctx.rank_hint, file=ctx.file, source="fr_pickle")
+    except Exception as e:        # numba or the decoder itself failing must not cost a rank's dump
+        _COMPILED_BROKEN = True
+        warnings.warn(f"the compiled Flight Recorder decoder failed ({type(e).__name__}: {e}); reading dumps "
+                      f"with the unpickler instead (set {DECODER_ENV}=unpickle to skip it)", RuntimeWarning,
+                      stacklevel=2)
+        return None
 
 
 class FlightRecorderReader(FileReader):

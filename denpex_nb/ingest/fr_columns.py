@@ -74,10 +74,11 @@ def _slot(table_hash, table_val, h):
 
 
 @njit(cache=True, nogil=True)
-def _canonical_string(buf, val, size, node, canon, canon_stamp, gen, str_hash, str_val):
-    """The first node holding the same text as string ``node`` (-1 on a hash collision between
-    two different texts). Pickles written by Python repeat equal strings built at run time (a
-    profiling name per entry); this makes them one value, so later steps see a handful, not 2000."""
+def _canonical_string(buf, val, size, node, canon, canon_stamp, gen, str_hash, str_val, dense_nodes, n_dense):
+    """The dense id (0, 1, 2 ... in first-seen order) of string ``node``'s text, -1 on a hash
+    collision between two different texts. Pickles written by Python repeat equal strings built at
+    run time (a profiling name per entry); this makes them one value, so the Python side decodes
+    a handful of texts, not 2000, and turns ids into categorical codes with one ``take``."""
     if canon_stamp[node] == gen:
         return canon[node]
     start = val[node]
@@ -88,16 +89,19 @@ def _canonical_string(buf, val, size, node, canon, canon_stamp, gen, str_hash, s
     slot = _slot(str_hash, str_val, h)
     if str_val[slot] != -1:
         c = str_val[slot]
-        if size[c] != length:
+        first = dense_nodes[c]
+        if size[first] != length:
             return -1
-        other = val[c]
+        other = val[first]
         for i in range(length):
             if buf[other + i] != buf[start + i]:
                 return -1
     else:
+        c = n_dense[0]
+        n_dense[0] += 1
+        dense_nodes[c] = node
         str_hash[slot] = h
-        str_val[slot] = node
-        c = node
+        str_val[slot] = c
     canon[node] = c
     canon_stamp[node] = gen
     return c
@@ -180,7 +184,8 @@ def _store_shape(val, size, first_edge, edge_node, edge_next, node, dims, t_star
 @njit(cache=True, nogil=True)
 def _entry_columns(buf, kind, val, size, first_edge, edge_node, edge_next, entries,
                    key_bytes, key_start, key_len, gen, key_cache, key_stamp, canon, canon_stamp,
-                   dims, t_start, t_ndim, s_start, s_count, s_numel, str_hash, str_val, shape_hash, shape_val):
+                   dims, t_start, t_ndim, s_start, s_count, s_numel, dense_nodes,
+                   str_hash, str_val, shape_hash, shape_val):
     n = size[entries]
     n_int = 6
     ints = np.zeros((n_int, n), np.int64)
@@ -194,6 +199,7 @@ def _entry_columns(buf, kind, val, size, first_edge, edge_node, edge_next, entri
     n_shapes = 0
     str_val[:] = -1          # hash tables: text hash -> first string node, shape hash -> shape id
     shape_val[:] = -1
+    n_dense = np.zeros(1, np.int64)
     status = OK
     e = first_edge[entries] if n > 0 else -1
     row = 0
@@ -240,7 +246,7 @@ def _entry_columns(buf, kind, val, size, first_edge, edge_node, edge_next, entri
                     break
             elif kid < n_int + 4:
                 if vk == K_STR:
-                    c = _canonical_string(buf, val, size, vn, canon, canon_stamp, gen, str_hash, str_val)
+                    c = _canonical_string(buf, val, size, vn, canon, canon_stamp, gen, str_hash, str_val, dense_nodes, n_dense)
                     if c < 0:
                         status = DECLINE
                         break
@@ -259,7 +265,7 @@ def _entry_columns(buf, kind, val, size, first_edge, edge_node, edge_next, entri
                     if kind[a] != K_STR:
                         status = DECLINE
                         break
-                    a = _canonical_string(buf, val, size, a, canon, canon_stamp, gen, str_hash, str_val)
+                    a = _canonical_string(buf, val, size, a, canon, canon_stamp, gen, str_hash, str_val, dense_nodes, n_dense)
                     if a < 0:
                         status = DECLINE
                         break
@@ -267,7 +273,7 @@ def _entry_columns(buf, kind, val, size, first_edge, edge_node, edge_next, entri
                     if size[vn] >= 2:
                         b = edge_node[edge_next[g]]
                         if kind[b] == K_STR:
-                            b = _canonical_string(buf, val, size, b, canon, canon_stamp, gen, str_hash, str_val)
+                            b = _canonical_string(buf, val, size, b, canon, canon_stamp, gen, str_hash, str_val, dense_nodes, n_dense)
                             if b < 0:
                                 status = DECLINE
                                 break
@@ -285,7 +291,7 @@ def _entry_columns(buf, kind, val, size, first_edge, edge_node, edge_next, entri
                     if kind[a] != K_STR:
                         status = DECLINE
                         break
-                    a = _canonical_string(buf, val, size, a, canon, canon_stamp, gen, str_hash, str_val)
+                    a = _canonical_string(buf, val, size, a, canon, canon_stamp, gen, str_hash, str_val, dense_nodes, n_dense)
                     if a < 0:
                         status = DECLINE
                         break
@@ -331,7 +337,7 @@ def _entry_columns(buf, kind, val, size, first_edge, edge_node, edge_next, entri
                 shapes[which, row] = sid
         row += 1
     return (status, ints, int_ok, bools, strs, shapes, dims[:n_dims], t_start[:n_tensors], t_ndim[:n_tensors],
-            s_start[:n_shapes], s_count[:n_shapes], s_numel[:n_shapes])
+            s_start[:n_shapes], s_count[:n_shapes], s_numel[:n_shapes], dense_nodes[:n_dense[0]])
 
 
 class Scratch:
@@ -350,7 +356,7 @@ class Scratch:
             cap = self.capacity = max(n_nodes + 16, 2 * self.capacity)
             self._caches = (np.empty(cap, np.int16), np.zeros(cap, np.int32), np.empty(cap, np.int64),
                             np.zeros(cap, np.int32))
-            self._shapes = tuple(np.empty(cap, np.int64) for _ in range(6))
+            self._shapes = tuple(np.empty(cap, np.int64) for _ in range(7))     # + dense string nodes
             self.gen = 0
         # hash tables at most half full: <= 5 strings and 2 shapes are interned per entry
         str_slots = 1 << int(2 * (5 * n_entries + 8)).bit_length()
@@ -454,6 +460,23 @@ def _coded(keys: np.ndarray, fn) -> tuple[Coded, list]:
     return _small_codes(Coded(per_key[inv], list(index))), [results, inv]
 
 
+def _by_string(ids: np.ndarray, texts: list[str], fn) -> tuple[Coded, list, np.ndarray]:
+    """A string column given as dense ids (-1 = missing): ``fn`` runs once per distinct string
+    present (and once on None when some are missing). Returns the Coded column, the result per
+    id (the last one for None) and the row -> id index used."""
+    k = len(texts)
+    idx = np.where(ids < 0, k, ids)
+    present = np.bincount(idx, minlength=k + 1) > 0
+    results: list = [None] * (k + 1)
+    index: dict = {}
+    per_id = np.full(k + 1, -1, dtype=np.int32)
+    for i in np.flatnonzero(present).tolist():
+        r = results[i] = fn(texts[i] if i < k else None)
+        if r is not None:
+            per_id[i] = index.setdefault(r, len(index))
+    return _small_codes(Coded(per_id[idx], list(index))), results, idx
+
+
 _LOCAL = threading.local()      # one decode workspace per thread (Dask may run readers in threads)
 
 
@@ -491,51 +514,48 @@ def fast_dump_columns(data: bytes, *, rank: int | None, file: str, source: str):
     got = entry_arrays(nodes, entries_node, _LOCAL.scratch)
     if got is None:
         return None
-    ints, int_ok, bools, strs, shape_ids, dims, t_start, t_ndim, s_start, s_count, s_numel = got
+    ints, int_ok, bools, strs, shape_ids, dims, t_start, t_ndim, s_start, s_count, s_numel, dense = got
     n = ints.shape[1]
-    text = {u: nodes.text(u) for u in np.unique(strs).tolist() if u >= 0}
-    text[-1] = None
+    texts = [nodes.text(x) for x in dense.tolist()]      # the distinct strings, each decoded once
 
     i_rec, i_pgid, i_coll, i_p2p, i_time, i_timeout = range(len(INT_KEYS))
-    op_col, (op_per_key, op_inv) = _coded(strs[S_PROF:S_PROF + 1], lambda p: normalize_op(text[p]) if p >= 0 else None)
-    prof_p2p = np.array([o in _P2P_OPS for o in op_per_key] or [False], dtype=bool)[op_inv] if n else np.zeros(0, bool)
-    is_p2p = (bools[1] == 1) | prof_p2p
+    op_col, op_of, op_idx = _by_string(strs[S_PROF], texts, normalize_op)
+    is_p2p = (bools[1] == 1) | np.array([o in _P2P_OPS for o in op_of], dtype=bool)[op_idx]
     seq = np.where(is_p2p, ints[i_p2p], ints[i_coll])
     seq_ok = np.where(is_p2p, int_ok[i_p2p], int_ok[i_coll])
 
     peer_vals = np.zeros(n, dtype=np.int64)
     peer_ok = np.zeros(n, dtype=bool)
     if is_p2p.any():
-        def peer_of(p, opname):
-            m = _PEER.search(text[p] or "") if p >= 0 else None
+        def peer_of(p, send):
+            m = _PEER.search(texts[p]) if p >= 0 else None
             if not m:
                 return None
             a, b = int(m.group(1)), int(m.group(2))
             if rank is not None:
                 return b if a == rank else a
-            return b if opname == "send" else a
-        ops_row = np.array(op_per_key, dtype=object)[op_inv]
-        keys = np.vstack([strs[S_PROF], np.array([o == "send" for o in ops_row], dtype=np.int64)])
-        _, (peer_per_key, peer_inv) = _coded(keys, lambda p, send: peer_of(p, "send" if send else None))
+            return b if send else a
+        sends = np.array([o == "send" for o in op_of], dtype=np.int64)[op_idx]
+        _, (peer_per_key, peer_inv) = _coded(np.vstack([strs[S_PROF], sends]), peer_of)
         got_peer = np.array([-1 if x is None else x for x in peer_per_key], dtype=np.int64)[peer_inv]
         peer_ok = is_p2p & (np.array([x is not None for x in peer_per_key], dtype=bool)[peer_inv])
         peer_vals = np.where(peer_ok, got_peer, 0)
 
-    def pg_name(g0, pid, pid_ok):
-        if g0 >= 0:
-            return str(text[g0])
-        return str(pid) if pid_ok else None
+    if (strs[S_PG0] >= 0).all():                         # every entry names its group (the usual case)
+        pg_col = _by_string(strs[S_PG0], texts, str)[0]
+        desc_col = _by_string(strs[S_PG1], texts, lambda t: t or None)[0]
+    else:                                                # some fall back to pg_id, as the unpickler path does
+        def pg_name(g0, pid, pid_ok):
+            return str(texts[g0]) if g0 >= 0 else (str(pid) if pid_ok else None)
 
-    pg_keys = np.vstack([strs[S_PG0], ints[i_pgid], int_ok[i_pgid].astype(np.int64)])
-    pg_col, (pg_per_key, pg_inv) = _coded(pg_keys, pg_name)
-    desc_col, _ = _coded(strs[S_PG0:S_PG1 + 1],
-                         lambda g0, g1: (text[g1] or None) if g0 >= 0 and g1 >= 0 else None)
+        pg_keys = np.vstack([strs[S_PG0], ints[i_pgid], int_ok[i_pgid].astype(np.int64)])
+        pg_col = _coded(pg_keys, pg_name)[0]
+        desc_col = _coded(strs[S_PG0:S_PG1 + 1], lambda g0, g1: (texts[g1] or None) if g0 >= 0 and g1 >= 0 else None)[0]
     world_by_pg = _world_by_pg(head.get("pg_config"))
-    world_per_key = [world_by_pg.get(p, world_by_pg.get("*")) for p in pg_per_key]
-    world_vals = np.array([-1 if w is None else w for w in world_per_key] or [-1], dtype=np.int64)[pg_inv] \
-        if n else np.zeros(0, np.int64)
-    dtype_col, _ = _coded(strs[S_DTYPE:S_DTYPE + 1], lambda d: dtype_name(text[d]) if d >= 0 else None)
-    state_col, _ = _coded(strs[S_STATE:S_STATE + 1], lambda s: _STATE.get(text[s]) if s >= 0 else None)
+    world_of = [world_by_pg.get(p, world_by_pg.get("*")) for p in pg_col.values] + [None]
+    world_vals = np.array([-1 if w is None else w for w in world_of], dtype=np.int64)[pg_col.codes]
+    dtype_col = _by_string(strs[S_DTYPE], texts, dtype_name)[0]
+    state_col = _by_string(strs[S_STATE], texts, _STATE.get)[0]
 
     shape_list = shape_tuples(dims, t_start, t_ndim, s_start, s_count)
     in_ids, out_ids = shape_ids[0], shape_ids[1]

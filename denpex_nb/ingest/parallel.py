@@ -1,7 +1,8 @@
 """Run :func:`~denpex_nb.ingest.parse.parse_file` over many files: serially, in a process pool, or on Dask.
 
 Small inputs parse serially (a pool costs more to start than it saves). Large multi-file inputs
-use a process pool of ``min(files, cpus)`` workers, biggest files first so the pool stays busy.
+use a process pool of ``min(files, cpus)`` workers, biggest files first so the pool stays busy,
+small files grouped into tasks (:func:`_chunks`) so a thousand dumps are not a thousand round trips.
 ``jobs="dask"`` submits the same pure function to the current Dask client (or Dask's default
 scheduler), for when one machine is not enough.
 """
@@ -58,20 +59,48 @@ def run_all(specs: list[FileSpec], options: dict, jobs, on_bytes: Callable[[int]
     order = sorted(range(len(specs)), key=lambda i: -specs[i].size)
     results: list[FileResult | None] = [None] * len(specs)
     with ProcessPoolExecutor(max_workers=n, mp_context=_context()) as pool:
-        futures = {pool.submit(parse_file, specs[i], options): i for i in order}
+        futures = {pool.submit(_parse_chunk, [specs[i] for i in chunk], options): chunk
+                   for chunk in _chunks(order, specs, n)}
         try:
             for fut in as_completed(futures):
-                i = futures[fut]
-                results[i] = fut.result()
-                if on_bytes:
-                    on_bytes(specs[i].size)
-                if on_file:
-                    on_file(specs[i])
+                for i, result in zip(futures[fut], fut.result()):
+                    results[i] = result
+                    if on_bytes:
+                        on_bytes(specs[i].size)
+                    if on_file:
+                        on_file(specs[i])
         except BaseException:
             for f in futures:
                 f.cancel()
             raise
     return results  # type: ignore[return-value]
+
+
+#: a task holds at most this many bytes of input (a big file goes alone)
+CHUNK_BYTES = 32 << 20
+
+
+def _chunks(order: list[int], specs: list[FileSpec], workers: int) -> list[list[int]]:
+    """Group files (biggest first) into tasks: many small files per task, so 1024 Flight Recorder
+    dumps cost 32 round trips to the pool instead of 1024, yet each worker still gets several
+    tasks (>= 4) to balance the load."""
+    per_task = max(1, min(64, len(order) // (workers * 4)))
+    chunks: list[list[int]] = []
+    current: list[int] = []
+    size = 0
+    for i in order:
+        if current and (len(current) >= per_task or size + specs[i].size > CHUNK_BYTES):
+            chunks.append(current)
+            current, size = [], 0
+        current.append(i)
+        size += specs[i].size
+    if current:
+        chunks.append(current)
+    return chunks
+
+
+def _parse_chunk(specs: list[FileSpec], options: dict) -> list[FileResult]:
+    return [parse_file(spec, options) for spec in specs]
 
 
 def _warm_compiled_readers(specs: list[FileSpec]) -> None:

@@ -140,3 +140,20 @@ def test_load_is_the_same_with_the_decoder_off(tmp_path, monkeypatch):
     pd.testing.assert_frame_equal(a.progress, b.progress)
     d = dx.diagnose(b)
     assert d.verdict == "shape-mismatch" and d.culprit_ranks == [3] and d.first.seq == planted.seq
+
+
+def test_a_failing_compiled_decoder_falls_back_to_the_unpickler_with_a_warning(tmp_path, monkeypatch):
+    from denpex_nb.ingest import flight_recorder
+
+    write_synthetic_dumps(tmp_path, 2, 10, "size", plant_rank=1)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("LLVM said no")
+
+    monkeypatch.setattr(fr_columns, "fast_dump_columns", broken)
+    monkeypatch.setattr(flight_recorder, "_COMPILED_BROKEN", False)
+    monkeypatch.setenv(DECODER_ENV, "")
+    with pytest.warns(RuntimeWarning, match="compiled Flight Recorder decoder failed .*LLVM said no"):
+        inc = dx.load(str(tmp_path), progress=False, jobs=1)
+    assert sorted(inc.events["rank"].unique()) == [0, 1] and len(inc.events) == 20
+    assert not (inc.errors["kind"] == "load_error").any()
