@@ -17,8 +17,8 @@ bytes ...) stops the decoder with :data:`E_OPCODE` before anything is built from
 fall back to :class:`~denpex_nb.ingest.flight_recorder.RestrictedUnpickler`, which refuses globals.
 Nothing is ever executed.
 
-Without numba installed :data:`AVAILABLE` is False and callers use the ordinary unpickler; the
-functions still run as plain Python (slowly), which is how the tests check them without a JIT.
+Without numba installed :data:`AVAILABLE` is False and callers use the ordinary unpickler (the
+functions here would still run as plain Python, far too slowly to be worth it).
 """
 from __future__ import annotations
 
