@@ -1,0 +1,25 @@
+"""How load() spreads files over a process pool: tasks group small files, big ones go alone."""
+from __future__ import annotations
+
+from denpex_nb.ingest.parallel import CHUNK_BYTES, _chunks
+from denpex_nb.ingest.sources import FileSpec
+
+
+def _specs(sizes):
+    return [FileSpec(display=f"f{i}", path=f"f{i}", size=s) for i, s in enumerate(sizes)]
+
+
+def test_a_thousand_small_dumps_become_a_few_dozen_tasks_for_every_worker():
+    specs = _specs([380_000] * 1024)
+    chunks = _chunks(list(range(1024)), specs, workers=2)
+    assert sorted(i for c in chunks for i in c) == list(range(1024))       # every file exactly once
+    assert max(len(c) for c in chunks) <= 64 and len(chunks) >= 2 * 4     # >= 4 tasks per worker
+    assert len(chunks) <= 32
+
+
+def test_big_files_go_alone_and_few_files_are_not_grouped():
+    specs = _specs([CHUNK_BYTES * 2, CHUNK_BYTES, 10, 10, 10])
+    assert _chunks([0, 1, 2, 3, 4], specs, workers=2) == [[0], [1], [2], [3], [4]]
+    specs = _specs([CHUNK_BYTES // 2 + 1] * 40)
+    chunks = _chunks(list(range(40)), specs, workers=2)
+    assert all(len(c) == 1 for c in chunks)                                # two would pass the byte cap
