@@ -159,6 +159,15 @@ def from_divergences(divs: list[Divergence], texts: dict) -> list[Finding]:
             desc = ", ".join(f"{_fmt_ranks(rs)}: {_shape_text(views[rs[0]], by_rank[rs[0]])}"
                              for _, rs in _group(sizes).items())
             summary = f"{majority_op} at {where} got different sizes: {desc}."
+        elif d.kind == "shape":
+            shapes = {r: None if v.shapes is None else tuple(map(tuple, v.shapes)) for r, v in views.items()}
+            culprits = minority(shapes)
+            cls = "shape-mismatch"
+            desc = ", ".join(f"{_fmt_ranks(rs)}: {[list(t) for t in sh] if sh else sh}"
+                             for sh, rs in _group(shapes).items())
+            summary = (f"{majority_op} at {where} got tensors of different shapes with the same number of "
+                       f"elements: {desc}. It completes on every backend, but elements are combined by their "
+                       f"flat position, so the result is silently wrong unless the reshape is intended.")
         elif d.kind == "local-size":
             bad = sorted(r for r, row in by_rank.items() if row.get("_local_bad"))
             culprits = bad if len(bad) < n else []
@@ -183,6 +192,8 @@ def from_divergences(divs: list[Divergence], texts: dict) -> list[Finding]:
             culprit_ops = {ops[r] for r in culprits}
             op = culprit_ops.pop() if len(culprit_ops) == 1 else None   # a tie names no op
         conf = "high" if (culprits or d.kind == "missing") else "medium"
+        if d.kind == "shape":      # nothing failed, and a deliberate reshape is possible
+            conf = "medium" if culprits else "low"
         findings.append(Finding(class_id=cls, summary=summary, confidence=conf, pg=d.pg, seq=d.seq,
                                 seq_kind=d.seq_kind, op=op, culprit_ranks=culprits, ranks=views,
                                 evidence=_evidence(rows, texts, culprits), t_wall=d.t_wall))

@@ -61,6 +61,16 @@ def test_all_to_all_totals_may_differ():
     assert _align(rows).divergences == []
 
 
+def test_same_element_count_in_another_shape_is_a_shape_divergence():
+    rows = steps(4, 2) + [ev(r, 3, shape=(2, 4) if r == 1 else (4, 2)) for r in range(4)]
+    (d,) = _align(rows).divergences
+    assert (d.kind, d.seq) == ("shape", 3)
+    # ops whose shapes may legitimately differ, and unknown shapes, are not compared
+    rows = [ev(0, 1, op="all_to_all_single", shape=(2, 4)), ev(1, 1, op="all_to_all_single", shape=(4, 2)),
+            ev(0, 2, shape=None, numel_in=8), ev(1, 2, shape=(2, 4))]
+    assert _align(rows).divergences == []
+
+
 def test_issue_and_done_rows_of_one_rank_are_one_observation():
     rows = []
     for r in range(2):

@@ -24,6 +24,16 @@ def test_shape_mismatch_culprit_is_the_minority():
     assert "[5, 4]" in d.first.summary and "[3, 4]" in d.first.summary
 
 
+def test_same_numel_in_another_shape_is_a_shape_mismatch_at_medium_confidence():
+    rows = steps(3, 2) + [ev(r, 3, shape=(64, 64) if r == 2 else (4096,)) for r in range(3)]
+    d = diagnose(incident(rows))
+    assert (d.verdict, d.culprit_ranks, d.first.seq) == ("shape-mismatch", [2], 3)
+    assert d.first.confidence == "medium" and "same number of elements" in d.first.summary
+    assert "[[64, 64]]" in d.first.summary and "[[4096]]" in d.first.summary
+    two = diagnose(incident(steps(2, 1) + [ev(0, 2, shape=(2, 4)), ev(1, 2, shape=(4, 2))]))
+    assert two.verdict == "shape-mismatch" and two.culprit_ranks == [] and two.first.confidence == "low"
+
+
 def test_two_ranks_disagreeing_is_a_tie_and_the_culprit_is_undetermined():
     rows = steps(2, 2) + [ev(0, 3, shape=(5, 4)), ev(1, 3, shape=(3, 4))]
     d = diagnose(incident(rows))

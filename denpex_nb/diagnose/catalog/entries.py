@@ -23,7 +23,8 @@ ENTRIES: list[dict] = [
         "title": "Ranks passed tensors of different shapes to the same collective",
         "category": "collective-mismatch",
         "tags": ["shapes", "dynamic-shapes", "all_gather", "all_reduce", "padding"],
-        "summary": "At one collective the ranks disagree on the number of elements they send or receive.",
+        "summary": "At one collective the ranks disagree on the number of elements they send or receive, or "
+                   "send as many elements in differently shaped tensors.",
         "fingerprints": [
             {"name": "watchdog-numel-differs",
              "pattern": r"Watchdog caught collective operation timeout: WorkNCCL\(SeqNum=\d+, OpType=\w+, NumelIn=\d+",
@@ -67,6 +68,10 @@ ENTRIES: list[dict] = [
                     "'Connection reset/closed by peer', may return corrupt data silently, or, for all_reduce, the "
                     "smaller rank returns wrong values and the larger one hangs until the timeout.",
             "detail": "TORCH_DISTRIBUTED_DEBUG=DETAIL makes every rank raise at once, naming both ranks' shapes.",
+            "same-numel": "Same element count in another shape ([4096] vs [64, 64], [4, 2] vs [2, 4]): no backend "
+                          "notices, the collective completes and combines elements by flat position, so the "
+                          "result is silently wrong unless the reshape was meant. Only DETAIL mode, Flight "
+                          "Recorder shapes or denpex_nb.trace show it.",
         },
         "root_cause": "Data-dependent tensor sizes reach a collective: dynamic sequence lengths, a per-rank number "
                       "of detections, an uneven last batch, or code that sizes the output list from the local "
