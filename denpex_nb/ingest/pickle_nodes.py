@@ -56,6 +56,14 @@ def _le(buf, pos, k):
 
 
 @njit(cache=True, nogil=True)
+def _memo_index(buf, pos, width):
+    """(memo index of ``width`` bytes at ``pos``, position after it); (-1, pos) when truncated."""
+    if pos + width > buf.size:
+        return np.int64(-1), pos
+    return _le(buf, pos, width), pos + width
+
+
+@njit(cache=True, nogil=True)
 def _link(container, stack, lo, hi, size, first_edge, last_edge, edge_node, edge_next, ne):
     """Append ``stack[lo:hi]`` to ``container``'s children; returns the new edge count."""
     for i in range(lo, hi):
@@ -91,18 +99,10 @@ def _decode(buf, kind, val, size, first_edge, last_edge, edge_node, edge_next, s
         new_kind = -1
         new_val = np.int64(0)
         if op == 0x68 or op == 0x6A:       # BINGET, LONG_BINGET
-            if op == 0x68:
-                if pos + 1 > n:
-                    status = E_TRUNCATED
-                    break
-                idx = np.int64(buf[pos])
-                pos += 1
-            else:
-                if pos + 4 > n:
-                    status = E_TRUNCATED
-                    break
-                idx = _le(buf, pos, 4)
-                pos += 4
+            idx, pos = _memo_index(buf, pos, 1 if op == 0x68 else 4)
+            if idx < 0:
+                status = E_TRUNCATED
+                break
             if idx >= cap or sp >= cap:
                 status = E_CAPACITY if cap < n + 2 else E_MEMO
                 break
@@ -112,20 +112,13 @@ def _decode(buf, kind, val, size, first_edge, last_edge, edge_node, edge_next, s
             stack[sp] = memo[idx]
             sp += 1
         elif op == 0x71 or op == 0x72 or op == 0x94:   # BINPUT, LONG_BINPUT, MEMOIZE
-            if op == 0x71:
-                if pos + 1 > n:
-                    status = E_TRUNCATED
-                    break
-                idx = np.int64(buf[pos])
-                pos += 1
-            elif op == 0x72:
-                if pos + 4 > n:
-                    status = E_TRUNCATED
-                    break
-                idx = _le(buf, pos, 4)
-                pos += 4
-            else:
+            if op == 0x94:
                 idx = np.int64(memo_len)
+            else:
+                idx, pos = _memo_index(buf, pos, 1 if op == 0x71 else 4)
+                if idx < 0:
+                    status = E_TRUNCATED
+                    break
             if sp == 0 or (mp > 0 and marks[mp - 1] == sp):
                 status = E_STACK
                 break
