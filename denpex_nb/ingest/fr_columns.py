@@ -108,14 +108,6 @@ def _canonical_string(buf, val, size, node, canon, canon_stamp, gen, str_hash, s
 
 
 @njit(cache=True, nogil=True)
-def _string_id(kind, buf, val, size, node, canon, canon_stamp, gen, str_hash, str_val, dense_nodes, n_dense):
-    """The dense id of ``node``, which must be a string; -1 (decline) when it is not one."""
-    if kind[node] != K_STR:
-        return -1
-    return _canonical_string(buf, val, size, node, canon, canon_stamp, gen, str_hash, str_val, dense_nodes, n_dense)
-
-
-@njit(cache=True, nogil=True)
 def _shape_hash(kind, val, size, first_edge, edge_node, edge_next, node):
     """(kinds ok, hash, numel) of a list of dim lists; numel as ``Σ prod(dims)`` with an overflow guard."""
     h = np.int64(size[node]) * np.int64(1000003)
@@ -269,8 +261,11 @@ def _entry_columns(buf, kind, val, size, first_edge, edge_node, edge_next, entri
                 strs[3, row] = -1
                 if (vk == K_LIST or vk == K_TUPLE) and size[vn] >= 1:
                     g = first_edge[vn]
-                    a = _string_id(kind, buf, val, size, edge_node[g], canon, canon_stamp, gen, str_hash, str_val,
-                                   dense_nodes, n_dense)
+                    a = edge_node[g]
+                    if kind[a] != K_STR:
+                        status = DECLINE
+                        break
+                    a = _canonical_string(buf, val, size, a, canon, canon_stamp, gen, str_hash, str_val, dense_nodes, n_dense)
                     if a < 0:
                         status = DECLINE
                         break
@@ -292,8 +287,11 @@ def _entry_columns(buf, kind, val, size, first_edge, edge_node, edge_next, entri
             elif kid == n_int + 5:            # input_dtypes: first one
                 strs[4, row] = -1
                 if (vk == K_LIST or vk == K_TUPLE) and size[vn] >= 1:
-                    a = _string_id(kind, buf, val, size, edge_node[first_edge[vn]], canon, canon_stamp, gen, str_hash,
-                                   str_val, dense_nodes, n_dense)
+                    a = edge_node[first_edge[vn]]
+                    if kind[a] != K_STR:
+                        status = DECLINE
+                        break
+                    a = _canonical_string(buf, val, size, a, canon, canon_stamp, gen, str_hash, str_val, dense_nodes, n_dense)
                     if a < 0:
                         status = DECLINE
                         break

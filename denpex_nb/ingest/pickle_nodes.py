@@ -56,11 +56,9 @@ def _le(buf, pos, k):
 
 
 @njit(cache=True, nogil=True)
-def _memo_index(buf, pos, width):
-    """(memo index of ``width`` bytes at ``pos``, position after it); (-1, pos) when truncated."""
-    if pos + width > buf.size:
-        return np.int64(-1), pos
-    return _le(buf, pos, width), pos + width
+def _memo_arg(buf, pos, width):
+    """A memo index: one byte (BINGET/BINPUT, the hot case, read directly) or four."""
+    return np.int64(buf[pos]) if width == 1 else _le(buf, pos, 4)
 
 
 @njit(cache=True, nogil=True)
@@ -99,10 +97,12 @@ def _decode(buf, kind, val, size, first_edge, last_edge, edge_node, edge_next, s
         new_kind = -1
         new_val = np.int64(0)
         if op == 0x68 or op == 0x6A:       # BINGET, LONG_BINGET
-            idx, pos = _memo_index(buf, pos, 1 if op == 0x68 else 4)
-            if idx < 0:
+            w = 1 if op == 0x68 else 4
+            if pos + w > n:
                 status = E_TRUNCATED
                 break
+            idx = _memo_arg(buf, pos, w)
+            pos += w
             if idx >= cap or sp >= cap:
                 status = E_CAPACITY if cap < n + 2 else E_MEMO
                 break
@@ -115,10 +115,12 @@ def _decode(buf, kind, val, size, first_edge, last_edge, edge_node, edge_next, s
             if op == 0x94:
                 idx = np.int64(memo_len)
             else:
-                idx, pos = _memo_index(buf, pos, 1 if op == 0x71 else 4)
-                if idx < 0:
+                w = 1 if op == 0x71 else 4
+                if pos + w > n:
                     status = E_TRUNCATED
                     break
+                idx = _memo_arg(buf, pos, w)
+                pos += w
             if sp == 0 or (mp > 0 and marks[mp - 1] == sp):
                 status = E_STACK
                 break
