@@ -198,8 +198,8 @@ def _collective_rows(events: pd.DataFrame) -> pd.DataFrame:
         return events.iloc[0:0] if events is not None else pd.DataFrame()
     ev = events
     mask = (ev["rank"].notna() & ev["seq"].notna() & ev["seq_kind"].isin(ALIGNABLE_KINDS)
-            & ~ev["op"].isin(P2P))
-    return ev[mask.to_numpy()]
+            & ~ev["op"].isin(P2P)).to_numpy()
+    return ev if mask.all() else ev[mask]        # no copy of 2M rows when every row aligns
 
 
 def _coverage(g: np.ndarray, r: np.ndarray, s: np.ndarray) -> pd.DataFrame:
@@ -228,10 +228,16 @@ def _family_lookup(op_cat: pd.Series, names: frozenset) -> np.ndarray:
     return lut[op_cat.cat.codes.to_numpy()]
 
 
+def _floats(col: pd.Series) -> np.ndarray:
+    """A numeric column as float64 with NaN for missing (no to_numeric pass when already numeric)."""
+    if pd.api.types.is_numeric_dtype(col.dtype):
+        return col.to_numpy(np.float64, na_value=np.nan)
+    return pd.to_numeric(col, errors="coerce").to_numpy(np.float64, na_value=np.nan)
+
+
 def _size_key(ev: pd.DataFrame, op_cat: pd.Series) -> np.ndarray:
     """The number each rank must agree on for its op (NaN: unknown or not comparable)."""
-    nin = pd.to_numeric(ev["numel_in"], errors="coerce").to_numpy(np.float64, na_value=np.nan)
-    nout = pd.to_numeric(ev["numel_out"], errors="coerce").to_numpy(np.float64, na_value=np.nan)
+    nin, nout = _floats(ev["numel_in"]), _floats(ev["numel_out"])
     scatter = _family_lookup(op_cat, SCATTER_LIKE)
     nosize = _family_lookup(op_cat, _NO_SIZE)
     size = np.where(scatter, np.where(np.isnan(nout), np.nan, nout), nin)
@@ -252,10 +258,8 @@ def _shape_key(ev: pd.DataFrame, op_cat: pd.Series) -> np.ndarray:
 
 def _local_size_violation(ev: pd.DataFrame, op_cat: pd.Series, g: np.ndarray, r: np.ndarray) -> np.ndarray:
     """Within one rank: all_gather out != in x world, reduce_scatter in != out x world."""
-    nin = pd.to_numeric(ev["numel_in"], errors="coerce").to_numpy(np.float64, na_value=np.nan)
-    nout = pd.to_numeric(ev["numel_out"], errors="coerce").to_numpy(np.float64, na_value=np.nan)
-    ws = pd.to_numeric(ev["world_size"], errors="coerce").to_numpy(np.float64, na_value=np.nan) \
-        if "world_size" in ev.columns else np.full(len(ev), np.nan)
+    nin, nout = _floats(ev["numel_in"]), _floats(ev["numel_out"])
+    ws = _floats(ev["world_size"]) if "world_size" in ev.columns else np.full(len(ev), np.nan)
     if np.isnan(ws).any():
         # world size of the group = number of distinct ranks seen in it
         seen = pd.DataFrame({"g": g, "r": r}).drop_duplicates().groupby("g")["r"].size()
