@@ -11,8 +11,9 @@ module (what the unpickler path cannot go below), and, in the same run, denpex w
 decoder turned off (DENPEX_FR_DECODER=unpickle: the path before the decoder existed), so the
 before/after ratio comes from one run on one machine state. The compiled decoder's one-time
 compilation (first use after install, ~10 s, cached on disk) is not in the figures; loading the
-cached code and importing numba (~1 s) is. Bars (issue 4): denpex < 10 s for 1024 x 2000, and
->= 10x faster than torchfrtrace.
+cached code and importing numba (~1 s) is. ``denpex_cli_s`` is ``denpex-nb diagnose --json`` in a
+fresh process (Python start and imports included, as torchfrtrace's time includes them). Bars
+(issue 4): denpex < 10 s for 1024 x 2000, and >= 10x faster than torchfrtrace.
 
 Prints a table and writes benchmarks/results/bench_diagnose_fr.json.
 """
@@ -78,6 +79,7 @@ def measure(ranks: int, entries: int, data: Path, frtrace_timeout: float, plant_
     before_s, before_ok = _denpex(dx, folder, jobs, planted, plant_rank, decoder="unpickle")
     incident, diagnosis, load_s, diag_s = _denpex_run(dx, folder, jobs, decoder="")
     ours = load_s + diag_s
+    cli_s, cli_ok = _denpex_cli(folder, planted, plant_rank)
     first = diagnosis.first
     correct = (diagnosis.verdict == "shape-mismatch" and diagnosis.culprit_ranks == [plant_rank]
                and first is not None and first.seq == planted.seq)
@@ -92,6 +94,7 @@ def measure(ranks: int, entries: int, data: Path, frtrace_timeout: float, plant_
         "decoder_cache_check_s": None if compile_s is None else round(compile_s, 2),
         "denpex_load_s": round(load_s, 2), "denpex_diagnose_s": round(diag_s, 2), "denpex_total_s": round(ours, 2),
         "speedup_vs_unpickle_path": round(before_s / ours, 2) if ours > 0 else None,
+        "denpex_cli_s": round(cli_s, 2), "denpex_cli_correct": cli_ok,
         "denpex_correct": bool(correct), "verdict": diagnosis.verdict, "culprit_ranks": diagnosis.culprit_ranks,
         "seq": None if first is None else first.seq,
         "torchfrtrace_s": round(fr.wall_s, 2), "torchfrtrace_capped": fr.timed_out,
@@ -120,6 +123,24 @@ def _denpex_run(dx, folder, jobs, decoder: str):
             os.environ.pop(DECODER_ENV, None)
         else:
             os.environ[DECODER_ENV] = old
+
+
+def _denpex_cli(folder, planted, plant_rank) -> tuple[float, bool]:
+    """``denpex-nb diagnose FOLDER --json`` in a fresh process, as a user runs it (Python start,
+    imports and numba's cache load included), like torchfrtrace is measured."""
+    import subprocess
+
+    t = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-c", "import sys; from denpex_nb.cli import main; sys.exit(main())",
+                           "diagnose", str(folder), "--json"], capture_output=True, text=True, timeout=600)
+    wall = time.perf_counter() - t
+    try:
+        out = json.loads(proc.stdout)
+        ok = (proc.returncode == 0 and out["verdict"] == "shape-mismatch" and out["culprit_ranks"] == [plant_rank]
+              and out["findings"][0]["seq"] == planted.seq)
+    except (ValueError, KeyError, IndexError):
+        ok = False
+    return wall, bool(ok)
 
 
 def _denpex(dx, folder, jobs, planted, plant_rank, decoder: str) -> tuple[float, bool]:
@@ -161,7 +182,7 @@ def main(argv=None) -> int:
         print(json.dumps(row), flush=True)
 
     hdr = ["ranks", "events", "dump_mb", "pickle_floor_s", "denpex_unpickle_total_s", "denpex_load_s",
-           "denpex_diagnose_s", "denpex_total_s",
+           "denpex_diagnose_s", "denpex_total_s", "denpex_cli_s",
            "torchfrtrace_s", "ratio", "torchfrtrace_analysis_est_s", "analysis_ratio_est", "denpex_correct",
            "torchfrtrace_correct"]
     print("\n" + " | ".join(hdr))
