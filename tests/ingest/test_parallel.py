@@ -23,3 +23,21 @@ def test_big_files_go_alone_and_few_files_are_not_grouped():
     specs = _specs([CHUNK_BYTES // 2 + 1] * 40)
     chunks = _chunks(list(range(40)), specs, workers=2)
     assert all(len(c) == 1 for c in chunks)                                # two would pass the byte cap
+
+
+def test_grouped_tasks_give_the_serial_result_in_input_order(tmp_path):
+    import pandas as pd
+
+    import denpex_nb as dx
+    from denpex_nb.diagnose.frcompare import write_synthetic_dumps
+
+    write_synthetic_dumps(tmp_path / "fr", 40, 6, "size", plant_rank=7)      # 40 files: 5 per task
+    for r in range(3):
+        (tmp_path / f"rank{r}.log").write_text(f"[rank{r}]: RuntimeError: boom on rank {r}\n" * 3)
+    serial = dx.load(str(tmp_path), jobs=1, progress=False)
+    pooled = dx.load(str(tmp_path), jobs=2, progress=False)
+    for name in ("events", "errors", "progress", "unparsed"):
+        pd.testing.assert_frame_equal(getattr(serial, name), getattr(pooled, name), obj=name)
+    cols = ["file", "format", "lines_total", "lines_parsed", "lines_unparsed"]
+    pd.testing.assert_frame_equal(serial.sources[cols], pooled.sources[cols])
+    assert dx.diagnose(pooled).culprit_ranks == [7]
