@@ -2,8 +2,8 @@
 
 :mod:`.pickle_nodes` turns a dump into flat arrays; :func:`_entry_columns` (compiled) walks the
 ``entries`` list once and fills one numpy array per field, interning shapes as it goes, so a
-2000-entry dump becomes ~15 arrays and a table of its few distinct shapes. Strings stay node ids
-until the end, where each *distinct* one is decoded once and becomes a categorical code.
+2000-entry dump becomes ~15 arrays and a table of its few distinct shapes. Strings become dense
+ids (equal texts, one id); each *distinct* text is decoded once and becomes a categorical code.
 
 The result is the same column batch :func:`.flight_recorder.dump_to_columns` builds from
 unpickled dicts (a test checks the frames are equal on recorded and synthetic dumps). Anything the
@@ -34,7 +34,7 @@ _KEY_START = np.concatenate([[0], np.cumsum(_KEY_LEN)[:-1]]).astype(np.int64)
 
 _N_INT, _N_BOOL, _N_STR = len(INT_KEYS), len(BOOL_KEYS), len(STR_KEYS)
 _K_PG = _N_INT + _N_BOOL + _N_STR
-_K_DTYPES, _K_IN, _K_OUT = _K_PG + 1, _K_PG + 2, _K_PG + 3
+_K_DTYPES, _K_IN = _K_PG + 1, _K_PG + 2          # then _K_IN + 1: output_sizes
 #: rows of the string-node output: profiling_name, state, process_group[0], process_group[1], input_dtypes[0]
 S_PROF, S_STATE, S_PG0, S_PG1, S_DTYPE = range(5)
 
@@ -187,11 +187,10 @@ def _entry_columns(buf, kind, val, size, first_edge, edge_node, edge_next, entri
                    dims, t_start, t_ndim, s_start, s_count, s_numel, dense_nodes,
                    str_hash, str_val, shape_hash, shape_val):
     n = size[entries]
-    n_int = 6
-    ints = np.zeros((n_int, n), np.int64)
-    int_ok = np.zeros((n_int, n), np.bool_)
-    bools = np.full((2, n), -1, np.int8)
-    strs = np.full((5, n), -1, np.int32)
+    ints = np.zeros((_N_INT, n), np.int64)
+    int_ok = np.zeros((_N_INT, n), np.bool_)
+    bools = np.full((_N_BOOL, n), -1, np.int8)
+    strs = np.full((S_DTYPE + 1, n), -1, np.int32)
     shapes = np.full((2, n), -1, np.int64)
     cap = dims.size
     n_dims = 0
@@ -227,7 +226,7 @@ def _entry_columns(buf, kind, val, size, first_edge, edge_node, edge_next, entri
             if kid < 0:
                 continue
             vk = kind[vn]
-            if kid < n_int:
+            if kid < _N_INT:
                 if vk == K_INT:
                     ints[kid, row] = val[vn]
                     int_ok[kid, row] = True
@@ -236,29 +235,29 @@ def _entry_columns(buf, kind, val, size, first_edge, edge_node, edge_next, entri
                 else:
                     status = DECLINE
                     break
-            elif kid < n_int + 2:
+            elif kid < _N_INT + _N_BOOL:
                 if vk == K_BOOL:
-                    bools[kid - n_int, row] = val[vn]
+                    bools[kid - _N_INT, row] = val[vn]
                 elif vk == K_NONE:
-                    bools[kid - n_int, row] = -1
+                    bools[kid - _N_INT, row] = -1
                 else:
                     status = DECLINE
                     break
-            elif kid < n_int + 4:
+            elif kid < _K_PG:
                 if vk == K_STR:
                     c = _canonical_string(buf, val, size, vn, canon, canon_stamp, gen, str_hash, str_val, dense_nodes, n_dense)
                     if c < 0:
                         status = DECLINE
                         break
-                    strs[kid - n_int - 2, row] = c
+                    strs[kid - _N_INT - _N_BOOL, row] = c
                 elif vk == K_NONE:
-                    strs[kid - n_int - 2, row] = -1
+                    strs[kid - _N_INT - _N_BOOL, row] = -1
                 else:
                     status = DECLINE
                     break
-            elif kid == n_int + 4:            # process_group: (name, desc)
-                strs[2, row] = -1
-                strs[3, row] = -1
+            elif kid == _K_PG:                # process_group: (name, desc)
+                strs[S_PG0, row] = -1
+                strs[S_PG1, row] = -1
                 if (vk == K_LIST or vk == K_TUPLE) and size[vn] >= 1:
                     g = first_edge[vn]
                     a = edge_node[g]
@@ -269,7 +268,7 @@ def _entry_columns(buf, kind, val, size, first_edge, edge_node, edge_next, entri
                     if a < 0:
                         status = DECLINE
                         break
-                    strs[2, row] = a
+                    strs[S_PG0, row] = a
                     if size[vn] >= 2:
                         b = edge_node[edge_next[g]]
                         if kind[b] == K_STR:
@@ -277,15 +276,15 @@ def _entry_columns(buf, kind, val, size, first_edge, edge_node, edge_next, entri
                             if b < 0:
                                 status = DECLINE
                                 break
-                            strs[3, row] = b
+                            strs[S_PG1, row] = b
                         elif kind[b] != K_NONE:
                             status = DECLINE
                             break
                 elif vk != K_NONE and not ((vk == K_LIST or vk == K_TUPLE) and size[vn] == 0):
                     status = DECLINE
                     break
-            elif kid == n_int + 5:            # input_dtypes: first one
-                strs[4, row] = -1
+            elif kid == _K_DTYPES:            # input_dtypes: first one
+                strs[S_DTYPE, row] = -1
                 if (vk == K_LIST or vk == K_TUPLE) and size[vn] >= 1:
                     a = edge_node[first_edge[vn]]
                     if kind[a] != K_STR:
@@ -295,12 +294,12 @@ def _entry_columns(buf, kind, val, size, first_edge, edge_node, edge_next, entri
                     if a < 0:
                         status = DECLINE
                         break
-                    strs[4, row] = a
+                    strs[S_DTYPE, row] = a
                 elif vk != K_NONE and not (vk == K_LIST or vk == K_TUPLE):
                     status = DECLINE
                     break
             else:                             # input_sizes / output_sizes -> interned shape id
-                which = kid - n_int - 6
+                which = kid - _K_IN
                 if vk == K_NONE:
                     shapes[which, row] = -1
                     continue
@@ -393,8 +392,8 @@ def shape_tuples(dims, t_start, t_ndim, s_start, s_count) -> list[tuple]:
 
 
 def warm() -> None:
-    """Load (or compile, the first time after install) the compiled functions, so a process pool
-    forked afterwards inherits them instead of each worker loading them again."""
+    """Load (or compile, the first time after install) the compiled functions in this process, so
+    a process pool forked afterwards inherits them instead of each worker loading them again."""
     if not pn.AVAILABLE:
         return
     data = b"\x80\x02}q\x00X\x07\x00\x00\x00entriesq\x01]q\x02}q\x03X\x05\x00\x00\x00pg_idq\x04K\x00sas."
@@ -402,7 +401,6 @@ def warm() -> None:
     if not isinstance(nodes, tuple):
         entries = nodes.children(nodes.root)[1]
         entry_arrays(nodes, entries)
-
 
 
 # --- arrays -> the events column batch -----------------------------------------------------------
@@ -420,7 +418,7 @@ def _small_int(values: np.ndarray) -> np.ndarray:
     return values
 
 
-def _masked_int(values: np.ndarray, ok: np.ndarray, dtype=np.int64):
+def _masked_int(values: np.ndarray, ok: np.ndarray):
     """A nullable integer column, as compact as it can travel: Const when one value (or none)
     fills it, else narrow values plus a missing mask (None when nothing is missing)."""
     n = len(values)
@@ -567,7 +565,7 @@ def fast_dump_columns(data: bytes, *, rank: int | None, file: str, source: str):
         "in_shapes": _small_codes(Coded(in_ids, shape_list)), "out_shapes": _small_codes(Coded(out_ids, shape_list)),
         "numel_in": _masked_int(numel[in_ids], in_ids >= 0), "numel_out": _masked_int(numel[out_ids], out_ids >= 0),
         "dtype": dtype_col, "state": state_col,
-        "world_size": _masked_int(world_vals, world_vals >= 0, np.int32), "root": _masked_int(peer_vals, peer_ok, np.int32),
+        "world_size": _masked_int(world_vals, world_vals >= 0), "root": _masked_int(peer_vals, peer_ok),
         "_t_wall_ns": _masked_int(ints[i_time], time_ok), "source": Const(source, n), "file": Const(file, n),
         "line": _small_int(np.arange(n, dtype=np.int64)),
         "retired": Nullable(bools[0] == 1, bools[0] < 0) if (bools[0] < 0).any() else bools[0] == 1,
