@@ -183,7 +183,7 @@ def align(events: pd.DataFrame) -> Alignment:
 
     missing_dumps = {}
     if "world_size" in ev.columns:
-        wsv = pd.to_numeric(ev["world_size"], errors="coerce").to_numpy(np.float64, na_value=np.nan)
+        wsv = _floats(ev["world_size"])
         if not np.all(np.isnan(wsv)):
             for gc, w in pd.Series(wsv).groupby(g).max().items():
                 seen = members.get(names(gc), [])

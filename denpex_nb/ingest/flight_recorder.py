@@ -202,20 +202,12 @@ def dump_to_columns(dump: dict, *, rank: int | None, file: str, source: str) -> 
             if is_p2p[i] or op in _P2P_OPS:
                 is_p2p[i] = True
                 seq[i] = p2p_seq[i]
-                m = _PEER.search(prof[i] or "")
-                if m and rank is not None:
-                    a, b = int(m.group(1)), int(m.group(2))
-                    peers[i] = b if a == rank else a
-                elif m:
-                    peers[i] = int(m.group(2)) if op == "send" else int(m.group(1))
+                peers[i] = peer_of(prof[i], op, rank)
     pg_keys = [tuple(g) if type(g) is list else g for g in col("process_group")]
     pg_ids = col("pg_id")
     pg_of: dict = {}
     for g, pid in set(zip(pg_keys, pg_ids)):
-        if isinstance(g, tuple) and len(g) >= 1:
-            pg_of[(g, pid)] = (str(g[0]), str(g[1]) if len(g) > 1 and g[1] not in (None, "") else None)
-        else:
-            pg_of[(g, pid)] = (str(pid) if pid is not None else None, None)
+        pg_of[(g, pid)] = pg_name_desc(g, pid)
     pg_pairs = [pg_of[k] for k in zip(pg_keys, pg_ids)]
     pg_name = [p[0] for p in pg_pairs]
     pg_desc = [p[1] for p in pg_pairs]
@@ -243,13 +235,32 @@ def dump_to_columns(dump: dict, *, rank: int | None, file: str, source: str) -> 
     return events, _progress_rows(dump.get("pg_status"), rank=rank, file=file, source=source)
 
 
+def pg_name_desc(group: Any, pg_id: Any) -> tuple[str | None, str | None]:
+    """(pg, pg_desc) of an entry: from its ``process_group`` tuple ``(name, desc)``, else the
+    ``pg_id`` alone (older dumps); an empty desc is no desc."""
+    if isinstance(group, tuple) and len(group) >= 1:
+        return str(group[0]), (str(group[1]) if len(group) > 1 and group[1] not in (None, "") else None)
+    return (str(pg_id) if pg_id is not None else None), None
+
+
+def peer_of(profiling_name: str | None, op: str | None, rank: int | None) -> int | None:
+    """The other rank of a p2p entry, from ``'nccl:send 0->1'``: the side that is not ``rank``;
+    with the rank unknown, the destination of a send and the source of a recv."""
+    m = _PEER.search(profiling_name or "")
+    if not m:
+        return None
+    a, b = int(m.group(1)), int(m.group(2))
+    if rank is not None:
+        return b if a == rank else a
+    return b if op == "send" else a
+
+
 def _world_by_pg(pg_config: Any) -> dict[str, int]:
     """Process group -> world size from ``pg_config`` (gloo's single ``''`` key also answers ``*``)."""
     world_by_pg: dict[str, int] = {}
     if isinstance(pg_config, dict):
         for key, cfg in pg_config.items():
-            raw = cfg.get("ranks") if isinstance(cfg, dict) else None
-            count = len(_ranks_in_text(raw)) if isinstance(raw, str) else len(_ranks_of(cfg))
+            count = len(_ranks_of(cfg))
             if count:
                 world_by_pg[str(key)] = count
         if len(world_by_pg) == 1 and "" in world_by_pg:   # gloo: one config keyed ''

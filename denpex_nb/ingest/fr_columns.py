@@ -451,11 +451,16 @@ def _coded(keys: np.ndarray, fn) -> tuple[Coded, list]:
         _, first, inv = np.unique(combined, return_index=True, return_inverse=True)
         inv = inv.ravel()
     results = [fn(*k) for k in keys[:, first].T.tolist()]
+    return _codes_of(results, inv), [results, inv]
+
+
+def _codes_of(results: list, inv: np.ndarray) -> Coded:
+    """A Coded column from one result per key and the row -> key index (None results: missing)."""
     index: dict = {}
     per_key = np.empty(len(results), dtype=np.int32)
     for i, r in enumerate(results):
         per_key[i] = -1 if r is None else index.setdefault(r, len(index))
-    return _small_codes(Coded(per_key[inv], list(index))), [results, inv]
+    return _small_codes(Coded(per_key[inv], list(index)))
 
 
 def _by_string(ids: np.ndarray, texts: list[str], fn) -> tuple[Coded, list, np.ndarray]:
@@ -483,7 +488,8 @@ def fast_dump_columns(data: bytes, *, rank: int | None, file: str, source: str):
     declines (not plain data, unexpected kinds): the caller then unpickles as usual."""
     from ..ops import normalize_op
     from ._text import dtype_name
-    from .flight_recorder import _P2P_OPS, _PEER, _STATE, _progress_rows, _world_by_pg, dump_to_columns
+    from .flight_recorder import (_P2P_OPS, _STATE, _progress_rows, _world_by_pg, dump_to_columns, peer_of,
+                                  pg_name_desc)
 
     if not hasattr(_LOCAL, "workspace"):
         _LOCAL.workspace, _LOCAL.scratch = pn.Workspace(), Scratch()
@@ -525,30 +531,23 @@ def fast_dump_columns(data: bytes, *, rank: int | None, file: str, source: str):
     peer_vals = np.zeros(n, dtype=np.int64)
     peer_ok = np.zeros(n, dtype=bool)
     if is_p2p.any():
-        def peer_of(p, send):
-            m = _PEER.search(texts[p]) if p >= 0 else None
-            if not m:
-                return None
-            a, b = int(m.group(1)), int(m.group(2))
-            if rank is not None:
-                return b if a == rank else a
-            return b if send else a
+        def peer(p, send):
+            return peer_of(texts[p] if p >= 0 else None, "send" if send else None, rank)
+
         sends = np.array([o == "send" for o in op_of], dtype=np.int64)[op_idx]
-        _, (peer_per_key, peer_inv) = _coded(np.vstack([strs[S_PROF], sends]), peer_of)
+        _, (peer_per_key, peer_inv) = _coded(np.vstack([strs[S_PROF], sends]), peer)
         got_peer = np.array([-1 if x is None else x for x in peer_per_key], dtype=np.int64)[peer_inv]
         peer_ok = is_p2p & (np.array([x is not None for x in peer_per_key], dtype=bool)[peer_inv])
         peer_vals = np.where(peer_ok, got_peer, 0)
 
-    if (strs[S_PG0] >= 0).all():                         # every entry names its group (the usual case)
-        pg_col = _by_string(strs[S_PG0], texts, str)[0]
-        desc_col = _by_string(strs[S_PG1], texts, lambda t: t or None)[0]
-    else:                                                # some fall back to pg_id, as the unpickler path does
-        def pg_name(g0, pid, pid_ok):
-            return str(texts[g0]) if g0 >= 0 else (str(pid) if pid_ok else None)
+    def pair(g0, g1, pid, pid_ok):            # the process_group tuple as the unpickler would build it
+        group = None if g0 < 0 else (texts[g0], texts[g1] if g1 >= 0 else None)
+        return pg_name_desc(group, pid if pid_ok else None)
 
-        pg_keys = np.vstack([strs[S_PG0], ints[i_pgid], int_ok[i_pgid].astype(np.int64)])
-        pg_col = _coded(pg_keys, pg_name)[0]
-        desc_col = _coded(strs[S_PG0:S_PG1 + 1], lambda g0, g1: (texts[g1] or None) if g0 >= 0 and g1 >= 0 else None)[0]
+    pg_keys = np.vstack([strs[S_PG0], strs[S_PG1], ints[i_pgid], int_ok[i_pgid].astype(np.int64)])
+    _, (pairs, pair_inv) = _coded(pg_keys, pair)
+    pg_col = _codes_of([p[0] for p in pairs], pair_inv)
+    desc_col = _codes_of([p[1] for p in pairs], pair_inv)
     world_by_pg = _world_by_pg(head.get("pg_config"))
     world_of = [world_by_pg.get(p, world_by_pg.get("*")) for p in pg_col.values] + [None]
     world_vals = np.array([-1 if w is None else w for w in world_of], dtype=np.int64)[pg_col.codes]
