@@ -1,4 +1,5 @@
-"""Suite-wide guards: no test may leave a child process behind (reproducers, kernels, browsers)."""
+"""Suite-wide guards: no test may leave a child process behind (reproducers, kernels, browsers),
+and the loader runs strict, so a reader that raises fails the test instead of becoming a note."""
 from __future__ import annotations
 
 import os
@@ -7,6 +8,9 @@ import time
 import pytest
 
 os.environ.setdefault("MPLBACKEND", "Agg")
+# denpex_nb.load(strict=None) reads this: a reader's exception propagates instead of becoming a
+# note on the Incident (tests that check the non-strict path pass strict=False explicitly)
+os.environ["DENPEX_STRICT"] = "1"
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -33,7 +33,7 @@ _MIN_BUDGET_PER_FILE = 256 << 10
 
 def load(*paths, format: str | None = None, year: int | None = None, progress: bool | None = None,
          jobs: int | str | None = None, unparsed_text_budget: int = DEFAULT_UNPARSED_TEXT_BUDGET,
-         stdin: BinaryIO | None = None, dedup: bool = True, **options) -> Incident:
+         stdin: BinaryIO | None = None, dedup: bool = True, strict: bool | None = None, **options) -> Incident:
     """Read logs and dumps into an :class:`Incident`.
 
     ``paths``: files, folders (walked recursively), globs, ``-`` (standard input), ``.gz``,
@@ -50,6 +50,11 @@ def load(*paths, format: str | None = None, year: int | None = None, progress: b
 
     Raises :class:`~denpex_nb.errors.InputError` when nothing at all can be loaded; when some
     inputs load, the others become ``load_error`` rows in ``errors`` and a warning.
+
+    A text reader that raises on some lines (a bug, not odd input) costs only those lines: they
+    are kept as ``unparsed`` and the Incident gets one note per file naming the reader, the
+    file:line and the exception. ``strict=True`` (default: the ``DENPEX_STRICT`` environment
+    variable, ``1`` to enable) re-raises the exception instead; the test suite runs strict.
     """
     flat = []
     for p in paths:
@@ -65,6 +70,8 @@ def load(*paths, format: str | None = None, year: int | None = None, progress: b
     budget = max(0, int(unparsed_text_budget))
     per_file = max(min(budget, _MIN_BUDGET_PER_FILE), budget // max(1, len(specs)))
     opts = dict(options, format=format, year=year, unparsed_text_budget_per_file=per_file)
+    if strict is not None:
+        opts["strict"] = bool(strict)
 
     bar = _progress_bar(progress, specs)
     try:
@@ -89,6 +96,8 @@ def load(*paths, format: str | None = None, year: int | None = None, progress: b
             notes.append(f"{spec.display}: {r.error}")
             partial.append(f"{spec.display}: {r.error}")
         notes.extend(f"{spec.display}: {w}" for w in r.warnings)
+        if r.reader_failure:
+            notes.append(r.reader_failure)
 
     if not any(not r.fatal for r in kept):
         _raise_nothing_loaded(failures, flat)

@@ -214,11 +214,15 @@ def add_error(out, row: dict[str, Any]) -> dict[str, Any] | None:
 _EVENT_KEY = ("rank", "pg", "seq_kind", "seq", "op", "state")
 
 
+def event_key(row: dict[str, Any]) -> tuple:
+    return tuple(row.get(c) for c in _EVENT_KEY) + (row.get("source"),)
+
+
 def add_event(out, row: dict[str, Any]) -> dict[str, Any] | None:
     """Append an events row unless this file already has the same observation (the loader's
     event key: rank, pg, seq kind, seq, op, state), e.g. a timeout repeated by the teardown."""
     seen = out.__dict__.setdefault("_event_keys", set())
-    key = tuple(row.get(c) for c in _EVENT_KEY) + (row.get("source"),)
+    key = event_key(row)
     if key in seen:
         return None
     seen.add(key)

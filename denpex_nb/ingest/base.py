@@ -32,7 +32,7 @@ class Line:
 
     lineno: int                      # 1-based physical line number of the first physical line
     text: str                        # the message: prefixes and glog header removed
-    raw: str = ""                    # decoded physical text (ANSI and CR removed), prefixes kept
+    raw: str = ""                    # the line before prefix stripping (ANSI, CR, collector wrappers and line numbers removed)
     n_lines: int = 1                 # physical lines this logical line spans
     rank: int | None = None          # global rank, by the trust order in log-formats.md §1
     local_rank: int | None = None    # torchrun [defaultN]: or the log-dir folder
@@ -74,6 +74,28 @@ class Output:
     def consume(self, line: Line) -> None:
         self.parsed.update(line.linenos)
 
+    def mark(self) -> tuple[int, int, int, int]:
+        """Row counts now, for :meth:`rollback` (the loader marks before each reader call)."""
+        return len(self.events), len(self.errors), len(self.ranks), len(self.progress)
+
+    def rollback(self, mark: tuple[int, int, int, int], linenos: Iterable[int], parsed_before: set[int]) -> None:
+        """Drop the rows added since ``mark`` and un-consume the lines of ``linenos`` that were not
+        parsed before (``parsed_before``): what a reader that raised half-way through a block left."""
+        seen_err = self.__dict__.get("_error_keys")
+        seen_ev = self.__dict__.get("_event_keys")
+        if seen_err is not None:
+            for row in self.errors[mark[1]:]:
+                seen_err.discard((row.get("rank"), row.get("kind"), row.get("message")))
+        if seen_ev is not None:
+            from ._text import event_key
+
+            for row in self.events[mark[0]:]:
+                seen_ev.discard(event_key(row))
+        del self.events[mark[0]:], self.errors[mark[1]:], self.ranks[mark[2]:], self.progress[mark[3]:]
+        for n in linenos:
+            if n not in parsed_before:
+                self.parsed.discard(n)
+
     def extend(self, other: "Output") -> None:
         self.events += other.events
         self.errors += other.errors
@@ -94,8 +116,11 @@ class TextReader:
     def parse(self, block: list[Line], ctx: FileContext, out: Output) -> None:
         """Parse one block (consecutive candidate lines of one file, in file order).
 
-        Append rows to ``out`` and call ``out.consume(line)`` for every line used. Never raise
-        on odd input: leave the line unconsumed and it will be kept as unparsed.
+        Append rows to ``out`` and call ``out.consume(line)`` for every line used. Odd input is
+        not an error: leave the line unconsumed and it is kept as unparsed. Do not catch
+        exceptions wholesale: when a reader raises, the loader drops what it added for this
+        block, keeps the block's lines as unparsed and puts one note per file on the Incident
+        (``load(strict=True)`` or ``DENPEX_STRICT=1`` re-raise instead), so a bug is seen.
         """
         raise NotImplementedError
 

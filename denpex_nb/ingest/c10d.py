@@ -118,11 +118,8 @@ class C10dReader(TextReader):
         # unclaimed lines as unparsed and reports the failure, so a reader bug is seen, not hidden.
         state = {"ddp": None, "snap_seq": None, "abort": None}
         for line in block:
-            try:
-                if self._line(line, ctx, out, state):
-                    out.consume(line)
-            except Exception:   # odd input: leave the line unparsed
-                continue
+            if self._line(line, ctx, out, state):
+                out.consume(line)
 
     # one logical line; True when consumed. Cheap literal tests gate every regex: Python's re
     # has no literal prefilter for alternations, and these lines can be ~700 characters long.

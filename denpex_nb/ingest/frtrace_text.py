@@ -41,37 +41,34 @@ class FrTraceTextReader(TextReader):
         # unclaimed lines as unparsed and reports the failure, so a reader bug is seen, not hidden.
         cur: dict | None = None
         for line in block:
-            try:
-                text = line.text.strip()
-                hdr = next((m for rx in _HEADERS for m in [rx.match(text)] if m), None)
-                if hdr:
-                    self._emit(cur, ctx, out)
-                    cur = {"_line": line, "_header": text, "seq": int(hdr.group(1)), "_stack": False}
-                    out.consume(line)
-                    continue
-                m = _MISSING_DUMPS.search(text)
-                if m:
-                    add_error(out, error_row(line, ctx, SOURCE, "fr_finding", text, rank=None,
-                                                related_ranks=parse_ranks(m.group(1))))
-                    out.consume(line)
-                    continue
-                if _OTHER.match(text):
-                    out.consume(line)
-                    continue
-                if cur is None:
-                    continue
-                m = _FIELD.match(text)
-                if m:
-                    cur[m.group(1)] = m.group(2).strip()
-                    cur["_stack"] = m.group(1) == "collective stack trace"
-                    out.consume(line)
-                elif cur["_stack"] and (line.text[:1].isspace() or " at " in text) and text:
-                    out.consume(line)        # stack frames under "collective stack trace:"
-                else:
-                    self._emit(cur, ctx, out)
-                    cur = None
-            except Exception:
+            text = line.text.strip()
+            hdr = next((m for rx in _HEADERS for m in [rx.match(text)] if m), None)
+            if hdr:
+                self._emit(cur, ctx, out)
+                cur = {"_line": line, "_header": text, "seq": int(hdr.group(1)), "_stack": False}
+                out.consume(line)
                 continue
+            m = _MISSING_DUMPS.search(text)
+            if m:
+                add_error(out, error_row(line, ctx, SOURCE, "fr_finding", text, rank=None,
+                                            related_ranks=parse_ranks(m.group(1))))
+                out.consume(line)
+                continue
+            if _OTHER.match(text):
+                out.consume(line)
+                continue
+            if cur is None:
+                continue
+            m = _FIELD.match(text)
+            if m:
+                cur[m.group(1)] = m.group(2).strip()
+                cur["_stack"] = m.group(1) == "collective stack trace"
+                out.consume(line)
+            elif cur["_stack"] and (line.text[:1].isspace() or " at " in text) and text:
+                out.consume(line)        # stack frames under "collective stack trace:"
+            else:
+                self._emit(cur, ctx, out)
+                cur = None
         self._emit(cur, ctx, out)
 
     def _emit(self, cur: dict | None, ctx: FileContext, out: Output) -> None:

@@ -110,11 +110,8 @@ class NcclReader(TextReader):
         pid_rank: dict[int, int] = fs["pid_rank"]
         st = {"dist": None, "ras": None, "position": fs["position"]}
         for line in block:
-            try:
-                if self._line(line, ctx, out, comms, pid_rank, world, st):
-                    out.consume(line)
-            except Exception:
-                continue
+            if self._line(line, ctx, out, comms, pid_rank, world, st):
+                out.consume(line)
 
     def _rank(self, line: Line, pid: int | None, pid_rank: dict[int, int]) -> int | None:
         if line.rank is not None:

@@ -45,6 +45,8 @@ class FileResult:
     unsafe: bool = False              # a pickle that tried to call something
     pid_hint: int | None = None
     run_root: str = ""
+    #: a text reader (or the prefix stripper) raised: one line naming reader, file:line, exception
+    reader_failure: str | None = None
 
 
 def _import_builtin() -> None:
@@ -134,7 +136,12 @@ def _load_error_row(spec: FileSpec, message: str) -> dict:
 
 
 def parse_file(spec: FileSpec, options: dict | None = None, on_bytes: Callable[[int], None] | None = None) -> FileResult:
-    """Parse one file. Never raises for bad content: problems go to ``FileResult.error``."""
+    """Parse one file. Never raises for bad content: problems go to ``FileResult.error``.
+
+    A text reader that raises loses only what it added for that block (its lines stay unparsed)
+    and the file's first such failure goes to ``FileResult.reader_failure``; with
+    ``options["strict"]`` (or ``DENPEX_STRICT=1``) the exception propagates instead.
+    """
     options = dict(options or {})
     ctx = FileContext(file=spec.display, rank_hint=spec.rank_hint, local_rank_hint=spec.local_rank_hint,
                       year=options.get("year") or spec.year,
@@ -149,6 +156,7 @@ def parse_file(spec: FileSpec, options: dict | None = None, on_bytes: Callable[[
     unsafe = False
     rank_info: dict = {}
     notes: list[str] = []
+    reader_failure: str | None = None
     bytes_read = 0
     try:
         stream = open_stream(spec)
@@ -215,13 +223,18 @@ def parse_file(spec: FileSpec, options: dict | None = None, on_bytes: Callable[[
                     notes += [str(w.message) for w in caught]
                     n_lines = sc.lines_total
                     rank_info = sc.rank_info
+                    reader_failure = sc.failure_note()
                     if sc.read_error is not None:
                         error = f"read stopped early: {_os_message(sc.read_error)}"
                 except _READ_ERRORS as e:
+                    if getattr(e, "_denpex_reader_failure", False):
+                        raise                 # strict mode: a reader's ValueError is not a read error
                     error = f"read stopped early: {_os_message(e)}"
                     n_lines = sink.count + len(out.parsed)
                 bytes_read = counter[0]
     except _READ_ERRORS as e:
+        if getattr(e, "_denpex_reader_failure", False):
+            raise
         error = error or f"cannot read: {_os_message(e)}"
     frames = _frames_from(out, ctx, sink, spec.display)
     if error:
@@ -235,7 +248,7 @@ def parse_file(spec: FileSpec, options: dict | None = None, on_bytes: Callable[[
               "lines_unparsed": n_unparsed, "error": error}
     return FileResult(file=spec.display, format=fmt, frames=frames, source=source, rank_info=rank_info,
                       warnings=notes, error=error, fatal=fatal, unsafe=unsafe, pid_hint=spec.pid_hint,
-                      run_root=spec.run_root)
+                      run_root=spec.run_root, reader_failure=reader_failure)
 
 
 class _Empty:

@@ -101,6 +101,126 @@ def _strip_line_number(text: str, kind: str | None) -> tuple[str, str | None]:
     return text[m.end():], (m.group(1) if kind == "grep_hn" else None)
 
 
+# --- outer wrappers: what log collectors put in front of a whole line ---------------------------
+#
+# These come before everything else on a physical line, in this order when several are present:
+# ``grep -H`` file name (``run.3.log:``, ``run.3.log:123:``, context lines ``rank3.log-``), a
+# docker-compose service label (``worker-1  | ``), a kubectl/docker ``--timestamps`` RFC 3339 time
+# (``2024-05-01T12:00:00.123456789Z ``), a syslog/journald header (``May  1 12:00:00 host
+# python[1234]: ``, or ``journalctl -o short-iso``'s ISO time with the same ``host prog[pid]:``).
+
+_OUT_GREP = re.compile(
+    r"^(?P<f>[^\s:\[\]()]*?(?:\.(?:log|txt|out|err|stdout|stderr)(?:\.\d+)?|[/_.-](?:stdout|stderr)))"
+    r"(?P<sep>[:-])(?:(?P<n>\d+)(?P=sep))?"
+)
+_OUT_COMPOSE = re.compile(r"^(?P<svc>[A-Za-z0-9][\w.-]*) +\| ")
+_OUT_ISO = re.compile(
+    r"^(?P<date>\d{4}-\d\d-\d\d)T(?P<hms>\d\d:\d\d:\d\d)(?:[.,](?P<frac>\d{1,9}))?(?P<tz>Z|[+-]\d\d:?\d\d) "
+)
+_OUT_SYSLOG = re.compile(
+    r"^(?P<mon>Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) {1,2}(?P<day>\d{1,2}) (?P<hms>\d\d:\d\d:\d\d) "
+    r"(?P<host>[\w.-]+) (?P<prog>[\w./@-]+?)(?:\[(?P<pid>\d+)\])?: "
+)
+_OUT_SYSLOG_TAIL = re.compile(r"^(?P<host>[\w.-]+) (?P<prog>[\w./@-]+?)\[(?P<pid>\d+)\]: ")
+_MONTHS = {m: i for i, m in enumerate("Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split(), start=1)}
+#: a compose service / container name that clearly names a rank (``rank-3``, ``trainer_rank3``)
+_RANK_LABEL = re.compile(r"(?:^|[^a-z])rank[-_]?(\d+)$", re.I)
+_OUTER_HINT = re.compile(r"^(?:\d{4}-|[A-Z][a-z]{2} |[^\s|]+ +\| |[^\s:]*(?:\.\w+|std\w+)[:-])")
+
+
+@dataclass
+class _Outer:
+    """What the outer wrappers of one physical line said."""
+
+    kinds: list[str] = field(default_factory=list)
+    file: str | None = None          # grep -H file name
+    rank: int | None = None          # from that file name or a rank-named compose service
+    host: str | None = None
+    pid: int | None = None
+    t_wall: datetime | None = None
+
+
+_NO_OUTER = _Outer()
+
+
+def _peel_outer(text: str, ctx: FileContext) -> tuple[str, _Outer]:
+    """Remove the collector wrappers in front of one physical line (see above)."""
+    if not _OUTER_HINT.match(text):
+        return text, _NO_OUTER
+    o = _Outer()
+    s = text
+    m = _OUT_GREP.match(s)
+    if m and m.end() < len(s) and not _NCCL_AFTER.match(s[m.end():]) and not s[m.end()] == " ":
+        o.file = m.group("f")
+        o.rank = _rank_of_file(o.file)
+        o.kinds.append("grep_h")
+        s = s[m.end():]
+    m = _OUT_COMPOSE.match(s)
+    if m and re.search(r"[A-Za-z]", m.group("svc")):
+        r = _RANK_LABEL.search(m.group("svc"))
+        if r and o.rank is None:
+            o.rank = _int32(r.group(1))
+        o.kinds.append("compose")
+        s = s[m.end():]
+    m = _OUT_ISO.match(s)
+    if m:
+        o.t_wall = _rfc3339(m)
+        o.kinds.append("timestamp")
+        s = s[m.end():]
+        m = _OUT_SYSLOG_TAIL.match(s)
+        if m:
+            o.host, o.pid = m.group("host"), _int64(m.group("pid"))
+            o.kinds.append("syslog")
+            s = s[m.end():]
+    else:
+        m = _OUT_SYSLOG.match(s)
+        if m:
+            o.host, o.pid = m.group("host"), _int64(m.group("pid")) if m.group("pid") else None
+            o.t_wall = _syslog_time(m, ctx)
+            o.kinds.append("syslog")
+            s = s[m.end():]
+    if not o.kinds:
+        return text, _NO_OUTER
+    return s, o
+
+
+def _int32(text: str | None) -> int | None:
+    """A rank: digits that fit Int32, else None (``[rank2147483648]:`` names no rank)."""
+    if text is None:
+        return None
+    v = int(text)
+    return v if v < 2 ** 31 else None
+
+
+def _int64(text: str | None) -> int | None:
+    if text is None:
+        return None
+    v = int(text)
+    return v if v < 2 ** 63 else None
+
+
+def _rfc3339(m: re.Match) -> datetime | None:
+    try:
+        y, mo, d = (int(x) for x in m.group("date").split("-"))
+        h, mi, sec = (int(x) for x in m.group("hms").split(":"))
+        us = int((m.group("frac") or "0")[:6].ljust(6, "0"))
+        dt = datetime(y, mo, d, h, mi, sec, us, tzinfo=timezone.utc)
+    except (ValueError, OverflowError):
+        return None
+    tz = m.group("tz")
+    if tz and tz != "Z":
+        sign = -1 if tz[0] == "-" else 1
+        hh, mm = int(tz[1:3]), int(tz[-2:])
+        from datetime import timedelta
+
+        dt -= sign * timedelta(hours=hh, minutes=mm)
+    return dt
+
+
+def _syslog_time(m: re.Match, ctx: FileContext) -> datetime | None:
+    return _glog_time(f"{_MONTHS[m.group('mon')]:02d}{int(m.group('day')):02d}", m.group("hms"), None, ctx)
+
+
 # --- launcher and rank prefixes --------------------------------------------------------------
 
 _PDSH = re.compile(r"^([A-Za-z][\w.-]*): ")
@@ -136,6 +256,20 @@ _DEEPSPEED = re.compile(
     r"\[(?P<where>[^\]]*)\] (?:\[Rank (?P<r>-?\d+)\] )?"
 )
 _LIGHTNING = re.compile(r"^\[rank: (\d+)\] ")
+# application loggers (log-formats.md §2): an optional "[RANK 1] " then a dated header, e.g.
+# "[RANK 1] 2025-01-01 12:00:00 [ERROR] trainer: ", "2024-01-01 12:00:00,123 - root - ERROR - ",
+# "2024-01-01 12:00:00.123 | ERROR    | mod:fn:12 - " (loguru), "[2024-01-01 12:00:00,123] [INFO] "
+_LVL = r"(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL|EXCEPTION|TRACE|SUCCESS)"
+_APP_RANK = re.compile(r"^\[(?:RANK|Rank|rank)[ :]?(\d+)\] ?(?=\[?\d{4}-\d\d-\d\d[ T]\d\d:)")
+_APP = re.compile(
+    r"^\[?(?P<date>\d{4}-\d\d-\d\d)[ T](?P<hms>\d\d:\d\d:\d\d)(?:[,.](?P<frac>\d{1,9}))?(?:Z|[+-]\d\d:?\d\d)?\]?"
+    r"(?:"
+    r" - (?P<n1>[^\s]+) - (?P<l1>" + _LVL + r") - "                      # logging: asctime - name - level -
+    r"| \[(?P<l2>" + _LVL + r")\] (?:\[(?P<w2>[^\]]*)\] |(?P<n2>[\w.<>-]+): )?"     # [LEVEL] [where] / name:
+    r"| \| (?P<l3>" + _LVL + r") *\| (?:(?P<w3>\S+) - )?"                # loguru
+    r"| (?P<l4>" + _LVL + r")(?: (?P<n4>[\w.<>-]+):)? "                  # asctime LEVEL name: msg
+    r")"
+)
 _NCCL = re.compile(
     r"^(?:\[(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?:\.\d+)?\] )?(?P<host>[\w.-]+):(?P<pid>\d+):(?P<tid>\d+) "
     r"(?:\[(?P<dev>\d+)\] )?(?:\S+:\d+(?: \([^)]*\))? )?NCCL (?P<lvl>INFO|WARN|TRACE|CALL|ABORT|VERSION)\b"
@@ -228,19 +362,19 @@ def _strip(text: str, hosts: set[str], ctx: FileContext, allow_srun: bool = True
         s = s[m.end():]
     m = _MPI.match(s)
     if m:
-        p.label_rank = int(m.group(2))
+        p.label_rank = _int32(m.group(2))
         p.kinds.append("mpi")
         s = s[m.end():]
     elif allow_srun and (m := _SRUN.match(s)):
-        p.label_rank, p.node_label = int(m.group(1)), True
+        p.label_rank, p.node_label = _int32(m.group(1)), True
         p.kinds.append("srun")
         s = s[m.end():]
     elif m := _HYDRA.match(s):
-        p.label_rank = int(m.group(1))
+        p.label_rank = _int32(m.group(1))
         p.kinds.append("mpi")
         s = s[m.end():]
     while m := _RAY.match(s):
-        p.pid = int(m.group("pid"))
+        p.pid = _int64(m.group("pid"))
         if m.group("ip"):
             p.host = m.group("ip")
         p.kinds.append("ray")
@@ -253,20 +387,25 @@ def _strip(text: str, hosts: set[str], ctx: FileContext, allow_srun: bool = True
             s = s[: r.start()]
     m = _TEMPLATE.match(s)
     if m:
-        p.label_rank, p.local_rank = int(m.group("r")), int(m.group("lr"))
+        p.label_rank, p.local_rank = _int32(m.group("r")), _int32(m.group("lr"))
         p.node_label = False
         p.kinds.append("torchrun")
         s = s[m.end():]
     else:
         m = _TORCHRUN.match(s)
         if m and m.group("role") != "rank":
-            p.local_rank = int(m.group("lr"))
+            p.local_rank = _int32(m.group("lr"))
             p.kinds.append("torchrun")
             s = s[m.end():]
     m = _RANK.match(s)
     if m:
-        p.rank = int(m.group(1))
+        p.rank = _int32(m.group(1))
         p.kinds.append("rank")
+        s = s[m.end():]
+    m = _APP_RANK.match(s)
+    if m:
+        p.label_rank = _int32(m.group(1))
+        p.kinds.append("app_rank")
         s = s[m.end():]
     s = _strip_header(s, p, ctx)
     p.message = s
@@ -287,7 +426,7 @@ def _strip_header(s: str, p: _Parsed, ctx: FileContext) -> str:
         p.t_wall = _glog_time(m.group("md"), m.group("hms"), m.group("frac"), ctx)
         f = m.group("file")
         if "/" in f or f.endswith(".py"):      # torch._logging: the emitter's pid; real glog: a thread id
-            p.pid = int(m.group("pid"))
+            p.pid = _int64(m.group("pid"))
         p.kinds.append("glog")
         return s[m.end():]
     m = _DEEPSPEED.match(s)
@@ -295,7 +434,7 @@ def _strip_header(s: str, p: _Parsed, ctx: FileContext) -> str:
         p.severity, p.origin = _LEVELS.get(m.group("lvl"), m.group("lvl")[:1]), m.group("where")
         p.t_wall = _iso_time(m.group("date"), m.group("hms"), int(m.group("ms")) * 1000, ctx)
         if m.group("r") is not None and int(m.group("r")) >= 0:
-            p.label_rank = int(m.group("r"))
+            p.label_rank = _int32(m.group("r"))
         p.kinds.append("deepspeed")
         return s[m.end():]
     m = _PY_23.match(s)
@@ -311,12 +450,21 @@ def _strip_header(s: str, p: _Parsed, ctx: FileContext) -> str:
         return s[m.end():]
     m = _LIGHTNING.match(s)
     if m:
-        p.label_rank = int(m.group(1))
+        p.label_rank = _int32(m.group(1))
         p.kinds.append("lightning")
+        return s[m.end():]
+    m = _APP.match(s) if s[:1] in "[0123456789" else None
+    if m:
+        lvl = m.group("l1") or m.group("l2") or m.group("l3") or m.group("l4")
+        p.severity = _LEVELS.get(lvl, lvl[:1])
+        p.origin = m.group("n1") or m.group("w2") or m.group("n2") or m.group("w3") or m.group("n4")
+        us = int((m.group("frac") or "0")[:6].ljust(6, "0"))
+        p.t_wall = _iso_time(m.group("date"), m.group("hms"), us, ctx)
+        p.kinds.append("applog")
         return s[m.end():]
     m = _NCCL.match(s)
     if m:
-        p.host, p.pid, p.severity = m.group("host"), int(m.group("pid")), m.group("lvl")
+        p.host, p.pid, p.severity = m.group("host"), _int64(m.group("pid")), m.group("lvl")
         if m.group("ts"):
             date, hms = m.group("ts").split(" ")
             p.t_wall = _iso_time(date, hms, 0, ctx)
@@ -341,7 +489,7 @@ def _zone(name: str | None):
         from zoneinfo import ZoneInfo
 
         return ZoneInfo(str(name))
-    except Exception:
+    except (ImportError, KeyError, ValueError, OSError):   # unknown zone name (a user option): UTC
         return timezone.utc
 
 
@@ -464,31 +612,32 @@ def to_lines(physical: list[tuple[int, str]], ctx: FileContext) -> list[Line]:
 
     ``physical`` holds (1-based line number, decoded text without newline or CR). The result
     keeps file order; merged lines yield several Lines with one ``lineno``; wrapped lines yield
-    one Line with ``n_lines > 1``. Never raises on odd text.
+    one Line with ``n_lines > 1``. Odd text is no error; a bug raises (the loader keeps the block
+    unparsed and reports it, see :mod:`denpex_nb.ingest.scan`).
     """
     if not physical:
         return []
-    try:
-        return _to_lines(physical, ctx)
-    except Exception:     # a parser bug must never cost the user their load: fall back to raw lines
-        return [Line(lineno=n, text=strip_ansi(t), raw=strip_ansi(t)) for n, t in physical]
+    return _to_lines(physical, ctx)
 
 
 def _to_lines(physical: list[tuple[int, str]], ctx: FileContext) -> list[Line]:
     texts = [strip_ansi(t) for _, t in physical]
-    ln_kind = _line_number_kind(texts)
-    stripped: list[tuple[int, str, str | None]] = []
-    for (n, _), t in zip(physical, texts):
-        body, fname = _strip_line_number(t, ln_kind)
-        stripped.append((n, body, fname))
-    hosts = _accepted_hosts([b for _, b, _ in stripped])
+    peeled = [_peel_outer(t, ctx) for t in texts]
+    bodies = [b for b, _ in peeled]
+    ln_kind = _line_number_kind(bodies)
+    stripped: list[tuple[int, str, str | None, _Outer]] = []
+    for (n, _), (b, outer) in zip(physical, peeled):
+        body, fname = _strip_line_number(b, ln_kind)
+        stripped.append((n, body, fname, outer))
+    hosts = _accepted_hosts([b for _, b, _, _ in stripped])
 
-    # split merged lines, then join wrapped ones: (lineno, n_lines, text, grep file)
+    # split merged lines, then join wrapped ones
     logical: list[list[Any]] = []
-    for n, body, fname in stripped:
+    for n, body, fname, outer in stripped:
         pieces = _split_merged(body, hosts, ctx)
         first = pieces[0][0]
-        if logical and logical[-1][0] + logical[-1][1] == n and _is_wrapped_tail(logical[-1][3], first, hosts, ctx):
+        if logical and logical[-1][0] + logical[-1][1] == n and not outer.kinds \
+                and _is_wrapped_tail(logical[-1][3], first, hosts, ctx):
             prev = logical[-1]
             prev[2] = _join(prev[2], prev[3], first)
             prev[3] = first
@@ -496,14 +645,15 @@ def _to_lines(physical: list[tuple[int, str]], ctx: FileContext) -> list[Line]:
             prev[5] = None
             pieces = pieces[1:]
         for piece, parsed in pieces:
-            # [lineno, n_lines, joined text, last physical segment (for the width test), grep file, parsed]
-            logical.append([n, 1, piece, piece, fname, parsed])
+            # [lineno, n_lines, joined text, last physical segment (for the width test), grep file,
+            #  parsed, outer wrappers]
+            logical.append([n, 1, piece, piece, fname, parsed, outer])
 
     lines: list[Line] = []
     prev_line: Line | None = None
-    for n, count, text, _, fname, parsed in logical:
+    for n, count, text, _, fname, parsed, outer in logical:
         p = parsed or _strip(text, hosts, ctx)
-        file_rank = _rank_of_file(fname) if fname else None
+        file_rank = _rank_of_file(fname) if fname else outer.rank
         local = p.local_rank if p.local_rank is not None else ctx.local_rank_hint
         rank = p.rank
         if rank is None:
@@ -517,8 +667,9 @@ def _to_lines(physical: list[tuple[int, str]], ctx: FileContext) -> list[Line]:
             rank = local
         line = Line(
             lineno=n, text=p.message, raw=text, n_lines=count, rank=rank, local_rank=local,
-            host=p.host, pid=p.pid, t_wall=p.t_wall, severity=p.severity, origin=p.origin,
-            prefixes=tuple(p.kinds),
+            host=p.host or outer.host, pid=p.pid if p.pid is not None else outer.pid,
+            t_wall=p.t_wall or outer.t_wall, severity=p.severity, origin=p.origin,
+            prefixes=tuple(outer.kinds) + tuple(p.kinds),
         )
         lines.append(line)
         prev_line = line

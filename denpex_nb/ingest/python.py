@@ -93,10 +93,7 @@ class PythonReader(TextReader):
         # unclaimed lines as unparsed and reports the failure, so a reader bug is seen, not hidden.
         st = {"open": {}, "spawn": None, "root": False, "cfe": None, "last": None, "table": False}
         for line in block:
-            try:
-                self._line(line, ctx, out, st)
-            except Exception:
-                continue
+            self._line(line, ctx, out, st)
         for rec in list(st["open"].values()):
             self._finish(rec, ctx, out, st)
         self._finish_cfe(st, ctx, out)

@@ -13,8 +13,8 @@ objects by :func:`denpex_nb.ingest.prefixes.to_lines` and offered to every text 
 """
 from __future__ import annotations
 
+import os
 import re
-import warnings
 from bisect import bisect_right
 from itertools import accumulate
 from typing import BinaryIO, Callable, Iterable
@@ -257,7 +257,9 @@ class BlockScanner:
         self.on_bytes = on_bytes
         self.chunk_size = chunk_size
         self.lines_total = 0
-        self.reader_failures: list[str] = []
+        self.reader_failures: list[str] = []       # "reader 'x' failed at file:line: Type: message"
+        self.n_failures = 0
+        self.strict = strict_mode(ctx.options)
         self.rank_info: dict[int, dict] = {}
         self.read_error: BaseException | None = None   # the stream broke off; lines before it are kept
 
@@ -359,46 +361,90 @@ class BlockScanner:
         texts = buf[bs:be].decode("utf-8", "replace").split("\n")
         texts.pop()
         physical = [(ln + k, t[:-1] if t.endswith("\r") else t) for k, t in enumerate(texts)]
+        out = self.out
+        linenos = [k for k, _ in physical]
         try:
             lines = self.to_lines(physical, self.ctx)
-        except Exception as e:  # a prefix bug must not lose the file
-            self.reader_failures.append(f"prefixes: {type(e).__name__}: {e}")
-            lines = _fallback_to_lines(physical, self.ctx)
-        for line in lines:
-            if line.rank is not None and (line.host or line.pid is not None or line.local_rank is not None):
-                info = self.rank_info.setdefault(int(line.rank), {})
-                if line.host:
-                    info.setdefault("host", line.host)
-                if line.pid is not None:
-                    info.setdefault("pid", line.pid)
-                if line.local_rank is not None:
-                    info.setdefault("local_rank", line.local_rank)
-        out = self.out
-        for bit, reader in enumerate(self.readers):
-            # a reader none of whose needles occur in the block has no line of its own in it
-            if not (mask >> bit) & 1:
-                continue
-            try:
-                reader.parse(lines, self.ctx, out)
-            except Exception as e:  # never let one reader's bug stop a load; the lines stay unparsed
-                if len(self.reader_failures) < 20:
-                    self.reader_failures.append(f"{reader.name}: {type(e).__name__}: {e}")
+        except Exception as e:  # a prefix bug: the block stays unparsed, the failure is reported
+            self._failed("prefixes", e, ln)
+            lines = None
+        if lines is not None:
+            for line in lines:
+                if line.rank is not None and (line.host or line.pid is not None or line.local_rank is not None):
+                    info = self.rank_info.setdefault(int(line.rank), {})
+                    if line.host:
+                        info.setdefault("host", line.host)
+                    if line.pid is not None:
+                        info.setdefault("pid", line.pid)
+                    if line.local_rank is not None:
+                        info.setdefault("local_rank", line.local_rank)
+            for bit, reader in enumerate(self.readers):
+                # a reader none of whose needles occur in the block has no line of its own in it
+                if not (mask >> bit) & 1:
+                    continue
+                mark = out.mark()
+                before = {k for k in linenos if k in out.parsed}
+                try:
+                    reader.parse(lines, self.ctx, out)
+                except Exception as e:  # a reader bug: drop what it added here, report it once per file
+                    out.rollback(mark, linenos, before)
+                    self._failed(reader.name, e, ln)
         parsed = out.parsed
         for lineno, text in physical:
             if lineno not in parsed:
                 self.sink.add_text(lineno, text) if self.sink.budget > 0 else self.sink.add_run(lineno, 1)
+
+    def _failed(self, who: str, e: Exception, first_line: int) -> None:
+        """Record (or, in strict mode, raise) a reader's or the prefix stripper's exception."""
+        where = f"{self.ctx.file}:{_failing_line(e, first_line)}"
+        if self.strict:
+            try:
+                e.add_note(f"denpex_nb: reader {who!r} failed at {where}")
+            except AttributeError:   # Python < 3.11
+                pass
+            e._denpex_reader_failure = True    # parse_file must not take it for a read error
+            raise e
+        self.n_failures += 1
+        if len(self.reader_failures) < 20:
+            self.reader_failures.append(f"reader {who!r} failed at {where}: {type(e).__name__}: {e}")
+
+    def failure_note(self) -> str | None:
+        """One line for the Incident's notes: the first failure and how many there were."""
+        if not self.reader_failures:
+            return None
+        more = f" ({self.n_failures} failures in this file)" if self.n_failures > 1 else ""
+        return f"{self.reader_failures[0]}; the lines it could not read are kept as unparsed{more}"
+
+
+def strict_mode(options: dict | None) -> bool:
+    """``strict`` from the load options, else the ``DENPEX_STRICT`` environment variable."""
+    value = (options or {}).get("strict")
+    if value is None:
+        value = os.environ.get("DENPEX_STRICT", "").strip().lower() in ("1", "true", "yes", "on")
+    return bool(value)
+
+
+def _failing_line(e: BaseException, default: int) -> int:
+    """The physical line a reader was handling when it raised: the innermost frame holding a
+    ``Line`` (readers name it ``line``), else the block's first line."""
+    found = default
+    tb = e.__traceback__
+    while tb is not None:
+        cand = tb.tb_frame.f_locals.get("line")
+        if isinstance(cand, Line):
+            found = cand.lineno
+        tb = tb.tb_next
+    return found
 
 
 def scan_text(stream: BinaryIO, readers: list[TextReader], ctx: FileContext, out: Output, sink: UnparsedSink,
               *, head: bytes = b"", matcher: NeedleMatcher | None = None, on_bytes=None,
               chunk_size: int = CHUNK_SIZE) -> BlockScanner:
     """Scan a whole text stream (``head`` = bytes already read from it). Returns the scanner
-    with ``lines_total``, ``reader_failures`` and ``rank_info`` filled in."""
+    with ``lines_total``, ``reader_failures`` (see :meth:`BlockScanner.failure_note`) and
+    ``rank_info`` filled in. In strict mode (:func:`strict_mode`) a reader's exception propagates."""
     if matcher is None:
         matcher = NeedleMatcher.for_readers(readers)
     sc = BlockScanner(readers, matcher, ctx, out, sink, on_bytes=on_bytes, chunk_size=chunk_size)
     sc.run(stream, head)
-    if sc.reader_failures:
-        warnings.warn(f"{ctx.file}: a reader failed on some lines (kept as unparsed): {sc.reader_failures[0]}",
-                      RuntimeWarning, stacklevel=2)
     return sc

@@ -146,9 +146,13 @@ def test_a_failing_reader_loses_no_lines():
             raise ValueError("bug")
 
     out, sink = Output(), UnparsedSink(1 << 20)
-    with pytest.warns(RuntimeWarning, match="reader failed"):
-        sc = scan_text(io.BytesIO(b"MARK rank=0 seq=1\nx\n"), [Broken()], FileContext(file="f"), out, sink)
+    sc = scan_text(io.BytesIO(b"MARK rank=0 seq=1\nx\n"), [Broken()], FileContext(file="f", options={"strict": False}),
+                   out, sink)
     assert sc.lines_total == 2 and sink.count == 2
+    assert sc.failure_note().startswith("reader 'broken' failed at f:1: ValueError: bug")
+    with pytest.raises(ValueError, match="bug"):
+        scan_text(io.BytesIO(b"MARK rank=0 seq=1\nx\n"), [Broken()], FileContext(file="f", options={"strict": True}),
+                  Output(), UnparsedSink(1 << 20))
 
 
 @pytest.mark.parametrize("engine", [None, False])
