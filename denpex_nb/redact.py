@@ -223,13 +223,17 @@ def redact_diagnosis(diagnosis, redactor: Redactor):
     """A copy of the Diagnosis whose summaries, notes and evidence are redacted."""
     import copy
 
+    from dataclasses import replace
+
     out = copy.deepcopy(diagnosis)
-    for f in out.findings:
-        f.summary = redactor(f.summary)
-        for e in f.evidence:
-            e.text = redactor(e.text)
-            e.file = redactor(e.file)
+    out.findings = [replace(f, summary=redactor(f.summary), basis=tuple(redactor(b) for b in f.basis),
+                            evidence=tuple(replace(e, text=redactor(e.text), file=redactor(e.file))
+                                           for e in f.evidence))
+                    for f in out.findings]
     out.notes = [redactor(n) for n in out.notes]
+    if out.rank_state is not None and "first_error" in getattr(out.rank_state, "columns", ()):
+        out.rank_state = out.rank_state.assign(
+            first_error=[None if v is None or v != v else redactor(str(v)) for v in out.rank_state["first_error"]])
     return out
 
 

@@ -257,18 +257,27 @@ def _shape_key(ev: pd.DataFrame, op_cat: pd.Series) -> np.ndarray:
 
 
 def _local_size_violation(ev: pd.DataFrame, op_cat: pd.Series, g: np.ndarray, r: np.ndarray) -> np.ndarray:
-    """Within one rank: all_gather out != in x world, reduce_scatter in != out x world."""
+    """Within one rank: all_gather out != in x world, reduce_scatter in != out x world (world stated)."""
     nin, nout = _floats(ev["numel_in"]), _floats(ev["numel_out"])
+    # the group size only where a record states it: the ranks that happen to be in the evidence
+    # are not the group (three of four ranks' lines would make every all_gather look wrong)
     ws = _floats(ev["world_size"]) if "world_size" in ev.columns else np.full(len(ev), np.nan)
-    if np.isnan(ws).any():
-        # world size of the group = number of distinct ranks seen in it
-        seen = pd.DataFrame({"g": g, "r": r}).drop_duplicates().groupby("g")["r"].size()
-        ws = np.where(np.isnan(ws), seen.reindex(g).to_numpy(np.float64), ws)
     gather = _family_lookup(op_cat, GATHER_LIKE)
     scatter = _family_lookup(op_cat, SCATTER_LIKE)
-    known = ~np.isnan(nin) & ~np.isnan(nout) & ~np.isnan(ws) & (ws > 1)
-    with np.errstate(invalid="ignore"):
+    sizes = ~np.isnan(nin) & ~np.isnan(nout)
+    known = sizes & ~np.isnan(ws) & (ws > 1)
+    with np.errstate(invalid="ignore", divide="ignore"):
         bad = (gather & known & (nout != nin * ws)) | (scatter & known & (nin != nout * ws))
+        # world not stated: the ranks seen are only a lower bound, so the ratio must be a whole
+        # number at least that large (3 of 4 ranks with out = 4 x in are fine)
+        unknown = sizes & np.isnan(ws)
+        if unknown.any():
+            seen = pd.DataFrame({"g": g, "r": r}).drop_duplicates().groupby("g")["r"].size()
+            lower = seen.reindex(g).to_numpy(np.float64)
+            big, small = np.where(gather, nout, nin), np.where(gather, nin, nout)
+            ratio = big / small
+            off = (small > 0) & ((ratio != np.floor(ratio)) | (ratio < lower))
+            bad |= (gather | scatter) & unknown & off
     return bad
 
 

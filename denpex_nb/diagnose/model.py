@@ -1,7 +1,13 @@
 """What a diagnosis says: :class:`Diagnosis` holds ordered :class:`Finding` objects.
 
-Kept free of pandas and of the analysis so plots, reports and the CLI depend only on this.
-The JSON form (``Diagnosis.to_dict``) is the contract of ``denpex-nb diagnose --json``.
+Kept free of the analysis so plots, reports and the CLI depend only on this (pandas only for the
+optional ``rank_state`` frame a Diagnosis carries). The JSON form (``Diagnosis.to_dict``) is the
+contract of ``denpex-nb diagnose --json``.
+
+Findings are immutable: a rule that explains another rule's finding (a crash behind a desync, DDP
+buckets behind an all_reduce divergence) builds a new Finding with :func:`dataclasses.replace`
+and says so in ``basis``; an earlier divergence makes a later one a ``consequence_of`` it (a
+field, never text to parse back).
 """
 from __future__ import annotations
 
@@ -12,7 +18,7 @@ from typing import Any
 CONFIDENCES = ("high", "medium", "low")
 
 
-@dataclass
+@dataclass(frozen=True)
 class Evidence:
     """A line that supports a finding: where it is and what it says."""
 
@@ -25,7 +31,7 @@ class Evidence:
         return {"file": self.file, "line": int(self.line), "text": self.text}
 
 
-@dataclass
+@dataclass(frozen=True)
 class RankView:
     """What one rank was doing at the finding's collective (None: not known / missing)."""
 
@@ -39,9 +45,18 @@ class RankView:
         return {"op": self.op, "seq": self.seq, "shapes": self.shapes, "dtypes": self.dtypes, "state": self.state}
 
 
-@dataclass
+@dataclass(frozen=True)
 class Finding:
-    """One divergence or failure, tied to a catalog entry."""
+    """One divergence or failure, tied to a catalog entry.
+
+    ``rule`` names the rule that made it; ``culprit_basis`` says why the culprits are named (or
+    why not): ``majority`` (a strict majority of the group disagrees with them), ``statement``
+    (the evidence names them: a desync report, missing ranks, monitoredBarrier),
+    ``own-failure`` (the only ranks that failed on their own), or ``undetermined: <why>``.
+    ``basis`` holds the summaries of the findings this one explains (a refined finding keeps
+    what it was built on); ``consequence_of`` is the :attr:`key` of an earlier finding that
+    may have caused this one.
+    """
 
     class_id: str                                # catalog id: "shape-mismatch", "rank-desync" ...
     summary: str                                 # one sentence for a human
@@ -50,10 +65,28 @@ class Finding:
     seq: int | None = None
     seq_kind: str | None = None
     op: str | None = None
-    culprit_ranks: list[int] = field(default_factory=list)   # [] = undetermined
+    culprit_ranks: tuple[int, ...] = ()          # () = undetermined
     ranks: dict[int, RankView] = field(default_factory=dict)
-    evidence: list[Evidence] = field(default_factory=list)
+    evidence: tuple[Evidence, ...] = ()
     t_wall: Any = None                           # pandas Timestamp (UTC) when known, for ordering
+    rule: str = ""
+    culprit_basis: str = ""
+    basis: tuple[str, ...] = ()
+    consequence_of: str | None = None
+
+    def __post_init__(self):
+        object.__setattr__(self, "culprit_ranks", tuple(sorted(int(r) for r in self.culprit_ranks)))
+        object.__setattr__(self, "evidence", tuple(self.evidence))
+        object.__setattr__(self, "basis", tuple(self.basis))
+        object.__setattr__(self, "ranks", dict(self.ranks))
+        if not self.culprit_basis:
+            object.__setattr__(self, "culprit_basis", "" if self.culprit_ranks else "undetermined")
+
+    @property
+    def key(self) -> str:
+        """A stable name for this finding within its diagnosis: class@counter:seq (pg)."""
+        where = f"{self.seq_kind}:{self.seq}" if self.seq is not None else "text"
+        return f"{self.class_id}@{where}" + (f"/pg {self.pg}" if self.pg not in (None, "") else "")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -67,6 +100,10 @@ class Finding:
             "ranks": {str(int(r)): v.to_dict() for r, v in sorted(self.ranks.items())},
             "evidence": [e.to_dict() for e in self.evidence],
             "confidence": self.confidence,
+            "rule": self.rule,
+            "culprit_basis": self.culprit_basis,
+            "consequence_of": self.consequence_of,
+            "basis": list(self.basis),
             "title": self.entry.title if self.entry else None,
             "fix": self.entry.fix.get("text") if self.entry else None,
         }
@@ -90,7 +127,12 @@ class Finding:
     def __str__(self) -> str:
         culprit = ", ".join(map(str, self.culprit_ranks)) if self.culprit_ranks else "undetermined"
         head = f"[{self.class_id}] ({self.confidence}) {self.where()}".rstrip()
-        lines = [head, f"  {self.summary}", f"  culprit: {culprit}"]
+        lines = [head, f"  {self.summary}", f"  culprit: {culprit}"
+                 + (f" ({self.culprit_basis})" if self.culprit_basis else "")]
+        if self.consequence_of:
+            lines.append(f"  possibly a consequence of {self.consequence_of}")
+        for b in self.basis[:3]:
+            lines.append(f"  from: {_clip(b, 160)}")
         for r, v in sorted(self.ranks.items())[:16]:
             shapes = "" if v.shapes is None else f" {v.shapes}"
             dt = "" if not v.dtypes else f" {','.join(v.dtypes)}"
@@ -110,6 +152,12 @@ class Diagnosis:
     ranks_seen: list[int] = field(default_factory=list)
     lines: dict[str, int] = field(default_factory=lambda: {"total": 0, "parsed": 0, "unparsed": 0})
     notes: list[str] = field(default_factory=list)   # e.g. "nothing distributed was found"
+    #: one row per rank: where it stopped, how it failed (see :mod:`denpex_nb.diagnose.state`)
+    rank_state: Any = None
+    group_size: int | None = None                    # from explicit evidence only, else None
+    group_size_basis: str = ""                       # which evidence gave it
+    absent_ranks: list[int] = field(default_factory=list)   # known to exist, silent in the evidence
+    all_clear_confidence: str = "medium"             # confidence of a no-failure verdict
 
     @property
     def verdict(self) -> str:
@@ -121,7 +169,7 @@ class Diagnosis:
 
     @property
     def confidence(self) -> str:
-        return self.findings[0].confidence if self.findings else "high"
+        return self.findings[0].confidence if self.findings else self.all_clear_confidence
 
     @property
     def first(self) -> Finding | None:
@@ -135,6 +183,10 @@ class Diagnosis:
             "confidence": self.confidence,
             "findings": [f.to_dict() for f in self.findings],
             "ranks_seen": [int(r) for r in self.ranks_seen],
+            "group_size": None if self.group_size is None else int(self.group_size),
+            "group_size_basis": self.group_size_basis,
+            "absent_ranks": [int(r) for r in self.absent_ranks],
+            "rank_state": _records(self.rank_state),
             "lines": {k: int(v) for k, v in self.lines.items()},
             "notes": list(self.notes),
         }
@@ -215,6 +267,28 @@ class Diagnosis:
             out.append("<ul>" + "".join(f"<li>{esc(n)}</li>" for n in self.notes) + "</ul>")
         out.append("</div>")
         return "".join(out)
+
+
+def _records(frame) -> list[dict[str, Any]]:
+    """A rank_state frame as JSON-safe records (missing values as None)."""
+    if frame is None or len(frame) == 0:
+        return []
+    out = []
+    for row in frame.to_dict("records"):
+        rec = {}
+        for k, v in row.items():
+            if isinstance(v, (list, tuple)):
+                rec[k] = [list(x) if isinstance(x, tuple) else x for x in v]
+            elif v is None or (not isinstance(v, str) and v != v) or str(v) in ("<NA>", "NaT"):
+                rec[k] = None
+            elif hasattr(v, "isoformat"):
+                rec[k] = v.isoformat()
+            elif hasattr(v, "item"):
+                rec[k] = v.item()
+            else:
+                rec[k] = v
+        out.append(rec)
+    return out
 
 
 def _clip(text: str, n: int) -> str:

@@ -1,18 +1,23 @@
-"""Turn aligned divergences and error rows into :class:`Finding` objects tied to catalog ids.
+"""The rules: each turns one kind of evidence into :class:`Finding` objects tied to catalog ids.
 
-Two sources of findings:
+A rule is a function of a :class:`Context` (the incident, the alignment, the per-rank state,
+the group size) registered with :func:`rule`, which declares the class ids it may emit and the
+evidence it reads. Diagnosis runs every ``find`` rule, then the ``explain`` rules (a crash behind
+a desync, SyncBatchNorm or DDP behind a divergence), each returning a new list of findings;
+a finding with a class its rule did not declare is refused (a test checks every declaration
+against the catalog). Adding a kind of evidence means adding a rule, not editing a ladder.
 
-* :func:`from_divergences` — cross-rank comparison of collective events (trace, Flight Recorder,
-  watchdog lines, DETAIL fingerprints). The culprit is the minority side by majority vote; a tie
-  leaves it undetermined (``[]``), never invented.
-* :func:`from_errors` — text-only evidence that names a class without aligned events:
-  monitoredBarrier, desync reports, gloo ``X vs Y`` aborts, DDP reducer errors, crashes, NCCL
-  errors, torchfrtrace output, and plain timeouts (``timeout-undetermined``).
+Culprits are named only on a strict majority of the group (more than half of its known size)
+or an explicit statement (a desync report, missing ranks named by a tool, monitoredBarrier, the
+only ranks that failed on their own); otherwise they stay undetermined and ``culprit_basis``
+says why.
 """
 from __future__ import annotations
 
 import re
 from collections import Counter
+from dataclasses import dataclass, field, replace
+from typing import Callable
 
 import pandas as pd
 
@@ -29,8 +34,16 @@ _DISTRIBUTED = re.compile(
     r"got signal|SignalException|ChildFailedError|ProcessRaisedException|ProcessExitedException|"
     r"Broken pipe|EnforceNotMet|invalid tensor size|distributed", re.S)
 _CRASH_SIGNALS = {"SIGSEGV", "SIGKILL", "SIGBUS", "SIGILL", "SIGFPE"}
-_VICTIM_KINDS = {"watchdog_timeout", "watchdog_status", "watchdog_abort", "heartbeat", "gloo_timeout",
-                 "gloo_peer_gone"}
+#: error kinds a rank shows when a collective failed under it (someone else may have started it)
+VICTIM_KINDS = frozenset({"watchdog_timeout", "watchdog_status", "watchdog_abort", "heartbeat", "gloo_timeout",
+                          "gloo_peer_gone"})
+#: error kinds that mean something failed on that rank (warnings and unreadable inputs do not;
+#: an NCCL WARN alone does not either: many are benign, e.g. a missing InfiniBand library)
+FAILURE_KINDS = frozenset({"exception", "oom", "watchdog_timeout", "watchdog_status", "watchdog_abort",
+                           "heartbeat", "desync_report", "detail_mismatch", "monitored_barrier",
+                           "ddp_unused_parameters", "ddp_error", "gloo_enforce", "gloo_invalid_size",
+                           "gloo_peer_gone", "gloo_timeout", "nccl_error", "nccl_ras", "abort", "signal", "exit",
+                           "child_failed", "agent", "fr_finding"})
 
 
 def is_crash_error(kind: str, message: str | None, signal: str | None = None) -> bool:
@@ -46,17 +59,78 @@ def is_crash_error(kind: str, message: str | None, signal: str | None = None) ->
     return False
 
 
-# --- cross-rank divergences -------------------------------------------------------------------
+# --- the registry ------------------------------------------------------------------------------
 
-def minority(sig: dict[int, object]) -> list[int]:
-    """Ranks outside the strict majority value; [] when there is no strict majority (a tie)."""
+@dataclass
+class Context:
+    """What every rule may read: the incident's frames and what diagnosis derived from them."""
+
+    incident: object
+    alignment: object
+    state: pd.DataFrame                   # rank_state: one row per rank
+    group_size: int | None                # explicit evidence only
+    texts: dict = field(default_factory=dict)   # (file, line) -> message, for evidence lines
+
+    @property
+    def errors(self) -> pd.DataFrame:
+        return self.incident.errors
+
+    @property
+    def ranks_known(self) -> list[int]:
+        return [int(r) for r in self.state["rank"]] if len(self.state) else []
+
+    def group_of(self, members: int, stated: int | None = None) -> int:
+        """The size a majority is counted against: the stated group size, else the members seen."""
+        if stated:
+            return max(int(stated), members)
+        return max(members, 1)
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    stage: str                            # "find" | "explain"
+    emits: tuple[str, ...]                # catalog ids this rule may produce
+    uses: tuple[str, ...]                 # the evidence it reads (frames, error kinds)
+    fn: Callable
+
+
+RULES: list[Rule] = []
+
+
+def rule(name: str, *, emits: tuple[str, ...], uses: tuple[str, ...], stage: str = "find"):
+    """Register a rule. ``find`` rules take a Context; ``explain`` rules take (Context, findings)."""
+    def deco(fn):
+        RULES.append(Rule(name, stage, tuple(emits), tuple(uses), fn))
+        return fn
+    return deco
+
+
+def strict_minority(sig: dict[int, object], group: int | None = None) -> tuple[list[int], str]:
+    """Ranks off the majority value, and why they are (or are not) named.
+
+    The majority must hold more than half of ``group`` (the group's known size, else the ranks
+    that have a value): with ranks absent from the evidence a local majority proves nothing.
+    """
     sig = {r: v for r, v in sig.items() if v is not None and not (isinstance(v, float) and pd.isna(v))}
     counts = Counter(sig.values()).most_common()
-    if len(counts) < 2 or counts[0][1] == counts[1][1]:
-        return []
+    if len(counts) < 2:
+        return [], "undetermined: the ranks agree"
+    if counts[0][1] == counts[1][1]:
+        return [], "undetermined: a tie, no majority"
+    n = max(group or 0, len(sig))
+    if counts[0][1] * 2 <= n:
+        return [], f"undetermined: the largest side ({counts[0][1]} ranks) is not a majority of the group of {n}"
     majority = counts[0][0]
-    return sorted(r for r, v in sig.items() if v != majority)
+    return sorted(r for r, v in sig.items() if v != majority), "majority"
 
+
+def minority(sig: dict[int, object]) -> list[int]:
+    """Ranks outside the strict majority of the ranks that have a value; [] on a tie."""
+    return strict_minority(sig)[0]
+
+
+# --- helpers -----------------------------------------------------------------------------------
 
 def _shapes(v) -> list[list[int]] | None:
     if v is None or (isinstance(v, float) and pd.isna(v)):
@@ -72,7 +146,10 @@ def _s(v) -> str | None:
 
 
 def _i(v) -> int | None:
-    return None if v is None or pd.isna(v) else int(v)
+    try:
+        return None if v is None or pd.isna(v) else int(v)
+    except (TypeError, ValueError, OverflowError):
+        return None
 
 
 def _view(row) -> RankView:
@@ -130,76 +207,6 @@ def _fmt_ranks(ranks) -> str:
     return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(map(str, ranks))
 
 
-def from_divergences(divs: list[Divergence], texts: dict) -> list[Finding]:
-    """One finding per divergence (ranks present: their views; ranks missing: absent)."""
-    findings = []
-    for d in divs:
-        rows = d.rows
-        by_rank = {int(row["rank"]): row for row in rows.to_dict("records")}
-        views = {r: _view(row) for r, row in by_rank.items()}
-        ops = {r: views[r].op for r in views}
-        majority_op = Counter(ops.values()).most_common(1)[0][0] if ops else None
-        where = f"{d.seq_kind} seq {d.seq}" + (f" of pg {d.pg}" if d.pg not in (None, "") else "")
-        n = len(by_rank)
-        if d.kind == "op":
-            culprits = minority(ops)
-            cls = "op-mismatch"
-            desc = ", ".join(f"{_fmt_ranks(rs)}: {op}" for op, rs in _group(ops).items())
-            summary = f"Ranks called different collectives at {where}: {desc}."
-        elif d.kind == "dtype":
-            dts = {r: (v.dtypes or [None])[0] for r, v in views.items()}
-            culprits = minority(dts)
-            cls = "dtype-mismatch"
-            desc = ", ".join(f"{_fmt_ranks(rs)}: {dt}" for dt, rs in _group(dts).items())
-            summary = f"{majority_op} at {where} got different dtypes: {desc}."
-        elif d.kind == "size":
-            sizes = {r: row.get("_size") for r, row in by_rank.items()}
-            culprits = minority(sizes)
-            cls = "shape-mismatch"
-            desc = ", ".join(f"{_fmt_ranks(rs)}: {_shape_text(views[rs[0]], by_rank[rs[0]])}"
-                             for _, rs in _group(sizes).items())
-            summary = f"{majority_op} at {where} got different sizes: {desc}."
-        elif d.kind == "shape":
-            shapes = {r: None if v.shapes is None else tuple(map(tuple, v.shapes)) for r, v in views.items()}
-            culprits = minority(shapes)
-            cls = "shape-mismatch"
-            desc = ", ".join(f"{_fmt_ranks(rs)}: {[list(t) for t in sh] if sh else sh}"
-                             for sh, rs in _group(shapes).items())
-            summary = (f"{majority_op} at {where} got tensors of different shapes with the same number of "
-                       f"elements: {desc}. It completes on every backend, but elements are combined by their "
-                       f"flat position, so the result is silently wrong unless the reshape is intended.")
-        elif d.kind == "local-size":
-            bad = sorted(r for r, row in by_rank.items() if row.get("_local_bad"))
-            culprits = bad if len(bad) < n else []
-            cls = "shape-mismatch"
-            summary = (f"{majority_op} at {where}: on {_fmt_ranks(bad)} the output size is not the input size "
-                       f"times the group size.")
-        else:  # missing
-            extra = len(d.present) < len(d.missing)
-            culprits = sorted(d.present) if extra else sorted(d.missing)
-            cls = "rank-desync"
-            for r in d.missing:
-                views[r] = RankView(op=None, seq=d.lag.get(r), state="absent")
-            lag_txt = ", ".join(f"rank {r} last at seq {d.lag.get(r)}" for r in sorted(d.missing))
-            if extra:
-                summary = (f"{_fmt_ranks(d.present)} issued {majority_op} at {where}, which the other "
-                           f"{len(d.missing)} ranks never called ({lag_txt}): an extra collective.")
-            else:
-                summary = (f"{_fmt_ranks(d.missing)} never reached {where} ({majority_op}, issued by "
-                           f"{_fmt_ranks(d.present)}); {lag_txt}.")
-        op = majority_op
-        if d.kind == "op":
-            culprit_ops = {ops[r] for r in culprits}
-            op = culprit_ops.pop() if len(culprit_ops) == 1 else None   # a tie names no op
-        conf = "high" if (culprits or d.kind == "missing") else "medium"
-        if d.kind == "shape":      # nothing failed, and a deliberate reshape is possible
-            conf = "medium" if culprits else "low"
-        findings.append(Finding(class_id=cls, summary=summary, confidence=conf, pg=d.pg, seq=d.seq,
-                                seq_kind=d.seq_kind, op=op, culprit_ranks=culprits, ranks=views,
-                                evidence=_evidence(rows, texts, culprits), t_wall=d.t_wall))
-    return findings
-
-
 def _group(sig: dict) -> dict:
     out: dict = {}
     for r, v in sorted(sig.items()):
@@ -214,18 +221,9 @@ def _shape_text(view: RankView, row) -> str:
     return f"numel {n}" if n is not None else "size unknown"
 
 
-# --- text-only evidence -----------------------------------------------------------------------
-
-_ENFORCE = re.compile(r"(\d+) vs (\d+)")
-_FR_CLASS = (("COLLECTIVE_TYPE_MISMATCH", "op-mismatch"), ("COLLECTIVE_DTYPE_MISMATCH", "dtype-mismatch"),
-             ("SIZE_OR_SYNTAX_MISMATCH", "shape-mismatch"), ("Not all ranks joining", "rank-desync"))
-_DETAIL_CLASS = (("Op type:", "op-mismatch"), ("dtypes:", "dtype-mismatch"), ("shapes:", "shape-mismatch"),
-                 ("Sequence number:", "rank-desync"))
-
-
 def _err_evidence(rows: pd.DataFrame) -> list[Evidence]:
     out = []
-    for _, e in rows.head(MAX_EVIDENCE).iterrows():
+    for e in rows.head(MAX_EVIDENCE).to_dict("records"):
         out.append(Evidence(file=_s(e.get("file")) or "?", line=_i(e.get("line")) or 0,
                             text=str(e.get("message") or "")[:500], rank=_i(e.get("rank"))))
     return out
@@ -241,134 +239,309 @@ def _related(rows: pd.DataFrame) -> list[int]:
     for v in rows["related_ranks"].dropna():
         try:
             out.update(int(x) for x in v)
-        except TypeError:
+        except (TypeError, ValueError, OverflowError):
             continue
     return sorted(out)
 
 
-def from_errors(errors: pd.DataFrame, ranks_seen: list[int], have_detail_events: bool) -> list[Finding]:
-    """Findings that text evidence alone supports (see the module docstring)."""
+def _first_op(rows: pd.DataFrame) -> str | None:
+    ops = rows["op"].dropna()
+    return _s(ops.iloc[0]) if len(ops) else None
+
+
+def _kind(errors: pd.DataFrame, *kinds: str) -> pd.DataFrame:
     if errors is None or errors.empty:
+        return errors.iloc[0:0] if errors is not None else pd.DataFrame()
+    return errors[errors["kind"].astype(str).isin(kinds)]
+
+
+# --- cross-rank divergences (aligned collective records) ---------------------------------------
+
+@rule("divergences", emits=("op-mismatch", "dtype-mismatch", "shape-mismatch", "rank-desync"),
+      uses=("events: trace, fr, detail, work, nccl_position",))
+def divergences(ctx: Context) -> list[Finding]:
+    return from_divergences(ctx.alignment.divergences, ctx.texts, ctx.group_size)
+
+
+def from_divergences(divs: list[Divergence], texts: dict, group_size: int | None = None) -> list[Finding]:
+    """One finding per divergence (ranks present: their views; ranks missing: absent)."""
+    findings = []
+    for d in divs:
+        rows = d.rows
+        by_rank = {int(row["rank"]): row for row in rows.to_dict("records")}
+        views = {r: _view(row) for r, row in by_rank.items()}
+        ops = {r: views[r].op for r in views}
+        majority_op = Counter(ops.values()).most_common(1)[0][0] if ops else None
+        where = f"{d.seq_kind} seq {d.seq}" + (f" of pg {d.pg}" if d.pg not in (None, "") else "")
+        stated = _i(pd.to_numeric(rows["world_size"], errors="coerce").max()) if "world_size" in rows else None
+        if stated is None and d.pg in (None, "", "0", "default_pg") and group_size:
+            stated = group_size
+        n_members = len(set(by_rank) | set(d.missing))
+        group = max(stated or 0, n_members)
+        basis = "majority"
+        if d.kind == "op":
+            culprits, basis = strict_minority(ops, group)
+            cls = "op-mismatch"
+            desc = ", ".join(f"{_fmt_ranks(rs)}: {op}" for op, rs in _group(ops).items())
+            summary = f"Ranks called different collectives at {where}: {desc}."
+        elif d.kind == "dtype":
+            dts = {r: (v.dtypes or [None])[0] for r, v in views.items()}
+            culprits, basis = strict_minority(dts, group)
+            cls = "dtype-mismatch"
+            desc = ", ".join(f"{_fmt_ranks(rs)}: {dt}" for dt, rs in _group(dts).items())
+            summary = f"{majority_op} at {where} got different dtypes: {desc}."
+        elif d.kind == "size":
+            sizes = {r: row.get("_size") for r, row in by_rank.items()}
+            culprits, basis = strict_minority(sizes, group)
+            cls = "shape-mismatch"
+            desc = ", ".join(f"{_fmt_ranks(rs)}: {_shape_text(views[rs[0]], by_rank[rs[0]])}"
+                             for _, rs in _group(sizes).items())
+            summary = f"{majority_op} at {where} got different sizes: {desc}."
+        elif d.kind == "shape":
+            shapes = {r: None if v.shapes is None else tuple(map(tuple, v.shapes)) for r, v in views.items()}
+            culprits, basis = strict_minority(shapes, group)
+            cls = "shape-mismatch"
+            desc = ", ".join(f"{_fmt_ranks(rs)}: {[list(t) for t in sh] if sh else sh}"
+                             for sh, rs in _group(shapes).items())
+            summary = (f"{majority_op} at {where} got tensors of different shapes with the same number of "
+                       f"elements: {desc}. It completes on every backend, but elements are combined by their "
+                       f"flat position, so the result is silently wrong unless the reshape is intended.")
+        elif d.kind == "local-size":
+            bad = sorted(r for r, row in by_rank.items() if row.get("_local_bad"))
+            culprits, basis = (bad, "majority") if len(bad) * 2 < group else ([], "undetermined: most ranks")
+            cls = "shape-mismatch"
+            summary = (f"{majority_op} at {where}: on {_fmt_ranks(bad)} the output size is not the input size "
+                       f"times the group size.")
+        else:  # missing
+            extra = len(d.present) < len(d.missing)
+            side = sorted(d.present) if extra else sorted(d.missing)
+            other = len(d.missing) if extra else len(d.present)
+            if other * 2 > group:
+                culprits, basis = side, "majority"
+            else:
+                culprits, basis = [], f"undetermined: {other} of a group of {group} ranks is not a majority"
+            cls = "rank-desync"
+            for r in d.missing:
+                views[r] = RankView(op=None, seq=d.lag.get(r), state="absent")
+            lag_txt = ", ".join(f"rank {r} last at seq {d.lag.get(r)}" for r in sorted(d.missing))
+            if extra:
+                summary = (f"{_fmt_ranks(d.present)} issued {majority_op} at {where}, which the other "
+                           f"{len(d.missing)} ranks never called ({lag_txt}): an extra collective.")
+            else:
+                summary = (f"{_fmt_ranks(d.missing)} never reached {where} ({majority_op}, issued by "
+                           f"{_fmt_ranks(d.present)}); {lag_txt}.")
+        op = majority_op
+        if d.kind == "op":
+            culprit_ops = {ops[r] for r in culprits}
+            op = culprit_ops.pop() if len(culprit_ops) == 1 else None   # a tie names no op
+        conf = "high" if culprits else "medium"
+        if d.kind == "shape":      # nothing failed, and a deliberate reshape is possible
+            conf = "medium" if culprits else "low"
+        findings.append(Finding(class_id=cls, summary=summary, confidence=conf, pg=d.pg, seq=d.seq,
+                                seq_kind=d.seq_kind, op=op, culprit_ranks=culprits, ranks=views,
+                                evidence=_evidence(rows, texts, culprits), t_wall=d.t_wall, rule="divergences",
+                                culprit_basis=basis if culprits else (basis if basis != "majority" else
+                                                                       "undetermined: a tie, no majority")))
+    return findings
+
+
+# --- text evidence that names its class ----------------------------------------------------------
+
+_ENFORCE = re.compile(r"(\d+) vs (\d+)")
+_FR_CLASS = (("COLLECTIVE_TYPE_MISMATCH", "op-mismatch"), ("COLLECTIVE_DTYPE_MISMATCH", "dtype-mismatch"),
+             ("SIZE_OR_SYNTAX_MISMATCH", "shape-mismatch"), ("Not all ranks joining", "rank-desync"),
+             ("missing ranks", "rank-desync"))
+_DETAIL_CLASS = (("Op type:", "op-mismatch"), ("dtypes:", "dtype-mismatch"), ("shapes:", "shape-mismatch"),
+                 ("Sequence number:", "rank-desync"))
+
+
+def _text_finding(cls, summary, rows, rule_name, conf="medium", culprits=(), basis="", **kw) -> Finding:
+    culprits = sorted(set(culprits))
+    return Finding(class_id=cls, summary=summary, confidence=conf, culprit_ranks=culprits,
+                   evidence=_err_evidence(rows), t_wall=_tmin(rows), rule=rule_name,
+                   culprit_basis=basis if culprits else "undetermined: the evidence names no rank", **kw)
+
+
+@rule("monitored-barrier", emits=("rank-desync",), uses=("errors: monitored_barrier",))
+def monitored_barrier(ctx: Context) -> list[Finding]:
+    mb = _kind(ctx.errors, "monitored_barrier")
+    if not len(mb):
         return []
-    errs = errors
-    kind = errs["kind"].astype(str)
-    msg = errs["message"].astype(str)
-    found: list[Finding] = []
+    missing = _related(mb)
+    return [_text_finding("rank-desync", f"{_fmt_ranks(missing) if missing else 'Some ranks'} failed to pass "
+                          "monitoredBarrier (DETAIL): they never reached the collective the others were in.",
+                          mb, "monitored-barrier", "high" if missing else "medium", missing, "statement")]
 
-    def add(cls, summary, rows, conf="medium", culprits=(), op=None, seq=None, seq_kind=None, pg=None):
-        found.append(Finding(class_id=cls, summary=summary, confidence=conf, culprit_ranks=sorted(set(culprits)),
-                             op=op, seq=seq, seq_kind=seq_kind, pg=pg, evidence=_err_evidence(rows),
-                             t_wall=_tmin(rows)))
 
-    mb = errs[kind == "monitored_barrier"]
-    if len(mb):
-        missing = _related(mb)
-        add("rank-desync", f"{_fmt_ranks(missing) if missing else 'Some ranks'} failed to pass monitoredBarrier "
-            "(DETAIL): they never reached the collective the others were in.", mb, "high", missing)
+@rule("desync-report", emits=("rank-desync",), uses=("errors: desync_report",))
+def desync_report(ctx: Context) -> list[Finding]:
+    ds = _kind(ctx.errors, "desync_report")
+    if not len(ds):
+        return []
+    lag = _related(ds)
+    return [_text_finding("rank-desync", f"The desync report names {_fmt_ranks(lag) if lag else 'no rank'} as "
+                          "lagging.", ds, "desync-report", "high" if lag else "low", lag, "statement")]
 
-    ds = errs[kind == "desync_report"]
-    if len(ds):
-        lag = _related(ds)
-        add("rank-desync", f"The desync report names {_fmt_ranks(lag) if lag else 'no rank'} as lagging.", ds,
-            "high" if lag else "low", lag)
 
-    ras = errs[kind == "nccl_ras"]
-    if len(ras):
-        add("rank-desync", "NCCL RAS: communicator ranks have different operation counts.", ras, "medium",
-            _related(ras))
+@rule("nccl-ras", emits=("rank-desync",), uses=("errors: nccl_ras",))
+def nccl_ras(ctx: Context) -> list[Finding]:
+    ras = _kind(ctx.errors, "nccl_ras")
+    if not len(ras):
+        return []
+    return [_text_finding("rank-desync", "NCCL RAS: communicator ranks have different operation counts.", ras,
+                          "nccl-ras", "medium", _related(ras), "statement")]
 
-    if not have_detail_events:
-        dm = errs[kind == "detail_mismatch"]
-        for cls in {c for m in dm["message"].astype(str) for key, c in _DETAIL_CLASS if key in m}:
-            rows = dm[dm["message"].astype(str).str.contains(
-                next(k for k, c in _DETAIL_CLASS if c == cls), regex=False)]
-            add(cls, "DETAIL fingerprint check: " + str(rows["message"].iloc[0]).split("aspects:")[-1].strip(),
-                rows, "medium", op=_s(rows["op"].dropna().iloc[0]) if rows["op"].notna().any() else None)
 
-    fr = errs[kind == "fr_finding"]
-    for cls in {c for m in fr["message"].astype(str) for key, c in _FR_CLASS if key in m}:
-        key = next(k for k, c in _FR_CLASS if c == cls)
-        rows = fr[fr["message"].astype(str).str.contains(key, regex=False)]
+@rule("detail-text", emits=("op-mismatch", "dtype-mismatch", "shape-mismatch", "rank-desync"),
+      uses=("errors: detail_mismatch",))
+def detail_text(ctx: Context) -> list[Finding]:
+    """DETAIL's own verdict text, when its fingerprints were not turned into aligned events."""
+    if any(k == "detail" for (_, k) in ctx.alignment.members):
+        return []
+    dm = _kind(ctx.errors, "detail_mismatch")
+    out = []
+    for cls in sorted({c for m in dm["message"].astype(str) for key, c in _DETAIL_CLASS if key in m}):
+        key = next(k for k, c in _DETAIL_CLASS if c == cls)
+        rows = dm[dm["message"].astype(str).str.contains(key, regex=False)]
+        out.append(_text_finding(cls, "DETAIL fingerprint check: "
+                                 + str(rows["message"].iloc[0]).split("aspects:")[-1].strip()[:300],
+                                 rows, "detail-text", "medium", op=_first_op(rows)))
+    return out
+
+
+@rule("fr-analyzer-text", emits=("op-mismatch", "dtype-mismatch", "shape-mismatch", "rank-desync"),
+      uses=("errors: fr_finding",))
+def fr_analyzer_text(ctx: Context) -> list[Finding]:
+    """torchfrtrace's findings; missing ranks it names are a statement, so they are culprits."""
+    fr = _kind(ctx.errors, "fr_finding")
+    out = []
+    for cls in sorted({c for m in fr["message"].astype(str) for key, c in _FR_CLASS if key in m}):
+        keys = [k for k, c in _FR_CLASS if c == cls]
+        rows = fr[fr["message"].astype(str).apply(lambda m: any(k in m for k in keys))]
         seq = rows["seq"].dropna()
-        add(cls, "torchfrtrace reported: " + str(rows["message"].iloc[0])[:200], rows, "medium", _related(rows),
-            op=_s(rows["op"].dropna().iloc[0]) if rows["op"].notna().any() else None,
-            seq=int(seq.iloc[0]) if len(seq) else None, seq_kind="fr" if len(seq) else None)
+        named = _related(rows)
+        out.append(_text_finding(cls, "torchfrtrace reported: " + str(rows["message"].iloc[0])[:200], rows,
+                                 "fr-analyzer-text", "high" if named else "medium", named, "statement",
+                                 op=_first_op(rows), seq=_i(seq.iloc[0]) if len(seq) else None,
+                                 seq_kind="fr" if len(seq) else None))
+    return out
 
-    en = errs[kind == "gloo_enforce"]
+
+@rule("gloo-size", emits=("shape-mismatch",), uses=("errors: gloo_enforce, gloo_invalid_size",))
+def gloo_size(ctx: Context) -> list[Finding]:
+    out = []
+    en = _kind(ctx.errors, "gloo_enforce")
     if len(en):
         m = _ENFORCE.search(str(en["message"].iloc[0]))
         sizes = f" ({m.group(1)} bytes sent, {m.group(2)} expected)" if m else ""
         aborted = sorted(int(r) for r in en["rank"].dropna().unique())
-        add("shape-mismatch", f"gloo aborted {_fmt_ranks(aborted) if aborted else 'a rank'}: a peer sent more "
+        out.append(_text_finding(
+            "shape-mismatch", f"gloo aborted {_fmt_ranks(aborted) if aborted else 'a rank'}: a peer sent more "
             f"bytes than its buffer holds{sizes}. The ranks' tensor sizes differ; whether by shape or by dtype "
             "is undetermined from this evidence, and the aborting rank is not necessarily the culprit.",
-            en, "medium")
-
-    inv = errs[kind == "gloo_invalid_size"]
+            en, "gloo-size", "medium"))
+    inv = _kind(ctx.errors, "gloo_invalid_size")
     if len(inv):
-        add("shape-mismatch", "gloo rejected an output list whose tensors differ in size from the input: "
-            "the ranks' shapes differ (uneven all_gather). " + str(inv["message"].iloc[0])[:200], inv, "medium",
-            op=_s(inv["op"].dropna().iloc[0]) if inv["op"].notna().any() else None)
+        out.append(_text_finding(
+            "shape-mismatch", "gloo rejected an output list whose tensors differ in size from the input: "
+            "the ranks' shapes differ (uneven all_gather). " + str(inv["message"].iloc[0])[:200], inv,
+            "gloo-size", "medium", op=_first_op(inv)))
+    return out
 
+
+@rule("ddp-reducer", emits=("unused-parameters",), uses=("errors: ddp_unused_parameters, ddp_error",))
+def ddp_reducer(ctx: Context) -> list[Finding]:
+    errs = ctx.errors
+    if errs is None or errs.empty:
+        return []
+    kind, msg = errs["kind"].astype(str), errs["message"].astype(str)
     ddp = errs[(kind == "ddp_unused_parameters") | ((kind == "ddp_error") & msg.str.contains(
         "receive grad|finished reduction|marked as ready", regex=True))]
-    if len(ddp):
-        rep = sorted(int(r) for r in ddp["rank"].dropna().unique())
-        culprits = rep if 0 < len(rep) < len(ranks_seen) else []
-        add("unused-parameters", f"DDP reducer on {_fmt_ranks(rep) if rep else 'some rank'}: parameters did not "
-            "receive gradients (unused parameters / data-dependent control flow).", ddp, "high", culprits)
+    if not len(ddp):
+        return []
+    rep = sorted(int(r) for r in ddp["rank"].dropna().unique())
+    group = ctx.group_of(len(ctx.ranks_known), ctx.group_size)
+    culprits = rep if 0 < len(rep) < group else []        # the only ranks with the reducer's error
+    return [_text_finding("unused-parameters", f"DDP reducer on {_fmt_ranks(rep) if rep else 'some rank'}: "
+                          "parameters did not receive gradients (unused parameters / data-dependent control "
+                          "flow).", ddp, "ddp-reducer", "high", culprits, "own-failure")]
 
+
+@rule("own-failure", emits=("rank-crash",), uses=("errors: exception, oom, signal, child_failed, agent",))
+def own_failure(ctx: Context) -> list[Finding]:
+    """Ranks that failed on their own (not in a collective): an exception, OOM, a kill."""
+    errs = ctx.errors
+    if errs is None or errs.empty:
+        return []
     crash = errs[[is_crash_error(k, m, sg) for k, m, sg in
-                  zip(kind, errs["message"], errs["signal"].astype(object))]]
-    if len(crash):
-        crashed = sorted(int(r) for r in crash["rank"].dropna().unique())
-        minority_ = bool(crashed) and len(crashed) * 2 <= len(ranks_seen) and len(crashed) < len(ranks_seen)
-        first = crash.sort_values("t_wall", na_position="last").iloc[0]
-        who = _fmt_ranks(crashed) if crashed else "A rank"
-        add("rank-crash", f"{who} failed on {'its' if len(crashed) == 1 else 'their'} own "
-            f"(not in a collective): {str(first['message'])[:200]}"
-            + ("" if minority_ else "; every rank crashed, so no single culprit"),
-            crash, "high" if minority_ else "medium", crashed if minority_ else [])
-
-    nc = errs[kind.isin(["nccl_error", "nccl_warn"]) & ~msg.str.contains("remote process exited", regex=False)]
-    if len(nc):
-        rep = sorted(int(r) for r in nc["rank"].dropna().unique())
-        add("nccl-error", "NCCL reported an error of its own: " + str(nc["message"].iloc[0])[:200], nc, "medium",
-            rep if 0 < len(rep) < len(ranks_seen) else [])
-    return found
+                  zip(errs["kind"].astype(str), errs["message"], errs["signal"].astype(object))]]
+    if not len(crash):
+        return []
+    crashed = sorted(int(r) for r in crash["rank"].dropna().unique())
+    group = ctx.group_of(len(ctx.ranks_known), ctx.group_size)
+    named = bool(crashed) and len(crashed) < group
+    first = crash.sort_values("t_wall", na_position="last").iloc[0]
+    who = _fmt_ranks(crashed) if crashed else "A rank"
+    return [_text_finding(
+        "rank-crash", f"{who} failed on {'its' if len(crashed) == 1 else 'their'} own (not in a collective): "
+        f"{str(first['message'])[:200]}" + ("" if named else "; no rank can be singled out"),
+        crash, "own-failure", "high" if named and len(crashed) * 2 <= group else "medium",
+        crashed if named else [], "own-failure")]
 
 
-def timeout_finding(errors: pd.DataFrame) -> Finding | None:
-    """``timeout-undetermined`` when collectives failed (timeouts, peers gone) and nothing else was found."""
-    if errors is None or errors.empty:
-        return None
-    victims = errors[errors["kind"].astype(str).isin(_VICTIM_KINDS)]
-    if victims.empty:
-        return None
-    ranks = sorted(int(r) for r in victims["rank"].dropna().unique())
-    kinds = victims["kind"].astype(str).value_counts()
-    what = ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in kinds.items())
-    ops = victims["op"].dropna()
-    seqs = victims["seq"].dropna()
-    from .catalog.entries import COLLECT_MORE
-    return Finding(
-        class_id="timeout-undetermined",
-        summary=(f"Collectives failed on {_fmt_ranks(ranks) if ranks else 'the ranks'} ({what}), but no "
-                 f"divergence is visible in this evidence. Collect next: {COLLECT_MORE}"),
-        confidence="low", op=_s(ops.iloc[0]) if len(ops) else None,
-        seq=int(seqs.iloc[0]) if len(seqs) and victims["seq"].nunique() == 1 else None,
-        seq_kind=_s(victims["seq_kind"].dropna().iloc[0]) if len(seqs) and victims["seq"].nunique() == 1 else None,
-        evidence=_err_evidence(victims), t_wall=_tmin(victims))
+@rule("nccl-error", emits=("nccl-error",), uses=("errors: nccl_error, nccl_warn",))
+def nccl_error(ctx: Context) -> list[Finding]:
+    """NCCL's own errors; an NCCL WARN counts only on a rank that also failed (many WARNs are benign)."""
+    errs = ctx.errors
+    if errs is None or errs.empty:
+        return []
+    kind, msg = errs["kind"].astype(str), errs["message"].astype(str)
+    failed = set(ctx.state.loc[ctx.state["failed"], "rank"].astype(int)) if len(ctx.state) else set()
+    warn_on_failed = (kind == "nccl_warn") & errs["rank"].isin(list(failed)).to_numpy(bool, na_value=False)
+    nc = errs[((kind == "nccl_error") | warn_on_failed) & ~msg.str.contains("remote process exited", regex=False)]
+    if not len(nc):
+        return []
+    rep = sorted(int(r) for r in nc["rank"].dropna().unique())
+    group = ctx.group_of(len(ctx.ranks_known), ctx.group_size)
+    return [_text_finding("nccl-error", "NCCL reported an error of its own: " + str(nc["message"].iloc[0])[:200],
+                          nc, "nccl-error", "medium", rep if 0 < len(rep) and len(rep) * 2 < group else [],
+                          "own-failure")]
 
 
-def from_progress(progress: pd.DataFrame, aligned: set) -> list[Finding]:
+@rule("traceback-calls", emits=("op-mismatch",), uses=("rank_state: call_op (tracebacks' last collective call)",))
+def traceback_calls(ctx: Context) -> list[Finding]:
+    """Ranks whose tracebacks end in different collective calls (dist.broadcast here, all_reduce there)."""
+    st = ctx.state
+    if not len(st) or "call_op" not in st:
+        return []
+    calls = {int(r): str(op) for r, op in zip(st["rank"], st["call_op"]) if op is not None and op == op}
+    if len(set(calls.values())) < 2:
+        return []
+    group = ctx.group_of(len(calls), ctx.group_size)
+    culprits, basis = strict_minority(calls, group)
+    desc = ", ".join(f"{_fmt_ranks(rs)}: {op}" for op, rs in _group(calls).items())
+    ex = _kind(ctx.errors, "exception")
+    ex = ex[ex["op"].notna()]
+    return [Finding(class_id="op-mismatch", summary=f"The ranks' tracebacks end in different collectives: {desc}.",
+                    confidence="medium", op=calls[culprits[0]] if culprits and len({calls[r] for r in culprits}) == 1
+                    else None, culprit_ranks=culprits, ranks={r: RankView(op=op) for r, op in calls.items()},
+                    evidence=_err_evidence(ex), t_wall=_tmin(ex), rule="traceback-calls", culprit_basis=basis)]
+
+
+@rule("progress", emits=("rank-desync",), uses=("progress: counters without aligned events",))
+def progress_counters(ctx: Context) -> list[Finding]:
+    return from_progress(ctx.incident.progress, set(ctx.alignment.members), ctx.group_size)
+
+
+def from_progress(progress: pd.DataFrame, aligned: set, group_size: int | None = None) -> list[Finding]:
     """Laggards from progress counters (watchdog status lines) of a counter no event shows.
 
     Only counters without any aligned events are used: Flight Recorder ``pg_status`` and trace
     progress repeat what their events show (and DETAIL's helper group legitimately counts unevenly).
 
     Ranks whose last enqueued seq is lowest never issued what the others did: they are the
-    culprits of a desync (by majority: if the laggards are the many, the few ahead made extra calls).
+    culprits of a desync (by strict majority: if the laggards are the many, the few ahead made
+    extra calls).
     """
     if progress is None or progress.empty:
         return []
@@ -383,7 +556,11 @@ def from_progress(progress: pd.DataFrame, aligned: set) -> list[Finding]:
         lo = int(last.min())
         behind = sorted(int(r) for r in last[last == lo].index)
         ahead = sorted(int(r) for r in last[last > lo].index)
-        culprits = ahead if len(ahead) < len(behind) else behind
+        stated = group_size if pd.isna(pg) or str(pg) in ("0", "default_pg") else None
+        group = max(stated or 0, len(last))
+        side, other = (ahead, behind) if len(ahead) < len(behind) else (behind, ahead)
+        culprits = side if len(other) * 2 > group else []
+        basis = "majority" if culprits else f"undetermined: {len(other)} of a group of {group} is not a majority"
         summary = (f"Progress counters disagree in pg {pg}: {_fmt_ranks(behind)} last enqueued seq {lo}, "
                    f"{_fmt_ranks(ahead)} went further (up to {int(last.max())}).")
         ev_rows = rows[rows["rank"].astype(int).isin(behind + ahead)].head(MAX_EVIDENCE)
@@ -391,6 +568,41 @@ def from_progress(progress: pd.DataFrame, aligned: set) -> list[Finding]:
                              text=f"rank {_i(r.get('rank'))}: last enqueued {_i(r.get('last_enqueued'))}, "
                                   f"last completed {_i(r.get('last_completed'))}", rank=_i(r.get("rank")))
                     for r in ev_rows.to_dict("records")]
-        out.append(Finding(class_id="rank-desync", summary=summary, confidence="medium", pg=None if pd.isna(pg) else str(pg),
-                           seq=lo + 1, seq_kind=str(kind), culprit_ranks=culprits, evidence=evidence))
+        out.append(Finding(class_id="rank-desync", summary=summary, confidence="medium",
+                           pg=None if pd.isna(pg) else str(pg), seq=lo + 1, seq_kind=str(kind),
+                           culprit_ranks=culprits, evidence=evidence, rule="progress", culprit_basis=basis))
     return out
+
+
+# --- when no rule names a class --------------------------------------------------------------------
+
+def undetermined_failure(ctx: Context) -> Finding | None:
+    """``timeout-undetermined`` when something failed (timeouts, peers gone, distributed errors,
+    non-zero exits, signals) and no rule could say what: a failure, never an all-clear."""
+    from .catalog.entries import COLLECT_MORE
+    errs = ctx.errors
+    failing = _kind(errs, *FAILURE_KINDS) if errs is not None and len(errs) else pd.DataFrame()
+    st = ctx.state
+    failed_ranks = sorted(int(r) for r in st.loc[st["failed"], "rank"]) if len(st) else []
+    if not len(failing) and not failed_ranks:
+        return None
+    if len(failing):
+        kinds = failing["kind"].astype(str).value_counts()
+        what = ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in kinds.items())
+    else:
+        what = "non-zero exits or signals"
+    victims = _kind(errs, *VICTIM_KINDS) if len(failing) else failing
+    ops = victims["op"].dropna() if len(victims) else pd.Series(dtype=object)
+    seqs = victims["seq"].dropna() if len(victims) else pd.Series(dtype=object)
+    one_seq = len(seqs) and victims["seq"].nunique() == 1
+    rows = failing if len(failing) else (errs.iloc[0:0] if errs is not None else pd.DataFrame())
+    return Finding(
+        class_id="timeout-undetermined",
+        summary=(f"Collectives or ranks failed on {_fmt_ranks(failed_ranks) if failed_ranks else 'the ranks'} "
+                 f"({what}), but no divergence is visible in this evidence and nothing tells the ranks apart. "
+                 f"Collect next: {COLLECT_MORE}"),
+        confidence="low", op=_s(ops.iloc[0]) if len(ops) else None,
+        seq=_i(seqs.iloc[0]) if one_seq else None,
+        seq_kind=_s(victims["seq_kind"].dropna().iloc[0]) if one_seq and victims["seq_kind"].notna().any() else None,
+        evidence=_err_evidence(rows) if len(rows) else (), t_wall=_tmin(rows) if len(rows) else None,
+        rule="undetermined-failure", culprit_basis="undetermined: nothing in this evidence tells the ranks apart")

@@ -58,7 +58,6 @@ TEXT_ONLY = {  # scenario -> debug mode -> verdicts the text logs alone support
     "rank-crash": {"off": {"rank-crash"}, "detail": {"rank-crash"}, "info": {"rank-crash"}},
     "syncbn-eval-single-rank": {"off": {"timeout-undetermined"}, "detail": {"syncbn-eval-hang"}},
 }
-TIE_CLASSES = {"shape-mismatch", "dtype-mismatch", "op-mismatch"}
 
 
 def _family(op: str | None) -> str | None:
@@ -89,7 +88,10 @@ def check_against_expected(diagnosis, manifest: dict) -> None:
     if f.culprit_ranks:
         assert sorted(f.culprit_ranks) == sorted(exp["culprit_ranks"]), desc
     else:
-        assert world == 2 and f.class_id in TIE_CLASSES, "culprit undetermined without a tie: " + desc
+        # a culprit needs a strict majority of the group (or a statement): with the planted ranks
+        # half of the group or more, the rest are no majority, so undetermined is the honest answer
+        no_majority = 2 * len(exp["culprit_ranks"]) >= world
+        assert no_majority, "culprit undetermined although the others are a strict majority: " + desc
 
 
 def text_logs(run_dir: Path) -> list[str]:
@@ -101,7 +103,7 @@ def check_text_only(run_dir: Path, manifest: dict) -> None:
     d = dx.diagnose(dx.load(*text_logs(run_dir), progress=False))
     desc = f"text only, {run_dir}: {d.summary()}"
     if exp["class"] == "no-failure":
-        assert d.verdict == "no-failure", desc
+        assert d.verdict in ("no-failure", "no-evidence"), desc
         return
     allowed = set(TEXT_ONLY[manifest["scenario"]][manifest.get("debug", "off")])
     if not d.findings and _no_errors(run_dir):

@@ -1,6 +1,7 @@
 """Diagnosis shows itself as text and HTML and serialises to the JSON of issue 4."""
 from __future__ import annotations
 
+import dataclasses
 import json
 
 from denpex_nb import diagnose
@@ -41,7 +42,7 @@ def test_text_says_verdict_culprit_fix_and_evidence():
 
 def test_html_is_escaped_and_marks_the_culprit():
     d = _diag()
-    d.findings[0].summary = "<script>alert(1)</script>"
+    d.findings[0] = dataclasses.replace(d.findings[0], summary="<script>alert(1)</script>")
     html = d._repr_html_()
     assert "<script>" not in html and "&lt;script&gt;" in html
     assert "<tr style='font-weight:bold'><td>1</td>" in html
@@ -49,10 +50,16 @@ def test_html_is_escaped_and_marks_the_culprit():
 
 
 def test_no_failure_displays_plainly():
-    d = diagnose(incident())
-    assert d.verdict == "no-failure" and "nothing distributed was found" in str(d)
+    d = diagnose(incident(steps(2, 3)))
+    assert d.verdict == "no-failure" and "no-failure" in str(d)
     assert "no-failure" in d._repr_html_()
     assert json.loads(d.to_json())["findings"] == []
+
+
+def test_nothing_read_is_no_evidence_not_an_all_clear():
+    d = diagnose(incident())
+    assert d.verdict == "no-evidence" and "not an all-clear" in str(d)
+    assert "Collect" in d.first.summary and "no-evidence" in d._repr_html_()
 
 
 def test_repr_is_one_line_and_findings_keep_catalog_links():

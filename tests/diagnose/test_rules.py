@@ -58,11 +58,16 @@ def test_op_mismatch_names_the_culprits_op_and_a_tie_names_none():
     assert {v.op for v in tie.first.ranks.values()} == {"broadcast", "all_reduce"}
 
 
-def test_laggard_is_the_culprit_of_a_desync_even_with_two_ranks():
-    rows = steps(2, 3) + [ev(0, 4)]
+def test_laggard_is_the_culprit_of_a_desync_only_on_a_strict_majority():
+    rows = steps(3, 3) + [ev(0, 4), ev(2, 4)]
     d = diagnose(incident(rows))
     assert (d.verdict, d.culprit_ranks, d.first.seq, d.first.op) == ("rank-desync", [1], 4, "all_reduce")
     assert d.first.ranks[1].state == "absent" and d.first.ranks[1].seq == 3
+    assert d.first.culprit_basis == "majority"
+    # two ranks: one skipped or the other added a call; nothing tells which
+    two = diagnose(incident(steps(2, 3) + [ev(0, 4)]))
+    assert (two.verdict, two.culprit_ranks, two.first.seq) == ("rank-desync", [], 4)
+    assert two.first.ranks[1].state == "absent" and "not a majority" in two.first.culprit_basis
 
 
 def test_one_rank_ahead_of_many_made_an_extra_call():
@@ -82,7 +87,8 @@ def test_every_divergence_is_reported_in_order_and_the_first_is_the_verdict():
                                                           ("rank-desync", 5)]
     assert d.verdict == "shape-mismatch" and d.culprit_ranks == [3]
     assert [f.confidence for f in d.findings[1:]] == ["low", "low"]       # possibly consequences
-    assert d.findings[1].summary.startswith("After the divergence at trace seq 3")
+    assert [f.consequence_of for f in d.findings] == [None, d.first.key, d.first.key]
+    assert d.first.key == "shape-mismatch@trace:3/pg 0" and "possibly a consequence of" in str(d)
 
 
 def test_a_laggard_that_crashed_makes_a_rank_crash():
@@ -120,9 +126,11 @@ def test_watchdog_lines_with_different_numel_are_a_shape_mismatch():
 
 
 def test_watchdog_lines_with_different_seqnum_are_a_desync_and_optype_an_op_mismatch():
-    rows = [ev(r, 11 if r else 10, kind="work", shape=None, numel_in=8, state="timed_out") for r in range(2)]
+    rows = [ev(r, 11 if r == 3 else 10, kind="work", op="broadcast" if r == 3 else "all_reduce", shape=None,
+               numel_in=8, state="timed_out") for r in range(4)]
     d = diagnose(incident(rows))
-    assert (d.verdict, d.culprit_ranks) == ("rank-desync", [0])
+    assert (d.verdict, d.culprit_ranks, d.first.seq) == ("rank-desync", [3], 11)
+    assert "extra collective" in d.first.summary and d.first.ranks[0].state == "absent"
     rows = [ev(r, 10, kind="work", op="broadcast" if r == 3 else "all_reduce", shape=None, numel_in=8)
             for r in range(4)]
     assert diagnose(incident(rows)).verdict == "op-mismatch"
@@ -204,10 +212,10 @@ def test_syncbn_statistics_gather_on_one_rank_is_the_syncbn_hang():
     assert (d.verdict, d.culprit_ranks, d.first.confidence) == ("syncbn-eval-hang", [0], "high")
 
 
-def test_empty_incident_is_no_failure_with_a_note():
+def test_empty_incident_is_no_evidence_not_no_failure():
     d = diagnose(incident())
-    assert d.verdict == "no-failure" and d.findings == []
-    assert any("nothing distributed was found" in n for n in d.notes)
+    assert d.verdict == "no-evidence" and d.culprit_ranks == []
+    assert any("not an all-clear" in n for n in d.notes)
 
 
 def test_clean_run_is_no_failure():
@@ -258,12 +266,17 @@ def test_status_lines_alone_name_the_laggard():
 
 
 def test_a_failing_rule_becomes_a_note_not_a_traceback(monkeypatch):
+    import dataclasses
     import sys
-    dg = sys.modules["denpex_nb.diagnose"]      # the package (denpex_nb.diagnose is also the function)
+
+    rules_module = sys.modules["denpex_nb.diagnose.rules"]   # denpex_nb.diagnose is also the function
+    RULES = rules_module.RULES
 
     def boom(*a, **k):
         raise ValueError("unforeseen input")
-    monkeypatch.setattr(dg, "from_progress", boom)
+    i = next(i for i, r in enumerate(RULES) if r.name == "progress")
+    monkeypatch.setattr(rules_module, "RULES",
+                        RULES[:i] + [dataclasses.replace(RULES[i], fn=boom)] + RULES[i + 1:])
     d = diagnose(incident(steps(2, 2) + [ev(0, 3)]))
     assert d.verdict == "rank-desync"
     assert any("'progress' failed" in n and "unforeseen input" in n for n in d.notes)

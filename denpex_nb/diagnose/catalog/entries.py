@@ -333,11 +333,11 @@ ENTRIES: list[dict] = [
     },
     {
         "id": "timeout-undetermined",
-        "title": "Collectives timed out and this evidence shows no divergence",
+        "title": "Ranks failed or timed out and this evidence shows no divergence and no cause",
         "category": "undetermined",
-        "tags": ["timeout", "hang", "collect-more-evidence"],
-        "summary": "Ranks failed in collectives (timeouts, peers gone) but the logs do not show which rank "
-                   "diverged or how.",
+        "tags": ["timeout", "hang", "failure", "collect-more-evidence"],
+        "summary": "Ranks failed (collective timeouts, peers gone, non-zero exits, distributed errors) but the "
+                   "evidence does not show which rank diverged, how, or why: a failure, honestly undetermined.",
         "fingerprints": [
             {"name": "gloo-timeout", "pattern": r"Timed out waiting \d+ms for (recv|send) operation",
              "evidence": "gloo", "means": "A collective did not complete in time; no op or peer named."},
@@ -368,6 +368,26 @@ ENTRIES: list[dict] = [
         "confirm": {"checklist": ["Make sure the logs of every rank were included."],
                     "command": "denpex-nb diagnose <logs and dumps>"},
         "related": [],
+        "affects": [],
+    },
+    {
+        "id": "no-evidence",
+        "title": "Nothing distributed could be read from this evidence",
+        "category": "undetermined",
+        "tags": ["collect-more-evidence", "unreadable"],
+        "summary": "No reader recognised a collective, a distributed error, a launcher line or an exit status "
+                   "in the input: this is not an all-clear, it is a 'could not tell'.",
+        "fingerprints": [],
+        "mechanism": {"nccl": "-", "gloo": "-"},
+        "root_cause": "The input holds no evidence the readers know (another format, the wrong files, only "
+                      "application output), or it is empty.",
+        "fix": {"text": "Collect the ranks' stdout/stderr (torchrun --log-dir or --tee 3), and " + COLLECT_MORE[0].lower()
+                        + COLLECT_MORE[1:],
+                "code": "import denpex_nb.trace\ndenpex_nb.trace.enable('traces/')   # one line per collective, per rank"},
+        "confirm": {"checklist": ["Check incident.sources (format per file) and incident.unparsed (what no reader "
+                                  "recognised).", "Collect more evidence: " + COLLECT_MORE],
+                    "command": "denpex-nb diagnose <every rank's logs and dumps>"},
+        "related": ["timeout-undetermined", "no-failure"],
         "affects": [],
     },
 ]

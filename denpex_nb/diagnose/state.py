@@ -1,0 +1,224 @@
+"""Where each rank stopped: the per-rank state table that diagnosis compares ranks on.
+
+Every source says something about where a rank stopped: Flight Recorder and tracer records
+(its last collective issued and completed), watchdog lines (the collective it timed out in),
+DETAIL fingerprints, NCCL COLL lines, tracebacks (the last collective call), the launcher (its
+exit code or signal). :func:`rank_state` gathers them into one row per rank, so that "rank 3
+stopped at all_reduce seq 11 while the others timed out in broadcast seq 12" is one comparison.
+
+The group size is never guessed from the ranks that happen to be in the evidence: it comes from
+explicit evidence (:func:`group_size`) or it is unknown. Ranks the group size says exist but
+nothing speaks of are rows too (``present`` False): "known to exist, silent" is evidence.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from .align import KIND_PREFERENCE
+from .rules import FAILURE_KINDS, VICTIM_KINDS, is_crash_error
+
+#: columns of the rank_state frame, in order (documented in README's data model)
+COLUMNS = (
+    "rank", "present", "sources",
+    "last_op", "last_seq", "last_seq_kind", "last_pg", "last_state", "last_numel_in", "last_dtype",
+    "last_in_shapes", "last_completed_seq",
+    "timeout_op", "timeout_seq", "timeout_seq_kind",
+    "call_op",
+    "first_error_kind", "first_error_t", "first_error", "own_failure", "failed",
+    "exit_code", "signal", "status",
+)
+
+
+@dataclass(frozen=True)
+class GroupSize:
+    """The size of the default group and the evidence it came from (``size`` None: unknown)."""
+
+    size: int | None
+    basis: str
+
+
+def group_size(incident) -> GroupSize:
+    """The world size from explicit evidence, most direct first; never from the ranks present."""
+    ev = incident.events
+    if len(ev) and "world_size" in ev.columns:
+        ws = pd.to_numeric(ev["world_size"], errors="coerce").dropna()
+        ws = ws[(ws > 0) & (ws < 1 << 24)]
+        if len(ws):
+            return GroupSize(int(ws.max()), "the collective records' group size (world_size / nranks / pg_config)")
+    ranks = incident.ranks
+    if len(ranks) and "world_size" in ranks.columns:
+        ws = pd.to_numeric(ranks["world_size"], errors="coerce").dropna()
+        ws = ws[(ws > 0) & (ws < 1 << 24)]
+        if len(ws):
+            return GroupSize(int(ws.max()), "a rank's own statement of the world size")
+    er = incident.errors
+    if len(er) and "expected_ranks" in er.columns:
+        sizes = [len(v) for v in er["expected_ranks"].dropna() if isinstance(v, (tuple, list, set, frozenset))]
+        if sizes:
+            return GroupSize(max(sizes), "the Flight Recorder analyzer's expected ranks")
+    ratio = _gather_ratio(ev)
+    if ratio is not None:
+        return GroupSize(ratio, "all_gather / reduce_scatter output over input size")
+    src = incident.sources
+    if len(src) and "format" in src.columns and (src["format"].astype(str) == "repro_manifest").any() and len(ranks):
+        return GroupSize(int(ranks["rank"].dropna().nunique()), "the launcher's manifest")
+    return GroupSize(None, "unknown: no evidence states the group size")
+
+
+def _gather_ratio(ev: pd.DataFrame) -> int | None:
+    """NumelOut / NumelIn of all_gather (NumelIn / NumelOut of reduce_scatter) when it is one integer."""
+    if not len(ev) or "numel_in" not in ev.columns:
+        return None
+    from ..ops import GATHER_LIKE, SCATTER_LIKE
+    op = ev["op"].astype(object)
+    nin = pd.to_numeric(ev["numel_in"], errors="coerce")
+    nout = pd.to_numeric(ev["numel_out"], errors="coerce")
+    ok = nin.notna() & nout.notna() & (nin > 0) & (nout > 0)
+    g = ok & op.isin(GATHER_LIKE)
+    s = ok & op.isin(SCATTER_LIKE)
+    ratios = pd.concat([nout[g] / nin[g], nin[s] / nout[s]])
+    ratios = ratios[(ratios >= 2) & (ratios == np.floor(ratios))]
+    if ratios.empty or ratios.nunique() != 1:
+        return None
+    return int(ratios.iloc[0])
+
+
+def rank_state(incident, size: GroupSize | None = None) -> pd.DataFrame:
+    """One row per rank (present in the evidence, or known to exist by the group size)."""
+    size = size or group_size(incident)
+    ev, er, rk = incident.events, incident.errors, incident.ranks
+    ranks: set[int] = set()
+    for frame in (ev, er, rk, incident.progress):
+        if len(frame) and "rank" in frame.columns:
+            ranks.update(int(r) for r in frame["rank"].dropna().unique())
+    present = set(ranks)
+    if size.size is not None and size.size <= 65536:
+        ranks.update(range(size.size))
+    rows = {r: {"rank": r, "present": r in present, "sources": ()} for r in sorted(ranks)}
+    _fill_sources(rows, ev, er)
+    _fill_last_collective(rows, ev)
+    _fill_errors(rows, er)
+    _fill_exits(rows, rk)
+    for row in rows.values():
+        row["status"] = _status(row)
+    out = pd.DataFrame([{c: row.get(c) for c in COLUMNS} for row in rows.values()], columns=list(COLUMNS))
+    for c in ("rank", "last_seq", "last_completed_seq", "timeout_seq", "last_numel_in", "exit_code"):
+        out[c] = pd.to_numeric(out[c], errors="coerce").astype("Int64")
+    out["first_error_t"] = pd.to_datetime(out["first_error_t"], utc=True, errors="coerce")
+    for c in ("present", "own_failure", "failed"):
+        out[c] = out[c].fillna(False).astype(bool)
+    return out
+
+
+def _fill_sources(rows: dict, ev: pd.DataFrame, er: pd.DataFrame) -> None:
+    seen: dict[int, set] = {}
+    for frame in (ev, er):
+        if not len(frame) or "source" not in frame.columns:
+            continue
+        f = frame[frame["rank"].notna()]
+        for r, s in zip(f["rank"].astype(int), f["source"].astype(object)):
+            if s is not None and s == s:
+                seen.setdefault(int(r), set()).add(str(s))
+    for r, s in seen.items():
+        if r in rows:
+            rows[r]["sources"] = tuple(sorted(s))
+
+
+def _fill_last_collective(rows: dict, ev: pd.DataFrame) -> None:
+    """The last collective each rank issued, in its most precise counter (trace > fr > detail > work)."""
+    if not len(ev):
+        return
+    e = ev[ev["rank"].notna() & ev["seq"].notna() & ev["seq_kind"].isin(list(KIND_PREFERENCE))]
+    if e.empty:
+        return
+    e = e.assign(_pref=e["seq_kind"].astype(object).map(KIND_PREFERENCE).astype(int),
+                 _r=e["rank"].astype(int), _s=e["seq"].astype("int64"))
+    # the counter each rank is best seen in, then its default-most group (the most populous one)
+    pg_size = e.groupby([e["pg"].astype(object), e["seq_kind"].astype(object)], dropna=False)["_r"].nunique()
+    e = e.assign(_pgsize=[pg_size.get((p, k), 0) for p, k in zip(e["pg"].astype(object), e["seq_kind"].astype(object))])
+    done = e["state"].astype(object) == "completed"
+    for r, sub in e.groupby("_r", sort=False):
+        if r not in rows:
+            continue
+        best = sub[sub["_pref"] == sub["_pref"].min()]
+        best = best[best["_pgsize"] == best["_pgsize"].max()]
+        last = best.loc[best["_s"].idxmax()]
+        comp = best[done.loc[best.index]]
+        rows[r].update(
+            last_op=_str(last["op"]), last_seq=int(last["_s"]), last_seq_kind=_str(last["seq_kind"]),
+            last_pg=_str(last["pg"]), last_state=_str(last["state"]), last_numel_in=_int(last.get("numel_in")),
+            last_dtype=_str(last.get("dtype")), last_in_shapes=last.get("in_shapes"),
+            last_completed_seq=int(comp["_s"].max()) if len(comp) else None)
+
+
+def _fill_errors(rows: dict, er: pd.DataFrame) -> None:
+    """Failures per rank; the first error is its earliest own failure, else its earliest failure."""
+    if not len(er):
+        return
+    e = er[er["rank"].notna()]
+    far = pd.Timestamp.max.tz_localize("UTC")
+    firsts: dict[int, tuple] = {}
+    for r, k, m, sg, t, op, seq, sk in zip(e["rank"].astype(int), e["kind"].astype(str), e["message"],
+                                           e["signal"].astype(object), e["t_wall"], e["op"].astype(object),
+                                           e["seq"], e["seq_kind"].astype(object)):
+        if r not in rows or k not in FAILURE_KINDS:
+            continue
+        row = rows[r]
+        msg = None if pd.isna(m) else str(m)
+        own = is_crash_error(k, msg, None if pd.isna(sg) else str(sg))
+        row["failed"] = True
+        row["own_failure"] = bool(row.get("own_failure")) or own
+        cand = (not own, far if pd.isna(t) else t, k, (msg or "")[:300], None if pd.isna(t) else t)
+        if r not in firsts or cand[:2] < firsts[r][:2]:
+            firsts[r] = cand
+        if k in VICTIM_KINDS and pd.notna(seq) and row.get("timeout_seq") is None:
+            row.update(timeout_op=_str(op), timeout_seq=int(seq), timeout_seq_kind=_str(sk))
+        if k == "exception" and _str(op) and not row.get("call_op"):
+            row["call_op"] = _str(op)
+    for r, (_, _, k, msg, t) in firsts.items():
+        rows[r].update(first_error_kind=k, first_error=msg, first_error_t=t)
+
+
+def _fill_exits(rows: dict, rk: pd.DataFrame) -> None:
+    if not len(rk):
+        return
+    for r, code, sg in zip(rk["rank"], rk["exit_code"], rk["signal"].astype(object)):
+        if pd.isna(r) or int(r) not in rows:
+            continue
+        row = rows[int(r)]
+        if pd.notna(code) and row.get("exit_code") is None:
+            row["exit_code"] = int(code)
+        if sg is not None and sg == sg and not row.get("signal"):
+            row["signal"] = str(sg)
+        if (row.get("exit_code") not in (None, 0)) or row.get("signal"):
+            row["failed"] = True
+
+
+def _status(row: dict) -> str:
+    """One word for how the rank ended, as far as the evidence tells."""
+    if not row["present"]:
+        return "absent"
+    if row.get("own_failure"):
+        return "failed"
+    k = row.get("first_error_kind")
+    if k in VICTIM_KINDS:
+        return "timed-out" if "timeout" in k or k in ("heartbeat", "watchdog_status", "watchdog_abort") else "peer-gone"
+    if row.get("failed"):
+        return "error"
+    if row.get("exit_code") == 0:
+        return "exited"
+    return "running" if row.get("last_seq") is not None else "unknown"
+
+
+def _str(v):
+    return None if v is None or (not isinstance(v, str) and pd.isna(v)) else str(v)
+
+
+def _int(v):
+    try:
+        return None if v is None or pd.isna(v) else int(v)
+    except (TypeError, ValueError, OverflowError):
+        return None
