@@ -27,6 +27,23 @@ MAX_BLOCK_LINES = 5000         # a runaway continuation run is cut here (keeps m
 WRAP_WIDTHS = frozenset({80, 100, 120, 160, 200})
 
 _PREFIX_RUN = re.compile(rb"^(?:\s*\[[^\]\n]{1,64}\]:)*")
+#: collector wrappers in front of a whole line (the bytes twin of prefixes._peel_outer): grep -H
+#: file name, docker-compose label, kubectl/docker RFC 3339 time, syslog/journald header
+_OUTER_RUN = re.compile(
+    rb"^(?:[^\s:\[\]()]*?(?:\.(?:log|txt|out|err|stdout|stderr)(?:\.\d+)?|[/_.-](?:stdout|stderr))(?P<sep>[:-])(?:\d+(?P=sep))?)?"
+    rb"(?:[A-Za-z0-9][\w.-]* +\| )?"
+    rb"(?:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d) (?:[\w.-]+ [\w./@-]+?\[\d+\]: )?"
+    rb"|(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) {1,2}\d{1,2} \d\d:\d\d:\d\d [\w.-]+ [\w./@-]+?(?:\[\d+\])?: )?"
+)
+_ANSI_B = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]")
+
+
+def _peel(line: bytes) -> bytes:
+    """``line`` without ANSI codes and collector wrappers."""
+    if b"\x1b" in line:
+        line = _ANSI_B.sub(b"", line)
+    m = _OUTER_RUN.match(line)
+    return line[m.end():] if m and m.end() else line
 _CONT_STARTS = (b"frame #", b"what():", b"Exception raised from")
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 
@@ -136,12 +153,15 @@ def is_continuation(prev: bytes, line: bytes) -> bool:
 
     True when, after optional ``[...]:`` prefixes, it starts with whitespace or is a ``frame #``,
     ``what():`` or ``Exception raised from`` line; or when ``prev`` has a common hard-wrap width
-    (80, 100, 120, 160, 200) or left ``(``/``[`` open.
+    (80, 100, 120, 160, 200) or left ``(``/``[`` open. ANSI codes and collector wrappers
+    (kubectl/docker time, compose label, syslog header, ``grep -H`` name) are ignored on both
+    lines, widths included, so a wrapped log reads like the plain one.
     """
     if line.endswith(b"\r"):
         line = line[:-1]
     if not line:
         return False
+    line = _peel(line)
     rest = line[_PREFIX_RUN.match(line).end():]
     if rest[:1] in (b" ", b"\t"):
         return rest.strip() != b""
@@ -149,6 +169,7 @@ def is_continuation(prev: bytes, line: bytes) -> bool:
         return True
     if prev.endswith(b"\r"):
         prev = prev[:-1]
+    prev = _peel(prev)
     return len(prev) in WRAP_WIDTHS or _balance_open(prev)
 
 
