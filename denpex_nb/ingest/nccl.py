@@ -11,9 +11,22 @@ opCount, per communicator, rises per launched plan, may stay 0: a consistency ch
 ``seq_kind="nccl_position"`` (``seq`` = 1-based ordinal of the line per pid and communicator in
 file order: the key that aligns ranks). Both carry the commId (else the pointer) in ``pg``.
 
-Extra columns: events ``comm`` (pointer), ``comm_rank`` (rank inside that communicator), ``redop``,
-``pid``, ``nccl_position`` and ``nccl_opcount`` (both counters on both rows); errors ``host``, ``pid``, ``device``, ``origin`` (NCCL source file:line), ``nccl_result``,
-``nccl_version``, ``ras_status``; ranks ``bus_id``, ``world_size``, ``comm_id``.
+COLL lines (NCCL ``src/enqueue.cc``; RCCL adds ``task N globalrank R``): ``opCount`` is printed
+in HEX (``opCount 1a`` = 26); ``count``/``datatype`` become ``numel_in``/``numel_out`` (count is
+per rank: times nranks for the gathered output / scattered input) and ``dtype``; ``[nranks=N]``
+is ``world_size``; the communicator (commId from its Init line, else the pointer) is ``pg``.
+
+Rank: ``[rankN]:`` or the file's rank (name, ``grep -H`` name) first; else the world Init line
+(``comm 0x.. rank R nranks N cudaDev D ... - Init COMPLETE`` with the largest ``nranks`` seen)
+of the same ``host:pid``, which attributes every later line of that process; else RCCL's
+``globalrank``. The ``[d]`` bracket of the prefix is a local CUDA device, never a rank; a line
+whose rank stays unknown keeps ``rank`` empty but still names ``host`` and ``pid``.
+
+Extra columns: events ``host``, ``pid``, ``device`` (``cuda:<d>``), ``comm`` (pointer),
+``comm_rank`` (rank inside that communicator), ``redop``, ``nccl_position`` and ``nccl_opcount``
+(both counters on both rows); errors ``host``, ``pid``, ``device``, ``origin`` (NCCL source
+file:line), ``nccl_result``, ``nccl_version``, ``ras_status``; ranks ``bus_id``, ``world_size``,
+``comm_id``. Numbers past the column's range become missing values.
 """
 from __future__ import annotations
 
@@ -38,10 +51,22 @@ _COMMID = re.compile(r"commId (0x[0-9a-fA-F]+)")
 _PARENT = re.compile(r"parent (0x[0-9a-fA-F]+).*?color (-?\d+)")
 _BUSID = re.compile(r"busId ([0-9a-fA-Fx]+)")
 _END = re.compile(r"comm (0x[0-9a-fA-F]+) .*- (?:Destroy|Abort) COMPLETE")
+# enqueue.cc: INFO(NCCL_COLL,"%s: opCount %lx sendbuff %p recvbuff %p count %zu datatype %d op %d root %d
+# comm %p [nranks=%d] stream %p", ...) -- opCount is HEX; RCCL appends "task %d globalrank %d"
 _COLL = re.compile(
-    r"(?P<op>\w+): opCount (?P<oc>[0-9a-fA-F]+) sendbuff \S+ recvbuff \S+ count (?P<count>\d+) datatype (?P<dt>\d+) "
-    r"op (?P<redop>\d+) root (?P<root>-?\d+) comm (?P<comm>0x[0-9a-fA-F]+)(?: \[nranks=(?P<nranks>\d+)\])?"
+    r"(?P<op>\w+): opCount (?:0x)?(?P<oc>[0-9a-fA-F]+) sendbuff \S+ recvbuff \S+ count (?P<count>\d+) datatype (?P<dt>\d+) "
+    r"op (?P<redop>\d+) root (?P<root>-?\d+) comm (?P<comm>0x[0-9a-fA-F]+|\(nil\))(?: \[nranks=(?P<nranks>\d+)\])?"
+    r"(?:.*? globalrank (?P<grank>\d+))?"
 )
+_DEV = re.compile(r":\d+ \[(\d+)\] ")
+
+
+def line_device(text: str) -> str | None:
+    """``cuda:<d>`` from an NCCL prefix's ``[d]`` (a local device index, not a rank)."""
+    m = _DEV.search(text[:200])
+    return f"cuda:{m.group(1)}" if m else None
+
+
 _WARN_RANKS = re.compile(r"\brank (\d+)")     # "Duplicate GPU detected : rank 1 and rank 0", "around rank 3"
 _REDOPS = {0: "sum", 1: "prod", 2: "max", 3: "min", 4: "avg"}
 _DIST_ERR = re.compile(r"NCCL error in: (?P<where>\S+?), (?P<what>.*?)(?:, NCCL version (?P<ver>[\w.+-]+))?$")
@@ -59,10 +84,20 @@ _SCATTERS = {"reduce_scatter", "scatter"}
 
 
 def _hexint(s: str) -> int | None:
+    """``opCount 1a`` -> 26; past Int64 -> None (a missing value, not an error)."""
     try:
-        return int(s, 16)
+        v = int(s, 16)
     except ValueError:
         return None
+    return v if v < 2 ** 63 else None
+
+
+def _num(s: str | None, bits: int = 63) -> int | None:
+    """Decimal digits as an int that fits the column (Int64, or Int32 for ranks), else None."""
+    if s is None:
+        return None
+    v = int(s)
+    return v if -(2 ** bits) <= v < 2 ** bits else None
 
 
 def pid_rank_map(lines: Iterable[str]) -> dict[int, int]:
@@ -79,7 +114,9 @@ def pid_rank_map(lines: Iterable[str]) -> dict[int, int]:
         m = _INIT.search(text)
         if not p or not m:
             continue
-        pid, rank, nranks = int(p.group("pid")), int(m.group("rank")), int(m.group("nranks"))
+        pid, rank, nranks = _num(p.group("pid")), _num(m.group("rank"), 31), _num(m.group("nranks"), 31)
+        if pid is None or rank is None or nranks is None:
+            continue
         if pid not in best or nranks > best[pid][1]:
             best[pid] = (rank, nranks)
     if not best:
@@ -102,21 +139,23 @@ class NcclReader(TextReader):
         # on this file's Output, so a COLL line resolves against Init lines seen earlier in the
         # same file (or the same byte range, should the loader split files).
         fs = out.__dict__.setdefault("_nccl_file_state", {"comms": {}, "pid_rank": {}, "world": 0, "position": {}})
-        comms: dict[tuple[int | None, str], dict] = fs["comms"]     # (pid, comm pointer) -> init info
+        comms: dict[tuple, dict] = fs["comms"]     # (host, pid, comm pointer) -> init info
         block_world = max((int(m.group("nranks")) for ln in block if "Init" in ln.text
                            for m in [_INIT.search(ln.text)] if m), default=0)
         fs["world"] = max(fs["world"], block_world)
         world = fs["world"] or None
-        pid_rank: dict[int, int] = fs["pid_rank"]
+        pid_rank: dict[tuple, int] = fs["pid_rank"]    # (host, pid) -> global rank (world Init line)
         st = {"dist": None, "ras": None, "position": fs["position"]}
         for line in block:
             if self._line(line, ctx, out, comms, pid_rank, world, st):
                 out.consume(line)
 
-    def _rank(self, line: Line, pid: int | None, pid_rank: dict[int, int]) -> int | None:
+    def _rank(self, line: Line, proc: tuple, pid_rank: dict[tuple, int]) -> int | None:
+        """``[rankN]:`` / file rank first, then the world Init line of the same host:pid. The
+        ``[dev]`` bracket is a local CUDA device index, never a global rank."""
         if line.rank is not None:
             return line.rank
-        return pid_rank.get(pid) if pid is not None else None
+        return pid_rank.get(proc)
 
     def _line(self, line, ctx, out, comms, pid_rank, world, st) -> bool:
         text = line.text
@@ -124,24 +163,26 @@ class NcclReader(TextReader):
         if p is None:
             return self._pytorch(line, text, ctx, out, st)
         st["dist"] = None
-        pid = int(p.group("pid"))
+        pid = _num(p.group("pid"))
+        host = p.group("host")
+        proc = (host, pid)
         level, msg = p.group("lvl"), text[p.end():]
         if level == "WARN":
-            named = tuple(sorted({int(r) for r in _WARN_RANKS.findall(msg)}))
-            row = error_row(line, ctx, SOURCE, "nccl_warn", msg.strip(), rank=self._rank(line, pid, pid_rank),
-                            host=p.group("host"), pid=pid, device=p.group("dev"), origin=p.group("src"),
+            named = tuple(sorted({r for r in map(lambda x: _num(x, 31), _WARN_RANKS.findall(msg)) if r is not None}))
+            row = error_row(line, ctx, SOURCE, "nccl_warn", msg.strip(), rank=self._rank(line, proc, pid_rank),
+                            host=host, pid=pid, device=p.group("dev"), origin=p.group("src"),
                             related_ranks=named or None)
             add_error(out, row)
             return True
         m = _INIT.search(msg)
         if m:
-            info = {"rank": int(m.group("rank")), "nranks": int(m.group("nranks")), "dev": m.group("dev")}
+            info = {"rank": _num(m.group("rank"), 31), "nranks": _num(m.group("nranks"), 31), "dev": m.group("dev")}
             cid = _COMMID.search(m.group("rest"))
             par = _PARENT.search(m.group("rest"))
             info["comm_id"] = cid.group(1) if cid else (f"{par.group(1)}/color{par.group(2)}" if par else None)
-            comms[(pid, m.group("comm"))] = info
+            comms[(host, pid, m.group("comm"))] = info
             if m.group("st") == "COMPLETE" and world is not None and info["nranks"] == world:
-                pid_rank[pid] = info["rank"]
+                pid_rank[proc] = info["rank"]
                 bus = _BUSID.search(m.group("rest"))
                 out.ranks.append({"rank": line.rank if line.rank is not None else info["rank"], "host": p.group("host"),
                                   "pid": pid, "device": f"cuda:{info['dev']}", "local_rank": line.local_rank,
@@ -150,41 +191,45 @@ class NcclReader(TextReader):
             return True
         m = _END.search(msg)
         if m:
-            comms.pop((pid, m.group(1)), None)
-            st["position"].pop((pid, m.group(1)), None)     # a reused pointer is a new communicator
+            comms.pop((host, pid, m.group(1)), None)
+            st["position"].pop((host, pid, m.group(1)), None)     # a reused pointer is a new communicator
             return True
         m = _COLL.search(msg)
         if m:
-            self._coll(line, ctx, out, m, pid, comms, pid_rank, st["position"])
+            self._coll(line, ctx, out, m, proc, comms, pid_rank, st["position"])
             return True
         return level in ("INFO", "CALL", "TRACE")   # other INFO lines: recognised NCCL chatter, nothing to keep
 
-    def _coll(self, line, ctx, out, m, pid, comms, pid_rank, positions) -> None:
-        info = comms.get((pid, m.group("comm")))
-        # ordinal of this COLL line per (pid, comm) in file order: the alignment key when opCount
-        # stays 0 or one torch op launches several NCCL calls (log-formats.md §6.3)
-        pos_key = (pid, m.group("comm"))
+    def _coll(self, line, ctx, out, m, proc, comms, pid_rank, positions) -> None:
+        host, pid = proc
+        info = comms.get((host, pid, m.group("comm")))
+        # ordinal of this COLL line per (host, pid, comm) in file order: the alignment key when
+        # opCount stays 0 or one torch op launches several NCCL calls (log-formats.md §6.3)
+        pos_key = (host, pid, m.group("comm"))
         positions[pos_key] = position = positions.get(pos_key, 0) + 1
         op = normalize_op(m.group("op"))
-        count = int(m.group("count"))
-        nranks = int(m.group("nranks")) if m.group("nranks") else (info["nranks"] if info else None)
-        rank = self._rank(line, pid, pid_rank)
+        count = _num(m.group("count"))
+        nranks = _num(m.group("nranks"), 31) if m.group("nranks") else (info["nranks"] if info else None)
+        rank = self._rank(line, proc, pid_rank)
+        if rank is None and m.group("grank") is not None:       # RCCL names the global rank itself
+            rank = _num(m.group("grank"), 31)
         if rank is None and info is not None and nranks is not None and info["nranks"] == nranks \
-                and pid_rank.get(pid) is None:
+                and pid_rank.get(proc) is None:
             rank = info["rank"]
         numel_in = numel_out = count
-        if op in _GATHERS and nranks:
-            numel_out = count * nranks
-        elif op in _SCATTERS and nranks:
-            numel_in = count * nranks
-        dt = int(m.group("dt"))
+        if count is not None and op in _GATHERS and nranks:
+            numel_out = _num(str(count * nranks))
+        elif count is not None and op in _SCATTERS and nranks:
+            numel_in = _num(str(count * nranks))
+        dt = _num(m.group("dt"))
         opcount = _hexint(m.group("oc"))
         row = event_row(
             line, ctx, SOURCE, rank=rank, pg=(info["comm_id"] if info and info["comm_id"] else m.group("comm")),
             seq=opcount, seq_kind="nccl_opcount", op=op, numel_in=numel_in, numel_out=numel_out,
-            dtype=NCCL_DTYPES.get(dt, f"nccl_dtype_{dt}"), state="scheduled", world_size=nranks,
-            root=int(m.group("root")), comm=m.group("comm"), comm_rank=info["rank"] if info else None,
-            redop=_REDOPS.get(int(m.group("redop"))), pid=pid, nccl_position=position, nccl_opcount=opcount,
+            dtype=NCCL_DTYPES.get(dt, f"nccl_dtype_{dt}") if dt is not None else None, state="scheduled",
+            world_size=nranks, root=_num(m.group("root"), 31), comm=m.group("comm"),
+            comm_rank=info["rank"] if info else None, redop=_REDOPS.get(_num(m.group("redop"))),
+            host=host, pid=pid, device=line_device(line.text), nccl_position=position, nccl_opcount=opcount,
         )
         # two counters, two rows: opCount (a consistency check, may stay 0) and the position, which
         # is what alignment across ranks uses (log-formats.md §6.3); never one seq for both
