@@ -55,6 +55,26 @@ def signal_name(exit_code: int | None) -> str | None:
 
 _INT = re.compile(r"-?\d+")
 
+_I32 = 2 ** 31
+_I64 = 2 ** 63
+
+
+def i32(text) -> int | None:
+    """Digits as an int when they fit Int32 (ranks, world sizes), else None: ``[rank2147483648]:``
+    names no rank, and a missing value is what the frame can hold."""
+    if text is None:
+        return None
+    v = int(text)
+    return v if -_I32 <= v < _I32 else None
+
+
+def i64(text) -> int | None:
+    """Digits as an int when they fit Int64 (seqs, numels, pids), else None."""
+    if text is None:
+        return None
+    v = int(text)
+    return v if -_I64 <= v < _I64 else None
+
 
 def parse_dims(text: str | None) -> tuple[int, ...] | None:
     """``'[3, 4]'``, ``'(3, 4)'`` or ``'3 4'`` -> ``(3, 4)``; ``'[]'`` -> ``()``."""
@@ -93,7 +113,7 @@ def parse_ranks(text: str | None) -> tuple[int, ...]:
     """``'[0, 3]'``, ``'{1, 2}'``, ``'1, 2'`` or ``'1 2'`` -> ``(0, 3)`` ..., sorted and unique."""
     if not text:
         return ()
-    return tuple(sorted({int(x) for x in re.findall(r"\d+", text)}))
+    return tuple(sorted({int(x) for x in re.findall(r"\d+", text) if int(x) < _I32}))
 
 
 _PAREN = re.compile(r"[()]")
@@ -112,10 +132,14 @@ def balanced(text: str, open_at: int) -> int:
     return len(text)
 
 
-_FP_SEQ = re.compile(r"SequenceNumber=(\d+)")
-_FP_OP = re.compile(r"OpType=(\w+)")
-_FP_SHAPE = re.compile(r"TensorShape=\[([^\]]*)\]")
-_FP_DTYPE = re.compile(r"TensorDtypes=\[?([A-Za-z0-9_]+)")
+# ProcessGroupWrapper.cpp operator<<: "CollectiveFingerPrint(SequenceNumber=12, OpType=ALLREDUCE,
+# TensorShape=[20, 10], TensorDtypes=Float, TensorDeviceTypes=...)" and, without tensors,
+# "CollectiveFingerPrint(SequenceNumber=12OpType=BARRIER)" (no comma); whitespace may be lost
+# where a pasted message was re-wrapped, so every key tolerates it
+_FP_SEQ = re.compile(r"SequenceNumber\s*=\s*(\d+)")
+_FP_OP = re.compile(r"OpType\s*=\s*(\w+)")
+_FP_SHAPE = re.compile(r"TensorShape\s*=\s*\[([^\]]*)\]")
+_FP_DTYPE = re.compile(r"TensorDtypes\s*=\s*\[?\s*([A-Za-z0-9_]+)")
 
 
 def parse_fingerprint(blob: str) -> dict[str, Any]:
@@ -126,8 +150,8 @@ def parse_fingerprint(blob: str) -> dict[str, Any]:
     """
     out: dict[str, Any] = {}
     m = _FP_SEQ.search(blob)
-    if m:
-        out["seq"] = int(m.group(1))
+    if m and i64(m.group(1)) is not None:
+        out["seq"] = i64(m.group(1))
     m = _FP_OP.search(blob)
     if m:
         out["op"] = normalize_op(m.group(1))
@@ -137,7 +161,8 @@ def parse_fingerprint(blob: str) -> dict[str, Any]:
         dims = parse_dims(m.group(1))
         if dims is not None:
             out["in_shapes"] = (dims,)
-            out["numel_in"] = numel(dims)
+            n = numel(dims)
+            out["numel_in"] = n if n is not None and n < _I64 else None
     m = _FP_DTYPE.search(blob)
     if m:
         out["dtype"] = dtype_name(m.group(1))

@@ -6,6 +6,17 @@ one becomes an ``errors`` row and, where it names a collective, an ``events`` ro
 keep their own ``seq_kind``: WorkNCCL SeqNum and status-line ids are ``work``, DETAIL
 SequenceNumber is ``detail``, the desync report's ``#N`` is ``desync``.
 
+DETAIL mismatch messages (``Detected mismatch between collectives on ranks. Rank 0 is running
+collective: CollectiveFingerPrint(...), but Rank 1 is running collective: ...``, from
+ProcessGroupWrapper.cpp) are found wherever they sit: alone, after ``RuntimeError: `` or another
+exception's name, inside an application logger's line, or split over several lines by a paste
+(the pieces are joined back: fixed-width cuts, word wraps, the ``Collectives differ`` tail on its
+own line). Each gives one ``detail_mismatch`` error (``rank`` = the reporting rank,
+``related_ranks`` = every rank the message names, ``op``/``seq`` of the reporting rank's
+fingerprint) and one ``events`` row per named rank: ``seq_kind="detail"``, ``seq``, ``op``,
+``in_shapes``/``numel_in``/``dtype`` when the fingerprint has tensors, ``state="failed"``, and the
+file/line of the message's first line. Numbers out of range become missing values.
+
 Extra columns (beyond the schema, kept by :func:`denpex_nb.incident.coerce`): ``ran_for_ms``
 (watchdog timeout), ``timeout_ms`` (monitoredBarrier, gloo timeout), ``reported_by`` and ``n_reports``
 (DETAIL events: the rank whose message gave this row, preferring the rank itself, and how many
@@ -18,7 +29,7 @@ from __future__ import annotations
 import re
 
 from ..ops import normalize_op
-from ._text import (add_error, add_event, balanced, error_row, event_row, parse_dims, parse_fingerprint,
+from ._text import (add_error, add_event, balanced, error_row, event_row, i32, i64, parse_dims, parse_fingerprint,
                     parse_ranks, pg_of, progress_row)
 from .base import FileContext, Line, Output, TextReader, register_text_reader
 
@@ -51,7 +62,22 @@ _DS_SNAP = re.compile(r"\[([\d, ]*)\] (started|finished) (\w+)")
 _DS_OTHER = re.compile(r"lagging/dead/mismatched ranks|Snapshot of ranks' latest states")
 _DS_HEADER = re.compile(r"^\[(?:PG [^\]]*)?Rank \d+\]\s*Rank \d+\s*$")   # the report's first line: "<pg> Rank <r>"
 # DETAIL (§4)
-_MISMATCH = re.compile(r"Rank (\d+) is running (?:inconsistent )?collective: CollectiveFingerPrint\(")
+# ProcessGroupWrapper.cpp: "Detected mismatch between collectives on ranks. Rank <me> is running
+# collective: <fp>, but Rank <r> is running collective: <fp>.Collectives differ in the following
+# aspects: \t Sequence number: 12vs 13  Op type: ALLREDUCEvs BARRIER  Tensor Tensor shapes: ..."
+# (older torch: "is running inconsistent collective", no SequenceNumber). Whitespace may be lost
+# where a pasted message was re-wrapped, so the pattern tolerates it.
+_MISMATCH = re.compile(r"Rank\s*(\d+)\s*is\s*running\s*(?:inconsistent\s*)?collective:\s*CollectiveFingerPrint\(")
+_NAMED = re.compile(r"Rank\s*(\d+)\s*is\s*running\b")
+_DETAIL_START = re.compile(r"Detected mismatch between|is running (?:inconsistent )?collective")
+_DETAIL_TAIL = re.compile(r"^\s*(?:Collectives differ in the following aspects|(?:\t\s*)?Sequence number:|Op type:"
+                          r"|Tensor Tensor (?:shapes|dtypes|devices):)")
+_DETAIL_BREAK = re.compile(r"^(?:Traceback \(|During handling|The above exception|terminate called|\s*what\(\):"
+                           r"|Exception raised from|frame #|\s+File \")")
+_DETAIL_VOCAB = re.compile(r"FingerPrint|is\s*running|but\s*Rank|OpType|SequenceNumber|TensorShape|TensorDtypes"
+                           r"|TensorDeviceTypes|Collectives differ|Sequence number:|Op type:|Tensor Tensor|Device\(")
+_TAIL_VOCAB = re.compile(r"Sequence number:|Op type:|Tensor Tensor|\dvs |\wvs \w|following aspects")
+_DETAIL_MAX_LINES = 24
 _RUNNING = re.compile(r"Running collective: CollectiveFingerPrint\(")
 _MB = re.compile(r"(?:\[Rank (\d+)\]: )?Ranks? ([\d, ]+) failed to pass monitoredBarrier in (\d+) ms")
 _MB_WRAP = re.compile(r"Monitored Barrier encountered error running collective: CollectiveFingerPrint\(")
@@ -85,13 +111,13 @@ def _work_fields(text: str, start: int) -> tuple[dict, int]:
     kv = {k: v.strip() for k, v in _KV.findall(body)}
     out: dict = {}
     if "SeqNum" in kv and kv["SeqNum"].lstrip("-").isdigit():
-        out["seq"] = int(kv["SeqNum"])
+        out["seq"] = i64(kv["SeqNum"])
         out["seq_kind"] = "work"
     if "OpType" in kv:
         out["op"] = normalize_op(kv["OpType"])
     for key, col in (("NumelIn", "numel_in"), ("NumelOut", "numel_out")):
         if key in kv and kv[key].lstrip("-").isdigit():
-            out[col] = int(kv[key])
+            out[col] = i64(kv[key])
     if "TensorShape" in kv:
         dims = parse_dims(kv["TensorShape"])
         if dims is not None:
@@ -111,15 +137,30 @@ class C10dReader(TextReader):
         b"dump signal", b"Timeout at collective", b"lagging", b"collective #", b"CollectiveFingerPrint",
         b"monitoredBarrier", b"Monitored Barrier", b"receive grad", b"finished reduction", b"marked as ready",
         b"DDP expects", b"appears not to match", b"gloo", b"ProcessGroupGloo", b"terminate called",
+        # a DETAIL message split over lines: every piece holds one of these or continues an open "("
+        b"Detected mismatch", b"FingerPrint", b"is running", b"collective", b"but Rank", b"SequenceNumber",
+        b"OpType=", b"TensorShape=", b"TensorDtypes", b"TensorDeviceTypes", b"Device(", b"Collectives differ",
+        b"aspects", b"Sequence number:", b"Op type:", b"Tensor Tensor", b"vs ",
     )
 
     def parse(self, block: list[Line], ctx: FileContext, out: Output) -> None:
         # No blanket try/except here: the loader catches a reader's exception, keeps the block's
         # unclaimed lines as unparsed and reports the failure, so a reader bug is seen, not hidden.
-        state = {"ddp": None, "snap_seq": None, "abort": None}
+        state = {"ddp": None, "snap_seq": None, "abort": None, "detail": None}
         for line in block:
+            if state["detail"] is not None:
+                if self._detail_more(line, state["detail"]):
+                    continue
+                self._detail_flush(ctx, out, state)
+            if _DETAIL_START.search(line.text) or ("Detected" in line.text and line.text.rstrip().endswith(
+                    ("Detected", "Detected mismatch", "Detected mismatch between"))):
+                state["detail"] = {"lines": [line], "text": line.text.strip(), "rank": line.rank,
+                                   "lens": [len(line.text.strip())]}
+                continue
             if self._line(line, ctx, out, state):
                 out.consume(line)
+        if state["detail"] is not None:
+            self._detail_flush(ctx, out, state)
 
     # one logical line; True when consumed. Cheap literal tests gate every regex: Python's re
     # has no literal prefilter for alternations, and these lines can be ~700 characters long.
@@ -178,7 +219,7 @@ class C10dReader(TextReader):
         if line.rank is not None:
             return line.rank
         m = _RANK_TAG.search(text)
-        return int(m.group(1)) if m else None
+        return i32(m.group(1)) if m else None
 
     def _timeout(self, line: Line, text: str, ctx: FileContext, out: Output) -> bool:
         if "terminated with exception" in text or "communicator was aborted" in text:
@@ -202,7 +243,7 @@ class C10dReader(TextReader):
         if not m:
             return False
         pg, desc, _r = pg_of(text)
-        s, e, c = int(m.group("s")), int(m.group("e")), int(m.group("c"))
+        s, e, c = i64(m.group("s")), i64(m.group("e")), i64(m.group("c"))
         rank = self._rank(line, text)
         out.progress.append(progress_row(line, ctx, SOURCE, rank=rank, pg=pg if pg is not None else "0",
                                          seq_kind="work", last_enqueued=e, last_completed=c))
@@ -231,7 +272,7 @@ class C10dReader(TextReader):
         related = None
         m = _DUMP_FROM.search(text)
         if m:
-            related = (int(m.group(1)),) if m.group(1) else ((line.rank,) if line.rank is not None else None)
+            related = (i32(m.group(1)),) if m.group(1) and i32(m.group(1)) is not None else ((line.rank,) if line.rank is not None else None)
         add_error(out, error_row(line, ctx, SOURCE, "heartbeat", _clean(text), rank=self._rank(line, text),
                                     pg=pg, related_ranks=related))
         return True
@@ -249,7 +290,7 @@ class C10dReader(TextReader):
     def _desync(self, line: Line, text: str, ctx: FileContext, out: Output, st: dict) -> bool:
         m = _DS_TIMEOUT.search(text)
         if m:
-            r, op, seq = int(m.group(1)), normalize_op(m.group(2)), int(m.group(3))
+            r, op, seq = i32(m.group(1)), normalize_op(m.group(2)), i64(m.group(3))
             rank = line.rank if line.rank is not None else r
             add_event(out, event_row(line, ctx, SOURCE, rank=rank, op=op, seq=seq, seq_kind="desync",
                                      state="timed_out"))
@@ -263,17 +304,17 @@ class C10dReader(TextReader):
             return True
         m = _DS_JOINED.search(text)
         if m:
-            add_error(out, error_row(line, ctx, SOURCE, "desync_report", text.strip(), seq=int(m.group(2)),
+            add_error(out, error_row(line, ctx, SOURCE, "desync_report", text.strip(), seq=i64(m.group(2)),
                                         seq_kind="desync", related_ranks=parse_ranks(m.group(1))))
             return True
         m = _DS_FINISHED.search(text)
         if m:
-            add_error(out, error_row(line, ctx, SOURCE, "desync_report", text.strip(), seq=int(m.group(3)),
+            add_error(out, error_row(line, ctx, SOURCE, "desync_report", text.strip(), seq=i64(m.group(3)),
                                         seq_kind="desync", related_ranks=parse_ranks(m.group(1))))
             return True
         m = _DS_SNAP_HDR.search(text)
         if m:
-            st["snap_seq"] = int(m.group(1))
+            st["snap_seq"] = i64(m.group(1))
             return True
         m = _DS_SNAP.search(text)
         if m and st["snap_seq"] is not None:
@@ -287,14 +328,71 @@ class C10dReader(TextReader):
 
     # --- DETAIL -------------------------------------------------------------------------------
 
+    @staticmethod
+    def _detail_complete(text: str) -> bool:
+        """Both ranks' fingerprints present, the second one's parentheses closed."""
+        fps = list(_MISMATCH.finditer(text))
+        return len(fps) >= 2 and balanced(text, fps[-1].end() - 1) < len(text) or \
+            (len(fps) >= 2 and text.rstrip().endswith(")"))
+
+    def _detail_more(self, line: Line, d: dict) -> bool:
+        """Take ``line`` into the pending DETAIL message ``d`` (a message split over lines, or its
+        ``Collectives differ`` tail); False when the line is not part of it.
+
+        A piece belongs to the message when it carries the message's vocabulary, when the text so
+        far leaves a parenthesis open, or when the previous piece was cut by a wrap: as long as the
+        longest piece (a fixed-width cut) or too long for the piece's first word to fit (a word wrap).
+        """
+        text = line.text
+        piece = text.strip()
+        if not piece or (d["rank"] is not None and line.rank is not None and line.rank != d["rank"]):
+            return False
+        if len(d["lines"]) >= _DETAIL_MAX_LINES or _DETAIL_BREAK.match(text):
+            return False
+        vocab = bool(_DETAIL_VOCAB.search(piece))
+        if line.severity is not None and not vocab:
+            return False                                # a new log record
+        lens = d["lens"]
+        wrapped = len(lens) >= 2 and (lens[-1] == max(lens) or lens[-1] + 1 + len(piece.split(" ", 1)[0]) > max(lens))
+        if self._detail_complete(d["text"]):
+            if "Detected mismatch" in piece or _MISMATCH.search(piece):
+                return False                            # the next message
+            tail_started = "Collectives differ" in d["text"]
+            cut = wrapped and not d["text"].endswith((".", ")"))     # the last piece stopped mid-word
+            if not (_DETAIL_TAIL.match(text) or cut or (tail_started and _TAIL_VOCAB.search(piece))):
+                return False
+        elif not (vocab or wrapped or len(lens) == 1 or d["text"].count("(") > d["text"].count(")")):
+            return False
+        # a cut mid-token joins verbatim (the patterns tolerate a lost space); after a sentence, a space
+        d["text"] += (" " if d["text"].endswith((".", ",", ":")) or _DETAIL_TAIL.match(text) else "") + piece
+        d["lines"].append(line)
+        lens.append(len(piece))
+        return True
+
+    def _detail_flush(self, ctx: FileContext, out: Output, st: dict) -> None:
+        d, st["detail"] = st["detail"], None
+        first: Line = d["lines"][0]
+        joined = Line(lineno=first.lineno, text=d["text"], raw=first.raw, rank=first.rank, local_rank=first.local_rank,
+                      host=first.host, pid=first.pid, t_wall=first.t_wall, severity=first.severity,
+                      origin=first.origin, prefixes=first.prefixes)
+        if self._detail(joined, d["text"], ctx, out) or self._line(joined, ctx, out, st):
+            for ln in d["lines"]:
+                out.consume(ln)
+            return
+        # not a DETAIL message after all: offer the lines one by one
+        for ln in d["lines"]:
+            if self._line(ln, ctx, out, st):
+                out.consume(ln)
+
     def _detail(self, line: Line, text: str, ctx: FileContext, out: Output) -> bool:
-        found = [(m, text) for m in _MISMATCH.finditer(text)]
+        found = [m for m in _MISMATCH.finditer(text) if i32(m.group(1)) is not None]
         if found:
             fps = []
-            for m, _ in found:
+            for m in found:
                 end = balanced(text, m.end() - 1)
-                fps.append((int(m.group(1)), parse_fingerprint(text[m.end() - len("CollectiveFingerPrint("):end])))
+                fps.append((i32(m.group(1)), parse_fingerprint("CollectiveFingerPrint(" + text[m.end():end])))
             own_rank = line.rank if line.rank is not None else fps[0][0]
+            named = {r for r in (i32(x) for x in _NAMED.findall(text)) if r is not None}
             seen = out.__dict__.setdefault("_detail_events", {})
             for r, fp in fps:
                 fp.pop("op_raw", None)
@@ -311,7 +409,8 @@ class C10dReader(TextReader):
                 if r == own_rank and row["reported_by"] != r:
                     row.update(reported_by=r, line=line.lineno, t_wall=line.t_wall)
             first = fps[0][1]
-            related = tuple(sorted({r for r, _ in fps if r != own_rank}))
+            # every rank the message names, the reporting rank included: the pair that differs
+            related = tuple(sorted(named | {r for r, _ in fps}))
             add_error(out, error_row(line, ctx, SOURCE, "detail_mismatch", _clean(text), rank=own_rank,
                                         op=first.get("op"), seq=first.get("seq"), seq_kind="detail",
                                         related_ranks=related))
@@ -330,7 +429,7 @@ class C10dReader(TextReader):
             return True
         m = _MB.search(text)
         if m:
-            rank = line.rank if line.rank is not None else (int(m.group(1)) if m.group(1) else None)
+            rank = line.rank if line.rank is not None else (i32(m.group(1)) if m.group(1) else None)
             add_error(out, error_row(line, ctx, SOURCE, "monitored_barrier", _clean(text), rank=rank,
                                         related_ranks=parse_ranks(m.group(2)), timeout_ms=int(m.group(3))))
             return True
@@ -366,7 +465,7 @@ class C10dReader(TextReader):
             return True
         m = _DDP_NAMES.search(text) or _DDP_IDX.search(text)
         if m:
-            r = int(m.group(1))
+            r = i32(m.group(1))
             row = st["ddp"]
             if row is not None and (row["rank"] is None or row["rank"] == r):
                 row["message"] += "\n" + text.strip()

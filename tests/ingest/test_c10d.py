@@ -159,7 +159,8 @@ def test_detail_mismatch_gives_both_ranks_fingerprints():
     for e in (e0, e1):
         assert (e["seq"], e["seq_kind"], e["op"], e["dtype"]) == (0, "detail", "all_gather", "float32")
     err = one(out.errors)
-    assert (err["kind"], err["rank"], err["related_ranks"], err["seq"]) == ("detail_mismatch", 1, (0,), 0)
+    # related_ranks: every rank the message names (the reporting rank and its peer)
+    assert (err["kind"], err["rank"], err["related_ranks"], err["seq"]) == ("detail_mismatch", 1, (0, 1), 0)
     assert "3 4vs 5 4" in err["message"]
 
 
