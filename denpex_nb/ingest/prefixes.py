@@ -264,7 +264,7 @@ _APP_RANK = re.compile(r"^\[(?:RANK|Rank|rank)[ :]?(\d+)\] ?(?=\[?\d{4}-\d\d-\d\
 _APP = re.compile(
     r"^\[?(?P<date>\d{4}-\d\d-\d\d)[ T](?P<hms>\d\d:\d\d:\d\d)(?:[,.](?P<frac>\d{1,9}))?(?:Z|[+-]\d\d:?\d\d)?\]?"
     r"(?:"
-    r" - (?P<n1>[^\s]+) - (?P<l1>" + _LVL + r") - "                      # logging: asctime - name - level -
+    r" - (?P<n1>\S[^\n]{0,80}?) - (?P<l1>" + _LVL + r") - "              # logging: asctime - name - level -
     r"| \[(?P<l2>" + _LVL + r")\] (?:\[(?P<w2>[^\]]*)\] |(?P<n2>[\w.<>-]+): )?"     # [LEVEL] [where] / name:
     r"| \| (?P<l3>" + _LVL + r") *\| (?:(?P<w3>\S+) - )?"                # loguru
     r"| (?P<l4>" + _LVL + r")(?: (?P<n4>[\w.<>-]+):)? "                  # asctime LEVEL name: msg
