@@ -75,6 +75,10 @@ ERROR_KINDS = (
     "warning",              # a warning worth showing (deprecated collective, etc.)
 )
 
+#: the message of an ``exception`` row whose traceback lost its final line (cut, interleaved):
+#: the exception is unknown, so it is not evidence of a rank's own failure
+TRUNCATED_TRACEBACK = "traceback without its exception line"
+
 # --- schema ----------------------------------------------------------------------------------
 
 #: dtype per column, per frame. "category" columns hold repeated strings; "object" columns hold

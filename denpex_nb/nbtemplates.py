@@ -138,6 +138,10 @@ def _postmortem() -> list[Cell]:
                "sit on the lane of the rank that reported them."),
         ("code", "dx.plot.swimlane(incident, diagnosis)"),
         ("code", "dx.plot.swimlane(incident, diagnosis, x='time')"),
+        ("md", "## Where each rank stopped\n\nOne row per rank from every source that speaks of it: its last "
+               "collective issued and completed, where it timed out, the last collective call in its traceback, "
+               "its first error and how it ended. Ranks known to exist but silent are rows too (`absent`)."),
+        ("code", "diagnosis.rank_state"),
         ("md", "## At the divergence"),
         ("code", "dx.plot.shapes_table(incident, diagnosis)"),
         ("code", "dx.plot.progress_bars(incident)"),
@@ -161,6 +165,7 @@ def _incident_report() -> list[Cell]:
         ("code", "dx.report.evidence(diagnosis)"),
         ("code", "dx.report.fix(diagnosis)"),
         ("code", "dx.report.pictures(incident, diagnosis)"),
+        ("code", "dx.report.rank_state_section(diagnosis)"),
         ("code", "dx.report.errors_section(incident)"),
         ("code", "dx.report.other_findings(diagnosis)"),
         ("code", "dx.report.inputs(incident)"),

@@ -269,6 +269,30 @@ def errors_section(incident) -> None:
     _display(df.head(60))
 
 
+#: the rank_state columns a reader of the report needs first (the frame has more)
+RANK_STATE_COLUMNS = ("rank", "status", "last_op", "last_seq", "last_seq_kind", "last_completed_seq", "timeout_op",
+                      "timeout_seq", "call_op", "first_error_kind", "first_error", "exit_code", "signal")
+
+
+def rank_state_section(diagnosis, max_rows: int = 64) -> None:
+    """Where each rank stopped (diagnosis.rank_state): the table the verdict compares ranks on."""
+    st = getattr(diagnosis, "rank_state", None)
+    _display(HTML("<h2>Where each rank stopped</h2>"))
+    if st is None or not len(st):
+        _display(HTML("<p>No rank is known from this evidence.</p>"))
+        return
+    size = diagnosis.group_size
+    _display(HTML(f"<p>Group size: {'unknown' if size is None else size} ({escape(diagnosis.group_size_basis)})."
+                  + (f" Absent from the evidence: {escape(_ranks_text(diagnosis.absent_ranks))}."
+                     if diagnosis.absent_ranks else "") + "</p>"))
+    cols = [c for c in RANK_STATE_COLUMNS if c in st.columns]
+    view = st[cols].head(max_rows).copy()
+    if "first_error" in view:
+        view["first_error"] = view["first_error"].map(lambda m: m if m is None or len(str(m)) <= 160
+                                                      else str(m)[:159] + "…")
+    _display(view)
+
+
 def other_findings(diagnosis) -> HTML:
     """Every finding beyond the first (later divergences, collateral failures)."""
     if len(diagnosis.findings) <= 1:

@@ -66,7 +66,7 @@ def test_logs_without_distributed_content_say_so_plainly(tmp_path):
     html = res.html.read_text()
     assert res.error is None
     assert "No distributed content found" in html
-    assert res.summary["empty"] is True and res.summary["verdict"] == "no-failure"
+    assert res.summary["empty"] is True and res.summary["verdict"] == "no-evidence"
 
 
 def test_missing_path_is_one_line_exit_2(tmp_path, capsys):

@@ -116,8 +116,10 @@ def _checked(r, produced: list[Finding], strict: bool, diag: Diagnosis, passthro
 
 
 def _nothing_read(incident) -> bool:
-    """True when no reader recognised anything distributed: no collective, no error, no rank record."""
-    return (len(incident.events) == 0 and len(incident.errors.query("kind != 'load_error'")) == 0
+    """True when no reader recognised anything distributed: no line parsed, no collective, no error,
+    no rank record (a parsed NCCL INFO line is evidence that the job ran, if nothing else)."""
+    return (incident.lines.parsed == 0 and len(incident.events) == 0
+            and len(incident.errors.query("kind != 'load_error'")) == 0
             and len(incident.progress) == 0 and len(incident.ranks) == 0)
 
 
@@ -131,7 +133,7 @@ def _no_evidence(incident) -> Finding:
     not_read = f"{lines.unparsed} of {lines.total} lines matched no reader"
     if len(loads):
         not_read += "; could not read: " + "; ".join(str(m)[:120] for m in loads["message"].head(5))
-    return Finding(class_id="no-evidence", confidence="high", rule="no-evidence",
+    return Finding(class_id="no-evidence", confidence="medium", rule="no-evidence",
                    culprit_basis="undetermined: nothing distributed was read",
                    summary=(f"Nothing distributed could be read: no collective, no distributed error, no launcher "
                             f"record. Read: {read[:400]}. Not read: {not_read}. Collect: every rank's stdout and "

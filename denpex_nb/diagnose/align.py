@@ -173,7 +173,16 @@ def align(events: pd.DataFrame) -> Alignment:
                 continue
             ci = cell_index.get((gc, seq))
             if ci is None:
-                continue
+                # the others' records resume later (a watchdog line or a fingerprint per rank is
+                # all there is): compare with the first seq past the laggards that others reached
+                later = [int(s_) for (g_, s_) in cell_index.index if g_ == gc and s_ > level]
+                if not later:
+                    continue
+                seq = min(later)
+                present = allcov[(allcov["min"] <= seq) & (allcov["max"] >= seq)]["r"].astype(int).tolist()
+                if not present:
+                    continue
+                ci = cell_index.get((gc, seq))
             lo, hi = cstart[ci], cstart[ci] + counts[ci]
             rows = cell_rows(lo, hi)
             pg, kind = names(gc)

@@ -27,9 +27,9 @@ def crashed_ranks(errors: pd.DataFrame) -> set[int]:
     if errors is None or errors.empty:
         return set()
     out = set()
-    for k, m, sg, r in zip(errors["kind"].astype(str), errors["message"], errors["signal"].astype(object),
-                           errors["rank"]):
-        if pd.notna(r) and is_crash_error(k, None if pd.isna(m) else str(m), None if pd.isna(sg) else str(sg)):
+    for k, m, sg, r, code in zip(errors["kind"].astype(str), errors["message"], errors["signal"].astype(object),
+                                 errors["rank"], errors["exit_code"].astype(object)):
+        if pd.notna(r) and is_crash_error(k, None if pd.isna(m) else str(m), None if pd.isna(sg) else str(sg), code):
             out.add(int(r))
     return out
 
@@ -197,6 +197,8 @@ def sort_findings(findings: list[Finding]) -> list[Finding]:
         if t is not far and t.tzinfo is None:
             t = t.tz_localize("UTC")
         undetermined = f.class_id == "timeout-undetermined"
-        return (undetermined, t, f.seq if f.seq is not None else 1 << 62, _CONF[f.confidence])
+        first = min(((e.file, e.line) for e in f.evidence), default=("\uffff", 1 << 62))
+        # without times, the earlier line of the same file came first
+        return (undetermined, t, f.seq if f.seq is not None else 1 << 62, first, _CONF[f.confidence])
 
     return sorted(findings, key=key)

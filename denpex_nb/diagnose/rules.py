@@ -21,6 +21,7 @@ from typing import Callable
 
 import pandas as pd
 
+from ..incident import TRUNCATED_TRACEBACK
 from .align import Divergence
 from .model import Evidence, Finding, RankView
 
@@ -34,6 +35,18 @@ _DISTRIBUTED = re.compile(
     r"got signal|SignalException|ChildFailedError|ProcessRaisedException|ProcessExitedException|"
     r"Broken pipe|EnforceNotMet|invalid tensor size|distributed", re.S)
 _CRASH_SIGNALS = {"SIGSEGV", "SIGKILL", "SIGBUS", "SIGILL", "SIGFPE"}
+#: a rank's own device failure, whatever wraps it (a watchdog, a NCCL error, a Ray worker): the
+#: GPU faulted on that rank, the collectives around it are collateral
+_DEVICE_FAULT = re.compile(
+    r"illegal memory access|device-side assert|invalid device ordinal|unspecified launch failure|"
+    r"uncorrectable ECC|misaligned address|illegal instruction|CUBLAS_STATUS_(?!SUCCESS)|CUDNN_STATUS_(?!SUCCESS)|"
+    r"CUDA out of memory|OutOfMemoryError|Xid \d+|GPU has fallen off the bus", re.I)
+#: NCCL WARN texts that report a failure (many WARNs are benign: a missing IB library, a plugin)
+_NCCL_WARN_FAILURE = re.compile(
+    r"error|status=\d+|Duplicate GPU|unhandled|invalid|timeout|timed out|abort|Connection (?:closed|reset|refused)|"
+    r"illegal|out of memory|Cuda failure|NCCL failure|mismatch|remote process exited|peer .*(?:closed|gone)", re.I)
+_NCCL_WARN_BENIGN = re.compile(r"libibverbs|No device found|No plugin found|[Pp]lugin|deprecated|ignored|"
+                               r"Unknown command from localRank", re.I)
 #: error kinds a rank shows when a collective failed under it (someone else may have started it)
 VICTIM_KINDS = frozenset({"watchdog_timeout", "watchdog_status", "watchdog_abort", "heartbeat", "gloo_timeout",
                           "gloo_peer_gone"})
@@ -46,17 +59,49 @@ FAILURE_KINDS = frozenset({"exception", "oom", "watchdog_timeout", "watchdog_sta
                            "child_failed", "agent", "fr_finding"})
 
 
-def is_crash_error(kind: str, message: str | None, signal: str | None = None) -> bool:
-    """True for a rank's own failure that is not a collective error: an exception, OOM, a kill."""
+def is_crash_error(kind: str, message: str | None, signal: str | None = None, exit_code=None) -> bool:
+    """True for a rank's own failure that is not a collective error: an exception, OOM, a device
+    fault (even wrapped in a watchdog or NCCL message), a kill (a crash signal, or an exit code
+    that is minus one)."""
     message = None if message is None or pd.isna(message) else str(message)
     signal = None if signal is None or pd.isna(signal) else str(signal)
     if kind == "oom":
         return True
+    if message and _DEVICE_FAULT.search(message):
+        return True
     if kind == "exception":
-        return bool(message) and not _DISTRIBUTED.search(str(message))
-    if kind in ("signal", "child_failed", "agent"):
-        return signal in _CRASH_SIGNALS
+        if not message or message.startswith(TRUNCATED_TRACEBACK):
+            return False            # the exception is unknown: not evidence of an own failure
+        return not _DISTRIBUTED.search(message)
+    if kind in ("signal", "child_failed", "agent", "exit"):
+        return (signal or _signal_of(exit_code)) in _CRASH_SIGNALS
     return False
+
+
+def is_failure(kind: str, message: str | None = None) -> bool:
+    """True for an error row that means something failed on its rank (see FAILURE_KINDS)."""
+    if kind in FAILURE_KINDS:
+        return True
+    if kind == "nccl_warn" and message is not None and not pd.isna(message):
+        m = str(message)
+        return bool(_NCCL_WARN_FAILURE.search(m)) and not _NCCL_WARN_BENIGN.search(m)
+    return False
+
+
+_SIGNUMS = {9: "SIGKILL", 11: "SIGSEGV", 7: "SIGBUS", 4: "SIGILL", 8: "SIGFPE", 6: "SIGABRT", 15: "SIGTERM"}
+
+
+def _signal_of(exit_code) -> str | None:
+    """A negative exit code is the signal that ended the process (-9: SIGKILL); 128+N from a shell."""
+    try:
+        code = int(exit_code)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    if code < 0:
+        return _SIGNUMS.get(-code)
+    if 128 < code < 160:
+        return _SIGNUMS.get(code - 128)
+    return None
 
 
 # --- the registry ------------------------------------------------------------------------------
@@ -79,11 +124,25 @@ class Context:
     def ranks_known(self) -> list[int]:
         return [int(r) for r in self.state["rank"]] if len(self.state) else []
 
+    def reporters_named(self, reporters: list[int]) -> tuple[list[int], str]:
+        """Name the ranks that reported an error only when the evidence shows a strict majority of
+        the group present and not reporting it (else the others may have said the same, unseen)."""
+        if not reporters:
+            return [], "undetermined: the evidence names no rank"
+        st = self.state
+        present = set(int(r) for r in st.loc[st["present"], "rank"]) if len(st) else set()
+        quiet = present - set(reporters)
+        group = self.group_of(len(present), self.group_size)
+        if len(quiet) * 2 > group:
+            return sorted(reporters), "own-failure"
+        return [], (f"undetermined: only {len(quiet)} other rank(s) of a group of {group} are seen without this "
+                    "error; the rest may have reported it too")
+
     def group_of(self, members: int, stated: int | None = None) -> int:
-        """The size a majority is counted against: the stated group size, else the members seen."""
-        if stated:
-            return max(int(stated), members)
-        return max(members, 1)
+        """The size a majority is counted against: the stated group size, else a lower bound from
+        the evidence (the ranks seen, and the highest rank number seen plus one)."""
+        top = max(self.ranks_known, default=-1) + 1
+        return max(int(stated or 0), members, top, 1)
 
 
 @dataclass(frozen=True)
@@ -357,9 +416,10 @@ _DETAIL_CLASS = (("Op type:", "op-mismatch"), ("dtypes:", "dtype-mismatch"), ("s
 
 def _text_finding(cls, summary, rows, rule_name, conf="medium", culprits=(), basis="", **kw) -> Finding:
     culprits = sorted(set(culprits))
+    if not culprits and not basis.startswith("undetermined"):
+        basis = "undetermined: the evidence names no rank"
     return Finding(class_id=cls, summary=summary, confidence=conf, culprit_ranks=culprits,
-                   evidence=_err_evidence(rows), t_wall=_tmin(rows), rule=rule_name,
-                   culprit_basis=basis if culprits else "undetermined: the evidence names no rank", **kw)
+                   evidence=_err_evidence(rows), t_wall=_tmin(rows), rule=rule_name, culprit_basis=basis, **kw)
 
 
 @rule("monitored-barrier", emits=("rank-desync",), uses=("errors: monitored_barrier",))
@@ -460,11 +520,10 @@ def ddp_reducer(ctx: Context) -> list[Finding]:
     if not len(ddp):
         return []
     rep = sorted(int(r) for r in ddp["rank"].dropna().unique())
-    group = ctx.group_of(len(ctx.ranks_known), ctx.group_size)
-    culprits = rep if 0 < len(rep) < group else []        # the only ranks with the reducer's error
+    culprits, basis = ctx.reporters_named(rep)
     return [_text_finding("unused-parameters", f"DDP reducer on {_fmt_ranks(rep) if rep else 'some rank'}: "
                           "parameters did not receive gradients (unused parameters / data-dependent control "
-                          "flow).", ddp, "ddp-reducer", "high", culprits, "own-failure")]
+                          "flow).", ddp, "ddp-reducer", "high", culprits, basis)]
 
 
 @rule("own-failure", emits=("rank-crash",), uses=("errors: exception, oom, signal, child_failed, agent",))
@@ -473,8 +532,9 @@ def own_failure(ctx: Context) -> list[Finding]:
     errs = ctx.errors
     if errs is None or errs.empty:
         return []
-    crash = errs[[is_crash_error(k, m, sg) for k, m, sg in
-                  zip(errs["kind"].astype(str), errs["message"], errs["signal"].astype(object))]]
+    crash = errs[[is_crash_error(k, m, sg, code) for k, m, sg, code in
+                  zip(errs["kind"].astype(str), errs["message"], errs["signal"].astype(object),
+                      errs["exit_code"].astype(object))]]
     if not len(crash):
         return []
     crashed = sorted(int(r) for r in crash["rank"].dropna().unique())
@@ -496,16 +556,16 @@ def nccl_error(ctx: Context) -> list[Finding]:
     if errs is None or errs.empty:
         return []
     kind, msg = errs["kind"].astype(str), errs["message"].astype(str)
-    failed = set(ctx.state.loc[ctx.state["failed"], "rank"].astype(int)) if len(ctx.state) else set()
-    warn_on_failed = (kind == "nccl_warn") & errs["rank"].isin(list(failed)).to_numpy(bool, na_value=False)
-    nc = errs[((kind == "nccl_error") | warn_on_failed) & ~msg.str.contains("remote process exited", regex=False)]
+    failing_warn = pd.Series([k == "nccl_warn" and is_failure(k, m) for k, m in zip(kind, errs["message"])],
+                             index=errs.index, dtype=bool)
+    nc = errs[((kind == "nccl_error") | failing_warn) & ~msg.str.contains("remote process exited", regex=False)]
+    nc = nc[[not _DEVICE_FAULT.search(str(m)) for m in nc["message"]]]     # a device fault is a crash
     if not len(nc):
         return []
     rep = sorted(int(r) for r in nc["rank"].dropna().unique())
-    group = ctx.group_of(len(ctx.ranks_known), ctx.group_size)
+    culprits, basis = ctx.reporters_named(rep)
     return [_text_finding("nccl-error", "NCCL reported an error of its own: " + str(nc["message"].iloc[0])[:200],
-                          nc, "nccl-error", "medium", rep if 0 < len(rep) and len(rep) * 2 < group else [],
-                          "own-failure")]
+                          nc, "nccl-error", "medium", culprits, basis)]
 
 
 @rule("traceback-calls", emits=("op-mismatch",), uses=("rank_state: call_op (tracebacks' last collective call)",))
@@ -526,6 +586,85 @@ def traceback_calls(ctx: Context) -> list[Finding]:
                     confidence="medium", op=calls[culprits[0]] if culprits and len({calls[r] for r in culprits}) == 1
                     else None, culprit_ranks=culprits, ranks={r: RankView(op=op) for r, op in calls.items()},
                     evidence=_err_evidence(ex), t_wall=_tmin(ex), rule="traceback-calls", culprit_basis=basis)]
+
+
+@rule("stuck-points", emits=("rank-desync",), uses=("errors: watchdog timeouts with SeqNum/OpType",))
+def stuck_points(ctx: Context) -> list[Finding]:
+    """Ranks that timed out at different places in one counter: some are ahead, some behind.
+
+    Each rank's watchdog line says where it is stuck (SeqNum, OpType). Compared only within one
+    process group and counter; a rank stuck at several places with no group named is skipped
+    (its timeouts may belong to different groups, whose counters are unrelated).
+    """
+    vic = _kind(ctx.errors, *VICTIM_KINDS)
+    vic = vic[vic["rank"].notna() & vic["seq"].notna()] if len(vic) else vic
+    out = []
+    if not len(vic):
+        return out
+    for (pg, sk), rows in vic.groupby([vic["pg"].astype(object), vic["seq_kind"].astype(object)], dropna=False,
+                                      sort=False):
+        at: dict[int, set] = {}
+        for r, s, op in zip(rows["rank"].astype(int), rows["seq"].astype("int64"), rows["op"].astype(object)):
+            at.setdefault(int(r), set()).add((int(s), _s(op)))
+        if pd.isna(pg) and any(len({s for s, _ in v}) > 1 for v in at.values()):
+            continue
+        pos = {r: min(v) for r, v in at.items()}
+        if len({s for s, _ in pos.values()}) < 2:
+            continue
+        stated = ctx.group_size if pd.isna(pg) or str(pg) in ("0", "default_pg") else None
+        culprits, basis = strict_minority({r: s for r, (s, _) in pos.items()}, ctx.group_of(len(pos), stated))
+        groups = _group({r: p for r, p in pos.items()})
+        desc = "; ".join(f"{_fmt_ranks(rs)} timed out in {op or 'a collective'} at {sk} seq {s}"
+                         for (s, op), rs in sorted(groups.items()))
+        lo = min(s for s, _ in pos.values())
+        behind = sorted(r for r, (s, _) in pos.items() if s == lo)
+        out.append(Finding(
+            class_id="rank-desync", confidence="high" if culprits else "medium",
+            summary=f"The ranks are stuck at different places: {desc}. {_fmt_ranks(behind).capitalize()} "
+                    f"{'is' if len(behind) == 1 else 'are'} behind the others.",
+            pg=None if pd.isna(pg) else str(pg), seq_kind=None if pd.isna(sk) else str(sk),
+            op=pos[culprits[0]][1] if culprits and len({pos[r] for r in culprits}) == 1 else None,
+            culprit_ranks=culprits, ranks={r: RankView(op=op, seq=s, state="timed_out") for r, (s, op) in pos.items()},
+            evidence=_err_evidence(rows), t_wall=_tmin(rows), rule="stuck-points", culprit_basis=basis))
+    return out
+
+
+@rule("fingerprint-pairs", emits=("op-mismatch", "dtype-mismatch", "shape-mismatch", "rank-desync"),
+      uses=("events: DETAIL fingerprints named in one mismatch message",))
+def fingerprint_pairs(ctx: Context) -> list[Finding]:
+    """One DETAIL mismatch message names two ranks' fingerprints: compare them directly (op, then
+    dtype, then shape, then sequence number), seq or no seq; the message names no culprit."""
+    ev = ctx.incident.events
+    if not len(ev) or "source" not in ev:
+        return []
+    det = ev[(ev["seq_kind"].astype(object) == "detail") & ev["rank"].notna() & ev["file"].notna()
+             & ev["line"].notna()]
+    out = []
+    for (file, line), rows in det.groupby([det["file"].astype(object), det["line"]], sort=False):
+        by_rank = {int(r): row for r, row in zip(rows["rank"], rows.to_dict("records"))}
+        if len(by_rank) < 2:
+            continue
+        views = {r: _view(row) for r, row in by_rank.items()}
+        for cls, key in (("op-mismatch", lambda v: v.op), ("dtype-mismatch", lambda v: (v.dtypes or [None])[0]),
+                         ("shape-mismatch", lambda v: None if v.shapes is None else str(v.shapes)),
+                         ("rank-desync", lambda v: v.seq)):
+            vals = {r: key(v) for r, v in views.items()}
+            known = {r: v for r, v in vals.items() if v is not None}
+            if len(known) >= 2 and len(set(known.values())) > 1:
+                desc = ", ".join(f"rank {r}: {views[r].op} seq {views[r].seq}"
+                                 + (f" {views[r].shapes}" if views[r].shapes is not None else "")
+                                 + (f" {views[r].dtypes[0]}" if views[r].dtypes else "") for r in sorted(views))
+                seqs = {v.seq for v in views.values()}
+                out.append(Finding(
+                    class_id=cls, confidence="medium", summary=f"DETAIL's fingerprint check found two ranks at "
+                    f"different collectives: {desc}.", seq_kind="detail" if len(seqs) == 1 and None not in seqs
+                    else None, seq=next(iter(seqs)) if len(seqs) == 1 else None,
+                    op=None if cls == "op-mismatch" else Counter(v.op for v in views.values()).most_common(1)[0][0],
+                    ranks=views, evidence=(Evidence(file=str(file), line=int(line),
+                                                    text=ctx.texts.get((str(file), int(line)), "")),),
+                    rule="fingerprint-pairs", culprit_basis="undetermined: a pair of ranks, no majority"))
+                break
+    return out
 
 
 @rule("progress", emits=("rank-desync",), uses=("progress: counters without aligned events",))
@@ -581,7 +720,8 @@ def undetermined_failure(ctx: Context) -> Finding | None:
     non-zero exits, signals) and no rule could say what: a failure, never an all-clear."""
     from .catalog.entries import COLLECT_MORE
     errs = ctx.errors
-    failing = _kind(errs, *FAILURE_KINDS) if errs is not None and len(errs) else pd.DataFrame()
+    failing = (errs[[is_failure(k, m) for k, m in zip(errs["kind"].astype(str), errs["message"])]]
+               if errs is not None and len(errs) else pd.DataFrame())
     st = ctx.state
     failed_ranks = sorted(int(r) for r in st.loc[st["failed"], "rank"]) if len(st) else []
     if not len(failing) and not failed_ranks:
