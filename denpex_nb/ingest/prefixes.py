@@ -150,7 +150,7 @@ def _peel_outer(text: str, ctx: FileContext) -> tuple[str, _Outer]:
     o = _Outer()
     s = text
     m = _OUT_GREP.match(s)
-    if m and m.end() < len(s) and not _NCCL_AFTER.match(s[m.end():]) and not s[m.end()] == " ":
+    if m and m.end() < len(s) and not _NCCL_AFTER.match(s[m.end():]):
         o.file = m.group("f")
         o.rank = _rank_of_file(o.file)
         o.kinds.append("grep_h")

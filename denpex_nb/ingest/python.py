@@ -6,8 +6,14 @@ Tracebacks of several ranks interleave in a torchrun stream, so records are kept
 a block is read; each finished traceback becomes one ``exception`` row (``oom`` when it is an
 out-of-memory error) whose message is the final exception line plus its continuation lines.
 
-Extra columns: ``exc_type``, ``n_traceback_lines``, ``call_site`` (innermost frame outside
-site-packages: where the failing call was made), ``device`` (OOM), ``local_rank`` and ``pid``
+A traceback that passes through a ``torch.distributed`` collective is collective evidence: its
+row's ``op`` is the canonical op of the last collective call in it (the innermost frame in
+``torch/distributed/distributed_c10d.py`` / ``c10d_logger.py`` whose function is a collective,
+else a ``dist.<op>(`` / ``torch.distributed.<op>(`` source line), and ``collective_call`` holds
+the call's text (the user's source line, e.g. ``dist.broadcast(t, src=0)``).
+
+Extra columns: ``exc_type``, ``n_traceback_lines``, ``collective_call``, ``call_site`` (innermost
+frame outside site-packages: where the failing call was made), ``device`` (OOM), ``local_rank`` and ``pid``
 (agent lines, ChildFailedError rows), ``host``, ``root_cause``, ``error_file`` (ChildFailedError),
 ``spawn_index`` (mp.spawn). Agent lines name only a *local* rank, so their ``rank`` stays empty;
 the loader joins them to global ranks through the pid.
@@ -57,6 +63,71 @@ _LIBRARY = re.compile(
     r"|[/\\]torch[/\\](?:distributed|nn|multiprocessing|utils|autograd|_dynamo|_tensor\.py)"
     r"|[/\\]denpex_nb[/\\]trace\.py$"          # the opt-in tracer wraps every collective
 )
+
+
+_C10D_FILE = re.compile(r"[/\\]torch[/\\]distributed[/\\](?:distributed_c10d|c10d_logger)\.py$")
+_DIST_CALL = re.compile(r"(?:^|[^\w.])((?:torch\.distributed|dist|c10d|[A-Za-z_]\w*)\.(\w+))\s*\(")
+_MARKERS = re.compile(r"^\s*[~^]+\s*$")
+_P2P_ASYNC = {"isend": "send", "irecv": "recv"}
+
+
+def _op_of(name: str) -> str | None:
+    """A torch.distributed function name as a canonical op, or None when it is no collective."""
+    op = _P2P_ASYNC.get(name) or normalize_op(name)
+    return op if op not in (None, "unknown", "coalesced") else None
+
+
+def _call_op(name: str) -> str | None:
+    """Like :func:`_op_of` for a user's call, which may be an object or multi-GPU variant
+    (``all_gather_object``, ``broadcast_object_list``): the collective underneath."""
+    op = _op_of(name)
+    if op is None:
+        for suffix in ("_object_list", "_object", "_multigpu"):
+            if name.endswith(suffix):
+                return _op_of(name[: -len(suffix)])
+    return op
+
+
+def _frames(lines: list[Line]) -> list[tuple[str, str, str | None]]:
+    """(path, function, source line or None) per traceback frame, outermost first."""
+    out: list[tuple[str, str, str | None]] = []
+    for ln in lines:
+        m = _FRAME_AT.match(ln.text)
+        if m:
+            out.append((m.group(1), m.group(3), None))
+        elif out and out[-1][2] is None and ln.text.strip() and not _MARKERS.match(ln.text) \
+                and ln.text[:1].isspace():
+            path, func, _ = out[-1]
+            out[-1] = (path, func, ln.text.strip())
+    return out
+
+
+def collective_of(lines: list[Line]) -> tuple[str | None, str | None]:
+    """(canonical op, call text) of the last collective call a traceback passes through.
+
+    The op comes from the innermost frame in ``torch/distributed/distributed_c10d.py`` (or
+    ``c10d_logger.py``) whose function is a collective; the call text is the innermost source
+    line above it that calls a collective (the user's ``dist.broadcast(t, 0)``), else that frame's
+    own source line. Without torch frames (a cut traceback), a source line calling
+    ``dist.<op>(`` / ``torch.distributed.<op>(`` gives both."""
+    frames = _frames(lines)
+    inner = None
+    for i, (path, func, _src) in enumerate(frames):
+        if _C10D_FILE.search(path) and _op_of(func):
+            inner = i
+    if inner is not None:
+        op = _op_of(frames[inner][1])
+        for path, _func, src in reversed(frames[:inner]):
+            if src and not _C10D_FILE.search(path):
+                for m in reversed(list(_DIST_CALL.finditer(src))):
+                    if _call_op(m.group(2)):
+                        return op, src
+        return op, frames[inner][2] or frames[inner][1]
+    for _path, _func, src in reversed(frames):
+        for m in reversed(list(_DIST_CALL.finditer(src or ""))):
+            if m.group(1).startswith(("dist.", "torch.distributed.", "c10d.")) and _call_op(m.group(2)):
+                return _call_op(m.group(2)), src
+    return None, None
 
 
 def call_site(lines: list[Line]) -> str | None:
@@ -199,8 +270,9 @@ class PythonReader(TextReader):
         if rec.exc is None:
             last = rec.lines[-1].text.strip() if len(rec.lines) > 1 else ""
             msg = f"traceback without its exception line (last: {last})" if last else "traceback without its exception line"
+            op, call = collective_of(rec.lines)
             add_error(out, error_row(rec.first, ctx, SOURCE, "exception", msg, rank=rec.rank,
-                                        n_traceback_lines=len(rec.lines)))
+                                        n_traceback_lines=len(rec.lines), op=op, collective_call=call))
             return
         if _CFE.search(rec.exc) or _SPAWN_RAISED.search(rec.exc) or _SPAWN_EXITED.search(rec.exc):
             return                      # the agent/spawn rows describe these; no generic exception row
@@ -209,8 +281,10 @@ class PythonReader(TextReader):
         if body:
             msg += "\n" + "\n".join(body)
         m = _EXC.match(rec.exc)
+        op, call = collective_of(rec.lines)
         self._exception(rec.first, ctx, out, m.group("type") if m else None, msg, rec.rank,
-                        n_traceback_lines=len(rec.lines), t_wall=rec.first.t_wall, call_site=call_site(rec.lines))
+                        n_traceback_lines=len(rec.lines), t_wall=rec.first.t_wall, call_site=call_site(rec.lines),
+                        op=op, collective_call=call)
 
     def _exception(self, line: Line, ctx, out, exc_type, msg, rank, **extra) -> None:
         kind = "oom" if _OOM.search(msg) else "exception"
