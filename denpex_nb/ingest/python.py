@@ -24,7 +24,7 @@ import re
 from datetime import datetime
 
 from ..ops import normalize_op
-from ._text import add_error, error_row, signal_name
+from ._text import add_error, error_row, i32, i64, signal_name
 from .base import FileContext, Line, Output, TextReader, register_text_reader
 
 SOURCE = "python"
@@ -201,15 +201,15 @@ class PythonReader(TextReader):
         m = _SPAWN_PROC.match(text)
         if m:
             # mp.spawn's child caught an exception, sent its traceback to the parent and exited 1
-            idx = st["spawn"] = int(m.group(1))
+            idx = st["spawn"] = i32(m.group(1))
             add_error(out, error_row(line, ctx, SOURCE, "exit", f"ProcessRaisedException: {text.strip()}",
                                         rank=idx, exit_code=1, spawn_index=idx))
             out.consume(line)
             return
         m = _LIGHTNING.search(text) if "GLOBAL_RANK" in text else None
         if m:
-            r = int(m.group(1))
-            out.ranks.append({"rank": r, "host": line.host, "pid": line.pid, "world_size": int(m.group(3)),
+            r = i32(m.group(1))
+            out.ranks.append({"rank": r, "host": line.host, "pid": line.pid, "world_size": i32(m.group(3)),
                               "source": SOURCE, "file": ctx.file, "line": line.lineno})
             out.consume(line)
             return
@@ -301,7 +301,7 @@ class PythonReader(TextReader):
             return False
         m = _AGENT_FAILED.search(text)
         if m:
-            code, lr, pid = int(m.group(1)), int(m.group(2)), int(m.group(3))
+            code, lr, pid = i32(m.group(1)), i32(m.group(2)), i64(m.group(3))
             add_error(out, error_row(line, ctx, SOURCE, "agent", text.strip(), rank=None, exit_code=code,
                                         signal=signal_name(code), local_rank=lr, pid=pid))
             out.ranks.append({"rank": None, "local_rank": lr, "pid": pid, "exit_code": code, "signal": signal_name(code),
@@ -310,16 +310,16 @@ class PythonReader(TextReader):
         m = _CLOSING.search(text) or _SPAWN_TERM.search(text)
         if m:
             add_error(out, error_row(line, ctx, SOURCE, "agent", text.strip(), rank=None, signal=m.group(2),
-                                        pid=int(m.group(1))))
+                                        pid=i64(m.group(1))))
             return True
         m = _SPAWN_EXITED.search(text)
         if m:
-            idx = int(m.group(1))
+            idx = i32(m.group(1))
             if m.group(2):
                 add_error(out, error_row(line, ctx, SOURCE, "signal", text.strip(), rank=idx, signal=m.group(2),
                                             spawn_index=idx))
             else:
-                code = int(m.group(3))
+                code = i32(m.group(3))
                 add_error(out, error_row(line, ctx, SOURCE, "exit", text.strip(), rank=idx, exit_code=code,
                                             signal=signal_name(code), spawn_index=idx))
             return True
@@ -379,12 +379,12 @@ class PythonReader(TextReader):
         sig = None
         m = _CFE_RANK.search(cur.get("rank", ""))
         if m:
-            rank, local = int(m.group(1)), int(m.group(2))
+            rank, local = i32(m.group(1)), i32(m.group(2))
         elif cur.get("rank", "").lstrip("-").isdigit():
-            rank = int(cur["rank"])
+            rank = i32(cur["rank"])
         m = _CFE_EXIT.search(cur.get("exitcode", ""))
         if m:
-            code, pid, sig = int(m.group(1)), int(m.group(2)), m.group(3)
+            code, pid, sig = i32(m.group(1)), i64(m.group(2)), m.group(3)
         sig = sig or signal_name(code)
         t = None
         m = _CFE_TIME.search(cur.get("time", ""))
