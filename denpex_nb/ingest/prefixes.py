@@ -8,9 +8,21 @@ peels the layers in the order of log-formats.md §1, keeps each value on the Lin
 two kinds of damage seen in pasted logs: two ranks' output run together on one line (``mp.spawn``
 children share a pipe) and hard-wrapped long lines (DETAIL messages reach ~700 characters).
 
-Rank trust order: ``[rankN]:`` > the file's rank hint (name, NCCL Init map) > a C++ continuation
-line's owner (``what():`` ... follow the record they belong to) > launcher labels (srun, MPI,
-``[role|rank|local]:``, DeepSpeed, Lightning) > torchrun's local rank.
+Outermost come the wrappers of log collectors, peeled per physical line before anything else
+(:func:`_peel_outer`): a ``grep -H``/``-Hn`` file name (also ``rank3.log-`` context lines), a
+docker-compose label (``worker-1  | ``), a kubectl/docker ``--timestamps`` RFC 3339 time, a
+syslog/journald header (``May  1 12:00:00 host python[1234]: ``); ANSI codes and CR go first. Innermost,
+besides glog/torch/DeepSpeed/Lightning/NCCL headers, application-logger headers are removed
+(``logging``'s ``asctime - name - LEVEL - ``, loguru, ``[date] [LEVEL] name: ``), with an optional
+``[RANK N] `` in front. Line kinds stripped are listed in ``Line.prefixes`` (``grep_h``,
+``compose``, ``timestamp``, ``syslog``, ``app_rank``, ``applog`` ...).
+
+Rank trust order: ``[rankN]:`` > the file's rank hint (name, NCCL Init map) > a ``grep -H`` file
+name or a rank-named compose service (``trainer-rank-3``; ``worker-3`` is a replica number, not a
+rank) > a C++ continuation line's owner (``what():`` ... follow the record they belong to) >
+launcher labels (srun, MPI, ``[role|rank|local]:``, DeepSpeed, Lightning, an app logger's
+``[RANK N]``) > torchrun's local rank. Numbers that do not fit Int32/Int64 name nothing (None).
+Host, pid and time: the inner header's when it has them, else the wrapper's.
 
 Times: glog headers carry no year (``ctx.year``; falls back to the current year) and local time
 (treated as UTC unless ``ctx.options["tz"]`` names a zone). With ``ctx.options["mtime"]`` (epoch

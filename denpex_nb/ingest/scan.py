@@ -10,6 +10,11 @@ consecutive lines, so memory grows with what is kept, not with the size of the f
 A *block* is a maximal run of consecutive candidate lines plus their continuation lines (see
 :func:`is_continuation`); each block is decoded, turned into :class:`~denpex_nb.ingest.base.Line`
 objects by :func:`denpex_nb.ingest.prefixes.to_lines` and offered to every text reader.
+
+A reader (or ``to_lines``) that raises loses only what it added for that block: its rows are
+rolled back, the block's lines it had claimed go back to ``unparsed``, and the file's first
+failure (reader, file:line, exception) becomes one note on the Incident. In strict mode
+(``load(strict=True)`` or ``DENPEX_STRICT=1``) the exception propagates instead.
 """
 from __future__ import annotations
 
