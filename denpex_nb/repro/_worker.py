@@ -36,6 +36,10 @@ def _flush():
             pass
 
 
+#: how long ranks wait for each other to start (independent of the collective timeout)
+RENDEZVOUS_TIMEOUT_S = 120.0
+
+
 def main(argv=None) -> int:
     args = _parse(argv)
     rank = int(os.environ["RANK"])
@@ -68,7 +72,13 @@ def main(argv=None) -> int:
         torch.cuda.set_device(local_rank)
         device = f"cuda:{local_rank}"
         init_kwargs["device_id"] = torch.device(device)
-    dist.init_process_group(args.backend, timeout=timedelta(seconds=args.timeout), **init_kwargs)
+    # Rendezvous and collectives get separate timeouts: the collective timeout is short on purpose
+    # (a planted hang must end quickly), but on a loaded machine one rank may start seconds after
+    # the others, and that must not fail the run before the scenario even begins.
+    store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), world_size,
+                          is_master=rank == 0, timeout=timedelta(seconds=max(RENDEZVOUS_TIMEOUT_S, args.timeout)))
+    dist.init_process_group(args.backend, store=store, rank=rank, world_size=world_size,
+                            timeout=timedelta(seconds=args.timeout), **init_kwargs)
     ctx = RankContext(rank=rank, world_size=world_size, local_rank=local_rank, backend=args.backend,
                       device=device, debug=args.debug, variant=args.variant, scenario=args.scenario)
     ctx.log(f"rank {rank}/{world_size} pid {os.getpid()} ready: {args.scenario} ({args.variant}) "

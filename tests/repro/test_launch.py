@@ -129,3 +129,38 @@ def test_no_process_outlives_a_run(broken_run, fixed_run, killed_run):
         except psutil.Error:
             pass
     assert workers == []
+
+
+def test_a_rank_that_starts_late_still_meets_the_others(tmp_path):
+    """Rendezvous waits longer than the collective timeout: on a loaded machine a rank may start
+    seconds after the others, and a 1-second collective timeout must not fail the run at init."""
+    import os
+    import socket
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    root = str(Path(__file__).resolve().parents[2])
+    procs = []
+    try:
+        for rank in (0, 1):
+            env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "WORLD_SIZE": "2",
+                   "RANK": str(rank), "LOCAL_RANK": str(rank), "PYTHONPATH": root}
+            env.pop("DENPEX_TRACE_DIR", None)
+            cmd = [sys.executable, "-m", "denpex_nb.repro._worker", "--scenario", "allgather-shape-mismatch",
+                   "--variant", "fixed", "--backend", "gloo", "--debug", "off", "--timeout", "1"]
+            procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                          start_new_session=True))
+            if rank == 0:
+                time.sleep(4)                    # four collective timeouts later
+        outs = [p.communicate(timeout=90)[0].decode(errors="replace") for p in procs]
+        assert [p.returncode for p in procs] == [0, 0], outs
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
