@@ -667,6 +667,75 @@ def fingerprint_pairs(ctx: Context) -> list[Finding]:
     return out
 
 
+@rule("nccl-opcounts", emits=("op-mismatch", "dtype-mismatch", "shape-mismatch"),
+      uses=("events: nccl_opcount with nranks, host, pid",))
+def nccl_opcounts(ctx: Context) -> list[Finding]:
+    """NCCL COLL lines of different processes at the same opCount of same-sized communicators.
+
+    A communicator's address differs per process, so processes are matched by communicator size
+    (``[nranks=N]``) and opCount; a process with several communicators of that size is left out
+    (their opCounts are unrelated). A process is its rank when known, else ``host:pid``; culprits
+    need known ranks and a strict majority of the communicator. Only the first disagreement is
+    reported: everything after it is a consequence.
+    """
+    ev = ctx.incident.events
+    if not len(ev) or "nccl_opcount" not in set(ev["seq_kind"].astype(object)):
+        return []
+    e = ev[(ev["seq_kind"].astype(object) == "nccl_opcount") & ev["seq"].notna() & ev["world_size"].notna()]
+    if e.empty:
+        return []
+    host = e["host"].astype(object) if "host" in e else pd.Series(None, index=e.index, dtype=object)
+    pid = e["pid"].astype(object) if "pid" in e else pd.Series(None, index=e.index, dtype=object)
+    proc = [f"rank {int(r)}" if pd.notna(r) else (f"{h}:{p}" if h is not None and pd.notna(p) else None)
+            for r, h, p in zip(e["rank"], host, pid)]
+    e = e.assign(_proc=proc)
+    e = e[e["_proc"].notna()]
+    out = []
+    for n, grp in e.groupby(e["world_size"].astype(int), sort=True):
+        comms = grp.groupby("_proc")["pg"].nunique()
+        grp = grp[grp["_proc"].isin(comms[comms <= 1].index)]
+        for seq, cell in grp.groupby(grp["seq"].astype("int64"), sort=True):
+            first = cell.drop_duplicates("_proc")
+            if len(first) < 2:
+                continue
+            found = _nccl_cell(first, int(n), int(seq), ctx)
+            if found is not None:
+                out.append(found)
+                break
+    return out
+
+
+def _nccl_cell(cell: pd.DataFrame, nranks: int, seq: int, ctx: Context) -> Finding | None:
+    from ..ops import SCATTER_LIKE
+    ops = dict(zip(cell["_proc"], cell["op"].astype(object)))
+    dts = dict(zip(cell["_proc"], cell["dtype"].astype(object)))
+    sizes = {p: (_i(no) if op in SCATTER_LIKE else _i(ni)) for p, op, ni, no in
+             zip(cell["_proc"], cell["op"].astype(object), cell["numel_in"], cell["numel_out"])}
+    for cls, sig in (("op-mismatch", ops), ("dtype-mismatch", dts), ("shape-mismatch", sizes)):
+        known = {p: v for p, v in sig.items() if v is not None and not (isinstance(v, float) and pd.isna(v))}
+        if len(set(known.values())) < 2:
+            continue
+        ranked = {int(p.split()[1]): v for p, v in known.items() if p.startswith("rank ")}
+        culprits, basis = ([], "undetermined: some processes are known only by host:pid")
+        if len(ranked) == len(known):
+            culprits, basis = strict_minority(ranked, nranks)
+        desc = "; ".join(f"{', '.join(ps)}: {ops[ps[0]]} count {sizes[ps[0]]} {dts[ps[0]]}"
+                         for _, ps in _group(known).items())
+        return Finding(
+            class_id=cls, confidence="high" if culprits else "medium",
+            summary=(f"At NCCL opCount {seq} ({seq:#x}) of a {nranks}-rank communicator the processes issued "
+                     f"different collectives: {desc}."),
+            seq=seq, seq_kind="nccl_opcount", op=None if cls == "op-mismatch" else Counter(ops.values()).most_common(1)[0][0],
+            culprit_ranks=culprits,
+            ranks={int(p.split()[1]): RankView(op=ops[p], seq=seq, dtypes=[dts[p]] if dts[p] else None)
+                   for p in known if p.startswith("rank ")},
+            evidence=tuple(Evidence(file=_s(f) or "?", line=_i(ln) or 0, text=ctx.texts.get((_s(f), _i(ln)), "")
+                                    or f"{p}: {ops[p]} opCount {seq:#x}", rank=None)
+                           for p, f, ln in zip(cell["_proc"], cell["file"].astype(object), cell["line"])),
+            rule="nccl-opcounts", culprit_basis=basis)
+    return None
+
+
 @rule("progress", emits=("rank-desync",), uses=("progress: counters without aligned events",))
 def progress_counters(ctx: Context) -> list[Finding]:
     return from_progress(ctx.incident.progress, set(ctx.alignment.members), ctx.group_size)

@@ -91,3 +91,48 @@ def test_entries_serialise_and_show_in_jupyter():
     d = catalog.get("rank-desync").to_dict()
     assert d["id"] == "rank-desync" and isinstance(d["tags"], list)
     assert "<b>rank-desync</b>" in catalog.get("rank-desync")._repr_html_()
+
+
+def test_every_rule_declares_catalog_ids_only():
+    import sys
+    rules = sys.modules["denpex_nb.diagnose.rules"]
+    assert rules.RULES, "no rule registered"
+    for r in rules.RULES:
+        assert r.emits and set(r.emits) <= set(IDS), (r.name, r.emits)
+        assert r.uses and r.stage in ("find", "explain"), r.name
+
+
+def test_a_rule_emitting_an_undeclared_class_is_refused(monkeypatch):
+    import dataclasses
+    import sys
+
+    from denpex_nb.diagnose import Finding, diagnose
+    from tests.diagnose._frames import incident, steps
+    rules = sys.modules["denpex_nb.diagnose.rules"]
+    rogue = rules.Rule("rogue", "find", ("rank-desync",), ("nothing",),
+                       lambda ctx: [Finding("state-mismatch", "made up")])
+    monkeypatch.setattr(rules, "RULES", rules.RULES + [rogue])
+    d = diagnose(incident(steps(2, 3)))
+    assert d.verdict == "no-failure" and any("undeclared class 'state-mismatch'" in n for n in d.notes)
+    with pytest.raises(ValueError, match="state-mismatch"):
+        diagnose(incident(steps(2, 3)), strict=True)
+    assert dataclasses.is_dataclass(rogue)
+
+
+def test_every_emitted_class_is_in_the_catalog_on_every_input_we_have():
+    """Recorded runs (all sources) and the wild corpus: each finding's class is a catalog id."""
+    import glob
+    from pathlib import Path
+
+    import denpex_nb as dx
+    from tests import wild
+    root = Path(__file__).resolve().parents[2]
+    inputs = [[d] for d in sorted({str(Path(p).parent) for p in glob.glob(str(root / "data/recorded/**/manifest.json"),
+                                                                       recursive=True)})]
+    inputs += [[str(Path(c["dir"]) / f) for f in c["files"]] for c in wild.cases()]
+    assert len(inputs) > 100
+    for paths in inputs:
+        d = dx.diagnose(dx.load(*paths, progress=False), strict=True)
+        assert d.verdict in IDS, paths
+        for f in d.findings:
+            assert f.class_id in IDS, (paths, f.class_id)
