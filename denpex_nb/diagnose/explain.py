@@ -69,11 +69,12 @@ def syncbn(ctx: Context, findings: list[Finding]) -> list[Finding]:
     own signature: a 1-D all_gather of 2C+1 floats ([mean, invstd, count] for C channels) issued
     by some ranks only (medium confidence: a rank-only all_gather of an odd-length vector looks the same).
     """
-    cands = [f for f in findings if f.class_id in ("rank-desync", "op-mismatch") and f.seq is not None
+    mentioned = _mentions_syncbn(ctx.incident)
+    # a finding without a seq (tracebacks' last calls) is only recognised by a SyncBatchNorm stack
+    cands = [f for f in findings if f.class_id in ("rank-desync", "op-mismatch") and (f.seq is not None or mentioned)
              and any((v.op or "").startswith("all_gather") for v in f.ranks.values())]
     if not cands:
         return findings
-    mentioned = _mentions_syncbn(ctx.incident)
     out = []
     for f in findings:
         if f in cands:

@@ -319,7 +319,19 @@ def _kind(errors: pd.DataFrame, *kinds: str) -> pd.DataFrame:
 @rule("divergences", emits=("op-mismatch", "dtype-mismatch", "shape-mismatch", "rank-desync"),
       uses=("events: trace, fr, detail, work, nccl_position",))
 def divergences(ctx: Context) -> list[Finding]:
-    return from_divergences(ctx.alignment.divergences, ctx.texts, ctx.group_size)
+    """Cross-rank comparison of aligned records. A rank whose *log lines* end earlier than the
+    others' is a desync only when something failed: in a run where nothing failed, a log that
+    ends early is a cut, wrapped or partial copy (trace files and Flight Recorder dumps are
+    complete per rank, so their ends count either way)."""
+    failed = bool(len(ctx.state)) and bool(ctx.state["failed"].any())
+    divs = [d for d in ctx.alignment.divergences
+            if failed or d.kind != "missing" or d.seq_kind in COMPLETE_RECORDS]
+    return from_divergences(divs, ctx.texts, ctx.group_size)
+
+
+#: counters whose per-rank records are complete up to the rank's end (a dump, a flushed tracer
+#: file), unlike log lines, which a copy can cut anywhere
+COMPLETE_RECORDS = frozenset({"trace", "fr"})
 
 
 def from_divergences(divs: list[Divergence], texts: dict, group_size: int | None = None) -> list[Finding]:

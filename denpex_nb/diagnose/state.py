@@ -147,6 +147,8 @@ def _fill_last_collective(rows: dict, ev: pd.DataFrame) -> None:
         best = best[best["_pgsize"] == best["_pgsize"].max()]
         last = best.loc[best["_s"].idxmax()]
         comp = best[done.loc[best.index]]
+        if sub["state"].astype(object).isin(["timed_out", "failed"]).any():
+            rows[r]["failed"] = True          # a record of a collective that timed out or failed
         rows[r].update(
             last_op=_str(last["op"]), last_seq=int(last["_s"]), last_seq_kind=_str(last["seq_kind"]),
             last_pg=_str(last["pg"]), last_state=_str(last["state"]), last_numel_in=_int(last.get("numel_in")),

@@ -22,13 +22,18 @@ allreduce-shape-mismatch    shape-mismatch ('X vs Y'), or only      shape-mismat
                             timeouts with live peers (4 ranks)
 dtype-mismatch              a size mismatch ('16 vs 8'): shape or   dtype-mismatch
                             dtype cannot be told -> shape-mismatch
-op-mismatch                 timeout-undetermined: both sides hang,  op-mismatch ('Op type: Xvs Y')
-                            nothing names an op
+op-mismatch                 op-mismatch when the tracebacks end in  op-mismatch ('Op type: Xvs Y')
+                            different collective calls, else
+                            timeout-undetermined
 skipped-collective          timeout-undetermined: 'Connection       rank-desync (monitoredBarrier names
                             closed by peer' names no rank           the missing rank)
 ddp-unused-parameters       unused-parameters (the reducer error)   unused-parameters
 rank-crash                  rank-crash (the exception)              rank-crash
-syncbn-eval-single-rank     timeout-undetermined (gloo timeouts)    syncbn-eval-hang (fingerprints show
+syncbn-eval-single-rank     op-mismatch (the tracebacks end in      syncbn-eval-hang (fingerprints show
+                            all_gather on one rank, barrier on the
+                            other; syncbn-eval-hang when a frame
+                            names SyncBatchNorm), or
+                            timeout-undetermined
                                                                     the 2C+1 statistics all_gather)
 ==========================  ======================================  =====================================
 """
@@ -51,12 +56,13 @@ TEXT_ONLY = {  # scenario -> debug mode -> verdicts the text logs alone support
     "allgather-shape-mismatch": {"off": {"shape-mismatch"}, "detail": {"shape-mismatch"}},
     "allreduce-shape-mismatch": {"off": {"shape-mismatch", "timeout-undetermined"}, "detail": {"shape-mismatch"}},
     "dtype-mismatch": {"off": {"shape-mismatch", "dtype-mismatch"}, "detail": {"dtype-mismatch"}},
-    "op-mismatch": {"off": {"timeout-undetermined"}, "detail": {"op-mismatch"}},
+    "op-mismatch": {"off": {"timeout-undetermined", "op-mismatch"}, "detail": {"op-mismatch"}},
     "skipped-collective": {"off": {"timeout-undetermined"}, "detail": {"rank-desync"}},
     "ddp-unused-parameters": {"off": {"unused-parameters"}, "info": {"unused-parameters"},
                               "detail": {"unused-parameters"}},
     "rank-crash": {"off": {"rank-crash"}, "detail": {"rank-crash"}, "info": {"rank-crash"}},
-    "syncbn-eval-single-rank": {"off": {"timeout-undetermined"}, "detail": {"syncbn-eval-hang"}},
+    "syncbn-eval-single-rank": {"off": {"timeout-undetermined", "syncbn-eval-hang", "op-mismatch"},
+                                "detail": {"syncbn-eval-hang"}},
 }
 
 
