@@ -83,8 +83,13 @@ def syncbn(ctx: Context, findings: list[Finding]) -> list[Finding]:
             if gatherers and len(gatherers) < len(f.ranks) and (mentioned or signature):
                 why = ("a SyncBatchNorm stack in the evidence" if mentioned else
                        "its signature: a 1-D all_gather of 2C+1 values ([mean, invstd, count] per channel)")
-                f = replace(f, class_id="syncbn-eval-hang", op="all_gather", culprit_ranks=gatherers,
-                            confidence="high" if mentioned else "medium", rule="syncbn", culprit_basis="statement",
+                others = len(f.ranks) - len(gatherers)
+                group = ctx.group_of(len(f.ranks), ctx.group_size)
+                named = others * 2 > group       # the ranks elsewhere must be a strict majority
+                f = replace(f, class_id="syncbn-eval-hang", op="all_gather", culprit_ranks=gatherers if named else (),
+                            confidence="high" if mentioned and named else "medium", rule="syncbn",
+                            culprit_basis="majority" if named else
+                            f"undetermined: {others} rank(s) elsewhere of a group of {group} is no majority",
                             summary=(f"SyncBatchNorm's statistics all_gather ran on {', '.join(map(str, gatherers))} "
                                      f"only (recognised by {why}); the other ranks were elsewhere."),
                             basis=(f.summary,))

@@ -149,6 +149,10 @@ def _fill_last_collective(rows: dict, ev: pd.DataFrame) -> None:
         comp = best[done.loc[best.index]]
         if sub["state"].astype(object).isin(["timed_out", "failed"]).any():
             rows[r]["failed"] = True          # a record of a collective that timed out or failed
+        tr = sub[sub["seq_kind"].astype(object) == "trace"]
+        if len(tr) and tr.loc[tr["_s"].idxmax(), "state"] != "completed" and not done.loc[tr.index].groupby(
+                tr["_s"]).any().get(int(tr["_s"].max()), False):
+            rows[r]["failed"] = True          # the tracer saw it issue a collective that never returned
         rows[r].update(
             last_op=_str(last["op"]), last_seq=int(last["_s"]), last_seq_kind=_str(last["seq_kind"]),
             last_pg=_str(last["pg"]), last_state=_str(last["state"]), last_numel_in=_int(last.get("numel_in")),

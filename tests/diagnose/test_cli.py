@@ -20,7 +20,7 @@ def write_trace(folder, world=2, odd_rank=1, steps=3):
                     "op": "all_gather", "t_wall": 1764454060.0 + s + r * 0.001, "t_mono": 1.0 + s}
             lines.append({**base, "event": "issue", "in_shapes": [[rows, 4]], "out_shapes": [[rows, 4]] * world,
                           "dtypes": ["float32"], "pid": 100 + r, "host": "h"})
-            if s < steps:
+            if s < steps or odd_rank < 0:      # a clean run's last collective returns too
                 lines.append({**base, "event": "done"})
         (folder / f"denpex_trace_rank{r}.jsonl").write_text("\n".join(json.dumps(x) for x in lines) + "\n")
     return folder
@@ -46,6 +46,11 @@ def test_human_summary_and_exit_zero_whatever_the_verdict(tmp_path, capsys):
     clean = write_trace(tmp_path / "clean", odd_rank=-1)
     assert main(["diagnose", str(clean), "--quiet"]) == 0
     assert capsys.readouterr().out.startswith("Diagnosis: no-failure")
+    stuck = write_trace(tmp_path / "stuck", odd_rank=-1)
+    for f in stuck.glob("*.jsonl"):                     # every rank issued its last collective, none returned
+        f.write_text("".join(ln + "\n" for ln in f.read_text().splitlines()[:-1]))
+    assert main(["diagnose", str(stuck), "--quiet"]) == 0
+    assert capsys.readouterr().out.startswith("Diagnosis: timeout-undetermined")
 
 
 def test_bad_input_is_one_line_and_exit_2(tmp_path):

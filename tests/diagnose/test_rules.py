@@ -204,17 +204,20 @@ def test_ddp_unused_parameters_explains_the_bucket_divergence():
 
 
 def test_syncbn_statistics_gather_on_one_rank_is_the_syncbn_hang():
-    def rows(shape):
-        return steps(2, 4) + [ev(0, 5, op="all_gather", shape=shape, out_shape=(2 * shape[0],) + shape[1:]),
-                              ev(1, 5, op="barrier", shape=(1,))]
+    def rows(shape, world=3):
+        return steps(world, 4) + [ev(0, 5, op="all_gather", shape=shape, out_shape=(world * shape[0],) + shape[1:])] \
+            + [ev(r, 5, op="barrier", shape=(1,)) for r in range(1, world)]
     plain = diagnose(incident(rows((8, 4))))                 # an ordinary rank-0-only gather
-    assert (plain.verdict, plain.culprit_ranks) == ("op-mismatch", [])
+    assert (plain.verdict, plain.culprit_ranks) == ("op-mismatch", [0])
     sig = diagnose(incident(rows((9,))))                     # [mean, invstd, count] for 4 channels
     assert (sig.verdict, sig.culprit_ranks, sig.first.op, sig.first.confidence) == \
         ("syncbn-eval-hang", [0], "all_gather", "medium")
     errs = [err(0, "exception", "RuntimeError: Timed out in torch/nn/modules/_functions.py sync_batch_norm", t=20)]
     d = diagnose(incident(rows((8, 4)), errs))
     assert (d.verdict, d.culprit_ranks, d.first.confidence) == ("syncbn-eval-hang", [0], "high")
+    two = diagnose(incident(rows((8, 4), world=2), errs))     # one rank elsewhere of two: no majority
+    assert (two.verdict, two.culprit_ranks, two.first.confidence) == ("syncbn-eval-hang", [], "medium")
+    assert "no majority" in two.first.culprit_basis
 
 
 def test_empty_incident_is_no_evidence_not_no_failure():
