@@ -204,11 +204,14 @@ _CULPRIT = re.compile(r"Culprit rank (\d+); Error type: (\w+)")
 _MISSING = re.compile(r"missing ranks: \{([\d, ]*)\}")
 _COLLECTIVE = re.compile(r"^collective: (\S+)", re.M)
 _TYPE_CLASS = {"SIZE_OR_SYNTAX_MISMATCH": "shape-mismatch", "COLLECTIVE_TYPE_MISMATCH": "op-mismatch",
-               "COLLECTIVE_DTYPE_MISMATCH": "dtype-mismatch", "COLLECTIVE_STATE_MISMATCH": "state-mismatch"}
+               "COLLECTIVE_DTYPE_MISMATCH": "dtype-mismatch",
+               # one rank completed what another still has scheduled: they are at different places
+               "COLLECTIVE_STATE_MISMATCH": "rank-desync"}
 
 
 def parse_torchfrtrace(text: str) -> list[dict]:
-    """One dict per finding block: seq, class (our catalog id), culprit_ranks, op, raw error type."""
+    """One dict per finding block: seq, class (our catalog id; None where the analyzer's error type
+    has no counterpart), culprit_ranks, op, raw error type."""
     starts = list(_BLOCK_START.finditer(text))
     out = []
     for i, m in enumerate(starts):
@@ -218,12 +221,12 @@ def parse_torchfrtrace(text: str) -> list[dict]:
         miss = _MISSING.search(block)
         op = _COLLECTIVE.search(block)
         if c:
-            cls, culprits, etype = _TYPE_CLASS.get(c.group(2), c.group(2)), [int(c.group(1))], c.group(2)
+            cls, culprits, etype = _TYPE_CLASS.get(c.group(2)), [int(c.group(1))], c.group(2)
         elif miss:
             cls, etype = "rank-desync", "NOT_JOINING"
             culprits = sorted(int(x) for x in miss.group(1).replace(" ", "").split(",") if x)
         else:
-            cls, culprits, etype = "unknown", [], None
+            cls, culprits, etype = None, [], None
         out.append({"seq": seq, "class": cls, "culprit_ranks": culprits, "error_type": etype,
                     "op": _norm(op.group(1)) if op else None})
     return out
