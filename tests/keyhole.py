@@ -607,10 +607,17 @@ def failure_evidence(files: dict[str, bytes]) -> list[str]:
 # --- the acceptance rule -------------------------------------------------------------------------
 
 ABSTENTIONS = ("timeout-undetermined", "no-evidence")
-#: A verdict less specific than the planted class that the evidence can honestly support:
-#: on gloo a dtype mismatch shows in plain logs only as a byte-count mismatch ('16 vs 8'),
-#: which cannot tell a shape from a dtype (see tests/diagnose/test_closed_loop.py, TEXT_ONLY).
-LESS_SPECIFIC = {"dtype-mismatch": ("shape-mismatch",)}
+#: Verdicts less specific than the planted class that the evidence can honestly support, as the
+#: catalog declares them (``CatalogEntry.broader``): on gloo a dtype mismatch shows in plain logs
+#: only as a byte-count mismatch ('16 vs 8'); a crash seen only in FR dumps or tracer files is a
+#: rank that stopped issuing collectives (rank-desync); SyncBatchNorm's hang is one rank in
+#: all_gather while the others are elsewhere (op-mismatch or rank-desync).
+def _less_specific() -> dict:
+    from denpex_nb.diagnose import catalog
+    return {e.id: tuple(e.broader) for e in catalog.all() if e.broader}
+
+
+LESS_SPECIFIC = _less_specific()
 #: Outcomes that are failures of the diagnosis.
 FAILURES = ("different-class", "false-all-clear", "invented-culprit")
 

@@ -136,3 +136,9 @@ def test_every_emitted_class_is_in_the_catalog_on_every_input_we_have():
         assert d.verdict in IDS, paths
         for f in d.findings:
             assert f.class_id in IDS, (paths, f.class_id)
+
+
+def test_broader_classes_are_catalog_ids_and_never_the_class_itself():
+    for e in catalog.all():
+        assert set(e.broader) <= set(IDS) and e.id not in e.broader, e.id
+        assert not {"no-failure", "no-evidence", "timeout-undetermined"} & set(e.broader), e.id

@@ -15,8 +15,7 @@ every view of every run; here:
 * a parametrized closed loop: every recorded run x every source set (tracer only, FR only,
   combined.log only, per-rank files only, logs, logs + FR, logs + tracer, everything).
 
-Property tests that fail because of diagnosis behaviour not fixed yet are marked
-``xfail(strict=False)`` with the behaviour named; remove a mark once its behaviour is fixed.
+Nothing here is marked xfail: a view that fails the acceptance rule fails the suite.
 """
 from __future__ import annotations
 
@@ -245,16 +244,6 @@ def test_judge_accepts_a_culprit_named_by_a_peer():
 
 # --- property tests: one kind of damage each ---------------------------------------------------
 
-#: Known diagnosis behaviour not fixed yet (measured with benchmarks/bench_keyhole.py on the
-#: working tree of 2026-12-01, HEAD 338eb60). Remove a mark once its behaviour is fixed.
-XF_CUT = pytest.mark.xfail(strict=False, reason=(
-    "cuts: a tail cut of a syncbn DETAIL run (its first fingerprints gone) -> op-mismatch; a tail cut "
-    "of a rank-crash DETAIL run keeping rank 0's monitoredBarrier error -> rank-desync"))
-XF_COMPOSED = pytest.mark.xfail(strict=False, reason=(
-    "composes every damage: besides XF_CUT, rank-crash with trace -> rank-desync (the crashed rank "
-    "never reached the next seq), syncbn DETAIL hard-wrapped -> op-mismatch"))
-
-
 @_settings(12)
 @given(st.data())
 def test_one_rank_views(data):
@@ -273,7 +262,6 @@ def test_rank_subset_views(data):
     _check(run, Recipe(sources=SOURCE_SETS[src], ranks=ranks))
 
 
-@XF_CUT
 @_settings(15)
 @given(runs, cuts, st.sampled_from(["logs-combined", "logs-perrank", "logs"]))
 def test_cut_views(run, cut, src):
@@ -299,7 +287,6 @@ def test_merged_stream_views(run, seed, sources):
     _check(run, Recipe(sources=sources, merge=seed))
 
 
-@XF_COMPOSED
 @_settings(15)
 @given(composed())
 def test_composed_views(item):
@@ -308,23 +295,11 @@ def test_composed_views(item):
 
 # --- the closed loop over source sets ----------------------------------------------------------
 
-#: (source set, run id substring) pairs that fail today because of diagnosis behaviour not fixed yet.
-KNOWN_SOURCE_SET_FAILURES = {
-    ("fr", "ddp-unused-parameters/broken"): "FR only: DDP's unused-parameter error reads as rank-desync (rank 1 "
-                                            "stopped issuing collectives)",
-    ("fr", "rank-crash/broken-plain"): "FR only: a crashed rank reads as rank-desync (it never reached the next seq)",
-    ("tracer", "rank-crash/broken"): "tracer only: a crashed rank reads as rank-desync",
-}
-
-
 def _closed_loop_params():
     out = []
     for name in SOURCE_SETS:
         for run in RUNS:
-            rid = keyhole.run_id(run)
-            marks = [pytest.mark.xfail(strict=False, reason=why)
-                     for (src, sub), why in KNOWN_SOURCE_SET_FAILURES.items() if src == name and sub in rid]
-            out.append(pytest.param(name, run, marks=marks, id=f"{name}:{rid}"))
+            out.append(pytest.param(name, run, id=f"{name}:{keyhole.run_id(run)}"))
     return out
 
 

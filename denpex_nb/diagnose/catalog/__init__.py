@@ -34,6 +34,9 @@ class CatalogEntry:
     confirm: dict
     related: tuple[str, ...]
     affects: tuple[str, ...]
+    #: less specific classes that name the same failure seen through less evidence (a crash seen
+    #: only as a rank that stopped issuing collectives is a rank-desync); never a different failure
+    broader: tuple[str, ...] = ()
     _compiled: tuple = field(default=(), repr=False, compare=False)
 
     def matches(self, text: str) -> list[str]:
@@ -60,7 +63,7 @@ def _load() -> dict[str, CatalogEntry]:
             id=e["id"], title=e["title"], category=e["category"], tags=tuple(e["tags"]), summary=e["summary"],
             fingerprints=tuple(e["fingerprints"]), mechanism=dict(e["mechanism"]), root_cause=e["root_cause"],
             fix=dict(e["fix"]), confirm=dict(e["confirm"]), related=tuple(e["related"]),
-            affects=tuple(e["affects"]), _compiled=compiled)
+            affects=tuple(e["affects"]), broader=tuple(e.get("broader", ())), _compiled=compiled)
     return out
 
 

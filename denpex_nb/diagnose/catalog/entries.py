@@ -93,6 +93,7 @@ ENTRIES: list[dict] = [
             "command": "denpex-nb diagnose <logs and dumps>",
         },
         "related": ["dtype-mismatch", "rank-desync", "timeout-undetermined"],
+        "broader": [],
         "affects": ["PyTorch", "NCCL", "gloo", "DDP", "FSDP", "DeepSpeed", "torchvision detection"],
     },
     {
@@ -132,6 +133,7 @@ ENTRIES: list[dict] = [
             "command": "denpex-nb diagnose <logs and dumps>",
         },
         "related": ["shape-mismatch"],
+        "broader": ["shape-mismatch"],
         "affects": ["PyTorch", "NCCL", "gloo", "AMP"],
     },
     {
@@ -169,6 +171,7 @@ ENTRIES: list[dict] = [
             "command": "denpex-nb diagnose <logs and dumps>",
         },
         "related": ["rank-desync"],
+        "broader": [],
         "affects": ["PyTorch", "NCCL", "gloo"],
     },
     {
@@ -212,6 +215,7 @@ ENTRIES: list[dict] = [
             "command": "denpex-nb diagnose <logs and dumps>",
         },
         "related": ["op-mismatch", "rank-crash", "syncbn-eval-hang", "unused-parameters"],
+        "broader": [],
         "affects": ["PyTorch", "NCCL", "gloo", "DDP", "FSDP"],
     },
     {
@@ -247,6 +251,7 @@ ENTRIES: list[dict] = [
             "command": "denpex-nb diagnose <logs>",
         },
         "related": ["rank-desync"],
+        "broader": ["rank-desync", "shape-mismatch"],
         "affects": ["PyTorch", "DDP"],
     },
     {
@@ -278,6 +283,7 @@ ENTRIES: list[dict] = [
             "command": "denpex-nb diagnose <logs and dumps>",
         },
         "related": ["rank-desync"],
+        "broader": ["op-mismatch", "rank-desync"],
         "affects": ["PyTorch", "SyncBatchNorm", "DDP"],
     },
     {
@@ -307,6 +313,7 @@ ENTRIES: list[dict] = [
                                   "Ignore ranks with exit code -15 (SIGTERM from the agent)."],
                     "command": "denpex-nb diagnose <logs>"},
         "related": ["rank-desync", "nccl-error"],
+        "broader": ["rank-desync"],
         "affects": ["PyTorch", "torchrun", "NCCL", "gloo"],
     },
     {
@@ -329,6 +336,7 @@ ENTRIES: list[dict] = [
         "confirm": {"checklist": ["Rerun with NCCL_DEBUG=INFO and read the WARN lines."],
                     "command": "NCCL_DEBUG=INFO torchrun ...; denpex-nb diagnose <logs>"},
         "related": ["rank-crash", "timeout-undetermined"],
+        "broader": [],
         "affects": ["NCCL", "CUDA"],
     },
     {
@@ -353,6 +361,7 @@ ENTRIES: list[dict] = [
                 "code": "import denpex_nb.trace\ndenpex_nb.trace.enable('traces/')   # one line per collective, per rank"},
         "confirm": {"checklist": ["Collect more evidence: " + COLLECT_MORE], "command": "denpex-nb diagnose <logs and dumps>"},
         "related": ["shape-mismatch", "rank-desync", "nccl-error"],
+        "broader": [],
         "affects": ["PyTorch", "NCCL", "gloo"],
     },
     {
@@ -368,6 +377,7 @@ ENTRIES: list[dict] = [
         "confirm": {"checklist": ["Make sure the logs of every rank were included."],
                     "command": "denpex-nb diagnose <logs and dumps>"},
         "related": [],
+        "broader": [],
         "affects": [],
     },
     {
@@ -388,6 +398,7 @@ ENTRIES: list[dict] = [
                                   "recognised).", "Collect more evidence: " + COLLECT_MORE],
                     "command": "denpex-nb diagnose <every rank's logs and dumps>"},
         "related": ["timeout-undetermined", "no-failure"],
+        "broader": [],
         "affects": [],
     },
 ]
