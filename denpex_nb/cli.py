@@ -44,12 +44,15 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--format", dest="force_format", default=None, help="force a reader for every input")
     g.add_argument("--year", type=int, default=None, help="year for year-less log timestamps")
     g.add_argument("--quiet", action="store_true", help="no progress bar")
+    g.add_argument("--redact", action="store_true",
+                   help="mask hosts, IPs, user names, e-mails and tokens in the output")
 
     r = sub.add_parser("report", help="render an incident report (HTML) from logs and dumps")
     r.add_argument("paths", nargs="+")
     r.add_argument("-o", "--output", default="report.html")
     r.add_argument("--title", default=None)
-    r.add_argument("--redact", action="store_true", help="mask hostnames, IPs, home paths and tokens")
+    r.add_argument("--redact", action="store_true",
+                   help="mask hosts, IPs, user names, e-mails and tokens in the report and the notebook")
     r.add_argument("--ipynb", default=None, metavar="PATH", help="also keep the executed notebook here")
 
     rp = sub.add_parser("repro", help="run the reproducer zoo")

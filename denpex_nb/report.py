@@ -28,6 +28,8 @@ from .errors import DenpexError, InputError
 
 SUMMARY_MIME = "application/json"
 REDACT_MIME = "application/vnd.denpex.redact+json"
+#: where the kernel's ``prepare(redact=True)`` leaves its redactor's state for the renderer
+REDACT_STATE_ENV = "DENPEX_NB_REDACT_STATE"
 #: set in the kernel's environment when a notebook runs headless (papermill, nbconvert)
 HEADLESS_ENV = "DENPEX_NB_HEADLESS"
 
@@ -92,11 +94,25 @@ def prepare(logs, redact: bool = False):
     if redact:
         from .redact import redact_diagnosis, redact_incident, redactor_for
 
-        r = redactor_for(incident)
+        r = redactor_for(incident, diagnosis)
         incident = redact_incident(incident, r)
         diagnosis = redact_diagnosis(diagnosis, r)
-        _display({REDACT_MIME: {"hosts": sorted(r.hosts)}}, raw=True)
+        _hand_over_redactor(r)
     return incident, diagnosis
+
+
+def _hand_over_redactor(r) -> None:
+    """Give the renderer what the kernel's redactor learned, so every output is masked alike.
+
+    The state names the raw secrets, so it never becomes a notebook output: it goes to the private
+    file the renderer named in ``REDACT_STATE_ENV`` (nothing happens when the notebook runs elsewhere).
+    """
+    path = os.environ.get(REDACT_STATE_ENV)
+    if not path:
+        return
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        json.dump(r.state(), fh)
 
 
 def catalog_entry(class_id: str):
@@ -392,6 +408,23 @@ def _headless_env():
 
 
 @contextlib.contextmanager
+def _env(name: str, value: str | None):
+    """Set (or, with None, leave alone) one environment variable for the kernel papermill starts."""
+    if value is None:
+        yield
+        return
+    old = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = old
+
+
+@contextlib.contextmanager
 def _kernel_stderr_to(path: Path):
     """The kernel inherits our stderr and chats on it (transport warnings): send that to a file."""
     try:
@@ -484,7 +517,7 @@ def read_summary(nb) -> dict | None:
 
 
 def _take_redact_hosts(nb) -> set[str]:
-    """Hosts the kernel's redactor knew; the hidden outputs carrying them are removed."""
+    """Hosts named by hidden redaction outputs (older templates emitted them); those outputs are removed."""
     hosts: set[str] = set()
     for cell in nb.cells:
         keep = []
@@ -500,8 +533,34 @@ def _take_redact_hosts(nb) -> set[str]:
     return hosts
 
 
-def to_html(nb, title: str) -> str:
-    """nbconvert HTML without input cells or prompts; ``remove_cell``-tagged cells dropped."""
+def _render_redactor(state_path: Path, hosts: set[str], logs: list[str]):
+    """The kernel's redactor (same masks, same numbers), else one learned from the inputs themselves.
+
+    The inputs are learned from in any case (names and head/tail of each file): a cell that failed
+    before ``prepare`` redacted anything still has its traceback masked.
+    """
+    from .redact import Redactor
+
+    try:
+        state = json.loads(state_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        state = None
+    r = Redactor.from_state(state) if state else Redactor()
+    for h in sorted(hosts):
+        r.add_host(h)
+    if not state:
+        r.learn_files(logs)
+    for p in logs:
+        r.learn(p)
+    return r
+
+
+def to_html(nb, title: str, redactor=None) -> str:
+    """nbconvert HTML without input cells or prompts; ``remove_cell``-tagged cells dropped.
+
+    With a ``redactor``, the title and the finished page get a last literal pass
+    (:meth:`~denpex_nb.redact.Redactor.scrub`: only names it knows, outside embedded images).
+    """
     from .errors import require
 
     require("nbconvert", "notebook")
@@ -517,8 +576,10 @@ def to_html(nb, title: str) -> str:
     exporter.exclude_input_prompt = True
     exporter.exclude_output_prompt = True
     exporter.register_preprocessor(TagRemovePreprocessor(config=c), enabled=True)
+    if redactor is not None:
+        title = redactor.scrub(redactor(title))
     body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": title}})
-    return body
+    return body if redactor is None else redactor.scrub(body)
 
 
 def render(paths, output="report.html", *, title: str | None = None, redact: bool = False,
@@ -538,33 +599,24 @@ def render(paths, output="report.html", *, title: str | None = None, redact: boo
         nb = template if not isinstance(template, (str, os.PathLike)) else nbformat.read(str(template), as_version=4)
     out_html = Path(output)
     out_html.parent.mkdir(parents=True, exist_ok=True)
-    executed, error = execute(nb, {"logs": logs, "title": title, "redact": bool(redact)},
-                              cwd=str(out_html.parent.resolve()), timeout=timeout)
-    t1 = time.perf_counter()
-    hosts = _take_redact_hosts(executed)
-    if redact:
-        from .redact import Redactor, redact_notebook
+    redactor = None
+    with tempfile.TemporaryDirectory(prefix="denpex-redact-") as private, \
+            _env(REDACT_STATE_ENV, str(Path(private) / "state.json") if redact else None):
+        executed, error = execute(nb, {"logs": logs, "title": title, "redact": bool(redact)},
+                                  cwd=str(out_html.parent.resolve()), timeout=timeout)
+        t1 = time.perf_counter()
+        hosts = _take_redact_hosts(executed)
+        if redact:
+            from .redact import redact_notebook
 
-        redactor = Redactor(hosts)
-        redact_notebook(executed, redactor)
-        # papermill records the parameters (paths) in the notebook's metadata: mask them too
-        pm_meta = executed.metadata.get("papermill", {})
-        for key in ("parameters", "default_parameters"):
-            params = pm_meta.get(key)
-            if isinstance(params, dict):
-                for name, value in list(params.items()):
-                    if isinstance(value, str):
-                        params[name] = redactor(value)
-                    elif isinstance(value, list):
-                        params[name] = [redactor(v) if isinstance(v, str) else v for v in value]
-        for k in ("input_path", "output_path"):
-            if k in pm_meta:
-                pm_meta[k] = redactor(str(pm_meta[k]))
+            redactor = _render_redactor(Path(private) / "state.json", hosts, logs)
+            # every source, output, traceback and metadata string (papermill's parameters: the paths)
+            redact_notebook(executed, redactor)
+            if error:
+                error = redactor(error)
     summ = read_summary(executed)
     page_title = title or (f"Incident report: {summ['verdict']}" if summ else "Incident report")
-    if redact:
-        page_title = redactor(page_title)
-    html = to_html(executed, page_title)
+    html = to_html(executed, page_title, redactor=redactor)
     out_html.write_text(html, encoding="utf-8")
     nb_path = None
     if ipynb:

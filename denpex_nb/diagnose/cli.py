@@ -1,4 +1,7 @@
-"""``denpex-nb diagnose PATH... [--json]``: load the evidence, diagnose it, print a summary or the JSON.
+"""``denpex-nb diagnose PATH... [--json] [--redact]``: load the evidence, diagnose it, print a summary or the JSON.
+
+``--redact`` masks hosts, addresses, user names, e-mails and tokens in what is printed (see
+:mod:`denpex_nb.redact`); the diagnosis itself runs on the unmasked evidence.
 
 Exit 0 whenever the diagnosis ran (whatever the verdict); bad input raises
 :class:`~denpex_nb.errors.InputError` from the loader, which ``denpex_nb.cli`` prints as one line
@@ -22,8 +25,14 @@ def cli_diagnose(args) -> int:
         options["progress"] = False
     incident = load(*args.paths, **options)
     diagnosis = diagnose(incident)
-    if getattr(args, "json", False):
-        sys.stdout.write(diagnosis.to_json(indent=2) + "\n")
-    else:
-        sys.stdout.write(str(diagnosis) + "\n")
+    redactor = None
+    if getattr(args, "redact", False):
+        from ..redact import redact_diagnosis, redactor_for
+
+        redactor = redactor_for(incident, diagnosis)
+        diagnosis = redact_diagnosis(diagnosis, redactor)
+    text = diagnosis.to_json(indent=2) if getattr(args, "json", False) else str(diagnosis)
+    if redactor is not None:
+        text = redactor.scrub(text)
+    sys.stdout.write(text + "\n")
     return 0
