@@ -80,10 +80,11 @@ def bench_run(args: tuple[str, int, int, bool]) -> list[dict]:
                     d = keyhole.diagnose_view(files)
                 except Exception as e:  # a crash of load/diagnose is a failure of its own kind
                     cache[rec.name] = (f"CRASH {type(e).__name__}", [], None, None, time.perf_counter() - t0,
-                                       str(e)[:200])
+                                       str(e)[:200], None)
                 else:
                     cache[rec.name] = (d.verdict, [int(r) for r in d.culprit_ranks], d.confidence,
-                                       keyhole.judge(d, manifest, files), time.perf_counter() - t0, None)
+                                       keyhole.judge(d, manifest, files), time.perf_counter() - t0, None,
+                                       d.first.rule if d.first is not None else "")
         return cache[rec.name]
 
     def failure_of(res):
@@ -96,7 +97,7 @@ def bench_run(args: tuple[str, int, int, bool]) -> list[dict]:
         res = outcome(rec)
         if res is None:
             continue
-        verdict, culprits, conf, j, secs, crash = res
+        verdict, culprits, conf, j, secs, crash, rule = res
         fail = failure_of(res)
         minimal = rec
         if fail and shrink:
@@ -114,7 +115,7 @@ def bench_run(args: tuple[str, int, int, bool]) -> list[dict]:
                          minimal=minimal.name if fail else None, minimal_family=minimal.family if fail else None,
                          scenario=manifest["scenario"], expected=exp["class"],
                          expected_culprits=exp.get("culprit_ranks") or [], verdict=verdict, culprits=culprits,
-                         confidence=conf, outcome="crash" if j is None else j.outcome,
+                         confidence=conf, rule=rule, outcome="crash" if j is None else j.outcome,
                          invented=[] if j is None else list(j.invented), failure=fail,
                          evidence=[crash] if crash else list(j.evidence[:1]), seconds=round(secs, 4)))
     return rows
@@ -221,6 +222,12 @@ def main(argv=None) -> int:
         "failure_kinds": len(kind_list),
         "failure_damages": len(damage_list),
     }
+    by_rule: dict[str, list[int]] = {}          # "rule|confidence" -> [verdicts, right] (bench_calibration)
+    for r in rows:
+        if r["confidence"] is not None:
+            cell = by_rule.setdefault(f"{r.get('rule') or '(none)'}|{r['confidence']}", [0, 0])
+            cell[0] += 1
+            cell[1] += not r["failure"]
     print("\ntotals:")
     for key, val in totals.items():
         print(f"  {key:32} {val}")
@@ -244,7 +251,8 @@ def main(argv=None) -> int:
         json.dump({"benchmark": "bench_keyhole", "command": "python benchmarks/bench_keyhole.py " + " ".join(argv or sys.argv[1:]),
                    "acceptance_rule": "tests/keyhole.py: judge()", "seed": a.seed, "random_per_run": a.random,
                    "workers": a.workers, "label": a.label, "code": code, "wall_s": round(wall, 1), "loadavg": load, "python": platform.python_version(),
-                   "totals": totals, "damage": damage_list, "kinds": kind_list, "failing": failing}, fh, indent=1)
+                   "totals": totals, "by_rule": by_rule, "damage": damage_list, "kinds": kind_list,
+                   "failing": failing}, fh, indent=1)
     print(f"wrote {os.path.relpath(a.out, ROOT)}")
     return 0
 

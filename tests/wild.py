@@ -38,6 +38,7 @@ class CaseScore:
     invented_culprit: bool      # named a culprit the truth does not name (or names none)
     false_all_clear: bool       # said no-failure although a rank failed
     high_right: bool | None     # for high-confidence verdicts: right and no invented culprit
+    rule: str                   # the rule behind the verdict ('' for no-failure)
     summary: str
     seconds: float
 
@@ -59,7 +60,8 @@ def score_case(case: dict) -> CaseScore:
     high_right = (right and not invented) if d.confidence == "high" else None
     return CaseScore(case["id"], case.get("role", "failure"), case.get("certainty", "medium"), truth["classes"],
                      allowed, bool(truth["failed"]), d.verdict, named, d.confidence, right, invented,
-                     false_clear, high_right, d.summary(), round(dt, 3))
+                     false_clear, high_right, d.first.rule if d.first is not None else "", d.summary(),
+                     round(dt, 3))
 
 
 def totals(scores: list[CaseScore]) -> dict:
