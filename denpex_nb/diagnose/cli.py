@@ -23,7 +23,12 @@ def cli_diagnose(args) -> int:
         options["year"] = args.year
     if getattr(args, "quiet", False) or getattr(args, "json", False):
         options["progress"] = False
-    incident = load(*args.paths, **options)
+    # an input that exists but cannot be read is evidence of nothing: diagnose says no-evidence
+    # (exit 0) and lists it; a path that names nothing stays a one-line error (exit 2)
+    import warnings
+    with warnings.catch_warnings():       # what could not be read is in the diagnosis' output
+        warnings.simplefilter("ignore", RuntimeWarning)
+        incident = load(*args.paths, unreadable="report", **options)
     diagnosis = diagnose(incident)
     redactor = None
     if getattr(args, "redact", False):

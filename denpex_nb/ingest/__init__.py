@@ -33,7 +33,8 @@ _MIN_BUDGET_PER_FILE = 256 << 10
 
 def load(*paths, format: str | None = None, year: int | None = None, progress: bool | None = None,
          jobs: int | str | None = None, unparsed_text_budget: int = DEFAULT_UNPARSED_TEXT_BUDGET,
-         stdin: BinaryIO | None = None, dedup: bool = True, strict: bool | None = None, **options) -> Incident:
+         stdin: BinaryIO | None = None, dedup: bool = True, strict: bool | None = None,
+         unreadable: str = "raise", **options) -> Incident:
     """Read logs and dumps into an :class:`Incident`.
 
     ``paths``: files, folders (walked recursively), globs, ``-`` (standard input), ``.gz``,
@@ -50,6 +51,9 @@ def load(*paths, format: str | None = None, year: int | None = None, progress: b
 
     Raises :class:`~denpex_nb.errors.InputError` when nothing at all can be loaded; when some
     inputs load, the others become ``load_error`` rows in ``errors`` and a warning.
+    ``unreadable="report"`` returns an Incident even when every input that exists is unreadable
+    (binary, corrupt, refused): its ``errors`` and ``sources`` say what could not be read, and
+    diagnosis then says ``no-evidence``. Paths that do not exist still raise.
 
     A text reader that raises on some lines (a bug, not odd input) costs only those lines: they
     are kept as ``unparsed`` and the Incident gets one note per file naming the reader, the
@@ -100,7 +104,8 @@ def load(*paths, format: str | None = None, year: int | None = None, progress: b
             notes.append(r.reader_failure)
 
     if not any(not r.fatal for r in kept):
-        _raise_nothing_loaded(failures, flat)
+        if unreadable != "report" or not kept or any(p.missing for p in problems):
+            _raise_nothing_loaded(failures, flat)
 
     extra = [_problem_result(p) for p in problems]
     with _gc_paused():

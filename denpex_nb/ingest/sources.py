@@ -75,6 +75,7 @@ class Problem:
     path: str
     problem: str
     fix: str | None = None
+    missing: bool = False          # the path names nothing (no file, no glob match)
 
     def one_line(self) -> str:
         msg = f"{self.path}: {self.problem}"
@@ -231,7 +232,7 @@ def expand(paths, *, year: int | None = None, stdin: BinaryIO | None = None) -> 
         if _GLOB_CHARS.search(p):
             matches = sorted(glob.glob(p, recursive=True))
             if not matches:
-                problems.append(Problem(p, "no file matches this pattern", "check the glob"))
+                problems.append(Problem(p, "no file matches this pattern", "check the glob", missing=True))
             for m in matches:
                 if os.path.isdir(m):
                     for f in _walk(m):
@@ -239,7 +240,7 @@ def expand(paths, *, year: int | None = None, stdin: BinaryIO | None = None) -> 
                 else:
                     add_file(m, m, explicit=True)
             continue
-        problems.append(Problem(p, "no such file or folder", "check the path"))
+        problems.append(Problem(p, "no such file or folder", "check the path", missing=True))
     return specs, problems
 
 

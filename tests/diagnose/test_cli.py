@@ -72,3 +72,20 @@ def test_diagnosing_never_imports_torch_or_jupyter(tmp_path):
             "assert not bad, bad\n")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr[-2000:]
+
+
+def test_unreadable_or_alien_input_is_no_evidence_exit_0_and_a_missing_path_exit_2(tmp_path, capsys):
+    alien = tmp_path / "app.log"
+    alien.write_text("epoch 1 loss 0.5\nepoch 2 loss 0.4\n")
+    blob = tmp_path / "core.dat"
+    blob.write_bytes(bytes(range(256)) * 40)
+    for path, what in ((alien, "2 of 2 lines matched no reader"), (blob, "binary file")):
+        assert main(["diagnose", str(path), "--json"]) == 0
+        captured = capsys.readouterr()
+        out = json.loads(captured.out)
+        assert out["verdict"] == "no-evidence" and out["culprit_ranks"] == []
+        assert what in out["findings"][0]["summary"] and "Collect" in out["findings"][0]["summary"]
+        assert captured.err == ""
+    assert main(["diagnose", str(tmp_path / "nope.log")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "no such file or folder" in err
