@@ -63,6 +63,9 @@ MASK_RE = re.compile(r"\[(?:host|ip|user|email)-\d+\]|\[token\]|\[inputs\]")
 
 # --- protected spans: masks, ANSI sequences, control characters, data URIs -------------------------
 
+#: what scrub() leaves alone in a finished page: styles, scripts, embedded images
+_NOT_PROSE = re.compile(r"(<style\b.*?</style>|<script\b.*?</script>|data:[\w.+/-]+;base64,[A-Za-z0-9+/=]+)",
+                        re.S | re.I)
 _PH_BASE = 0xF0000                        # Supplementary Private Use Area-A: one char per held span
 _PH_RE = re.compile("[\U000F0000-\U000FFFFD]")
 _PROTECT = re.compile(
@@ -110,16 +113,17 @@ _COMMON_USERS = {"root", "user", "users", "admin", "ubuntu", "ec2-user", "runner
 # --- addresses -------------------------------------------------------------------------------------
 
 _IPV4 = re.compile(r"(?<![0-9.])(?:\d{1,3}\.){3}\d{1,3}(?![0-9]|\.\d)")
-_IPV6 = re.compile(r"(?<![0-9A-Za-z:.%])(?=[0-9A-Fa-f.]*:[0-9A-Fa-f.]*:)[0-9A-Fa-f:.]{2,45}(?:%[0-9A-Za-z_.-]+)?"
+_IPV6 = re.compile(r"(?<![0-9A-Za-z.%])(?=[0-9A-Fa-f.]*:[0-9A-Fa-f.]*:)[0-9A-Fa-f:.]{2,45}(?:%[0-9A-Za-z_.-]+)?"
                    r"(?![0-9A-Za-z])")
 
 # --- hosts -----------------------------------------------------------------------------------------
 
 _NAME = r"[A-Za-z0-9](?:[A-Za-z0-9_.-]*[A-Za-z0-9])?"
+_LNAME = r"[A-Za-z](?:[A-Za-z0-9_.-]*[A-Za-z0-9])?"
 # positions: the name is a host because of where it stands
 _NCCL_HOST = re.compile(r"(?m)(?:^|(?<=\]:)|(?<=\s))([A-Za-z][\w.-]*):(\d+):(\d+) \[\d+\] NCCL")
 _TABLE_HOST = re.compile(r"(?im)\bhost(?:name)?\s+:\s+(\S+)")
-_PORT_HOST = re.compile(rf"(?<![\w./\\:@-])(\[)?({_NAME})(?(1)\]):(\d{{2,5}})(?![\d.])")
+_PORT_HOST = re.compile(rf"(?<![\w./\\:@-])(\[)?({_LNAME})(?(1)\]):(\d{{2,5}})(?![\d.%A-Za-z_])")
 _PEER_HOST = re.compile(rf"(?<![\w.-])({_NAME})<\d{{1,5}}>")
 _AT_HOST = re.compile(rf"(?<=[A-Za-z0-9_.-]@)({_NAME})")
 _URL_HOST = re.compile(rf"(?i)(?<![A-Za-z0-9+.-])[a-z][a-z0-9+.-]{{1,15}}://(?:[^\s/@?#'\"<>]*@)?\[?({_NAME})")
@@ -163,6 +167,7 @@ _NOT_HOSTS = {"localhost", "localhost.localdomain", "", "n/a", "<n/a>", "none", 
               "from", "at", "on", "in", "of", "is", "by", "port", "addr", "host", "hostname", "peer", "remote",
               "local", "master", "worker", "server", "client", "store", "tcp", "udp", "http", "https", "file", "line",
               "stdout", "stderr", "inputs", "token", "user", "email", "ip"}
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 _FILE_NAME = re.compile(r"(?i)\.(?:py|pyx|pyi|cpp|cc|cxx|c|h|hpp|cu|cuh|so|o|a|dylib|dll|exe|js|ts|rs|go|java|"
                         r"sh|yaml|yml|toml|cfg|ini|md|rst|whl)$|\." + _FILE_EXT + "$")
 _VOCAB_NAME = re.compile(r"(?i)^(?:rank|local_?rank|node_?rank|cuda|gpu|device|dev|pg|group|seq|op|step|epoch|"
@@ -174,7 +179,7 @@ def _plausible_host(name: str) -> bool:
     low = name.lower()
     if low in _NOT_HOSTS or len(name) < 2 or len(name) > 253 or not re.search(r"[A-Za-z]", name):
         return False
-    if _FILE_NAME.search(name) or _VOCAB_NAME.match(name) or _ip_of(name) is not None:
+    if _FILE_NAME.search(name) or _VOCAB_NAME.match(name) or _ip_of(name) is not None or _DATE.match(name):
         return False
     if _PH_RE.search(name) or MASK_RE.search(name):
         return False
@@ -385,15 +390,16 @@ class Redactor:
     def scrub(self, text: str) -> str:
         """Mask only what it already knows (hosts, users, e-mails, addresses, tokens, roots), literally.
 
-        A last pass over a finished document (HTML page, CLI output): no shape rules, so markup,
-        scripts and styles are not rewritten; embedded images (``data:`` URIs) are left alone.
+        A last pass over a finished document (HTML page, CLI output): no shape rules, so markup is
+        not rewritten; ``<style>`` and ``<script>`` blocks and embedded images (``data:`` URIs) are
+        left alone (denpex_nb writes no text there).
         """
         if not isinstance(text, str) or not text:
             return text
         rx = self._scrub_re()
         if rx is None:
             return text
-        parts = re.split(r"(data:[\w.+/-]+;base64,[A-Za-z0-9+/=]+)", text)
+        parts = _NOT_PROSE.split(text)
         for i in range(0, len(parts), 2):
             parts[i] = rx.sub(self._scrub_one, parts[i])
         return "".join(parts)
