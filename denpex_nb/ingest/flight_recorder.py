@@ -39,7 +39,12 @@ from ._text import dtype_name
 from .base import FileContext, FileReader, Output, register_file_reader
 
 
-_PEER = re.compile(r"(\d+)\s*->\s*(\d+)")
+#: ``0->1`` in a p2p profiling name. A match starts only where a run of digits starts and takes at
+#: most 18 digits a side, so a hostile name (200 000 digits, no arrow) costs linear time, not
+#: quadratic backtracking, and never an int too long to convert
+_PEER = re.compile(r"(?<!\d)(\d{1,18})\s*->\s*(\d{1,18})(?!\d)")
+#: a tensor has fewer elements than this; a product past it stops (numel unknown) instead of growing
+_NUMEL_MAX = 1 << 63
 _FR_NAME = re.compile(r"(?:nccl|comm_lib|fr)_trace_rank_?\d+|^trace_\d+$", re.I)
 
 
@@ -65,7 +70,8 @@ def _as_shape_safe(sizes):
 def _shapes_column(sizes_col: list) -> tuple[list, list]:
     """Sizes lists -> (tuple-of-tuples shapes, total numel). Work per entry is one C-level
     ``tuple(map(tuple, ...))``; numel is computed once per distinct shape, and equal shapes share
-    one tuple object (a 2M-entry load holds a handful of shapes, not 2M tuples)."""
+    one tuple object (a 2M-entry load holds a handful of shapes, not 2M tuples). A numel that
+    does not fit in 63 bits is unknown (None): no tensor has that many elements."""
     try:
         shapes = list(map(_as_shape, sizes_col))
     except TypeError:            # None or odd values somewhere: the careful path
@@ -83,11 +89,460 @@ def _shapes_column(sizes_col: list) -> tuple[list, list]:
                 p = 1
                 for d in sh:
                     p *= int(d)
+                    if not -_NUMEL_MAX < p < _NUMEL_MAX:     # hostile dims: stop before products grow
+                        raise OverflowError
                 total += p
-            numel[t] = total
+            numel[t] = total if -_NUMEL_MAX < total < _NUMEL_MAX else None
+        except OverflowError:
+            numel[t] = None
         except (TypeError, ValueError):
             canon[t], numel[t] = None, None
     return list(map(canon.__getitem__, shapes)), list(map(numel.__getitem__, shapes))
+
+
+# --- bounds on untrusted pickles (both paths) ------------------------------------------------------
+
+#: containers nest at most this deep (a real dump nests 5: dump > entries > entry > sizes > dims);
+#: hashing or comparing a value recurses once per level in C, so a 10^6-deep tuple crashes Python
+MAX_DEPTH = 64
+#: a dump may expand (values counted once per reference, shared values included) to at most
+#: ``max(EXPANSION_FACTOR * file bytes, MIN_EXPANSION)`` values: a plain dump expands to fewer
+#: values than it has bytes (every value costs an opcode), so 16x is far from any real dump and
+#: still bounds what a walk over the values costs ("billion laughs" pickles share one sub-list)
+EXPANSION_FACTOR = 16
+MIN_EXPANSION = 4 << 20
+
+# statuses of the pickle scanners (pickle_nodes uses the same numbers)
+OK, E_OPCODE, E_TRUNCATED, E_STACK, E_MEMO, E_NO_STOP, E_CAPACITY = range(7)
+E_DEPTH, E_EXPANSION, E_MEMO_INDEX, E_MUTATED, E_CYCLE = range(7, 12)
+PICKLE_ERRORS = {E_OPCODE: "an opcode outside plain data", E_TRUNCATED: "truncated", E_STACK: "malformed stack",
+                 E_MEMO: "memo reference to nothing", E_NO_STOP: "no STOP opcode",
+                 E_CAPACITY: "more values than the first guess",
+                 E_DEPTH: f"values nested deeper than {MAX_DEPTH} levels (MAX_DEPTH)",
+                 E_EXPANSION: f"shared values expand past max({EXPANSION_FACTOR} x file bytes, {MIN_EXPANSION}) "
+                              "values (EXPANSION_FACTOR, MIN_EXPANSION)",
+                 E_MEMO_INDEX: "a memo index beyond the entries created so far",
+                 E_MUTATED: "a container changed after it was placed inside another one",
+                 E_CYCLE: "a value that contains itself"}
+#: statuses that refuse a dump outright, whichever path finds them
+REFUSALS = frozenset({E_DEPTH, E_EXPANSION, E_MEMO_INDEX, E_MUTATED, E_CYCLE})
+
+# value kinds of :func:`_scan`
+_V_SCALAR, _V_LIST, _V_DICT, _V_TUPLE, _V_SET, _V_OTHER = range(6)
+
+
+def expansion_cap(nbytes: int) -> int:
+    """The most values a dump of ``nbytes`` bytes may expand to (see :data:`EXPANSION_FACTOR`)."""
+    return max(EXPANSION_FACTOR * int(nbytes), MIN_EXPANSION)
+
+
+class DumpRefused(InputError):
+    """A pickle past one of the bounds above (nesting, memo indices, shared-value expansion)."""
+
+
+def _scan(buf, n, max_expand, vkind, vdepth, vesize, vsealed, stack, marks, memo):
+    """Walk every opcode of a pickle (protocols 0-5) without building anything: ``(status, byte)``.
+
+    What the unpickler will build is modelled value by value (kind, nesting depth, expanded size,
+    sealed once inside another container), with the C unpickler's stack and mark rules, and the
+    bounds are checked as it goes: lengths against the bytes left, memo indices against the slots
+    filled so far, depth against :data:`MAX_DEPTH`, expansion against ``max_expand``. Opcodes that
+    need code (globals, ``REDUCE`` ...) are modelled as opaque values: the restricted unpickler
+    refuses them itself when it gets there. Plain Python over ``bytes`` and lists, or compiled by
+    numba over numpy arrays (:data:`pickle_nodes.scan_compiled`): the same source either way, so it
+    uses no helper functions, no objects, and no integer that can overflow 64 bits.
+    """
+    cap = len(vkind)
+    nv = 0
+    sp = 0
+    mp = 0
+    memo_len = 0
+    pos = 0
+    at = 0
+    status = E_NO_STOP
+    while pos < n:
+        op = buf[pos]
+        at = pos
+        pos += 1
+        push_new = -1            # kind of a new value to push
+        push_old = -1            # an existing value to push (memo get, DUP)
+        tgt = -1                 # a container that receives stack[lo:sp] ...
+        make = -1                # ... or the kind of a new container built from them, pushed instead
+        lo = 0
+        w = 0                    # fixed argument width / width of a length prefix
+        if op == 0x68 or op == 0x6A or op == 0x67:          # BINGET, LONG_BINGET, GET
+            idx = 0
+            if op == 0x67:
+                q = pos
+                while q < n and buf[q] != 10:
+                    q += 1
+                if q >= n:
+                    status = E_TRUNCATED
+                    break
+                if q == pos or q - pos > 18:
+                    status = E_MEMO if q - pos > 18 else E_STACK
+                    break
+                for i in range(pos, q):
+                    c = buf[i]
+                    if c < 48 or c > 57:
+                        status = E_STACK
+                        break
+                    idx = idx * 10 + (c - 48)
+                if status == E_STACK:
+                    break
+                pos = q + 1
+            else:
+                w = 1 if op == 0x68 else 4
+                if w > n - pos:
+                    status = E_TRUNCATED
+                    break
+                for i in range(w):
+                    idx |= buf[pos + i] << (8 * i)
+                pos += w
+            if idx >= memo_len:
+                status = E_MEMO
+                break
+            push_old = memo[idx]
+        elif op == 0x71 or op == 0x72 or op == 0x94 or op == 0x70:   # BINPUT, LONG_BINPUT, MEMOIZE, PUT
+            idx = 0
+            if op == 0x94:
+                idx = memo_len
+            elif op == 0x70:
+                q = pos
+                while q < n and buf[q] != 10:
+                    q += 1
+                if q >= n:
+                    status = E_TRUNCATED
+                    break
+                if q == pos or q - pos > 18:
+                    status = E_MEMO_INDEX if q - pos > 18 else E_STACK
+                    break
+                for i in range(pos, q):
+                    c = buf[i]
+                    if c < 48 or c > 57:
+                        status = E_STACK
+                        break
+                    idx = idx * 10 + (c - 48)
+                if status == E_STACK:
+                    break
+                pos = q + 1
+            else:
+                w = 1 if op == 0x71 else 4
+                if w > n - pos:
+                    status = E_TRUNCATED
+                    break
+                for i in range(w):
+                    idx |= buf[pos + i] << (8 * i)
+                pos += w
+            if sp == 0 or (mp > 0 and marks[mp - 1] == sp):
+                status = E_STACK
+                break
+            if idx > memo_len:
+                status = E_MEMO_INDEX
+                break
+            memo[idx] = stack[sp - 1]
+            if idx == memo_len:
+                memo_len += 1
+        elif op == 0x28:                                     # MARK
+            if mp >= cap:
+                status = E_CAPACITY
+                break
+            marks[mp] = sp
+            mp += 1
+        elif op == 0x61 or op == 0x73:                       # APPEND, SETITEM
+            k = 1 if op == 0x61 else 2
+            lo = sp - k
+            if lo - 1 < (marks[mp - 1] if mp > 0 else 0):
+                status = E_STACK
+                break
+            tgt = stack[lo - 1]
+            if vkind[tgt] != (_V_LIST if op == 0x61 else _V_DICT):
+                status = E_STACK
+                break
+        elif op == 0x65 or op == 0x75 or op == 0x90:         # APPENDS, SETITEMS, ADDITEMS
+            if mp == 0:
+                status = E_STACK
+                break
+            mp -= 1
+            lo = marks[mp]
+            if lo - 1 < (marks[mp - 1] if mp > 0 else 0) or (op == 0x75 and (sp - lo) % 2 == 1):
+                status = E_STACK
+                break
+            tgt = stack[lo - 1]
+            if vkind[tgt] != (_V_LIST if op == 0x65 else (_V_DICT if op == 0x75 else _V_SET)):
+                status = E_STACK
+                break
+        elif op == 0x6C or op == 0x64 or op == 0x74 or op == 0x91:   # LIST, DICT, TUPLE, FROZENSET
+            if mp == 0:
+                status = E_STACK
+                break
+            mp -= 1
+            lo = marks[mp]
+            if op == 0x64 and (sp - lo) % 2 == 1:
+                status = E_STACK
+                break
+            make = _V_LIST if op == 0x6C else (_V_DICT if op == 0x64 else (_V_TUPLE if op == 0x74 else _V_SET))
+        elif op == 0x85 or op == 0x86 or op == 0x87:         # TUPLE1..3
+            lo = sp - (op - 0x84)
+            if lo < (marks[mp - 1] if mp > 0 else 0):
+                status = E_STACK
+                break
+            make = _V_TUPLE
+        elif op == 0x5D:                                     # EMPTY_LIST
+            push_new = _V_LIST
+        elif op == 0x7D:                                     # EMPTY_DICT
+            push_new = _V_DICT
+        elif op == 0x29:                                     # EMPTY_TUPLE
+            push_new = _V_TUPLE
+        elif op == 0x8F:                                     # EMPTY_SET
+            push_new = _V_SET
+        elif op == 0x4E or op == 0x88 or op == 0x89:         # NONE, NEWTRUE, NEWFALSE
+            push_new = _V_SCALAR
+        elif op == 0x4B or op == 0x4D or op == 0x4A or op == 0x47:   # BININT1, BININT2, BININT, BINFLOAT
+            w = 1 if op == 0x4B else (2 if op == 0x4D else (4 if op == 0x4A else 8))
+            if w > n - pos:
+                status = E_TRUNCATED
+                break
+            pos += w
+            push_new = _V_SCALAR
+        elif op == 0x82 or op == 0x83 or op == 0x84:         # EXT1, EXT2, EXT4 (refused by the unpickler)
+            w = 1 if op == 0x82 else (2 if op == 0x83 else 4)
+            if w > n - pos:
+                status = E_TRUNCATED
+                break
+            pos += w
+            push_new = _V_OTHER
+        elif (op == 0x58 or op == 0x8C or op == 0x8D or op == 0x8A or op == 0x8B or op == 0x54 or op == 0x55
+              or op == 0x42 or op == 0x43 or op == 0x8E or op == 0x96):
+            # BINUNICODE, SHORT_BINUNICODE, BINUNICODE8, LONG1, LONG4, BINSTRING, SHORT_BINSTRING,
+            # BINBYTES, SHORT_BINBYTES, BINBYTES8, BYTEARRAY8: a length, then that many bytes
+            if op == 0x8C or op == 0x8A or op == 0x55 or op == 0x43:
+                w = 1
+            elif op == 0x8D or op == 0x8E or op == 0x96:
+                w = 8
+            else:
+                w = 4
+            if w > n - pos:
+                status = E_TRUNCATED
+                break
+            length = 0
+            for i in range(w):
+                length |= buf[pos + i] << (8 * i)
+            pos += w
+            if length < 0 or length > n - pos:               # compare with what is left: pos + length can overflow
+                status = E_TRUNCATED
+                break
+            pos += length
+            push_new = _V_SCALAR
+        elif (op == 0x49 or op == 0x4C or op == 0x46 or op == 0x53 or op == 0x56 or op == 0x50
+              or op == 0x63 or op == 0x69):
+            # INT, LONG, FLOAT, STRING, UNICODE, PERSID: one line; GLOBAL, INST: two lines
+            lines = 2 if (op == 0x63 or op == 0x69) else 1
+            for _ in range(lines):
+                while pos < n and buf[pos] != 10:
+                    pos += 1
+                if pos >= n:
+                    status = E_TRUNCATED
+                    break
+                pos += 1
+            if status == E_TRUNCATED:
+                break
+            if op == 0x69:                                   # INST: the mark's items are its arguments
+                if mp == 0:
+                    status = E_STACK
+                    break
+                mp -= 1
+                sp = marks[mp]
+            push_new = _V_OTHER if (op == 0x50 or op == 0x63 or op == 0x69) else _V_SCALAR
+        elif op == 0x30:                                     # POP: a value, or a mark right on top
+            if mp > 0 and marks[mp - 1] == sp:
+                mp -= 1
+            elif sp <= (marks[mp - 1] if mp > 0 else 0):
+                status = E_STACK
+                break
+            else:
+                sp -= 1
+        elif op == 0x31:                                     # POP_MARK
+            if mp == 0:
+                status = E_STACK
+                break
+            mp -= 1
+            sp = marks[mp]
+        elif op == 0x32:                                     # DUP
+            if sp <= (marks[mp - 1] if mp > 0 else 0):
+                status = E_STACK
+                break
+            push_old = stack[sp - 1]
+        elif (op == 0x52 or op == 0x93 or op == 0x81 or op == 0x92 or op == 0x62 or op == 0x51
+              or op == 0x98 or op == 0x97):
+            # REDUCE, STACK_GLOBAL, NEWOBJ, NEWOBJ_EX, BUILD, BINPERSID, READONLY_BUFFER, NEXT_BUFFER:
+            # they need a callable, a global or an out-of-band buffer, which the unpickler refuses
+            k = 2 if (op == 0x52 or op == 0x93 or op == 0x81 or op == 0x62) else (
+                3 if op == 0x92 else (1 if (op == 0x51 or op == 0x98) else 0))
+            if sp - k < (marks[mp - 1] if mp > 0 else 0):
+                status = E_STACK
+                break
+            if op == 0x62:                                   # BUILD: the state goes, the object stays
+                sp -= 1
+            elif op != 0x98:
+                sp -= k
+                push_new = _V_OTHER
+        elif op == 0x6F:                                     # OBJ: class and arguments since the mark
+            if mp == 0:
+                status = E_STACK
+                break
+            mp -= 1
+            if sp - marks[mp] < 1:
+                status = E_STACK
+                break
+            sp = marks[mp]
+            push_new = _V_OTHER
+        elif op == 0x80:                                     # PROTO
+            if 1 > n - pos:
+                status = E_TRUNCATED
+                break
+            pos += 1
+        elif op == 0x95:                                     # FRAME: its length must fit in what is left
+            if 8 > n - pos:
+                status = E_TRUNCATED
+                break
+            length = 0
+            for i in range(8):
+                length |= buf[pos + i] << (8 * i)
+            pos += 8
+            if length < 0 or length > n - pos:
+                status = E_TRUNCATED
+                break
+        elif op == 0x2E:                                     # STOP
+            if sp <= (marks[mp - 1] if mp > 0 else 0):
+                status = E_STACK
+            else:
+                status = OK
+            break
+        else:
+            status = E_OPCODE
+            break
+        # --- the common tail: build, link, push ------------------------------------------------
+        if make >= 0:
+            if nv >= cap:
+                status = E_CAPACITY
+                break
+            tgt = nv
+            vkind[nv] = make
+            vdepth[nv] = 1
+            vesize[nv] = 1
+            vsealed[nv] = 0
+            nv += 1
+        if tgt >= 0:
+            if sp > lo:
+                if vsealed[tgt]:
+                    status = E_MUTATED
+                    break
+                d = vdepth[tgt]
+                x = vesize[tgt]
+                for i in range(lo, sp):
+                    c = stack[i]
+                    if c == tgt:
+                        status = E_CYCLE
+                        break
+                    vsealed[c] = 1
+                    if vdepth[c] + 1 > d:
+                        d = vdepth[c] + 1
+                    x += vesize[c]
+                if status == E_CYCLE:
+                    break
+                vdepth[tgt] = d if d <= MAX_DEPTH else MAX_DEPTH + 1
+                vesize[tgt] = x
+                if d > MAX_DEPTH:
+                    status = E_DEPTH
+                    break
+                if x > max_expand:
+                    status = E_EXPANSION
+                    break
+            sp = lo
+            if make >= 0:
+                stack[sp] = tgt
+                sp += 1
+        if push_new >= 0:
+            if nv >= cap or sp >= cap:
+                status = E_CAPACITY
+                break
+            vkind[nv] = push_new
+            vdepth[nv] = 0 if (push_new == _V_SCALAR or push_new == _V_OTHER) else 1
+            vesize[nv] = 1
+            vsealed[nv] = 0
+            stack[sp] = nv
+            sp += 1
+            nv += 1
+        elif push_old >= 0:
+            if sp >= cap:
+                status = E_CAPACITY
+                break
+            stack[sp] = push_old
+            sp += 1
+    return status, at
+
+
+_SCAN_BROKEN = False
+
+
+def _scanner():
+    """The compiled scanner when numba works and is not turned off, else None (plain Python)."""
+    global _NUMBA_FOUND
+    if _SCAN_BROKEN or os.environ.get(DECODER_ENV, "").lower() == "python":
+        return None
+    if _NUMBA_FOUND is None:
+        import importlib.util
+
+        _NUMBA_FOUND = importlib.util.find_spec("numba") is not None
+    if not _NUMBA_FOUND:
+        return None
+    from . import pickle_nodes
+
+    return pickle_nodes.scan_compiled if pickle_nodes.AVAILABLE else None
+
+
+def scan_pickle(data: bytes, compiled: bool | None = None) -> tuple[int, int]:
+    """``(status, byte)`` of :func:`_scan` over ``data``: compiled when numba works (``compiled=None``
+    or True), else plain Python (``compiled=False``, or ``DENPEX_FR_DECODER=python``)."""
+    global _SCAN_BROKEN
+    n = len(data)
+    cap = n + 2                  # every value, stack slot, mark and memo slot costs an opcode byte
+    max_expand = expansion_cap(n)
+    fn = _scanner() if compiled is not False else None
+    if fn is not None:
+        try:
+            got = fn(np.frombuffer(data, dtype=np.uint8), n, max_expand, np.empty(cap, np.int8),
+                     np.empty(cap, np.int8), np.empty(cap, np.int64), np.empty(cap, np.int8),
+                     np.empty(cap, np.int32), np.empty(cap, np.int32), np.empty(cap, np.int32))
+            return int(got[0]), int(got[1])
+        except MemoryError:
+            raise
+        except Exception as e:        # numba itself failing: plain Python from now on, in this process
+            _SCAN_BROKEN = True
+            warnings.warn(f"the compiled pickle scanner failed ({type(e).__name__}: {e}); checking dumps in "
+                          f"plain Python instead (set {DECODER_ENV}=python to skip it)", RuntimeWarning, stacklevel=2)
+    z = [0] * cap
+    return _scan(bytes(data), n, max_expand, z, list(z), list(z), list(z), list(z), list(z), list(z))
+
+
+def refusal(status: int, at: int) -> Exception:
+    """The exception for a scanner status: :class:`DumpRefused` past a bound, else the unpickler's
+    own kind of error (``pickle data was truncated`` as the C unpickler says it)."""
+    if status in REFUSALS:
+        return DumpRefused(f"refused: {PICKLE_ERRORS[status]} at byte {at}",
+                           fix="this is no dump torch wrote; do not load dumps from untrusted sources")
+    if status in (E_TRUNCATED, E_NO_STOP):
+        return pickle.UnpicklingError("pickle data was truncated")
+    return pickle.UnpicklingError(f"{PICKLE_ERRORS.get(status, 'status %d' % status)} at byte {at}")
+
+
+def check_pickle(data: bytes, compiled: bool | None = None) -> None:
+    """Raise unless ``data`` is within the bounds (see :func:`_scan`); the unpickler gets only
+    pickles that passed, so it never allocates by a length or an index it was handed."""
+    status, at = scan_pickle(data, compiled)
+    if status != OK:
+        raise refusal(status, at)
 
 
 class RestrictedUnpickler(pickle.Unpickler):
@@ -101,8 +556,10 @@ class RestrictedUnpickler(pickle.Unpickler):
         raise UnsafePickleError("the pickle uses persistent ids; only plain data is allowed")
 
 
-def safe_loads(data: bytes) -> Any:
-    """``pickle.loads`` restricted to containers and scalars (raises UnsafePickleError)."""
+def safe_loads(data: bytes, compiled: bool | None = None) -> Any:
+    """``pickle.loads`` restricted to containers and scalars (raises UnsafePickleError), after
+    :func:`check_pickle` (raises :class:`DumpRefused` past a bound, UnpicklingError on garbage)."""
+    check_pickle(data, compiled)
     # A BufferedReader gives the C unpickler ``peek``: it then parses from its buffer instead of
     # calling ``read`` per opcode (3x faster on a 2000-entry dump).
     return RestrictedUnpickler(io.BufferedReader(io.BytesIO(data), buffer_size=len(data) + 1)).load()
@@ -197,12 +654,16 @@ def dump_to_columns(dump: dict, *, rank: int | None, file: str, source: str) -> 
     seq: list[Any] = coll_seq
     if any(is_p2p) or any(op_of[p] in _P2P_OPS for p in op_of):
         seq = list(coll_seq)
+        peer_by: dict = {}            # per distinct (name, op): a name shared by every entry is read once
         for i in range(n):
             op = ops[i]
             if is_p2p[i] or op in _P2P_OPS:
                 is_p2p[i] = True
                 seq[i] = p2p_seq[i]
-                peers[i] = peer_of(prof[i], op, rank)
+                key = (prof[i], op)
+                if key not in peer_by:
+                    peer_by[key] = peer_of(prof[i], op, rank)
+                peers[i] = peer_by[key]
     pg_keys = [tuple(g) if type(g) is list else g for g in col("process_group")]
     pg_ids = col("pg_id")
     pg_of: dict = {}
@@ -282,36 +743,61 @@ def _progress_rows(status: Any, *, rank: int | None, file: str, source: str) -> 
     return rows
 
 
-#: ``DENPEX_FR_DECODER=unpickle`` turns the compiled decoder off (to compare, or to rule it out)
+#: ``DENPEX_FR_DECODER=unpickle`` turns the compiled decoder off (to compare, or to rule it out; the
+#: unpickler path's bounds scanner still runs compiled); ``python`` keeps numba out entirely
 DECODER_ENV = "DENPEX_FR_DECODER"
 _NUMBA_FOUND: bool | None = None
-_COMPILED_BROKEN = False
+_COMPILED_BROKEN = False      # numba itself failed in this process (never set by one dump)
+_COMPILED_READY = False       # fr_columns.warm() succeeded in this process
 
 
 def compiled_decoder_enabled() -> bool:
-    """True when numba is installed and ``DENPEX_FR_DECODER`` is not ``unpickle``."""
+    """True when numba is installed and ``DENPEX_FR_DECODER`` is not ``unpickle`` or ``python``."""
     global _NUMBA_FOUND
     if _NUMBA_FOUND is None:      # find_spec, not import: numba takes ~0.5 s to import
         import importlib.util
 
         _NUMBA_FOUND = importlib.util.find_spec("numba") is not None
-    return _NUMBA_FOUND and os.environ.get(DECODER_ENV, "").lower() != "unpickle"
+    return _NUMBA_FOUND and os.environ.get(DECODER_ENV, "").lower() not in ("unpickle", "python")
 
 
-def _compiled_columns(data: bytes, ctx: FileContext):
-    """The compiled path (:mod:`.fr_columns`) when enabled and it accepts the dump, else None."""
+def compiled_failed(e: BaseException) -> None:
+    """numba itself failed (import, compile, cache, or a known-good dump): the compiled decoder is
+    off for the rest of this process, with one warning."""
     global _COMPILED_BROKEN
-    if data[:1] != b"\x80" or _COMPILED_BROKEN or not compiled_decoder_enabled():
-        return None
-    try:
-        from .fr_columns import fast_dump_columns
-
-        return fast_dump_columns(data, rank=ctx.rank_hint, file=ctx.file, source="fr_pickle")
-    except Exception as e:        # numba or the decoder itself failing must not cost a rank's dump
+    if not _COMPILED_BROKEN:
         _COMPILED_BROKEN = True
         warnings.warn(f"the compiled Flight Recorder decoder failed ({type(e).__name__}: {e}); reading dumps "
                       f"with the unpickler instead (set {DECODER_ENV}=unpickle to skip it)", RuntimeWarning,
-                      stacklevel=2)
+                      stacklevel=3)
+
+
+def _compiled_columns(data: bytes, ctx: FileContext):
+    """The compiled path (:mod:`.fr_columns`) when enabled and it accepts the dump, else None.
+
+    A dump past a bound raises :class:`DumpRefused` (a load_error for that file). Any other failure
+    on one dump only makes the compiled path decline *that* dump (the unpickler path then reads it
+    or says why not); the compiled path stays on for the others. Only numba itself failing
+    (:func:`.fr_columns.warm` on a known-good dump, or an error raised by numba) switches it off."""
+    global _COMPILED_READY
+    if data[:1] != b"\x80" or _COMPILED_BROKEN or not compiled_decoder_enabled():
+        return None
+    try:
+        from . import fr_columns
+    except Exception as e:        # numba cannot even be imported
+        compiled_failed(e)
+        return None
+    if not _COMPILED_READY:
+        if not fr_columns.warm():
+            return None
+        _COMPILED_READY = True
+    try:
+        return fr_columns.fast_dump_columns(data, rank=ctx.rank_hint, file=ctx.file, source="fr_pickle")
+    except DumpRefused:
+        raise
+    except Exception as e:        # this dump only: decline it, unless numba itself raised
+        if type(e).__module__.split(".", 1)[0] in ("numba", "llvmlite"):
+            compiled_failed(e)
         return None
 
 

@@ -9,7 +9,10 @@ The result is the same column batch :func:`.flight_recorder.dump_to_columns` bui
 unpickled dicts (a test checks the frames are equal on recorded and synthetic dumps). Anything the
 compiled walker does not expect (an entry that is not a dict, a float where an int belongs, a big
 integer, a hash collision between two shapes) makes :func:`fast_dump_columns` return ``None``,
-and the caller takes the ordinary path: the fast path may decline, never guess.
+and the caller takes the ordinary path: the fast path may decline, never guess. A dump past the
+decoder's bounds (nesting, memo, expansion: see :mod:`.pickle_nodes`) is refused, not declined.
+Every walk here is iterative and visits each value at most once per reference, so its cost is
+bounded by the expanded size the decoder already capped.
 """
 from __future__ import annotations
 
@@ -391,16 +394,39 @@ def shape_tuples(dims, t_start, t_ndim, s_start, s_count) -> list[tuple]:
     return out
 
 
-def warm() -> None:
-    """Load (or compile, the first time after install) the compiled functions in this process, so
-    a process pool forked afterwards inherits them instead of each worker loading them again."""
-    if not pn.AVAILABLE:
-        return
+def _warm_up() -> None:
     data = b"\x80\x02}q\x00X\x07\x00\x00\x00entriesq\x01]q\x02}q\x03X\x05\x00\x00\x00pg_idq\x04K\x00sas."
     nodes = pn.decode(data)
-    if not isinstance(nodes, tuple):
-        entries = nodes.children(nodes.root)[1]
-        entry_arrays(nodes, entries)
+    if isinstance(nodes, tuple):
+        raise RuntimeError(f"the compiled decoder fails on a known-good dump: {pn.message(*nodes)}")
+    entries = nodes.children(nodes.root)[1]
+    if entry_arrays(nodes, entries) is None:
+        raise RuntimeError("the compiled entry walker declines a known-good dump")
+    status, _ = pn.scan_compiled(np.frombuffer(data, dtype=np.uint8), len(data), pn.MIN_EXPANSION,
+                                 *(np.empty(len(data) + 2, dt) for dt in (np.int8, np.int8, np.int64, np.int8,
+                                                                          np.int32, np.int32, np.int32)))
+    if status != pn.OK:
+        raise RuntimeError("the compiled pickle scanner refuses a known-good dump")
+
+
+def warm() -> bool:
+    """Load (or compile, the first time after install) the compiled functions in this process, so
+    a process pool forked afterwards inherits them instead of each worker loading them again.
+
+    This is also the check that numba itself works: when loading, compiling or running them on a
+    known-good dump fails, the compiled path is switched off for this process (with a warning, see
+    :func:`.flight_recorder.compiled_failed`) and False comes back; dumps then go through the
+    unpickler path. A failure on one particular dump later never does that."""
+    if not pn.AVAILABLE:
+        return False
+    try:
+        _warm_up()
+    except Exception as e:
+        from .flight_recorder import compiled_failed
+
+        compiled_failed(e)
+        return False
+    return True
 
 
 # --- arrays -> the events column batch -----------------------------------------------------------
@@ -485,16 +511,22 @@ _LOCAL = threading.local()      # one decode workspace per thread (Dask may run 
 
 def fast_dump_columns(data: bytes, *, rank: int | None, file: str, source: str):
     """(events column batch, progress rows) of one pickled dump, or ``None`` when the compiled path
-    declines (not plain data, unexpected kinds): the caller then unpickles as usual."""
+    declines (not plain data, unexpected kinds): the caller then unpickles as usual. A dump past
+    one of the decoder's bounds (:data:`.pickle_nodes.REFUSALS`) raises
+    :class:`~.flight_recorder.DumpRefused` instead: the unpickler path refuses those too."""
     from ..ops import normalize_op
     from ._text import dtype_name
     from .flight_recorder import (_P2P_OPS, _STATE, _progress_rows, _world_by_pg, dump_to_columns, peer_of,
-                                  pg_name_desc)
+                                  pg_name_desc, refusal)
 
     if not hasattr(_LOCAL, "workspace"):
         _LOCAL.workspace, _LOCAL.scratch = pn.Workspace(), Scratch()
     nodes = pn.decode(data, _LOCAL.workspace)   # valid until this thread's next decode: used only here
-    if isinstance(nodes, tuple) or nodes.kind[nodes.root] != K_DICT:
+    if isinstance(nodes, tuple):
+        if nodes[0] in pn.REFUSALS:          # past a bound: refused here, as the unpickler path would
+            raise refusal(*nodes)
+        return None
+    if nodes.kind[nodes.root] != K_DICT:
         return None
     head: dict = {}
     entries_node = None

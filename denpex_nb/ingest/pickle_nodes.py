@@ -17,6 +17,15 @@ bytes ...) stops the decoder with :data:`E_OPCODE` before anything is built from
 fall back to :class:`~denpex_nb.ingest.flight_recorder.RestrictedUnpickler`, which refuses globals.
 Nothing is ever executed.
 
+Bounds (the input is untrusted; the same rules guard the unpickler path, see
+:func:`~denpex_nb.ingest.flight_recorder.check_pickle`): every length is compared with the bytes
+left *before* it is used (never ``pos + length``, which can overflow); values nest at most
+:data:`MAX_DEPTH` containers deep; a memo index may name an existing slot or the next one, never
+beyond (no table grows by index); a container may not change once it sits inside another one (only
+a pickle that builds a value containing itself does that), so the *expanded* size (nodes counted
+once per reference, shared values included) is exact as it grows and is capped at
+:func:`expansion_cap` of the file size. A dump past a bound is *refused* (:data:`REFUSALS`), not
+declined: the unpickler path would refuse it too.
 Without numba installed :data:`AVAILABLE` is False and callers use the ordinary unpickler (the
 functions here would still run as plain Python, far too slowly to be worth it).
 """
@@ -39,11 +48,15 @@ except ImportError:                     # pragma: no cover - exercised where num
 K_NONE, K_BOOL, K_INT, K_BIGINT, K_FLOAT, K_STR, K_LIST, K_TUPLE, K_DICT = range(9)
 CONTAINERS = (K_LIST, K_TUPLE, K_DICT)
 
-# decoder status
-OK, E_OPCODE, E_TRUNCATED, E_STACK, E_MEMO, E_NO_STOP, E_CAPACITY = range(7)
-ERRORS = {E_OPCODE: "an opcode outside plain data", E_TRUNCATED: "truncated", E_STACK: "malformed stack",
-          E_MEMO: "memo reference to nothing", E_NO_STOP: "no STOP opcode",
-          E_CAPACITY: "more values than the first guess"}
+# decoder status, and the bounds: shared with the unpickler path's scanner (one definition)
+from .flight_recorder import (E_CAPACITY, E_CYCLE, E_DEPTH, E_EXPANSION, E_MEMO, E_MEMO_INDEX,  # noqa: E402
+                              E_MUTATED, E_NO_STOP, E_OPCODE, E_STACK, E_TRUNCATED, EXPANSION_FACTOR, MAX_DEPTH,
+                              MIN_EXPANSION, OK, REFUSALS, _scan, expansion_cap)
+from .flight_recorder import PICKLE_ERRORS as ERRORS  # noqa: E402
+
+#: the unpickler path's scanner (:func:`.flight_recorder._scan`) compiled: a separate walker from
+#: :func:`_decode` (every opcode, no table), so the two paths check each other in the fuzz tests
+scan_compiled = njit(cache=True, nogil=True)(_scan)
 
 
 @njit(cache=True, nogil=True)
@@ -62,10 +75,25 @@ def _memo_arg(buf, pos, width):
 
 
 @njit(cache=True, nogil=True)
-def _link(container, stack, lo, hi, size, first_edge, last_edge, edge_node, edge_next, ne):
-    """Append ``stack[lo:hi]`` to ``container``'s children; returns the new edge count."""
+def _link(container, stack, lo, hi, size, first_edge, last_edge, edge_node, edge_next, ne, depth, esize, sealed,
+          max_expand):
+    """Append ``stack[lo:hi]`` to ``container``'s children: (new edge count, status). Children are
+    sealed (they may not change any more), so the container's depth and expanded size stay exact."""
+    if hi <= lo:
+        return ne, OK
+    if sealed[container]:
+        return ne, E_MUTATED
+    d = np.int64(depth[container])
+    x = esize[container]
     for i in range(lo, hi):
-        edge_node[ne] = stack[i]
+        c = stack[i]
+        if c == container:
+            return ne, E_CYCLE
+        sealed[c] = True
+        if depth[c] + 1 > d:
+            d = np.int64(depth[c]) + 1
+        x += esize[c]
+        edge_node[ne] = c
         edge_next[ne] = -1
         if size[container] == 0:
             first_edge[container] = ne
@@ -74,22 +102,29 @@ def _link(container, stack, lo, hi, size, first_edge, last_edge, edge_node, edge
         last_edge[container] = ne
         size[container] += 1
         ne += 1
-    return ne
+    depth[container] = min(d, MAX_DEPTH + 1)
+    esize[container] = x
+    if d > MAX_DEPTH:
+        return ne, E_DEPTH
+    if x > max_expand:
+        return ne, E_EXPANSION
+    return ne, OK
 
 
 @njit(cache=True, nogil=True)
-def _decode(buf, kind, val, size, first_edge, last_edge, edge_node, edge_next, stack, marks, memo):
+def _decode(buf, max_expand, kind, val, size, first_edge, last_edge, edge_node, edge_next, stack, marks, memo,
+            depth, esize, sealed):
     n = buf.size
     cap = kind.size                      # nodes, edges, stack, marks and memo all have this room
-    memo_hi = -1                         # memo[:memo_hi + 1] is initialised (filled as it grows, not up front)
     nn = 0       # nodes
     ne = 0       # edges
     sp = 0       # stack depth
     mp = 0       # mark depth
-    memo_len = 0
+    memo_len = 0                         # memo[:memo_len] is filled: an index may only reach memo_len
     pos = 0
     status = E_NO_STOP
     root = -1
+    at = 0
     while pos < n:
         op = buf[pos]
         at = pos
@@ -98,16 +133,16 @@ def _decode(buf, kind, val, size, first_edge, last_edge, edge_node, edge_next, s
         new_val = np.int64(0)
         if op == 0x68 or op == 0x6A:       # BINGET, LONG_BINGET
             w = 1 if op == 0x68 else 4
-            if pos + w > n:
+            if w > n - pos:
                 status = E_TRUNCATED
                 break
             idx = _memo_arg(buf, pos, w)
             pos += w
-            if idx >= cap or sp >= cap:
-                status = E_CAPACITY if cap < n + 2 else E_MEMO
-                break
-            if idx > memo_hi or memo[idx] < 0:
+            if idx >= memo_len:
                 status = E_MEMO
+                break
+            if sp >= cap:
+                status = E_CAPACITY
                 break
             stack[sp] = memo[idx]
             sp += 1
@@ -116,7 +151,7 @@ def _decode(buf, kind, val, size, first_edge, last_edge, edge_node, edge_next, s
                 idx = np.int64(memo_len)
             else:
                 w = 1 if op == 0x71 else 4
-                if pos + w > n:
+                if w > n - pos:
                     status = E_TRUNCATED
                     break
                 idx = _memo_arg(buf, pos, w)
@@ -124,15 +159,15 @@ def _decode(buf, kind, val, size, first_edge, last_edge, edge_node, edge_next, s
             if sp == 0 or (mp > 0 and marks[mp - 1] == sp):
                 status = E_STACK
                 break
-            if idx >= cap:
-                status = E_CAPACITY if cap < n + 2 else E_MEMO
+            if idx > memo_len:
+                status = E_MEMO_INDEX
                 break
-            while memo_hi < idx:
-                memo_hi += 1
-                memo[memo_hi] = -1
-            if memo[idx] < 0:
-                memo_len += 1
+            if idx >= cap:
+                status = E_CAPACITY
+                break
             memo[idx] = stack[sp - 1]
+            if idx == memo_len:
+                memo_len += 1
         elif op == 0x5D:                     # EMPTY_LIST
             new_kind = K_LIST
         elif op == 0x73 or op == 0x61:       # SETITEM, APPEND
@@ -144,27 +179,31 @@ def _decode(buf, kind, val, size, first_edge, last_edge, edge_node, edge_next, s
             if ne + k > cap:
                 status = E_CAPACITY
                 break
-            ne = _link(stack[sp - k - 1], stack, sp - k, sp, size, first_edge, last_edge, edge_node, edge_next, ne)
+            ne, st = _link(stack[sp - k - 1], stack, sp - k, sp, size, first_edge, last_edge, edge_node,
+                               edge_next, ne, depth, esize, sealed, max_expand)
+            if st != OK:
+                status = st
+                break
             sp -= k
         elif op == 0x4D:                     # BININT2
-            if pos + 2 > n:
+            if 2 > n - pos:
                 status = E_TRUNCATED
                 break
             new_kind, new_val = K_INT, _le(buf, pos, 2)
             pos += 2
         elif op == 0x4B:                     # BININT1
-            if pos + 1 > n:
+            if 1 > n - pos:
                 status = E_TRUNCATED
                 break
             new_kind, new_val = K_INT, np.int64(buf[pos])
             pos += 1
         elif op == 0x8A:                     # LONG1: signed little-endian, length byte first
-            if pos + 1 > n:
+            if 1 > n - pos:
                 status = E_TRUNCATED
                 break
             k = np.int64(buf[pos])
             pos += 1
-            if pos + k > n:
+            if k > n - pos:
                 status = E_TRUNCATED
                 break
             if k > 8:
@@ -183,12 +222,12 @@ def _decode(buf, kind, val, size, first_edge, last_edge, edge_node, edge_next, s
             mp += 1
         elif op == 0x58 or op == 0x8C or op == 0x8D:   # BINUNICODE, SHORT_BINUNICODE, BINUNICODE8
             w = 4 if op == 0x58 else (1 if op == 0x8C else 8)
-            if pos + w > n:
+            if w > n - pos:
                 status = E_TRUNCATED
                 break
             length = _le(buf, pos, w)
             pos += w
-            if length < 0 or pos + length > n:
+            if length < 0 or length > n - pos:       # compare with what is left: pos + length can overflow
                 status = E_TRUNCATED
                 break
             if nn >= cap:
@@ -206,18 +245,23 @@ def _decode(buf, kind, val, size, first_edge, last_edge, edge_node, edge_next, s
             mp -= 1
             m = marks[mp]
             want = K_DICT if op == 0x75 else K_LIST
-            if m < 1 or kind[stack[m - 1]] != want or (op == 0x75 and (sp - m) % 2 == 1):
+            if m < 1 or kind[stack[m - 1]] != want or (op == 0x75 and (sp - m) % 2 == 1) or (
+                    mp > 0 and marks[mp - 1] > m - 1):
                 status = E_STACK
                 break
             if ne + (sp - m) > cap:
                 status = E_CAPACITY
                 break
-            ne = _link(stack[m - 1], stack, m, sp, size, first_edge, last_edge, edge_node, edge_next, ne)
+            ne, st = _link(stack[m - 1], stack, m, sp, size, first_edge, last_edge, edge_node, edge_next, ne,
+                               depth, esize, sealed, max_expand)
+            if st != OK:
+                status = st
+                break
             sp = m
         elif op == 0x88 or op == 0x89:       # NEWTRUE, NEWFALSE
             new_kind, new_val = K_BOOL, np.int64(1 if op == 0x88 else 0)
         elif op == 0x4A:                     # BININT (signed 32-bit)
-            if pos + 4 > n:
+            if 4 > n - pos:
                 status = E_TRUNCATED
                 break
             v = _le(buf, pos, 4)
@@ -236,32 +280,52 @@ def _decode(buf, kind, val, size, first_edge, last_edge, edge_node, edge_next, s
                 m = marks[mp]
             else:
                 m = sp - (op - 0x84)
-                if m < 0 or (mp > 0 and marks[mp - 1] > m):
-                    status = E_STACK
-                    break
+            if m < 0 or (mp > 0 and marks[mp - 1] > m):
+                status = E_STACK
+                break
             if nn >= cap or ne + (sp - m) > cap:
                 status = E_CAPACITY
                 break
             t = nn
             kind[t] = K_TUPLE
             size[t] = 0
+            depth[t] = 1
+            esize[t] = 1
+            sealed[t] = False
             nn += 1
-            ne = _link(t, stack, m, sp, size, first_edge, last_edge, edge_node, edge_next, ne)
+            ne, st = _link(t, stack, m, sp, size, first_edge, last_edge, edge_node, edge_next, ne,
+                               depth, esize, sealed, max_expand)
+            if st != OK:
+                status = st
+                break
             sp = m
             stack[sp] = t
             sp += 1
         elif op == 0x29:                     # EMPTY_TUPLE
             new_kind = K_TUPLE
         elif op == 0x47:                     # BINFLOAT (value not needed by any caller)
-            if pos + 8 > n:
+            if 8 > n - pos:
                 status = E_TRUNCATED
                 break
             new_kind = K_FLOAT
             pos += 8
         elif op == 0x80:                     # PROTO
+            if 1 > n - pos:
+                status = E_TRUNCATED
+                break
+            if buf[pos] > 5:                 # the unpickler refuses protocols it does not know
+                status = E_OPCODE
+                break
             pos += 1
-        elif op == 0x95:                     # FRAME
+        elif op == 0x95:                     # FRAME: its length must fit in what is left
+            if 8 > n - pos:
+                status = E_TRUNCATED
+                break
+            length = _le(buf, pos, 8)
             pos += 8
+            if length < 0 or length > n - pos:
+                status = E_TRUNCATED
+                break
         elif op == 0x2E:                     # STOP
             if sp != 1 or mp != 0:
                 status = E_STACK
@@ -271,10 +335,6 @@ def _decode(buf, kind, val, size, first_edge, last_edge, edge_node, edge_next, s
             break
         else:
             status = E_OPCODE
-            root = at                        # where, for the message
-            break
-        if pos > n:
-            status = E_TRUNCATED
             break
         if new_kind >= 0:
             if nn >= cap or sp >= cap:
@@ -284,9 +344,14 @@ def _decode(buf, kind, val, size, first_edge, last_edge, edge_node, edge_next, s
             val[nn] = new_val
             if new_kind != K_STR:
                 size[nn] = 0
+            depth[nn] = 1 if (new_kind == K_LIST or new_kind == K_TUPLE or new_kind == K_DICT) else 0
+            esize[nn] = 1
+            sealed[nn] = False
             stack[sp] = nn
             sp += 1
             nn += 1
+    if status != OK:
+        root = at                            # where it stopped, for the message
     return status, root, nn, ne
 
 
@@ -319,30 +384,36 @@ class Nodes:
         ch = self.children(node)
         return list(zip(ch[0::2], ch[1::2]))
 
-    def to_python(self, node: int, _path: frozenset = frozenset()):
+    def to_python(self, node: int, _memo: dict | None = None):
         """The value as Python objects, as ``pickle.loads`` would build it (for small subtrees:
-        the parts of a dump other than its entries). Big integers, floats and values that contain
-        themselves (a pickle can build a list holding itself) are not kept: :class:`ValueError`;
-        no FR field outside the entries uses them."""
+        the parts of a dump other than its entries). A value shared in the pickle is one object
+        here too (built once, so a pickle of shared sub-lists costs its distinct values, not its
+        expansion). Big integers and floats are not kept: :class:`ValueError`; no FR field
+        outside the entries uses them. Recursion is bounded: :func:`decode` refuses values nested
+        deeper than :data:`MAX_DEPTH` and values that contain themselves."""
+        memo = {} if _memo is None else _memo
+        got = memo.get(node)
+        if got is not None:
+            return got[0]
         k = int(self.kind[node])
         if k == K_NONE:
-            return None
-        if k == K_BOOL:
-            return bool(self.val[node])
-        if k == K_INT:
-            return int(self.val[node])
-        if k == K_STR:
-            return self.text(node)
-        if node in _path:
-            raise ValueError("a value that contains itself")
-        inner = _path | {node}
-        if k == K_LIST:
-            return [self.to_python(c, inner) for c in self.children(node)]
-        if k == K_TUPLE:
-            return tuple(self.to_python(c, inner) for c in self.children(node))
-        if k == K_DICT:
-            return {self.to_python(a, inner): self.to_python(b, inner) for a, b in self.items(node)}
-        raise ValueError("value kind not kept by the node decoder")
+            out = None
+        elif k == K_BOOL:
+            out = bool(self.val[node])
+        elif k == K_INT:
+            out = int(self.val[node])
+        elif k == K_STR:
+            out = self.text(node)
+        elif k == K_LIST:
+            out = [self.to_python(c, memo) for c in self.children(node)]
+        elif k == K_TUPLE:
+            out = tuple(self.to_python(c, memo) for c in self.children(node))
+        elif k == K_DICT:
+            out = {self.to_python(a, memo): self.to_python(b, memo) for a, b in self.items(node)}
+        else:
+            raise ValueError("value kind not kept by the node decoder")
+        memo[node] = (out,)
+        return out
 
 
 class Workspace:
@@ -355,7 +426,7 @@ class Workspace:
 
     _SPEC = (("kind", np.int8), ("val", np.int64), ("size", np.int32), ("first_edge", np.int32),
              ("last_edge", np.int32), ("edge_node", np.int32), ("edge_next", np.int32), ("stack", np.int32),
-             ("marks", np.int32), ("memo", np.int32))
+             ("marks", np.int32), ("memo", np.int32), ("depth", np.int8), ("esize", np.int64), ("sealed", np.bool_))
 
     def __init__(self, capacity: int = 0):
         self.capacity = -1
@@ -369,18 +440,25 @@ class Workspace:
 
 def decode(data: bytes, workspace: Workspace | None = None) -> Nodes | tuple[int, int]:
     """Decode a pickle: a :class:`Nodes` table, or ``(status, position)`` when the decoder stops
-    (an opcode outside plain data, truncation ...): the caller then uses the ordinary unpickler."""
+    (an opcode outside plain data, truncation ...: the caller then uses the ordinary unpickler; or
+    a bound in :data:`REFUSALS`: the caller refuses the dump)."""
     buf = np.frombuffer(data, dtype=np.uint8)
     ws = workspace or Workspace()
+    max_expand = np.int64(expansion_cap(len(data)))
     # a first guess of the table size (FR dumps hold ~1 value and ~2 edges per 9 bytes); the rare
-    # pickle denser than that is decoded again with the bound that always holds (every value and
-    # every edge costs at least one opcode byte)
+    # pickle denser than that is decoded again with the bound that always holds (every value,
+    # every edge, every memo slot costs at least one opcode byte)
     for capacity in (len(data) // 2 + 1024, len(data) + 2):
         ws.ensure(capacity)
-        status, root, nn, ne = _decode(buf, *ws.arrays)
+        status, root, nn, ne = _decode(buf, max_expand, *ws.arrays)
         if status != E_CAPACITY:
             break
     if status != OK:
         return int(status), int(root)
     kind, val, size, first_edge, _, edge_node, edge_next = ws.arrays[:7]
     return Nodes(buf, int(root), kind[:nn], val[:nn], size[:nn], first_edge[:nn], edge_node[:ne], edge_next[:ne])
+
+
+def message(status: int, position: int) -> str:
+    """One line saying why a pickle was declined or refused."""
+    return f"{ERRORS.get(status, 'status %d' % status)} at byte {position}"

@@ -142,18 +142,46 @@ def test_load_is_the_same_with_the_decoder_off(tmp_path, monkeypatch):
     assert d.verdict == "shape-mismatch" and d.culprit_ranks == [3] and d.first.seq == planted.seq
 
 
-def test_a_failing_compiled_decoder_falls_back_to_the_unpickler_with_a_warning(tmp_path, monkeypatch):
+def test_numba_failing_switches_the_compiled_decoder_off_with_a_warning(tmp_path, monkeypatch):
     from denpex_nb.ingest import flight_recorder
 
     write_synthetic_dumps(tmp_path, 2, 10, "size", plant_rank=1)
 
-    def broken(*args, **kwargs):
+    def broken():
         raise RuntimeError("LLVM said no")
 
-    monkeypatch.setattr(fr_columns, "fast_dump_columns", broken)
+    monkeypatch.setattr(fr_columns, "_warm_up", broken)        # numba itself fails on a known-good dump
     monkeypatch.setattr(flight_recorder, "_COMPILED_BROKEN", False)
+    monkeypatch.setattr(flight_recorder, "_COMPILED_READY", False)
     monkeypatch.setenv(DECODER_ENV, "")
     with pytest.warns(RuntimeWarning, match="compiled Flight Recorder decoder failed .*LLVM said no"):
         inc = dx.load(str(tmp_path), progress=False, jobs=1)
+    assert flight_recorder._COMPILED_BROKEN
     assert sorted(inc.events["rank"].unique()) == [0, 1] and len(inc.events) == 20
+    assert not (inc.errors["kind"] == "load_error").any()
+
+
+def test_one_dump_failing_in_the_compiled_path_does_not_switch_it_off(tmp_path, monkeypatch):
+    import warnings
+
+    from denpex_nb.ingest import flight_recorder
+
+    write_synthetic_dumps(tmp_path, 4, 10, "size", plant_rank=1)
+    real = fr_columns.fast_dump_columns
+    calls = []
+
+    def flaky(data, **kw):
+        calls.append(kw["file"])
+        if len(calls) == 1:
+            raise ValueError("something about this one dump")
+        return real(data, **kw)
+
+    monkeypatch.setattr(fr_columns, "fast_dump_columns", flaky)
+    monkeypatch.setattr(flight_recorder, "_COMPILED_BROKEN", False)
+    monkeypatch.setenv(DECODER_ENV, "")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        inc = dx.load(str(tmp_path), progress=False, jobs=1)
+    assert len(calls) == 4 and not flight_recorder._COMPILED_BROKEN     # the others still went compiled
+    assert sorted(inc.events["rank"].unique()) == [0, 1, 2, 3] and len(inc.events) == 40
     assert not (inc.errors["kind"] == "load_error").any()

@@ -118,13 +118,16 @@ def test_mutated_pickles_never_crash_and_agree_when_both_decode(data):
 def test_a_value_that_contains_itself_is_refused_not_recursed():
     loop: list = [1]
     loop.append(loop)
-    nodes = pn.decode(pickle.dumps({"pg_config": loop}, protocol=2))
-    with pytest.raises(ValueError, match="contains itself"):
-        nodes.to_python(nodes.root)
+    got = pn.decode(pickle.dumps({"pg_config": loop}, protocol=2))
+    assert isinstance(got, tuple) and got[0] == pn.E_CYCLE and got[0] in pn.REFUSALS
     from denpex_nb.ingest.fr_columns import fast_dump_columns
+    from denpex_nb.ingest.flight_recorder import DumpRefused, safe_loads
 
-    assert fast_dump_columns(pickle.dumps({"pg_config": loop, "entries": []}, protocol=2),
-                             rank=0, file="f", source="fr_pickle") is None
+    data = pickle.dumps({"pg_config": loop, "entries": []}, protocol=2)
+    with pytest.raises(DumpRefused, match="contains itself"):
+        fast_dump_columns(data, rank=0, file="f", source="fr_pickle")
+    with pytest.raises(DumpRefused, match="contains itself"):      # the unpickler path refuses it too
+        safe_loads(data)
 
 
 def test_denser_pickles_than_the_first_guess_are_decoded_again_with_room():
