@@ -6,6 +6,7 @@ its text are read (sources: ``torch/distributed/flight_recorder/components/{util
 the older ``tools/flight_recorder/components/builder.py``):
 
 * current (``EntryState.log``): a header ``Not all ranks joining collective, sequence number: N``
+  (some builds print ``collective: sequence number: N``)
   / ``Collective sequence number: N has errors`` / ``Input/output mismatch in the collective
   sequence number: N``, then one ``field: value`` per line: ``internal record id``, ``group info``,
   ``collective``, ``missing ranks: {1, 3}``, ``total input numel``, ``total output numel``,
@@ -53,14 +54,14 @@ _MATCH_STATE = {"COLLECTIVE_TYPE_MISMATCH": "type", "SIZE_OR_SYNTAX_MISMATCH": "
 
 # (pattern, kind of finding); groups: seq, rec (record id), group, coll, missing, rest
 _HEADERS = (
-    (re.compile(r"^Not all ranks joining collective,? sequence number:? (?P<seq>\d+)"), "missing_ranks"),
+    (re.compile(r"^Not all ranks joining collective[,:]? sequence number:? (?P<seq>\d+)"), "missing_ranks"),
     (re.compile(r"^Not all ranks joining collective (?P<seq>\d+) at entry (?P<rec>\d+)"), "missing_ranks"),
     (re.compile(r"^Not all ranks joining collective for group (?P<group>\S+) collective (?P<coll>\S+)\s+"
                 r"Missing ranks are (?P<missing>\{[^}]*\}|set\(\))(?P<rest>.*)$"), "missing_ranks"),
     (re.compile(r"^Collective sequence number:? (?P<seq>\d+) has errors"), None),
     (re.compile(r"^Collective (?P<seq>\d+) at entry (?P<rec>\d+) errors"), None),
     (re.compile(r"^Collective (?P<rec>\d+) errors for group (?P<group>\S+) collective (?P<coll>\S+)(?P<rest>.*)$"), None),
-    (re.compile(r"^Input/output mismatch in the collective,? sequence number:? (?P<seq>\d+)"), "size"),
+    (re.compile(r"^Input/output mismatch in the collective[,:]? sequence number:? (?P<seq>\d+)"), "size"),
     (re.compile(r"^Input/output mismatch in the collective (?P<seq>\d+) at entry (?P<rec>\d+)"), "size"),
     (re.compile(r"^Input/output mismatch in the collective (?P<rec>\d+)\s+for group (?P<group>\S+) "
                 r"collective (?P<coll>\S+)(?P<rest>.*)$"), "size"),

@@ -102,6 +102,33 @@ def test_finding(case, prefix):
     assert out.parsed == set(range(1, len(lines) + 1))
 
 
+@pytest.mark.parametrize("sep", [",", ":", ""])
+@pytest.mark.parametrize("header, kind", [("Not all ranks joining collective{sep} sequence number: 31117", "missing_ranks"),
+                                          ("Input/output mismatch in the collective{sep} sequence number: 31117", "size")])
+def test_header_with_a_colon_after_collective(sep, header, kind):
+    # tests/data/wild/pytorch-pr140969-frtrace-not-all-ranks-joining (pytorch#140969): "collective: sequence number:"
+    lines = [header.format(sep=sep), "internal record id: 31116", "group info: 0:default_pg", "collective: nccl:all_reduce",
+             "missing ranks: {3, 4, 5, 6, 7}", "input sizes: [[1571911]]", "output sizes: [[1571911]]", "world size: 8",
+             "expected ranks: {0, 1, 2, 3, 4, 5, 6, 7}", "collective state: scheduled"]
+    err = one(run(R, lines).errors)
+    assert (err["seq"], err["op"], err["missing_ranks"], err["world_size"]) == (31117, "all_reduce", (3, 4, 5, 6, 7), 8)
+    if kind:
+        assert err["mismatch_kind"] == kind
+
+
+def test_corpus_frtrace_with_colon_is_read():
+    import os
+
+    import denpex_nb as dx
+    path = os.path.join(os.path.dirname(__file__), "..", "data", "wild", "pytorch-pr140969-frtrace-not-all-ranks-joining",
+                        "fr_trace.txt")
+    inc = dx.load(path)
+    (row,) = inc.errors.itertuples()
+    assert (row.kind, row.seq, row.op, row.missing_ranks, row.mismatch_kind) == \
+        ("fr_finding", 31117, "all_reduce", (3, 4, 5, 6, 7), "missing_ranks")
+    assert inc.sources.iloc[0]["lines_parsed"] >= 12
+
+
 def test_culprit_events_carry_what_the_culprit_passed():
     out = run(R, CASES["size_current"][0] + CASES["dtype_current"][0] + CASES["type_two_culprits"][0])
     ev = {(e["rank"], e["seq"]): e for e in out.events}
