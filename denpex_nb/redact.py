@@ -120,9 +120,8 @@ _IPV6 = re.compile(r"(?<![0-9A-Za-z.%])(?=[0-9A-Fa-f.]*:[0-9A-Fa-f.]*:)[0-9A-Fa-
 
 _NAME = r"[A-Za-z0-9](?:[A-Za-z0-9_.-]*[A-Za-z0-9])?"
 _LNAME = r"[A-Za-z](?:[A-Za-z0-9_.-]*[A-Za-z0-9])?"
-# positions: the name is a host because of where it stands
+# positions: the name is a host because of where it stands (_KEY_HOST also reads torchrun's "host : name")
 _NCCL_HOST = re.compile(r"(?m)(?:^|(?<=\]:)|(?<=\s))([A-Za-z][\w.-]*):(\d+):(\d+) \[\d+\] NCCL")
-_TABLE_HOST = re.compile(r"(?im)\bhost(?:name)?\s+:\s+(\S+)")
 _PORT_HOST = re.compile(rf"(?<![\w./\\:@-])(\[)?({_LNAME})(?(1)\]):(\d{{2,5}})(?![\d.%A-Za-z_])")
 _PEER_HOST = re.compile(rf"(?<![\w.-])({_NAME})<\d{{1,5}}>")
 _AT_HOST = re.compile(rf"(?<=[A-Za-z0-9_.-]@)({_NAME})")
@@ -132,7 +131,7 @@ _KEY_HOST = re.compile(
     rf"|host_?name|host|node_?name|SLURMD_NODENAME|addr)['\"]?\s*[=:]\s*['\"]?\[?({_NAME})")
 _FLAG_HOST = re.compile(rf"(?i)--(?:master[_-]addr|rdzv[_-]endpoint|host|hostname)[=\s]+['\"]?\[?({_NAME})")
 _NODELIST = re.compile(r"(?i)NODELIST['\"]?\s*[=:]\s*['\"]?([^\s'\",;]+)")
-_POSITIONS = (_NCCL_HOST, _TABLE_HOST, _PEER_HOST, _AT_HOST, _URL_HOST, _KEY_HOST, _FLAG_HOST, _NODELIST)
+_POSITIONS = (_NCCL_HOST, _PEER_HOST, _AT_HOST, _URL_HOST, _KEY_HOST, _FLAG_HOST, _NODELIST)
 
 # shapes: the name is a host because of what it looks like
 _HOSTY = ("node|nodes|gpu|gpus|worker|workers|compute|cmp|dgx|hgx|host|ip|srv|server|cn|gn|hpc|login|master"
