@@ -165,7 +165,9 @@ _NOT_HOSTS = {"localhost", "localhost.localdomain", "", "n/a", "<n/a>", "none", 
               "gloo", "mpi", "ucc", "xla", "main", "default", "self", "torch", "python", "the", "and", "or", "to",
               "from", "at", "on", "in", "of", "is", "by", "port", "addr", "host", "hostname", "peer", "remote",
               "local", "master", "worker", "server", "client", "store", "tcp", "udp", "http", "https", "file", "line",
-              "stdout", "stderr", "inputs", "token", "user", "email", "ip"}
+              "stdout", "stderr", "inputs", "token", "user", "email", "ip",
+              # denpex_nb's own counters, as in a finding's key "shape-mismatch@fr:3"
+              "work", "fr", "detail", "desync", "nccl_opcount", "nccl_position", "text"}
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 _FILE_NAME = re.compile(r"(?i)\.(?:py|pyx|pyi|cpp|cc|cxx|c|h|hpp|cu|cuh|so|o|a|dylib|dll|exe|js|ts|rs|go|java|"
                         r"sh|yaml|yml|toml|cfg|ini|md|rst|whl)$|\." + _FILE_EXT + "$")
@@ -436,7 +438,7 @@ class Redactor:
         bare = sorted((n for n in self._names["host"] if not (_hosty(n) or "[" in n)), key=len, reverse=True)
         users = sorted(self._names["user"], key=len, reverse=True)
         alt = lambda ns: "|".join(re.escape(n) for n in ns)  # noqa: E731
-        hosty_re = re.compile(rf"(?i)(?<![A-Za-z0-9.-])(?:{alt(hosty)})(?=$|[^A-Za-z0-9-]|{_RANK_SUFFIX})"
+        hosty_re = re.compile(rf"(?i)(?<![A-Za-z0-9.-])(?:{alt(hosty)})(?![A-Za-z0-9])"
                               r"(?!\.(?:py|cpp|cc|h|hpp|cu|c)\b)") if hosty else None
         bare_re = re.compile(rf"(?i)(?<![\w.-])(?:{alt(bare)})(?![\w-])(?!\.(?:py|cpp|cc|h|hpp|cu|c)\b)") if bare else None
         user_re = re.compile(rf"(?i)(?<![A-Za-z0-9])(?:{alt(users)})(?![A-Za-z0-9])") if users else None
@@ -601,7 +603,7 @@ def _flat(v):
             yield from _flat(x)
 
 
-def _common_root(files: list[str]) -> str | None:
+def common_root(files: list[str]) -> str | None:
     """The folder holding every input (None when that says nothing: ``/``, ``/tmp``, ``logs``)."""
     dirs = [os.path.dirname(f) for f in files if isinstance(f, str)]
     if not dirs or not all(dirs):
@@ -633,7 +635,7 @@ def redactor_for(incident, diagnosis=None, scan_bytes: int = 2 << 20, mask_local
         files: list[str] = []
         if len(incident.sources):
             files = [str(f) for f in incident.sources["file"].astype(object).dropna().unique()]
-            root = _common_root(files)
+            root = common_root(files)
             if root:
                 r.add_root(root)
         for f in fields(incident):
@@ -662,7 +664,7 @@ def _diagnosis_texts(d) -> Iterable[str]:
     import pandas as pd
 
     for f in d.findings:
-        yield from _flat([f.summary, list(f.basis), f.pg, f.consequence_of, f.culprit_basis])
+        yield from _flat([f.summary, list(f.basis), f.pg, f.culprit_basis])
         for e in f.evidence:
             yield from _flat([e.file, e.text])
     yield from _flat(list(d.notes))
@@ -729,12 +731,23 @@ def redact_incident(incident, redactor: Redactor | None = None):
 _OWN_FIELDS = {"class_id", "rule", "confidence", "seq_kind"}
 
 
+def _redact_key(key, r: Redactor):
+    """A finding's key ``class@counter:seq/pg <pg>``: only the process-group name can come from the evidence."""
+    if not isinstance(key, str) or "/pg " not in key:
+        return key
+    head, pg = key.split("/pg ", 1)
+    return f"{head}/pg {r(pg)}"
+
+
 def _redact_dataclass(obj, r: Redactor):
     import pandas as pd
 
     changes = {}
     for f in fields(obj):
         if f.name in _OWN_FIELDS:
+            continue
+        if f.name == "consequence_of":
+            changes[f.name] = _redact_key(getattr(obj, f.name), r)
             continue
         v = getattr(obj, f.name)
         if isinstance(v, pd.DataFrame):

@@ -539,7 +539,7 @@ def _render_redactor(state_path: Path, hosts: set[str], logs: list[str]):
     The inputs are learned from in any case (names and head/tail of each file): a cell that failed
     before ``prepare`` redacted anything still has its traceback masked.
     """
-    from .redact import Redactor
+    from .redact import Redactor, common_root
 
     try:
         state = json.loads(state_path.read_text(encoding="utf-8"))
@@ -549,6 +549,9 @@ def _render_redactor(state_path: Path, hosts: set[str], logs: list[str]):
     for h in sorted(hosts):
         r.add_host(h)
     if not state:
+        root = common_root(logs)
+        if root:
+            r.add_root(root)
         r.learn_files(logs)
     for p in logs:
         r.learn(p)

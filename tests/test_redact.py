@@ -353,7 +353,8 @@ def test_the_diagnosis_is_redacted_everywhere_it_holds_text():
     r = Redactor({"tern-07", "tern-08"}, mask_local_host=False)
     state = pd.DataFrame({"rank": [1], "first_error": ["peer 10.0.0.5 gone"],
                           "sources": [("/home/alice/r1.log", "tern-08.log")]})
-    f = Finding("shape-mismatch", "rank 1 on tern-08 sent [3, 4]", pg="0", op="all_gather",
+    f = Finding("shape-mismatch", "rank 1 on tern-08 sent [3, 4]", pg="tern-07-pg", op="all_gather",
+                consequence_of="op-mismatch@fr:3/pg tern-07-pg",
                 ranks={1: RankView(op="all_gather", shapes=[[3, 4]])}, basis=("on tern-07",),
                 evidence=[Evidence("/home/alice/x.log", 3, "peer 10.0.0.5 hf_" + "x" * 24, rank=1)])
     diag = Diagnosis(findings=[f], notes=["tern-07 was slow"], rank_state=state, group_size_basis="tern-07 table")
@@ -362,6 +363,8 @@ def test_the_diagnosis_is_redacted_everywhere_it_holds_text():
     for secret in ("tern-07", "tern-08", "alice", "10.0.0.5", "hf_x"):
         assert secret not in blob, secret
     assert rd.verdict == "shape-mismatch" and rd.first.ranks[1].shapes == [[3, 4]] and rd.first.op == "all_gather"
+    assert rd.first.consequence_of == f"op-mismatch@fr:3/pg {rd.first.pg}" and rd.first.pg.startswith("[host-")
+    assert "fr" not in r.hosts                                          # the key's "@fr" is no user@host
     assert "tern-08" in diag.to_json()
 
 

@@ -224,3 +224,20 @@ def test_diagnose_redact_keeps_no_secret(logs, plain, capsys, as_json):
 def test_without_redact_the_secrets_are_printed(logs, capsys):
     cli.main(["diagnose", str(logs), "--quiet", "--json"])
     assert "acme-secret-project" in capsys.readouterr().out       # the switch is what masks
+
+
+def test_a_report_whose_loading_failed_still_masks_its_traceback(logs, tmp_path):
+    """No kernel redactor to hand over (the first cell failed): the renderer learns from the inputs itself."""
+    import nbformat
+
+    from denpex_nb.nbtemplates import build
+
+    nb = build("incident_report")
+    at = next(i for i, c in enumerate(nb.cells) if "prepare" in c.source)
+    nb.cells[at] = nbformat.v4.new_code_cell(
+        "raise RuntimeError(str(logs) + open([p for p in logs if p.endswith('_rank1.log')][0]).read())")
+    nb.cells = nb.cells[: at + 1]
+    inputs = sorted(str(p) for p in logs.rglob("*") if p.is_file())
+    res = report.render(inputs, tmp_path / "r.html", redact=True, ipynb=tmp_path / "r.ipynb", template=nb)
+    assert res.error and "[inputs]" in res.html.read_text()
+    assert _leaks(res.html.read_text()) == [] and _leaks(res.ipynb.read_text()) == [] and _leaks(res.error) == []
