@@ -28,6 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
+import numpy as np
 import pandas as pd
 
 # --- vocabularies ----------------------------------------------------------------------------
@@ -205,8 +206,58 @@ def _as_dtype(s: pd.Series, dtype: str) -> pd.Series:
     if dtype == "string":
         return s.astype("string")
     if dtype in ("Int32", "Int64", "Float64"):
-        return pd.to_numeric(s, errors="coerce").astype(dtype)
+        return _bounded_numbers(s, dtype)
     return s.astype(dtype)
+
+
+_INT_RANGE = {"Int32": (-(2 ** 31), 2 ** 31 - 1), "Int64": (-(2 ** 63), 2 ** 63 - 1)}
+
+
+def _bounded_numbers(s: pd.Series, dtype: str) -> pd.Series:
+    """Numbers as ``dtype``; a value that is not a number or does not fit becomes missing (a log
+    line may carry ``[rank2147483648]`` or ``SeqNum=99999999999999999999``: that row's field is
+    unknown, the load goes on)."""
+    if s.dtype == dtype:
+        return s
+    if dtype == "Float64":
+        num = pd.to_numeric(s, errors="coerce")
+        num = num.astype("float64") if num.dtype == object else num
+        num = num.where(pd.Series(np.isfinite(num.to_numpy(dtype="float64", na_value=np.nan)), index=s.index))
+        return num.astype("Float64")
+    lo, hi = _INT_RANGE[dtype]
+    if pd.api.types.is_integer_dtype(s.dtype):            # numpy or nullable integers: vectorised
+        ok = s.between(lo, hi).fillna(False).to_numpy(bool)
+        if ok.all():
+            return s.astype(dtype)
+        raw = s.to_numpy(dtype="int64", na_value=0)
+        return pd.Series(pd.arrays.IntegerArray(np.where(ok, raw, 0).astype(dtype.lower()), ~ok), index=s.index)
+    if pd.api.types.is_float_dtype(s.dtype):
+        f = s.to_numpy(dtype="float64", na_value=np.nan)
+        ok = np.isfinite(f) & (f == np.floor(np.where(np.isfinite(f), f, 0))) & (f >= lo) & (f <= hi)
+        return pd.Series(pd.arrays.IntegerArray(np.where(ok, f, 0).astype(dtype.lower()), ~ok), index=s.index)
+    vals = [_int_or_none(v) for v in s]
+    return pd.Series(pd.array([v if v is not None and lo <= v <= hi else None for v in vals], dtype=dtype),
+                     index=s.index)
+
+
+def _int_or_none(v):
+    """An integer from an int, an integral float or a numeric string; None otherwise."""
+    if v is None or v is pd.NA:
+        return None
+    if isinstance(v, bool):
+        return int(v)
+    if isinstance(v, int):
+        return v
+    try:
+        f = float(v)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    if f != f or f in (float("inf"), float("-inf")) or f != int(f):
+        return None
+    try:
+        return int(v) if isinstance(v, str) and v.strip().lstrip("+-").isdigit() else int(f)
+    except (TypeError, ValueError, OverflowError):
+        return None
 
 
 def check_schema(name: str, df: pd.DataFrame) -> list[str]:
