@@ -513,9 +513,17 @@ def _present(v) -> bool:
     return not (isinstance(v, float) and v != v)
 
 
+#: extra columns of reader ``ranks`` rows kept on the ranks frame: ``world_size`` (the size of the
+#: job as a rank or its launcher states it: NCCL's world Init line, Lightning's MEMBER i/N, DeepSpeed's
+#: global_rank_mapping, torchrun's global_world_sizes, ProcessGroupNCCL's default-group options);
+#: the largest stated value wins
+RANK_EXTRAS = ("world_size",)
+
+
 def merge_rank_reports(batches: list[Batch], rank_info: dict[int, dict]) -> dict[int, dict]:
-    """rank -> {column: first value any source reported} (file order; ``rank_info`` last)."""
-    cols = [c for c in SCHEMAS["ranks"] if c != "rank"]
+    """rank -> {column: first value any source reported} (file order; ``rank_info`` last);
+    ``world_size``: the largest any source stated."""
+    cols = [c for c in SCHEMAS["ranks"] if c != "rank"] + list(RANK_EXTRAS)
     merged: dict[int, dict] = {}
     for b in batches:
         ranks = b.get("rank") or []
@@ -529,8 +537,15 @@ def merge_rank_reports(batches: list[Batch], rank_info: dict[int, dict]) -> dict
                 continue
             for c, col in present:
                 v = col[i]
-                if c not in slot and _present(v):
+                if not _present(v):
+                    continue
+                if c not in slot:
                     slot[c] = v
+                elif c == "world_size":
+                    try:
+                        slot[c] = max(int(slot[c]), int(v))
+                    except (TypeError, ValueError):
+                        pass
     for r, info in rank_info.items():
         slot = merged.setdefault(int(r), {})
         for c, v in info.items():
@@ -577,7 +592,10 @@ def summarise_ranks(frames: dict[str, pd.DataFrame], merged: dict[int, dict]) ->
             fill("last_seq_enqueued", dp.groupby("rank")["last_enqueued"].max().to_dict())
             fill("last_seq_completed", dp.groupby("rank")["last_completed"].max().to_dict())
     rows = [{"rank": r, **merged[r]} for r in sorted(merged)]
-    return coerce("ranks", rows)
+    df = coerce("ranks", rows)
+    if "world_size" in df.columns:
+        df["world_size"] = pd.array(pd.to_numeric(df["world_size"], errors="coerce"), dtype="Int32")
+    return df
 
 
 def _default_pg_progress(prog: pd.DataFrame) -> pd.DataFrame:

@@ -17,6 +17,13 @@ fingerprint) and one ``events`` row per named rank: ``seq_kind="detail"``, ``seq
 ``in_shapes``/``numel_in``/``dtype`` when the fingerprint has tensors, ``state="failed"``, and the
 file/line of the message's first line. Numbers out of range become missing values.
 
+Benign lines that prove the machinery ran are consumed: ProcessGroupNCCL's options block (the
+``initialized with following options:`` header and its ``NCCL_ASYNC_ERROR_HANDLING: 0``-style
+lines, ``PG ID``/``PG GUID``; the one-line ``initialization options: size: N, global rank: R``
+gives a ``ranks`` row, with ``world_size`` only for the default group) and the teardown warnings
+``process group has NOT been destroyed before it is being destructed`` / ``destroy_process_group()
+was not called before program exit`` (``warning`` rows).
+
 Extra columns (beyond the schema, kept by :func:`denpex_nb.incident.coerce`): ``ran_for_ms``
 (watchdog timeout), ``timeout_ms`` (monitoredBarrier, gloo timeout), ``reported_by`` and ``n_reports``
 (DETAIL events: the rank whose message gave this row, preferring the rank itself, and how many
@@ -98,6 +105,19 @@ _INVALID = re.compile(r"ProcessGroupGloo::(\w+): invalid tensor (size|type) at i
 _PEER = re.compile(r"Connection reset by peer|Connection closed by peer|Socket closed|Read timeout|Write timeout|Connect timeout")
 _GLOO_TIMEOUT = re.compile(r"Timed out waiting (\d+)ms for (\w+) operation to complete")
 _PEER_ADDR = re.compile(r"\[([\w.:-]+)\]:(\d+)")
+# ProcessGroupNCCL's options: "[Rank 3] ProcessGroupNCCL initialized with following options:" then one
+# "KEY: value" per line (torch 2.0/2.1), or one line "[PG ID 0 PG GUID 0 Rank 3] ProcessGroupNCCL
+# initialization options: size: 8, global rank: 3, TIMEOUT(ms): 600000, ..." (newer)
+_PG_OPTIONS = re.compile(r"ProcessGroupNCCL (?:initialized with following options|initialization options|environments)")
+_PG_OPTION_LINE = re.compile(r"^\s*(?:(?:TORCH_)?NCCL_[A-Z_]+|TIMEOUT\(ms\)|USE_HIGH_PRIORITY_STREAM|TORCH_DISTRIBUTED_DEBUG"
+                             r"|PG (?:ID|GUID))\s*: ?\S*\s*$")
+#: more keys of the block, read only right after its header
+_PG_OPTION_MORE = re.compile(r"^\s*(?:PG (?:Name|Description)|SPLIT_FROM|SPLIT_COLOR|ID|[Ss]ize|global rank|NCCL version)"
+                             r"\s*[:=] ?\S*\s*$")
+_PG_SIZE = re.compile(r"\bsize: (\d+), global rank: (\d+)")
+_PG_NAME0 = re.compile(r"PG Name: (?:0|default_pg)\b")
+_NOT_DESTROYED = re.compile(r"process group has NOT been destroyed before it is being destructed"
+                            r"|destroy_process_group\(\) was not called before program exit")
 # aborts
 _TERMINATE = re.compile(r"terminate called after throwing an instance of '([^']+)'|terminate called without an active exception|terminate called recursively")
 _WHAT = re.compile(r"^\s*what\(\):\s*(.*)$")
@@ -141,12 +161,17 @@ class C10dReader(TextReader):
         b"Detected mismatch", b"FingerPrint", b"is running", b"collective", b"but Rank", b"SequenceNumber",
         b"OpType=", b"TensorShape=", b"TensorDtypes", b"TensorDeviceTypes", b"Device(", b"Collectives differ",
         b"aspects", b"Sequence number:", b"Op type:", b"Tensor Tensor", b"vs ",
+        # ProcessGroupNCCL's options block and its teardown warnings (benign: the machinery ran)
+        b"ProcessGroupNCCL initializ", b"ProcessGroupNCCL environments", b"NCCL_ASYNC_ERROR_HANDLING",
+        b"NCCL_BLOCKING_WAIT", b"NCCL_DESYNC_DEBUG", b"NCCL_ENABLE_TIMING", b"TIMEOUT(ms): ", b"USE_HIGH_PRIORITY_STREAM",
+        b"TORCH_DISTRIBUTED_DEBUG", b"NCCL_DEBUG: ", b"PG ID: ", b"PG GUID: ", b"has NOT been destroyed",
+        b"destroy_process_group() was not called",
     )
 
     def parse(self, block: list[Line], ctx: FileContext, out: Output) -> None:
         # No blanket try/except here: the loader catches a reader's exception, keeps the block's
         # unclaimed lines as unparsed and reports the failure, so a reader bug is seen, not hidden.
-        state = {"ddp": None, "snap_seq": None, "abort": None, "detail": None}
+        state = {"ddp": None, "snap_seq": None, "abort": None, "detail": None, "options": False}
         for line in block:
             if state["detail"] is not None:
                 if self._detail_more(line, state["detail"]):
@@ -177,6 +202,9 @@ class C10dReader(TextReader):
         st["abort"] = None
         if "Exception raised from" in text or text.startswith("frame #"):
             return True
+        if ("ProcessGroupNCCL" in text or "destroy" in text or ": " in text) and self._pg_nccl(line, text, ctx, out, st):
+            return True
+        st["options"] = False
         if "terminate called" in text and _TERMINATE.search(text):
             row = error_row(line, ctx, SOURCE, "abort", text.strip(), signal="SIGABRT")
             add_error(out, row)
@@ -213,6 +241,26 @@ class C10dReader(TextReader):
         return False
 
     # --- ProcessGroupNCCL ---------------------------------------------------------------------
+
+    def _pg_nccl(self, line: Line, text: str, ctx: FileContext, out: Output, st: dict) -> bool:
+        """The options block (consumed; the one-line form's ``size``/``global rank`` of the default
+        group give a ``ranks`` row with ``world_size``) and the not-destroyed warnings (``warning``)."""
+        if "ProcessGroupNCCL" in text and _PG_OPTIONS.search(text):
+            st["options"] = True
+            m = _PG_SIZE.search(text)
+            if m:
+                pg, _desc, _r = pg_of(text)
+                default = pg == "0" or bool(_PG_NAME0.search(text))
+                out.ranks.append({"rank": i32(m.group(2)), "world_size": i32(m.group(1)) if default else None,
+                                  "pid": line.pid, "host": line.host, "source": SOURCE, "file": ctx.file,
+                                  "line": line.lineno})
+            return True
+        if _PG_OPTION_LINE.match(text) or (st["options"] and _PG_OPTION_MORE.match(text)):
+            return True            # "NCCL_ASYNC_ERROR_HANDLING: 0" (alone, or in the block after its header)
+        if "destroy" in text and _NOT_DESTROYED.search(text):
+            add_error(out, error_row(line, ctx, SOURCE, "warning", text.strip(), rank=self._rank(line, text)))
+            return True
+        return False
 
     def _rank(self, line: Line, text: str) -> int | None:
         """``[rankN]:`` wins; the message's ``[Rank r]`` only when nothing better is known."""

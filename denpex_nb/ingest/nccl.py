@@ -1,5 +1,15 @@
-"""NCCL_DEBUG output: Init lines (comm -> rank), COLL lines, WARN lines, RAS reports, and the
-``DistBackendError: NCCL error in: ...`` trail PyTorch raises (log-formats.md §6).
+"""NCCL_DEBUG output: Init lines (comm -> rank), COLL lines, WARN lines, error traces, RAS reports,
+the ``DistBackendError: NCCL error in: ...`` trail PyTorch raises (log-formats.md §6) and NCCL
+errors raised outside torch (vLLM's pynccl ``RuntimeError: NCCL error: unhandled cuda error``).
+
+Error traces: for a call that returned a non-zero ``ncclResult_t``, NCCLCHECK prints one INFO
+line per stack level, innermost first (``init.cc:903 -> 5``, ``proxy.cc:878 -> 6 [Progress
+Thread]``). Each burst of one process (host:pid; any other line of that process ends it) is ONE
+``nccl_error`` row: the message names the result (``ncclInvalidUsage (5: invalid usage)``) and the
+innermost location; ``rank`` as below. WARN lines stay ``nccl_warn`` rows (the diagnosis decides
+whether one reports a failure). A Python-side ``NCCL error: <ncclGetErrorString>`` or an
+``ncclSystemError``-style name (behind an exception name too) is an ``nccl_error`` row with
+``nccl_result``; indented traceback source lines are not.
 
 COLL lines are the only per-op record NCCL keeps, printed at host enqueue, so a hung rank's last
 COLL line is what it enqueued. They carry a communicator *pointer* (process-local, reused after
@@ -25,7 +35,10 @@ whose rank stays unknown keeps ``rank`` empty but still names ``host`` and ``pid
 Extra columns: events ``host``, ``pid``, ``device`` (``cuda:<d>``), ``comm`` (pointer),
 ``comm_rank`` (rank inside that communicator), ``redop``, ``nccl_position`` and ``nccl_opcount``
 (both counters on both rows); errors ``host``, ``pid``, ``device``, ``origin`` (NCCL source
-file:line), ``nccl_result``, ``nccl_version``, ``ras_status``; ranks ``bus_id``, ``world_size``,
+file:line; for traces the innermost location), ``nccl_result`` (the ncclResult_t name, also for
+torch's and pynccl's messages), ``nccl_code`` (its number, traces), ``nccl_trace`` (the burst's
+locations, newline-joined), ``last_warn`` (the process's last WARN text before the burst),
+``nccl_version``, ``ras_status``; ranks ``bus_id``, ``world_size``,
 ``comm_id``. Numbers past the column's range become missing values.
 """
 from __future__ import annotations
@@ -70,7 +83,23 @@ def line_device(text: str) -> str | None:
 _WARN_RANKS = re.compile(r"\brank (\d+)")     # "Duplicate GPU detected : rank 1 and rank 0", "around rank 3"
 _REDOPS = {0: "sum", 1: "prod", 2: "max", 3: "min", 4: "avg"}
 _DIST_ERR = re.compile(r"NCCL error in: (?P<where>\S+?), (?P<what>.*?)(?:, NCCL version (?P<ver>[\w.+-]+))?$")
-_ENUM = re.compile(r"^(nccl(?:UnhandledCudaError|SystemError|InternalError|InvalidArgument|InvalidUsage|RemoteError|InProgress)): ?(.*)")
+_ENUM = re.compile(r"^(?:[\w.]+(?:Error|Exception)\w*: )*(nccl(?:UnhandledCudaError|SystemError|InternalError|InvalidArgument"
+                   r"|InvalidUsage|RemoteError|InProgress))\b:? ?(.*)")
+#: ncclResult_t: the code an NCCL trace line ("init.cc:903 -> 5") returns, its name and ncclGetErrorString
+NCCL_RESULTS = {
+    1: ("ncclUnhandledCudaError", "unhandled cuda error"),
+    2: ("ncclSystemError", "unhandled system error"),
+    3: ("ncclInternalError", "internal error"),
+    4: ("ncclInvalidArgument", "invalid argument"),
+    5: ("ncclInvalidUsage", "invalid usage"),
+    6: ("ncclRemoteError", "remote process exited or there was a network error"),
+    7: ("ncclInProgress", "NCCL operation in progress"),
+}
+_RESULT_BY_TEXT = {text: name for name, text in NCCL_RESULTS.values()}
+# NCCLCHECK's trace of a failing call, innermost first: "init.cc:903 -> 5", "proxy.cc:878 -> 6 [Progress Thread]"
+_TRACE = re.compile(r"^(?P<loc>[\w./+-]+:\d+) -> (?P<code>\d+)(?: \[(?P<thread>[^\]]*)\])?\s*$")
+# an NCCL error raised outside torch (vLLM's pynccl: RuntimeError(f"NCCL error: {ncclGetErrorString(r)}"))
+_PYNCCL = re.compile(r"\bNCCL error: (?P<what>[\w ]+?)(?: \(run with NCCL_DEBUG|,| -|$)")
 _LAST_ERROR = re.compile(r"^Last error:\s*(.*)$")
 _RAS_HDR = re.compile(r"^#(?P<g>\d+)-(?P<c>\d+) \((?P<hash>[0-9a-fA-F]+)\) (?P<status>[A-Z_]+(?: [A-Z_]+)*)\s*$")
 _RAS_OPS = re.compile(r"Communicator ranks have different (\w+) operation counts")
@@ -81,6 +110,15 @@ _RAS_BODY = re.compile(r"ranks have (?:launched up to operation|not launched)|op
 #: NCCL COLL op names -> what count means: per-rank input ("in") or output ("out") elements
 _GATHERS = {"all_gather", "gather"}
 _SCATTERS = {"reduce_scatter", "scatter"}
+
+
+def _what(text: str | None) -> str:
+    """``unhandled cuda error (run with NCCL_DEBUG=INFO for details)`` -> ``unhandled cuda error``."""
+    text = (text or "").strip()
+    for suffix in (" (run with", " - please report"):
+        if suffix in text:
+            text = text[:text.index(suffix)]
+    return text.strip()
 
 
 def _hexint(s: str) -> int | None:
@@ -145,7 +183,7 @@ class NcclReader(TextReader):
         fs["world"] = max(fs["world"], block_world)
         world = fs["world"] or None
         pid_rank: dict[tuple, int] = fs["pid_rank"]    # (host, pid) -> global rank (world Init line)
-        st = {"dist": None, "ras": None, "position": fs["position"]}
+        st = {"dist": None, "ras": None, "position": fs["position"], "traces": {}, "warns": fs.setdefault("warns", {})}
         for line in block:
             if self._line(line, ctx, out, comms, pid_rank, world, st):
                 out.consume(line)
@@ -168,12 +206,19 @@ class NcclReader(TextReader):
         proc = (host, pid)
         level, msg = p.group("lvl"), text[p.end():]
         if level == "WARN":
+            st["traces"].pop(proc, None)
+            st["warns"][proc] = msg.strip()
             named = tuple(sorted({r for r in map(lambda x: _num(x, 31), _WARN_RANKS.findall(msg)) if r is not None}))
             row = error_row(line, ctx, SOURCE, "nccl_warn", msg.strip(), rank=self._rank(line, proc, pid_rank),
                             host=host, pid=pid, device=p.group("dev"), origin=p.group("src"),
                             related_ranks=named or None)
             add_error(out, row)
             return True
+        m = _TRACE.match(msg) if " -> " in msg else None
+        if m:
+            self._trace(line, ctx, out, m, proc, p, pid_rank, st)
+            return True
+        st["traces"].pop(proc, None)        # any other line of the process ends its burst
         m = _INIT.search(msg)
         if m:
             info = {"rank": _num(m.group("rank"), 31), "nranks": _num(m.group("nranks"), 31), "dev": m.group("dev")}
@@ -199,6 +244,23 @@ class NcclReader(TextReader):
             self._coll(line, ctx, out, m, proc, comms, pid_rank, st["position"])
             return True
         return level in ("INFO", "CALL", "TRACE")   # other INFO lines: recognised NCCL chatter, nothing to keep
+
+    def _trace(self, line, ctx, out, m, proc, p, pid_rank, st) -> None:
+        """One ``file:line -> N`` line: the first of a process's burst gives its ``nccl_error`` row
+        (the code's meaning, the innermost location), the rest add their location to it."""
+        row = st["traces"].get(proc)
+        if row is not None:
+            row["nccl_trace"] += "\n" + m.group("loc")
+            return
+        code = _num(m.group("code"), 31)
+        name, meaning = NCCL_RESULTS.get(code, (f"ncclResult {code}", "unknown result code"))
+        where = m.group("loc") + (f" [{m.group('thread')}]" if m.group("thread") else "")
+        msg = f"NCCL call failed with {name} ({code}: {meaning}) at {where}"
+        row = error_row(line, ctx, SOURCE, "nccl_error", msg, rank=self._rank(line, proc, pid_rank), host=proc[0],
+                        pid=proc[1], device=p.group("dev"), origin=m.group("loc"), nccl_result=name, nccl_code=code,
+                        nccl_trace=m.group("loc"), last_warn=st["warns"].get(proc))
+        out.errors.append(row)     # no fold by message: two processes may fail alike
+        st["traces"][proc] = row
 
     def _coll(self, line, ctx, out, m, proc, comms, pid_rank, positions) -> None:
         host, pid = proc
@@ -241,17 +303,26 @@ class NcclReader(TextReader):
     def _pytorch(self, line: Line, text: str, ctx: FileContext, out: Output, st: dict) -> bool:
         m = _DIST_ERR.search(text) if "NCCL error in:" in text else None
         if m:
-            row = error_row(line, ctx, SOURCE, "nccl_error", text.strip(), nccl_version=m.group("ver"))
+            row = error_row(line, ctx, SOURCE, "nccl_error", text.strip(), nccl_version=m.group("ver"),
+                            nccl_result=_RESULT_BY_TEXT.get(_what(m.group("what"))), host=line.host, pid=line.pid)
             add_error(out, row)
             st["dist"] = row
             return True
-        m = _ENUM.match(text.strip()) if "nccl" in text else None
+        m = _PYNCCL.search(text) if "NCCL error: " in text and not text[:1].isspace() else None
+        if m:
+            row = error_row(line, ctx, SOURCE, "nccl_error", text.strip(), nccl_result=_RESULT_BY_TEXT.get(_what(m.group("what"))),
+                            host=line.host, pid=line.pid)
+            add_error(out, row)
+            st["dist"] = row
+            return True
+        m = _ENUM.match(text.strip()) if "nccl" in text and not text[:1].isspace() else None
         if m:
             if st["dist"] is not None and st["dist"]["rank"] == line.rank:
                 st["dist"]["message"] += "\n" + text.strip()
                 st["dist"]["nccl_result"] = m.group(1)
             else:
-                row = error_row(line, ctx, SOURCE, "nccl_error", text.strip(), nccl_result=m.group(1))
+                row = error_row(line, ctx, SOURCE, "nccl_error", text.strip(), nccl_result=m.group(1),
+                                host=line.host, pid=line.pid)
                 add_error(out, row)
                 st["dist"] = row
             return True

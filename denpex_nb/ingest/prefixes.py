@@ -9,19 +9,31 @@ two kinds of damage seen in pasted logs: two ranks' output run together on one l
 children share a pipe) and hard-wrapped long lines (DETAIL messages reach ~700 characters).
 
 Outermost come the wrappers of log collectors, peeled per physical line before anything else
-(:func:`_peel_outer`): a ``grep -H``/``-Hn`` file name (also ``rank3.log-`` context lines), a
-docker-compose label (``worker-1  | ``), a kubectl/docker ``--timestamps`` RFC 3339 time, a
-syslog/journald header (``May  1 12:00:00 host python[1234]: ``); ANSI codes and CR go first. Innermost,
-besides glog/torch/DeepSpeed/Lightning/NCCL headers, application-logger headers are removed
-(``logging``'s ``asctime - name - LEVEL - ``, loguru, ``[date] [LEVEL] name: ``), with an optional
-``[RANK N] `` in front. Line kinds stripped are listed in ``Line.prefixes`` (``grep_h``,
-``compose``, ``timestamp``, ``syslog``, ``app_rank``, ``applog`` ...).
+(:func:`_peel_outer`): markdown quoting of a paste (``> ``, ``>> ``, ``> > ``; never a REPL's
+``>>> ``), a ``grep -H``/``-Hn`` file name (also ``rank3.log-`` context lines), a docker-compose
+label (``worker-1  | ``), a kubectl/docker ``--timestamps`` RFC 3339 time (or its tail cut by a
+paste, ``056444Z ``), a syslog/journald header (``May  1 12:00:00 host python[1234]: ``); ANSI codes,
+colour codes that lost their escape byte (`` [36m``) and CR go first. Then launcher and worker
+tags: Open MPI ``[1,3]<stdout>:``, Ray / vLLM workers ``(RayWorkerWrapper pid=123, ip=10.0.0.1) ``,
+``(VllmWorker rank=3 pid=406) `` (``rank=N`` attributes the rank; a pid names only a process).
+Innermost, besides glog/torch/DeepSpeed/Lightning/NCCL headers, application-logger headers are
+removed (``logging``'s ``asctime - name - LEVEL - ``, loguru, ``[date] [LEVEL] name: ``), with an
+optional ``[RANK N] `` in front; vLLM's ``ERROR 07-24 08:26:01 [file.py:226] ``; sglang's
+``[2025-01-01 12:00:00 TP14 EP14] `` (``TPn`` is taken as the rank only when no DP/PP tag says the
+TP group is part of a larger job; an EP tag splits the TP group and changes nothing); Rich's
+logging columns (level padded to 8, ``file.py:NN`` right-aligned: the origin; a message Rich
+wrapped onto an indented line is joined back) and Rich's traceback box (``╭─ Traceback (most recent
+call last) ─╮`` becomes ``Traceback (most recent call last):``, ``│ frame │`` its inner text,
+``╰──╯`` an empty line). A tag with nothing after it (``[1,2]<stdout>:``) is a Line with empty
+text (the loader counts it parsed inside a block a reader used). Line kinds stripped are listed in
+``Line.prefixes`` (``quote``, ``cut_time``, ``grep_h``, ``compose``, ``timestamp``, ``syslog``,
+``mpi``, ``ray``, ``app_rank``, ``applog``, ``vllm``, ``sglang``, ``rich``, ``rich_box`` ...).
 
 Rank trust order: ``[rankN]:`` > the file's rank hint (name, NCCL Init map) > a ``grep -H`` file
 name or a rank-named compose service (``trainer-rank-3``; ``worker-3`` is a replica number, not a
 rank) > a C++ continuation line's owner (``what():`` ... follow the record they belong to) >
 launcher labels (srun, MPI, ``[role|rank|local]:``, DeepSpeed, Lightning, an app logger's
-``[RANK N]``) > torchrun's local rank. Numbers that do not fit Int32/Int64 name nothing (None).
+``[RANK N]``, a vLLM worker's ``rank=N``, sglang's lone ``TPn``) > torchrun's local rank. Numbers that do not fit Int32/Int64 name nothing (None).
 Host, pid and time: the inner header's when it has them, else the wrapper's.
 
 Times: glog headers carry no year (``ctx.year``; falls back to the current year) and local time
@@ -137,7 +149,13 @@ _OUT_SYSLOG_TAIL = re.compile(r"^(?P<host>[\w.-]+) (?P<prog>[\w./@-]+?)\[(?P<pid
 _MONTHS = {m: i for i, m in enumerate("Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split(), start=1)}
 #: a compose service / container name that clearly names a rank (``rank-3``, ``trainer_rank3``)
 _RANK_LABEL = re.compile(r"(?:^|[^a-z])rank[-_]?(\d+)$", re.I)
-_OUTER_HINT = re.compile(r"^(?:\d{4}-|[A-Z][a-z]{2} |[^\s|]+ +\| |[^\s:]*(?:\.\w+|std\w+)[:-])")
+_OUTER_HINT = re.compile(r"^(?:\d{4}-|[A-Z][a-z]{2} |[^\s|]+ +\| |[^\s:]*(?:\.\w+|std\w+)[:-]|>|\d{1,9}Z )")
+#: markdown quoting of a paste (``> ``, nested ``>> `` / ``> > ``; a quoted blank line is ``>``); never
+#: a REPL's ``>>> ``. One space after the marker belongs to it; a second one before a ``[`` header is
+#: paste noise (``>  [E ProcessGroupNCCL.cpp:481] ...``) and goes too, any other indentation stays.
+_OUT_QUOTE = re.compile(r"^(?:>{1,2}(?: |$))+(?: (?=\[))?")
+#: the tail of a kubectl/docker ``--timestamps`` time cut off by a paste (``056444Z ``: fraction + Z)
+_OUT_CUT_TIME = re.compile(r"^\d{1,9}Z ")
 
 
 @dataclass
@@ -161,6 +179,10 @@ def _peel_outer(text: str, ctx: FileContext) -> tuple[str, _Outer]:
         return text, _NO_OUTER
     o = _Outer()
     s = text
+    m = _OUT_QUOTE.match(s) if s[:1] == ">" else None
+    if m:
+        o.kinds.append("quote")
+        s = s[m.end():]
     m = _OUT_GREP.match(s)
     if m and m.end() < len(s) and not _NCCL_AFTER.match(s[m.end():]):
         o.file = m.group("f")
@@ -173,6 +195,10 @@ def _peel_outer(text: str, ctx: FileContext) -> tuple[str, _Outer]:
         if r and o.rank is None:
             o.rank = _int32(r.group(1))
         o.kinds.append("compose")
+        s = s[m.end():]
+    m = _OUT_CUT_TIME.match(s) if s[:1].isdigit() else None
+    if m:
+        o.kinds.append("cut_time")
         s = s[m.end():]
     m = _OUT_ISO.match(s)
     if m:
@@ -243,8 +269,17 @@ _NOT_HOST = re.compile(
 _SRUN = re.compile(r"^\s*(\d+): ")
 _MPI = re.compile(r"^\[(\d+),(\d+)\]<(?:stdout|stderr|stddiag)>:")
 _HYDRA = re.compile(r"^\[(\d+)\] (?=\S)")
-_RAY = re.compile(r"^\((?P<name>[\w.:-]+) pid=(?P<pid>\d+)(?:, ip=(?P<ip>[^)\s]+))?\)\s?")
+# worker prefixes: Ray actors ``(RayWorkerWrapper pid=123, ip=10.0.0.1) ``, vLLM's multiprocessing
+# workers ``(VllmWorkerProcess pid=760) `` / ``(VllmWorker rank=3 pid=406) `` (``rank=N`` names the
+# rank; tags like ``TP0``/``DP1`` are group indices and name none; a pid only gives a process)
+_RAY = re.compile(
+    r"^\((?P<name>[\w.:-]+)(?: (?:rank=(?P<rank>\d+)|[A-Za-z_]+\d+))* pid=(?P<pid>\d+)(?:, ip=(?P<ip>[^)\s]+))?\)\s?"
+)
 _RAY_REPEAT = re.compile(r"\s*\[repeated (\d+)x across cluster\]\s*$")
+#: an SGR colour code whose escape byte was lost in a paste (`` [36m(RayWorker pid=1) [0m ...``): at
+#: the line start or after a space, with the space that stood for the escape byte
+_SGR_HINT = re.compile(r"\[\d{1,3}(?:;\d{1,3})*m")
+_LOST_SGR = re.compile(r"(?:^|\s)\[\d{1,3}(?:;\d{1,3})*m(?=[\s(\[]|$)")
 _TEMPLATE = re.compile(r"^\[(?P<role>[A-Za-z_][\w-]*)\|(?P<r>\d+)\|(?P<lr>\d+)\]:")
 _TORCHRUN = re.compile(r"^\[(?P<role>[A-Za-z_][\w-]*?)(?P<lr>\d+)\]:")
 _RANK = re.compile(r"^\[rank(\d+)\]: ?")
@@ -282,6 +317,24 @@ _APP = re.compile(
     r"| (?P<l4>" + _LVL + r")(?: (?P<n4>[\w.<>-]+):)? "                  # asctime LEVEL name: msg
     r")"
 )
+# vLLM's logger: "ERROR 07-24 08:26:01 multiproc_worker_utils.py:226] " (newer: "[file.py:NN] ")
+_VLLM = re.compile(
+    r"^(?P<lvl>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL) (?P<md>\d\d-\d\d) (?P<hms>\d\d:\d\d:\d\d)(?:[.,](?P<frac>\d{1,9}))? "
+    r"\[?(?P<file>[\w.+-]+):(?P<line>\d+)\] ?"
+)
+# sglang's logger: "[2025-01-01 12:00:00 TP14 EP14] ", "[2025-01-01 12:00:00 DP1 TP3] ", "[2025-01-01 12:00:00] "
+_SGLANG = re.compile(
+    r"^\[(?P<date>\d{4}-\d\d-\d\d) (?P<hms>\d\d:\d\d:\d\d)(?:[.,](?P<frac>\d{1,9}))?(?P<tags>(?: [A-Z][A-Z_]{1,9}\d+)*)\] "
+)
+_SG_TAG = re.compile(r"([A-Z][A-Z_]{1,9})(\d+)")
+# Rich's logging handler (accelerate, typer CLIs): an optional "[time]" column, the level left-justified
+# in 8 columns plus a space, the message, then the emitting "file.py:NN" right-aligned (>= 2 spaces)
+_RICH = re.compile(r"^ ?(?:\[[^\]]{4,40}\] ?)?(?P<lvl>DEBUG|INFO|WARNING|ERROR|CRITICAL)(?P<pad> +)(?=\S)")
+_RICH_FILE = re.compile(r" {2,}(?P<file>[\w.-]+\.py):(?P<line>\d+)\s*$")
+# Rich's traceback box: "╭─── Traceback (most recent call last) ───╮", "│ frame │", "╰───╯"
+_BOX_TOP = re.compile(r"^[╭┏]─*[─━] ?Traceback \(most recent call last\) ?[─━]*[╮┓]\s*$")
+_BOX_SIDE = re.compile(r"^[│┃](?P<inner>.*?)(?:[│┃]\s*)?$")
+_BOX_EDGE = re.compile(r"^[╰╭┗┏][─━]*[╯╮┛┓]\s*$")
 _NCCL = re.compile(
     r"^(?:\[(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?:\.\d+)?\] )?(?P<host>[\w.-]+):(?P<pid>\d+):(?P<tid>\d+) "
     r"(?:\[(?P<dev>\d+)\] )?(?:\S+:\d+(?: \([^)]*\))? )?NCCL (?P<lvl>INFO|WARN|TRACE|CALL|ABORT|VERSION)\b"
@@ -389,6 +442,8 @@ def _strip(text: str, hosts: set[str], ctx: FileContext, allow_srun: bool = True
         p.pid = _int64(m.group("pid"))
         if m.group("ip"):
             p.host = m.group("ip")
+        if m.group("rank") is not None:
+            p.label_rank = _int32(m.group("rank"))
         p.kinds.append("ray")
         s = s[m.end():]
     if "ray" in p.kinds:
@@ -474,6 +529,33 @@ def _strip_header(s: str, p: _Parsed, ctx: FileContext) -> str:
         p.t_wall = _iso_time(m.group("date"), m.group("hms"), us, ctx)
         p.kinds.append("applog")
         return s[m.end():]
+    if s[:1] in "DIWEC" and (m := _VLLM.match(s)):
+        p.severity, p.origin = _LEVELS[m.group("lvl")], f"{m.group('file')}:{m.group('line')}"
+        p.t_wall = _glog_time(m.group("md").replace("-", ""), m.group("hms"), m.group("frac"), ctx)
+        p.kinds.append("vllm")
+        return s[m.end():]
+    m = _RICH.match(s) if s[:2].lstrip()[:1] in "[DIWEC" else None
+    if m and len(m.group("lvl")) + len(m.group("pad")) == 9:
+        p.severity = _LEVELS[m.group("lvl")]
+        s = s[m.end():]
+        f = _RICH_FILE.search(s)
+        if f:
+            p.origin = f"{f.group('file')}:{f.group('line')}"
+            s = s[:f.start()]
+        p.kinds.append("rich")
+        return s
+    if s[:1] in "│┃╭╰┏┗":
+        if _BOX_TOP.match(s):
+            p.kinds.append("rich_box")
+            return "Traceback (most recent call last):"
+        if _BOX_EDGE.match(s):
+            p.kinds.append("rich_box")
+            return ""
+        m = _BOX_SIDE.match(s)
+        if m:
+            p.kinds.append("rich_box")
+            inner = m.group("inner").rstrip()
+            return inner if inner.strip() else ""
     m = _NCCL.match(s)
     if m:
         p.host, p.pid, p.severity = m.group("host"), _int64(m.group("pid")), m.group("lvl")
@@ -483,6 +565,16 @@ def _strip_header(s: str, p: _Parsed, ctx: FileContext) -> str:
             s = s[s.index("] ") + 2:]
         p.kinds.append("nccl")
         return s          # the NCCL prefix stays: the nccl reader needs tid and device
+    if s[:1] == "[" and (m := _SGLANG.match(s)):
+        us = int((m.group("frac") or "0")[:6].ljust(6, "0"))
+        p.t_wall = _iso_time(m.group("date"), m.group("hms"), us, ctx)
+        tags = dict(_SG_TAG.findall(m.group("tags") or ""))
+        # TPn is the rank in the tensor-parallel group; with no DP/PP (or other) tag that group is
+        # the whole job (EP splits the TP group, so an EP tag changes nothing): then it is the rank
+        if "TP" in tags and set(tags) <= {"TP", "EP"}:
+            p.label_rank = _int32(tags["TP"])
+        p.kinds.append("sglang")
+        return s[m.end():]
     return s
 
 
@@ -612,6 +704,13 @@ def _is_wrapped_tail(prev: str, cur: str, hosts: set[str], ctx: FileContext) -> 
     return at_width and not cur[:1].isspace()
 
 
+def _is_rich_tail(cur: str, hosts: set[str], ctx: FileContext) -> bool:
+    """Is ``cur`` the wrapped tail of a Rich log record's message: indented, no header of its own."""
+    if not cur[:1].isspace() or not cur.strip() or _RECORD_START.match(cur) or _CPP_CONT.match(cur):
+        return False
+    return not _has_prefix(cur, hosts, ctx)
+
+
 def _join(joined: str, last: str, cur: str) -> str:
     """Append a wrapped tail: verbatim after a cut at a wrap width (mid-token), else with a space."""
     if len(last) in _WRAP_WIDTHS or last.endswith((" ", "(", "[")) or cur.startswith((" ", ")", "]")):
@@ -634,6 +733,7 @@ def to_lines(physical: list[tuple[int, str]], ctx: FileContext) -> list[Line]:
 
 def _to_lines(physical: list[tuple[int, str]], ctx: FileContext) -> list[Line]:
     texts = [strip_ansi(t) for _, t in physical]
+    texts = [_LOST_SGR.sub("", t) if "m" in t and _SGR_HINT.search(t) else t for t in texts]
     peeled = [_peel_outer(t, ctx) for t in texts]
     bodies = [b for b, _ in peeled]
     ln_kind = _line_number_kind(bodies)
@@ -656,14 +756,25 @@ def _to_lines(physical: list[tuple[int, str]], ctx: FileContext) -> list[Line]:
             prev[1] += 1
             prev[5] = None
             pieces = pieces[1:]
+        elif logical and logical[-1][7] and logical[-1][0] + logical[-1][1] == n and len(pieces) == 1 \
+                and _is_rich_tail(first, hosts, ctx):
+            # Rich wrapped its message column: the tail goes before the right-aligned file column
+            prev = logical[-1]
+            f = _RICH_FILE.search(prev[2])
+            prev[2] = prev[2][:f.start()] + " " + first.strip() + prev[2][f.start():]
+            prev[3] = first
+            prev[1] += 1
+            prev[5] = None
+            pieces = []
         for piece, parsed in pieces:
             # [lineno, n_lines, joined text, last physical segment (for the width test), grep file,
-            #  parsed, outer wrappers]
-            logical.append([n, 1, piece, piece, fname, parsed, outer])
+            #  parsed, outer wrappers, a Rich log record with its file column (its tail may wrap)]
+            rich = parsed is not None and "rich" in parsed.kinds and parsed.origin is not None
+            logical.append([n, 1, piece, piece, fname, parsed, outer, rich])
 
     lines: list[Line] = []
     prev_line: Line | None = None
-    for n, count, text, _, fname, parsed, outer in logical:
+    for n, count, text, _, fname, parsed, outer, _rich in logical:
         p = parsed or _strip(text, hosts, ctx)
         file_rank = _rank_of_file(fname) if fname else outer.rank
         local = p.local_rank if p.local_rank is not None else ctx.local_rank_hint

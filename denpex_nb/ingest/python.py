@@ -12,17 +12,42 @@ row's ``op`` is the canonical op of the last collective call in it (the innermos
 else a ``dist.<op>(`` / ``torch.distributed.<op>(`` source line), and ``collective_call`` holds
 the call's text (the user's source line, e.g. ``dist.broadcast(t, src=0)``).
 
+Tracebacks are also read when they come as pasted: without their ``Traceback`` line (the paste
+starts at a ``File "..."`` frame), with a logger header on every line (vLLM, Ray: a header like the
+traceback's own first one does not cut it), as a Rich box (``x.py:8 in f`` frames), or announced
+by a message on the ``Traceback`` line itself (vLLM's ``Exception in worker W while processing
+method M: <message>, Traceback (most recent call last):``: when the exception line never comes,
+the row's message is that ``<message>``). A traceback that ends without its exception line gives
+an ``exception`` row whose message is :data:`denpex_nb.incident.TRUNCATED_TRACEBACK` plus
+`` (last: <last line>)``. Each traceback of a worker that names only a pid is kept apart per pid.
+
+Also read: Python warnings from ``torch/distributed/`` (and ``torch/nn/parallel/distributed.py``):
+``file.py:N: UserWarning: message``, its further unindented message lines and its indented source
+line become one ``warning`` row (a lowercase line after a letter joins without a break: a paste
+hard-wrapped mid-word); ``Fatal Python error: Aborted`` (faulthandler) is a ``signal`` row with
+the signal (SIGABRT, SIGSEGV, SIGBUS, SIGFPE, SIGILL); launchers: DeepSpeed's own lines (origin
+``runner.py:`` / ``launch.py:``, all consumed; ``global_rank_mapping`` gives a ``ranks`` row per
+rank with ``host``, ``local_rank`` and ``world_size``; ``... exits with return code = N`` and
+``Killing subprocess N`` are ``agent`` rows), torchrun's elastic start (``Starting elastic_operator``
+and the ``Rendezvous complete for workers. Result:`` block: a ``ranks`` row per ``global_ranks``
+entry with ``local_rank`` and ``world_size`` from ``global_world_sizes``), Lightning's banner
+(``distributed_backend=``, ``All distributed processes registered``).
+
 Extra columns: ``exc_type``, ``n_traceback_lines``, ``collective_call``, ``call_site`` (innermost
-frame outside site-packages: where the failing call was made), ``device`` (OOM), ``local_rank`` and ``pid``
-(agent lines, ChildFailedError rows), ``host``, ``root_cause``, ``error_file`` (ChildFailedError),
-``spawn_index`` (mp.spawn). Agent lines name only a *local* rank, so their ``rank`` stays empty;
-the loader joins them to global ranks through the pid.
+frame outside site-packages: where the failing call was made), ``frames`` (exception rows with a
+traceback: ``path:line in func`` per frame, newline-joined, innermost last, at most 30: the
+innermost), ``device`` (OOM), ``local_rank`` and ``pid`` (agent lines, ChildFailedError rows, an
+announced exception, ``Fatal Python error``), ``host``, ``root_cause``, ``error_file``
+(ChildFailedError), ``spawn_index`` (mp.spawn), ``origin`` (warnings: the warning's ``file:line``)
+and ``warning_category``; ranks ``world_size``. Agent lines name only a *local* rank, so their
+``rank`` stays empty; the loader joins them to global ranks through the pid.
 """
 from __future__ import annotations
 
 import re
 from datetime import datetime
 
+from ..incident import TRUNCATED_TRACEBACK
 from ..ops import normalize_op
 from ._text import add_error, error_row, i32, i64, signal_name
 from .base import FileContext, Line, Output, TextReader, register_text_reader
@@ -30,6 +55,9 @@ from .base import FileContext, Line, Output, TextReader, register_text_reader
 SOURCE = "python"
 
 _TB_START = re.compile(r"^Traceback \(most recent call last\):")
+#: a message that announces the traceback after it on the same line (vLLM's worker: "Exception in
+#: worker X while processing method M: <exception message>, Traceback (most recent call last):")
+_TB_TAIL = re.compile(r"^(?P<msg>\S.*?\w.*?), Traceback \(most recent call last\):\s*$")
 _CHAIN = re.compile(r"^(?:During handling of the above exception|The above exception was the direct cause)")
 _FRAME = re.compile(r"^\s")
 _EXC = re.compile(r"^(?P<type>[A-Za-z_][\w.]*)(?::\s?(?P<msg>.*))?$")
@@ -58,6 +86,34 @@ _WARN_LOC = re.compile(r"^\s+warnings\.warn\(|^\s+return func\(|^\s+\w+\(")
 _NEW_RECORD = re.compile(r"^(?:Traceback \(|During handling|The above exception|terminate called|\s*what\(\):|=+$|-+$)")
 _MAX_MSG_LINES = 30
 _FRAME_AT = re.compile(r'^\s*File "([^"]+)", line (\d+), in (\S+)')
+#: a frame of a Rich traceback box (``/path/file.py:8 in <module>``, the box sides already removed)
+_RICH_FRAME = re.compile(r"^\s*(\S+?):(\d+) in (\S+)\s*$")
+_MAX_FRAMES = 30
+# Python warnings from torch.distributed code (formatwarning: "file.py:12: UserWarning: message", the
+# message possibly over several lines, then the indented source line)
+_DIST_WARNING = re.compile(
+    r"^(?P<file>\S*?(?:torch[/\\]distributed[/\\]|torch[/\\]nn[/\\]parallel[/\\]distributed)\S*?\.py):(?P<line>\d+): "
+    r"(?P<cat>[A-Z]\w*Warning): (?P<msg>.*)$"
+)
+_WARN_SOURCE = re.compile(r"^\s+\S")
+_ANY_WARNING = re.compile(r"\.py:\d+: [A-Z]\w*Warning: ")
+# launchers: DeepSpeed's (its own logger lines from launcher/runner.py and launch.py), torchrun's
+# elastic agent start, Lightning's banner
+_DS_LAUNCHER = ("runner.py:", "launch.py:")
+_DS_MAPPING = re.compile(r"global_rank_mapping=.*?\{(?P<body>.*)\}")
+_DS_HOST_RANKS = re.compile(r"'(?P<host>[^']+)':\s*\[(?P<ranks>[\d,\s]*)\]")
+_DS_RETURN = re.compile(r"(?:Process (?P<pid>\d+)|(?P<cmd>\[.*\])) exits with return code = (?P<code>-?\d+)")
+_DS_KILL = re.compile(r"Killing subprocess (\d+)")
+_DS_LOCAL = re.compile(r"--local_rank=(\d+)")
+_ELASTIC = re.compile(r"Starting elastic_operator with launch configs|Rendezvous complete for workers"
+                      r"|Setting OMP_NUM_THREADS environment variable for each process|Starting worker group"
+                      r"|Rendezvous'ing worker group|Local worker group finished|Done waiting for other agents")
+_ELASTIC_HINTS = ("elastic_operator", "Rendezvous", "OMP_NUM_THREADS", "worker group", "other agents")
+_ELASTIC_KV = re.compile(r"^\s+(?P<k>[a-z_]+)\s*[=:] ?(?P<v>.*)$")
+_LIGHTNING_BANNER = re.compile(r"^distributed_backend=\w+\s*$|^All distributed processes registered\. Starting with (\d+) processes")
+_FATAL = re.compile(r"^Fatal Python error: (?P<what>[A-Z][\w ]*?)\s*$")
+_FATAL_SIGNALS = {"Aborted": "SIGABRT", "Segmentation fault": "SIGSEGV", "Bus error": "SIGBUS",
+                  "Floating point exception": "SIGFPE", "Illegal instruction": "SIGILL"}
 _LIBRARY = re.compile(
     r"[/\\](?:site-packages|dist-packages|lib/python\d[\d.]*)[/\\]|^<frozen "
     r"|[/\\]torch[/\\](?:distributed|nn|multiprocessing|utils|autograd|_dynamo|_tensor\.py)"
@@ -92,7 +148,7 @@ def _frames(lines: list[Line]) -> list[tuple[str, str, str | None]]:
     """(path, function, source line or None) per traceback frame, outermost first."""
     out: list[tuple[str, str, str | None]] = []
     for ln in lines:
-        m = _FRAME_AT.match(ln.text)
+        m = _frame_match(ln.text)
         if m:
             out.append((m.group(1), m.group(3), None))
         elif out and out[-1][2] is None and ln.text.strip() and not _MARKERS.match(ln.text) \
@@ -100,6 +156,21 @@ def _frames(lines: list[Line]) -> list[tuple[str, str, str | None]]:
             path, func, _ = out[-1]
             out[-1] = (path, func, ln.text.strip())
     return out
+
+
+def _frame_match(text: str) -> re.Match | None:
+    """A frame line (``File "x.py", line 3, in f`` or a Rich box's ``x.py:3 in f``): groups path, line, func."""
+    m = _FRAME_AT.match(text)
+    if m is None and " in " in text and text[:1] == " ":
+        m = _RICH_FRAME.match(text)
+    return m
+
+
+def frames_text(lines: list[Line]) -> str | None:
+    """The traceback's frames as ``path:line in func``, one per line, innermost last (at most
+    ``_MAX_FRAMES``, the innermost ones), or None without frames."""
+    found = [f"{m.group(1)}:{m.group(2)} in {m.group(3)}" for ln in lines for m in [_frame_match(ln.text)] if m]
+    return "\n".join(found[-_MAX_FRAMES:]) if found else None
 
 
 def collective_of(lines: list[Line]) -> tuple[str | None, str | None]:
@@ -135,7 +206,7 @@ def call_site(lines: list[Line]) -> str | None:
     where the failing collective was called from, the place a fix goes."""
     site = None
     for ln in lines:
-        m = _FRAME_AT.match(ln.text)
+        m = _frame_match(ln.text)
         if m and not _LIBRARY.search(m.group(1)):
             site = f"{m.group(1)}:{m.group(2)} in {m.group(3)}"
     return site
@@ -144,36 +215,172 @@ def call_site(lines: list[Line]) -> str | None:
 class _Record:
     """One traceback being read: its rank, its lines and (once seen) its exception line."""
 
-    __slots__ = ("first", "lines", "exc", "msg_lines", "rank", "spawn")
+    __slots__ = ("first", "lines", "exc", "msg_lines", "rank", "spawn", "announced")
 
-    def __init__(self, first: Line, rank: int | None, spawn: int | None):
+    def __init__(self, first: Line, rank: int | None, spawn: int | None, announced: str | None = None):
         self.first, self.lines, self.exc, self.msg_lines = first, [first], None, []
         self.rank, self.spawn = rank, spawn
+        self.announced = announced      # the exception message printed before "Traceback" on its line
+
+    def cut_in(self, line: Line) -> bool:
+        """Is ``line`` another log record cutting into this traceback? A header like the
+        traceback's own first line (vLLM and Ray print theirs on every line) is not one."""
+        return line.severity is not None and (line.severity, line.origin) != (self.first.severity, self.first.origin)
+
+
+def _key(line: Line):
+    """Which open traceback a line may belong to: its rank, else (for worker prefixes that name
+    only a process) its pid, else None."""
+    if line.rank is not None:
+        return line.rank
+    if line.pid is not None and "ray" in line.prefixes:
+        return ("pid", line.host, line.pid)
+    return None
+
+
+def _announced(msg: str) -> str:
+    """The exception message of an announcing line: after the last ``: `` of its lead-in
+    (``Exception in worker W while processing method M: <message>``), else all of it."""
+    lead = re.match(r"^Exception in (?:worker|thread|process)\b[^:]*: ", msg)
+    return msg[lead.end():] if lead else msg
 
 
 class PythonReader(TextReader):
     name = SOURCE
     needles = (b"Traceback", b"Error:", b"Exception", b"out of memory", b"exitcode", b"closing signal",
                b"local_rank", b"Root Cause", b" FAILED", b"      : ", b"terminated with", b"via signal",
-               b"FutureWarning", b"GLOBAL_RANK", b"Failures:", b"==========")
+               b"FutureWarning", b"GLOBAL_RANK", b"Failures:", b"==========", b"Warning: ", b"[runner.py:",
+               b"[launch.py:", b"elastic_operator", b"Rendezvous", b"OMP_NUM_THREADS", b"worker group",
+               b"distributed_backend=", b"distributed processes registered", b"Fatal Python error", b'File "')
+    # 'File "' makes a traceback whose head was cut off (a paste from its middle) a block too
     # "==========" closes the Root Cause row of a ChildFailedError table (see _table); the "-" rules
     # are not needles: progress bars and separators would make too many ordinary lines candidates
 
     def parse(self, block: list[Line], ctx: FileContext, out: Output) -> None:
         # No blanket try/except here: the loader catches a reader's exception, keeps the block's
         # unclaimed lines as unparsed and reports the failure, so a reader bug is seen, not hidden.
-        st = {"open": {}, "spawn": None, "root": False, "cfe": None, "last": None, "table": False}
-        for line in block:
-            self._line(line, ctx, out, st)
+        st = {"open": {}, "spawn": None, "root": False, "cfe": None, "last": None, "table": False, "elastic": None}
+        i, n = 0, len(block)
+        while i < n:
+            line = block[i]
+            if st["elastic"] is not None and not self._elastic_kv(line, st):
+                self._finish_elastic(st, ctx, out)
+            if st["elastic"] is None:
+                m = _DIST_WARNING.match(line.text) if "Warning: " in line.text else None
+                if m:
+                    i = self._warning(block, i, m, ctx, out, st)
+                    continue
+                self._line(line, ctx, out, st)
+            else:
+                out.consume(line)
+            i += 1
+        self._finish_elastic(st, ctx, out)
         for rec in list(st["open"].values()):
             self._finish(rec, ctx, out, st)
         self._finish_cfe(st, ctx, out)
+
+    # --- warnings from torch.distributed code ------------------------------------------------
+
+    def _warning(self, block: list[Line], i: int, m: re.Match, ctx, out, st) -> int:
+        """A ``torch/distributed/...py:N: XWarning: message`` line, its message's further lines and
+        its source line: one ``warning`` row. Returns the index of the next line to read."""
+        head = block[i]
+        body: list[Line] = []
+        j = i + 1
+        end = i + 1                    # past the lines this warning takes
+        while j < len(block) and j - i <= 20:
+            ln = block[j]
+            t = ln.text
+            if not t.strip() or ln.rank != head.rank or _ANY_WARNING.search(t) or _TB_START.match(t) \
+                    or (ln.severity is not None and ln.severity != head.severity):
+                break
+            if _WARN_SOURCE.match(t):          # the indented source line closes the message
+                body.append(ln)
+                end = j + 1
+                break
+            body.append(ln)
+            j += 1
+        source = body[-1] if body and end > i + 1 else None
+        msg_lines = body[:-1] if source is not None else []
+        if source is None and body and m.group("msg")[-1:].isalpha() and body[0].text[:1].islower():
+            msg_lines, end = body[:1], i + 2      # no source line (cut paste): only the wrapped tail is sure
+        msg = m.group("msg").rstrip()
+        for ln in msg_lines:
+            t = ln.text.rstrip()
+            # a paste hard-wrapped mid-word ("All-gathe" / "r order differs"): a lowercase start
+            # after a letter joins without a break; anything else is a line of the message itself
+            msg += t if msg[-1:].isalpha() and t[:1].islower() and "\n" not in msg else "\n" + t
+        fut = _FUTURE.search(f"{m.group('cat')}: {msg}") if "deprecated" in msg else None
+        add_error(out, error_row(head, ctx, SOURCE, "warning", f"{m.group('cat')}: {msg}",
+                                 op=normalize_op(fut.group(1)) if fut else None,
+                                 origin=f"{m.group('file')}:{m.group('line')}", warning_category=m.group("cat")))
+        out.consume(head)
+        for ln in block[i + 1:end]:
+            out.consume(ln)
+        st["last"] = None
+        return end
+
+    # --- launchers -----------------------------------------------------------------------------
+
+    def _launcher(self, line: Line, text: str, ctx, out, st) -> bool:
+        """DeepSpeed's launcher lines, torchrun's elastic agent start, Lightning's banner: proof
+        that the distributed machinery ran; rank maps and world sizes become ``ranks`` rows."""
+        if "deepspeed" in line.prefixes and line.origin and line.origin.startswith(_DS_LAUNCHER):
+            m = _DS_MAPPING.search(text) if "global_rank_mapping" in text else None
+            if m:
+                pairs = [(h.group("host"), [int(x) for x in re.findall(r"\d+", h.group("ranks"))])
+                         for h in _DS_HOST_RANKS.finditer(m.group("body"))]
+                world = sum(len(r) for _, r in pairs)
+                for host, ranks in pairs:
+                    for local, r in enumerate(ranks):
+                        out.ranks.append({"rank": i32(r), "host": host, "local_rank": local, "world_size": i32(world),
+                                          "source": SOURCE, "file": ctx.file, "line": line.lineno})
+                return True
+            m = _DS_RETURN.search(text) if "return code" in text else None
+            if m:
+                code = i32(m.group("code"))
+                lr = _DS_LOCAL.search(m.group("cmd") or "")
+                add_error(out, error_row(line, ctx, SOURCE, "agent", text.strip(), rank=None, exit_code=code,
+                                         signal=signal_name(code), pid=i64(m.group("pid")),
+                                         local_rank=i32(lr.group(1)) if lr else None))
+                return True
+            m = _DS_KILL.search(text) if "Killing" in text else None
+            if m:
+                add_error(out, error_row(line, ctx, SOURCE, "agent", text.strip(), rank=None, pid=i64(m.group(1))))
+            return True
+        if any(h in text for h in _ELASTIC_HINTS) and _ELASTIC.search(text):
+            if text.rstrip().endswith(":"):      # a block of "  key=value" / "  key : value" lines follows
+                st["elastic"] = {"_line": line}
+            return True
+        return "distributed" in text and bool(_LIGHTNING_BANNER.match(text.strip()))
+
+    def _elastic_kv(self, line: Line, st: dict) -> bool:
+        m = _ELASTIC_KV.match(line.text)
+        if not m:
+            return False
+        st["elastic"][m.group("k")] = m.group("v").strip()
+        return True
+
+    def _finish_elastic(self, st: dict, ctx: FileContext, out: Output) -> None:
+        """torchrun's ``Rendezvous complete for workers. Result:`` block: a ``ranks`` row per global
+        rank with its local rank and the world size (``global_world_sizes``)."""
+        cur, st["elastic"] = st["elastic"], None
+        if not cur or "global_ranks" not in cur:
+            return
+        ranks = [int(x) for x in re.findall(r"\d+", cur["global_ranks"])]
+        local = [int(x) for x in re.findall(r"\d+", cur.get("local_ranks", ""))]
+        worlds = [int(x) for x in re.findall(r"\d+", cur.get("global_world_sizes", ""))]
+        line: Line = cur["_line"]
+        for k, r in enumerate(ranks):
+            out.ranks.append({"rank": i32(r), "local_rank": i32(local[k]) if k < len(local) else None,
+                              "world_size": i32(worlds[k]) if k < len(worlds) else None, "host": line.host,
+                              "source": SOURCE, "file": ctx.file, "line": line.lineno})
 
     # --- dispatch -------------------------------------------------------------------------------
 
     def _line(self, line: Line, ctx: FileContext, out: Output, st: dict) -> None:
         text = line.text
-        key = line.rank
+        key = _key(line)
         rec = st["open"].get(key)
         if rec is None and key is not None and None in st["open"] and "rank" not in line.prefixes:
             rec, key = st["open"][None], None
@@ -181,12 +388,14 @@ class PythonReader(TextReader):
             if self._in_traceback(rec, line, text, ctx, out, st):
                 return
             rec = None                      # it ended before this line
-        if _TB_START.match(text):
-            old = st["open"].get(line.rank)
+        tail = _TB_TAIL.match(text) if text.endswith("(most recent call last):") and not _TB_START.match(text) else None
+        if tail is not None or _TB_START.match(text):
+            old = st["open"].get(key)
             if old is not None:
                 self._finish(old, ctx, out, st)
             rank = line.rank if line.rank is not None else st["spawn"]
-            st["open"][line.rank] = _Record(line, rank, st["spawn"])
+            announced = _announced(tail.group("msg")) if tail is not None else None
+            st["open"][key] = _Record(line, rank, st["spawn"], announced)
             out.consume(line)
             return
         if _CHAIN.match(text):
@@ -196,6 +405,23 @@ class PythonReader(TextReader):
             out.consume(line)
             return
         if self._agent(line, text, ctx, out, st):
+            out.consume(line)
+            return
+        if self._launcher(line, text, ctx, out, st):
+            out.consume(line)
+            return
+        if text[:1] == " " and _FRAME_AT.match(text):
+            # a frame with no "Traceback" line before it: the paste starts inside a traceback
+            rank = line.rank if line.rank is not None else st["spawn"]
+            st["open"][key] = _Record(line, rank, st["spawn"])
+            out.consume(line)
+            return
+        m = _FATAL.match(text.strip()) if "Fatal Python" in text else None
+        if m:
+            # faulthandler: the process got a fatal signal (its dump of the stack follows)
+            sig = _FATAL_SIGNALS.get(m.group("what"))
+            add_error(out, error_row(line, ctx, SOURCE, "signal" if sig else "abort", text.strip(), signal=sig,
+                                     pid=line.pid, host=line.host))
             out.consume(line)
             return
         m = _SPAWN_PROC.match(text)
@@ -240,7 +466,7 @@ class PythonReader(TextReader):
             if _TB_START.match(text) or _CHAIN.match(text):
                 self._finish(rec, ctx, out, st)
                 return False
-            if line.severity is not None:
+            if rec.cut_in(line):
                 return False        # a log line of the same process cut in: the traceback stays open
             m = _EXC.match(text.strip())
             rec.exc = text.strip() if m else text.strip()
@@ -253,7 +479,7 @@ class PythonReader(TextReader):
             return True
         # message continuation lines: same rank, not a new record, not a table
         if (_NEW_RECORD.match(text) or _FIELD.match(text) or _ROOT.match(text) or _SPAWN_PROC.match(text)
-                or _EXC_NAMED.match(text) or len(rec.msg_lines) >= _MAX_MSG_LINES or line.severity is not None):
+                or _EXC_NAMED.match(text) or len(rec.msg_lines) >= _MAX_MSG_LINES or rec.cut_in(line)):
             self._finish(rec, ctx, out, st)
             return False
         rec.msg_lines.append(text.strip())
@@ -268,11 +494,17 @@ class PythonReader(TextReader):
                 if v is rec:
                     del opened[k]
         if rec.exc is None:
-            last = rec.lines[-1].text.strip() if len(rec.lines) > 1 else ""
-            msg = f"traceback without its exception line (last: {last})" if last else "traceback without its exception line"
             op, call = collective_of(rec.lines)
+            if rec.announced:            # the message came first: the exception is known, its type is not
+                self._exception(rec.first, ctx, out, None, rec.announced, rec.rank, n_traceback_lines=len(rec.lines),
+                                t_wall=rec.first.t_wall, call_site=call_site(rec.lines), op=op, collective_call=call,
+                                frames=frames_text(rec.lines), pid=rec.first.pid)
+                return
+            last = next((ln.text.strip() for ln in reversed(rec.lines[1:]) if ln.text.strip()), "")
+            msg = f"{TRUNCATED_TRACEBACK} (last: {last})" if last else TRUNCATED_TRACEBACK
             add_error(out, error_row(rec.first, ctx, SOURCE, "exception", msg, rank=rec.rank,
-                                        n_traceback_lines=len(rec.lines), op=op, collective_call=call))
+                                        n_traceback_lines=len(rec.lines), op=op, collective_call=call,
+                                        frames=frames_text(rec.lines)))
             return
         if _CFE.search(rec.exc) or _SPAWN_RAISED.search(rec.exc) or _SPAWN_EXITED.search(rec.exc):
             return                      # the agent/spawn rows describe these; no generic exception row
@@ -284,7 +516,7 @@ class PythonReader(TextReader):
         op, call = collective_of(rec.lines)
         self._exception(rec.first, ctx, out, m.group("type") if m else None, msg, rec.rank,
                         n_traceback_lines=len(rec.lines), t_wall=rec.first.t_wall, call_site=call_site(rec.lines),
-                        op=op, collective_call=call)
+                        op=op, collective_call=call, frames=frames_text(rec.lines))
 
     def _exception(self, line: Line, ctx, out, exc_type, msg, rank, **extra) -> None:
         kind = "oom" if _OOM.search(msg) else "exception"

@@ -9,7 +9,9 @@ consecutive lines, so memory grows with what is kept, not with the size of the f
 
 A *block* is a maximal run of consecutive candidate lines plus their continuation lines (see
 :func:`is_continuation`); each block is decoded, turned into :class:`~denpex_nb.ingest.base.Line`
-objects by :func:`denpex_nb.ingest.prefixes.to_lines` and offered to every text reader.
+objects by :func:`denpex_nb.ingest.prefixes.to_lines` and offered to every text reader. A launcher
+tag with nothing after it (``[1,2]<stdout>:``, ``(RayWorker pid=7) ``, a quoted ``>``) counts as
+parsed when a reader consumed another line of its block (:func:`_consume_blank_tags`).
 
 A reader (or ``to_lines``) that raises loses only what it added for that block: its rows are
 rolled back, the block's lines it had claimed go back to ``unparsed``, and the file's first
@@ -31,16 +33,31 @@ CARRY_CAP = 8 << 20           # a block that fills a whole buffer this large is 
 MAX_BLOCK_LINES = 5000         # a runaway continuation run is cut here (keeps memory bounded)
 WRAP_WIDTHS = frozenset({80, 100, 120, 160, 200})
 
-_PREFIX_RUN = re.compile(rb"^(?:\s*\[[^\]\n]{1,64}\]:)*")
+#: launcher and worker prefixes in front of a message (the bytes twin of prefixes._strip's outer
+#: layers): ``[rank3]:`` / ``[default0]:`` / Open MPI ``[1,3]<stdout>:``, a colour code that lost its
+#: escape byte (`` [36m``), a Ray / vLLM worker tag ``(VllmWorker rank=3 pid=406) `` and vLLM's logger
+#: header ``ERROR 07-24 08:26:01 [file.py:226] `` (one space after ``]`` belongs to it)
+_PREFIX_RUN = re.compile(
+    rb"^(?:\s*\[[^\]\n]{1,64}\](?:<std(?:out|err|diag)>)?:"
+    rb"|\s?\[\d{1,3}(?:;\d{1,3})*m ?"
+    rb"|\([\w.:-]+(?: [\w=]+)* pid=\d+(?:, ip=[^)\s]+)?\) ?"
+    rb"|(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)? \[?[\w.+-]+:\d+\] "
+    rb")*"
+)
 #: collector wrappers in front of a whole line (the bytes twin of prefixes._peel_outer): grep -H
 #: file name, docker-compose label, kubectl/docker RFC 3339 time, syslog/journald header
 _OUTER_RUN = re.compile(
-    rb"^(?:[^\s:\[\]()]*?(?:\.(?:log|txt|out|err|stdout|stderr)(?:\.\d+)?|[/_.-](?:stdout|stderr))(?P<sep>[:-])(?:\d+(?P=sep))?)?"
+    rb"^(?:(?:>{1,2}(?: |$))+(?: (?=\[))?)?"
+    rb"(?:[^\s:\[\]()]*?(?:\.(?:log|txt|out|err|stdout|stderr)(?:\.\d+)?|[/_.-](?:stdout|stderr))(?P<sep>[:-])(?:\d+(?P=sep))?)?"
     rb"(?:[A-Za-z0-9][\w.-]* +\| )?"
-    rb"(?:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d) (?:[\w.-]+ [\w./@-]+?\[\d+\]: )?"
+    rb"(?:\d{1,9}Z |\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d) (?:[\w.-]+ [\w./@-]+?\[\d+\]: )?"
     rb"|(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) {1,2}\d{1,2} \d\d:\d\d:\d\d [\w.-]+ [\w./@-]+?(?:\[\d+\])?: )?"
 )
 _ANSI_B = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]")
+#: a Python warning's first line (``warnings.formatwarning``: ``file.py:12: UserWarning: message``); its
+#: message may run over several unindented lines, up to the indented source line
+_PY_WARNING = re.compile(rb"\.py:\d+: [A-Z]\w*Warning: ")
+_WARNING_BODY_MAX = 20
 
 
 def _peel(line: bytes) -> bytes:
@@ -49,7 +66,8 @@ def _peel(line: bytes) -> bytes:
         line = _ANSI_B.sub(b"", line)
     m = _OUTER_RUN.match(line)
     return line[m.end():] if m and m.end() else line
-_CONT_STARTS = (b"frame #", b"what():", b"Exception raised from")
+_CONT_STARTS = (b"frame #", b"what():", b"Exception raised from",
+                "│".encode(), "┃".encode(), "╰".encode(), "┗".encode())   # Rich traceback box sides and bottom
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 
 
@@ -156,26 +174,57 @@ def _balance_open(line: bytes) -> bool:
 def is_continuation(prev: bytes, line: bytes) -> bool:
     """Does ``line`` continue the block line ``prev`` (both without the newline)?
 
-    True when, after optional ``[...]:`` prefixes, it starts with whitespace or is a ``frame #``,
-    ``what():`` or ``Exception raised from`` line; or when ``prev`` has a common hard-wrap width
-    (80, 100, 120, 160, 200) or left ``(``/``[`` open. ANSI codes and collector wrappers
-    (kubectl/docker time, compose label, syslog header, ``grep -H`` name) are ignored on both
-    lines, widths included, so a wrapped log reads like the plain one.
+    True when, after optional prefixes (``[...]:``, Open MPI ``[1,3]<stdout>:``, a Ray / vLLM
+    worker tag, vLLM's logger header, a colour code that lost its escape byte), it starts with
+    whitespace, is empty (a tag with nothing after it), or is a ``frame #``, ``what():``,
+    ``Exception raised from`` or Rich traceback-box line; or when ``prev`` has a common hard-wrap
+    width (80, 100, 120, 160, 200) or left ``(``/``[`` open. ANSI codes and collector wrappers
+    (markdown quote, kubectl/docker time or its cut tail, compose label, syslog header, ``grep -H``
+    name) are ignored on both lines, widths included, so a wrapped log reads like the plain one.
+
+    (The block grower adds one rule of its own: a Python warning's first line ``x.py:12:
+    UserWarning: ...`` lets up to 20 unindented message lines follow, until its indented source
+    line.)
     """
     if line.endswith(b"\r"):
         line = line[:-1]
     if not line:
         return False
     line = _peel(line)
-    rest = line[_PREFIX_RUN.match(line).end():]
+    cut = _PREFIX_RUN.match(line).end()
+    rest = line[cut:]
     if rest[:1] in (b" ", b"\t"):
-        return rest.strip() != b""
+        return rest.strip() != b"" or cut > 0
+    if not rest:
+        return cut > 0            # a launcher tag with nothing after it (``[1,2]<stdout>:``): a blank line of the block
     if rest.startswith(_CONT_STARTS):
         return True
     if prev.endswith(b"\r"):
         prev = prev[:-1]
     prev = _peel(prev)
     return len(prev) in WRAP_WIDTHS or _balance_open(prev)
+
+
+def _warning_opens(buf: bytes, s: int, e: int) -> int:
+    """How many unindented message lines may follow the line ``buf[s:e]``: a Python warning's first
+    line opens up to ``_WARNING_BODY_MAX`` of them, any other line none."""
+    pos = buf.find(b"Warning: ", s, e)
+    return _WARNING_BODY_MAX if pos >= 0 and _PY_WARNING.search(buf, s, e) else 0
+
+
+def _warning_next(buf: bytes, s: int, left: int) -> int:
+    """Lines an open warning message may still take after the line at ``s``: none once its
+    indented source line came, else one fewer."""
+    if not left or buf[s:s + 1] in (b" ", b"\t"):
+        return 0
+    return left - 1
+
+
+def _warning_body(line: bytes) -> bool:
+    """Can ``line`` be a line of a multi-line warning message (not blank, not a new record)?"""
+    line = line.rstrip(b"\r")
+    return bool(line.strip()) and not line.startswith((b"Traceback", b"[", b"During handling")) \
+        and _PY_WARNING.search(line) is None
 
 
 # --- unparsed rows -------------------------------------------------------------------------------
@@ -360,12 +409,18 @@ class BlockScanner:
             n_block = 1
             mask = masks[i]
             i += 1
+            warn_left = _warning_opens(buf, bs, be)
             while be < n_buf and n_block < MAX_BLOCK_LINES:
                 nxt_end = find(b"\n", be) + 1
                 if i < len(starts) and starts[i] == be:
                     mask |= masks[i]
                     i += 1
-                elif not is_continuation(buf[prev_s:be - 1], buf[be:nxt_end - 1]):
+                    warn_left = _warning_opens(buf, be, nxt_end) or _warning_next(buf, be, warn_left)
+                elif is_continuation(buf[prev_s:be - 1], buf[be:nxt_end - 1]):
+                    warn_left = _warning_next(buf, be, warn_left)
+                elif warn_left and _warning_body(buf[be:nxt_end - 1]):
+                    warn_left -= 1           # a line of a multi-line warning message
+                else:
                     break
                 prev_s, be = be, nxt_end
                 n_block += 1
@@ -415,6 +470,7 @@ class BlockScanner:
                 except Exception as e:  # a reader bug: drop what it added here, report it once per file
                     out.rollback(mark, linenos, before)
                     self._failed(reader.name, e, ln)
+            _consume_blank_tags(lines, linenos, out)
         parsed = out.parsed
         for lineno, text in physical:
             if lineno not in parsed:
@@ -440,6 +496,18 @@ class BlockScanner:
             return None
         more = f" ({self.n_failures} failures in this file)" if self.n_failures > 1 else ""
         return f"{self.reader_failures[0]}; the lines it could not read are kept as unparsed{more}"
+
+
+def _consume_blank_tags(lines: list[Line], linenos: list[int], out: Output) -> None:
+    """A launcher tag with nothing after it (``[1,2]<stdout>:``, ``(RayWorker pid=7) ``, a quoted
+    ``>``) is the blank line of that process's output: it counts as parsed when a reader consumed
+    another line of the same block (a block of such lines alone proves nothing)."""
+    parsed = out.parsed
+    if not any(n in parsed for n in linenos):
+        return
+    for line in lines:
+        if line.prefixes and line.lineno not in parsed and not line.text.strip():
+            out.consume(line)
 
 
 def strict_mode(options: dict | None) -> bool:

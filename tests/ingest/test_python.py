@@ -210,3 +210,64 @@ def test_log_line_inside_a_traceback_does_not_become_its_exception():
     assert exc["message"] == "RuntimeError: the real one"
     assert 3 not in out.parsed                      # the log line is not part of the traceback
     assert one(out.errors, kind="signal")["rank"] == 1   # a new exception line ends the message
+
+
+# --- frames and truncated tracebacks (item: frames column, TRUNCATED_TRACEBACK) ----------------------
+
+def test_exception_rows_carry_their_frames_innermost_last():
+    from denpex_nb.incident import TRUNCATED_TRACEBACK
+
+    tb = ["Traceback (most recent call last):", '  File "train.py", line 88, in <module>', "    main()",
+          '  File "/x/site-packages/torch/nn/modules/module.py", line 1501, in _call_impl',
+          "    return forward_call(*args, **kwargs)",
+          '  File "/x/site-packages/torch/nn/modules/_functions.py", line 99, in forward',
+          "    dist.all_reduce(combined, dist.ReduceOp.SUM, process_group, async_op=False)"]
+    row = one(run(R, tb + ["RuntimeError: boom"]).errors)
+    assert row["frames"] == ("train.py:88 in <module>\n/x/site-packages/torch/nn/modules/module.py:1501 in _call_impl\n"
+                             "/x/site-packages/torch/nn/modules/_functions.py:99 in forward")
+    cut = one(run(R, tb).errors)
+    assert cut["message"].startswith(TRUNCATED_TRACEBACK + " (last: ") and cut["message"].endswith("async_op=False))")
+    assert cut["frames"] == row["frames"]
+    assert one(run(R, "RuntimeError: alone").errors).get("frames") is None
+
+
+def test_frames_keep_the_innermost_thirty():
+    tb = ["Traceback (most recent call last):"]
+    for k in range(40):
+        tb += [f'  File "f{k}.py", line {k + 1}, in g{k}', f"    g{k + 1}()"]
+    row = one(run(R, tb + ["RecursionError: deep"]).errors)
+    frames = row["frames"].split("\n")
+    assert len(frames) == 30 and frames[0] == "f10.py:11 in g10" and frames[-1] == "f39.py:40 in g39"
+
+
+def test_traceback_whose_head_was_cut_off():
+    # tests/data/wild/torchtitan-1224-duplicate-gpu-nccl2265 (torchtitan#1224), lines 1-4
+    block = ['[rank2]:   File "/home/less/.conda/envs/pycutlass/lib/python3.12/site-packages/torch/distributed/'
+             'distributed_c10d.py", line 3945, in all_gather_into_tensor',
+             "[rank2]:     work = group._allgather_base(output_tensor, input_tensor, opts)",
+             "[rank2]:            ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^",
+             "[rank2]: torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/"
+             "NCCLUtils.cpp:77, invalid usage (run with NCCL_DEBUG=WARN for details), NCCL version 2.26.5"]
+    out = run(R, block)
+    row = one(out.errors)
+    assert (row["rank"], row["op"], row["exc_type"]) == (2, "all_gather_into_tensor", "torch.distributed.DistBackendError")
+    assert out.parsed == {1, 2, 3, 4}
+
+
+def test_message_announced_before_the_traceback():
+    # tests/data/wild/vllm-7800-tp8-pynccl-unhandled-system-error (vllm#7800), lines 1-3
+    h = "(VllmWorkerProcess pid=232) ERROR 08-23 08:25:25 multiproc_worker_utils.py:226] "
+    block = [h + "Exception in worker VllmWorkerProcess while processing method init_device: NCCL error: unhandled "
+                 "system error (run with NCCL_DEBUG=INFO for details), Traceback (most recent call last):",
+             h + '  File "/usr/local/lib/python3.10/dist-packages/vllm/executor/multiproc_worker_utils.py", line 223, '
+                 "in _run_worker_process",
+             h + "    output = executor(*args, **kwargs)"]
+    row = one(run(R, block).errors)
+    assert row["message"] == "NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)"
+    assert row["pid"] == 232 and row["frames"].endswith("multiproc_worker_utils.py:223 in _run_worker_process")
+
+
+def test_a_bare_prefix_before_traceback_is_no_announced_message():
+    # a header the prefix stripper left in place ("[rank1]: " behind an app logger's header) is no message
+    out = run(R, ["[RANK 1] 2025-01-01 12:00:03 [INFO] trainer: [rank1]: Traceback (most recent call last):"])
+    assert out.errors == []
