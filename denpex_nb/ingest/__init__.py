@@ -104,7 +104,7 @@ def load(*paths, format: str | None = None, year: int | None = None, progress: b
             notes.append(r.reader_failure)
 
     if not any(not r.fatal for r in kept):
-        if unreadable != "report" or not kept or any(p.missing for p in problems):
+        if unreadable != "report" or not (kept or problems) or any(p.missing for p in problems):
             _raise_nothing_loaded(failures, flat)
 
     extra = [_problem_result(p) for p in problems]

@@ -13,6 +13,7 @@ import gzip
 import io
 import lzma
 import os
+import stat
 import re
 import sys
 import zipfile
@@ -75,7 +76,7 @@ class Problem:
     path: str
     problem: str
     fix: str | None = None
-    missing: bool = False          # the path names nothing (no file, no glob match)
+    missing: bool = False          # the path names nothing to read (no file, no glob match, empty folder)
 
     def one_line(self) -> str:
         msg = f"{self.path}: {self.problem}"
@@ -137,9 +138,17 @@ def _mtime_year(path: str) -> int | None:
         return None
 
 
-def _walk(folder: str) -> list[str]:
+def _walk(folder: str, problems: list | None = None) -> list[str]:
+    """Regular files under ``folder``, sorted. Folders that cannot be listed and special files
+    (FIFOs, sockets, devices: opening one can block forever) become :class:`Problem` rows."""
     found = []
-    for root, dirs, files in os.walk(folder):
+
+    def unreadable(err: OSError) -> None:
+        if problems is not None:
+            problems.append(Problem(err.filename or folder, f"cannot list this folder: {_reason(err)}",
+                                    "make it readable (chmod +rx) or pass the files inside it"))
+
+    for root, dirs, files in os.walk(folder, onerror=unreadable):
         dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS and not d.startswith("."))
         for f in sorted(files):
             if f in _SKIP_NAMES or f.startswith("."):
@@ -147,8 +156,33 @@ def _walk(folder: str) -> list[str]:
             ext = os.path.splitext(f)[1].lower()
             if ext in _SKIP_EXTS:
                 continue
-            found.append(os.path.join(root, f))
+            path = os.path.join(root, f)
+            special = _special_kind(path)
+            if special:
+                if problems is not None:
+                    problems.append(Problem(path, f"{special}, not a file: skipped", None))
+                continue
+            found.append(path)
     return found
+
+
+def _special_kind(path: str) -> str | None:
+    """'a FIFO' / 'a socket' / 'a device' for special files (never opened: a read could block)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None                    # a dangling link or a race: the open reports it
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return None
+
+
+def _reason(err: OSError) -> str:
+    return "permission denied" if isinstance(err, PermissionError) else (err.strerror or str(err)).lower()
 
 
 def _spec_for_file(path: str, display: str, *, explicit: bool, year: int | None) -> FileSpec:
@@ -219,14 +253,21 @@ def expand(paths, *, year: int | None = None, stdin: BinaryIO | None = None) -> 
             add(FileSpec(display="<stdin>", data=data, size=len(data), year=year, run_root="<stdin>"))
             continue
         if os.path.isdir(p):
-            files = _walk(p)
-            if not files:
+            before = len(problems)
+            files = _walk(p, problems)
+            if not files and len(problems) == before:
                 problems.append(Problem(p, "folder holds no log files",
-                                        "pass the folder that holds the logs (e.g. the torchrun --log-dir)"))
+                                        "pass the folder that holds the logs (e.g. the torchrun --log-dir)",
+                                        missing=True))
             for f in files:
                 add_file(f, f, explicit=False)
             continue
         if os.path.exists(p):
+            special = _special_kind(p)
+            if special:
+                problems.append(Problem(p, f"{special}, not a file: not read",
+                                        "save the stream to a file first, or pipe it in with '-'"))
+                continue
             add_file(p, p, explicit=True)
             continue
         if _GLOB_CHARS.search(p):
@@ -235,7 +276,7 @@ def expand(paths, *, year: int | None = None, stdin: BinaryIO | None = None) -> 
                 problems.append(Problem(p, "no file matches this pattern", "check the glob", missing=True))
             for m in matches:
                 if os.path.isdir(m):
-                    for f in _walk(m):
+                    for f in _walk(m, problems):
                         add_file(f, f, explicit=False)
                 else:
                     add_file(m, m, explicit=True)

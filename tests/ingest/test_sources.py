@@ -116,3 +116,72 @@ def test_specs_pickle():
 
     spec = FileSpec(display="x", path="/x", rank_hint=1)
     assert pickle.loads(pickle.dumps(spec)) == spec
+
+
+# --- special files and permissions (issue #10) -------------------------------------------------
+
+def test_a_fifo_is_never_opened_in_a_folder_or_named(tmp_path):
+    import os
+    import subprocess
+    import sys
+    if not hasattr(os, "mkfifo"):
+        pytest.skip("no FIFOs on this platform")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "rank0.log").write_text("[rank0]:[E1201 10:00:00.000000000 ProcessGroupNCCL.cpp:616] [Rank 0] Watchdog "
+                                   "caught collective operation timeout: WorkNCCL(SeqNum=3, OpType=ALLREDUCE, "
+                                   "NumelIn=8, NumelOut=8, Timeout(ms)=600000) ran for 600010 milliseconds before "
+                                   "timing out.\n")
+    os.mkfifo(run / "pipe.log")
+    code = ("import denpex_nb as dx, warnings, sys; warnings.simplefilter('ignore'); "
+            f"i = dx.load({str(run)!r}); s = i.sources.set_index('file'); "
+            f"print(s.loc[{str(run / 'pipe.log')!r}, 'error']); print(len(i.errors))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "FIFO" in out.stdout and "skipped" in out.stdout
+    named = subprocess.run([sys.executable, "-m", "denpex_nb.cli", "diagnose", str(run / "pipe.log")],
+                           capture_output=True, text=True, timeout=60)
+    assert named.returncode == 0 and "no-evidence" in named.stdout and "FIFO" in named.stdout, named
+    lib = subprocess.run([sys.executable, "-c", f"import denpex_nb as dx; dx.load({str(run / 'pipe.log')!r})"],
+                         capture_output=True, text=True, timeout=60)
+    assert lib.returncode == 1 and "InputError" in lib.stderr and "FIFO" in lib.stderr
+
+
+def _without_read_override(argv: list[str]):
+    """Run argv with root's read override dropped (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH), so the
+    permission paths are exercised as root too; as a normal user, as it is."""
+    import os
+    import shutil
+    import subprocess
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        capsh = shutil.which("capsh")
+        if capsh is None:
+            pytest.skip("root without capsh cannot drop its read override")
+        import shlex
+        argv = [capsh, "--drop=cap_dac_override,cap_dac_read_search", "--", "-c", shlex.join(argv)]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=120)
+
+
+def test_unreadable_file_and_folder_are_reported_even_as_root(tmp_path):
+    """load() raises one line; diagnose says no-evidence naming what it could not read (exit 0)."""
+    import sys
+    f = tmp_path / "x.log"
+    f.write_text("[rank0]: RuntimeError: boom\n")
+    f.chmod(0)
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    (locked / "rank0.log").write_text("[rank0]: RuntimeError: boom\n")
+    locked.chmod(0)
+    try:
+        for path, what in ((f, "permission denied"), (locked, "cannot list this folder: permission denied")):
+            code = f"import denpex_nb as dx; dx.load({str(path)!r})"
+            lib = _without_read_override([sys.executable, "-c", code])
+            assert lib.returncode == 1 and f"InputError: {path}: {what}" in lib.stderr, lib.stderr
+            out = _without_read_override([sys.executable, "-m", "denpex_nb.cli", "diagnose", str(path), "--json"])
+            assert out.returncode == 0 and out.stderr == "", (out.stdout, out.stderr)
+            import json
+            d = json.loads(out.stdout)
+            assert d["verdict"] == "no-evidence" and what in d["findings"][0]["summary"], d["findings"][0]
+    finally:
+        locked.chmod(0o755)
+        f.chmod(0o644)
