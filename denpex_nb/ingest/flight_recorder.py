@@ -67,6 +67,37 @@ def _as_shape_safe(sizes):
     return t
 
 
+_I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def _int_column(values: list, strict: bool = False) -> list:
+    """An integer column as the frame builder can type it: a number it cannot cast to int64 (a
+    fractional or non-finite float, an int past 64 bits) becomes None (missing), as text and other
+    junk already do there; ``strict`` (the time column, which is not coerced there) keeps ints
+    only. Plain in-range ints (every real dump) come back as they are."""
+    types = set(map(type, values))
+    if types <= {int, bool, type(None)}:
+        try:
+            if _I64_MIN <= min(v for v in values if v is not None) and max(v for v in values if v is not None) <= _I64_MAX:
+                return values
+        except ValueError:            # nothing but None
+            return values
+    elif not strict and not types & {int, float}:
+        return values
+
+    def fix(v):
+        t = type(v)
+        if t is int:
+            return v if _I64_MIN <= v <= _I64_MAX else None
+        if strict:
+            return None
+        if t is float:
+            return v if v != v or (v.is_integer() and _I64_MIN <= v < -float(_I64_MIN)) else None
+        return v
+
+    return [fix(v) for v in values]
+
+
 def _shapes_column(sizes_col: list) -> tuple[list, list]:
     """Sizes lists -> (tuple-of-tuples shapes, total numel). Work per entry is one C-level
     ``tuple(map(tuple, ...))``; numel is computed once per distinct shape, and equal shapes share
@@ -115,7 +146,9 @@ MIN_EXPANSION = 4 << 20
 # statuses of the pickle scanners (pickle_nodes uses the same numbers)
 OK, E_OPCODE, E_TRUNCATED, E_STACK, E_MEMO, E_NO_STOP, E_CAPACITY = range(7)
 E_DEPTH, E_EXPANSION, E_MEMO_INDEX, E_MUTATED, E_CYCLE = range(7, 12)
-PICKLE_ERRORS = {E_OPCODE: "an opcode outside plain data", E_TRUNCATED: "truncated", E_STACK: "malformed stack",
+E_UTF8, E_UNHASHABLE = 12, 13          # only the compiled decoder reports these (it then declines)
+PICKLE_ERRORS = {E_UTF8: "a string that is not UTF-8", E_UNHASHABLE: "a dict key that cannot be hashed",
+                 E_OPCODE: "an opcode outside plain data", E_TRUNCATED: "truncated", E_STACK: "malformed stack",
                  E_MEMO: "memo reference to nothing", E_NO_STOP: "no STOP opcode",
                  E_CAPACITY: "more values than the first guess",
                  E_DEPTH: f"values nested deeper than {MAX_DEPTH} levels (MAX_DEPTH)",
@@ -685,13 +718,15 @@ def dump_to_columns(dump: dict, *, rank: int | None, file: str, source: str) -> 
     states = [_STATE.get(x) for x in col("state")]
     if len(set(pg_pairs)) == 1:          # one process group in the whole dump: constant columns
         pg_name, pg_desc = Const(pg_name[0], n), Const(pg_desc[0], n)
+    seq, coll_seq, p2p_seq = _int_column(seq), _int_column(coll_seq), _int_column(p2p_seq)
+    times = _int_column(times, strict=True)
     events = {
         "rank": Const(rank, n), "pg": pg_name, "pg_desc": pg_desc, "seq": seq, "seq_kind": Const("fr", n), "op": ops,
         "in_shapes": in_shapes, "out_shapes": out_shapes, "numel_in": numel_in, "numel_out": numel_out,
         "dtype": dt, "state": states, "world_size": [world_of[p] for p in pg_name], "root": peers,
         "_t_wall_ns": times, "source": Const(source, n), "file": Const(file, n), "line": np.arange(n, dtype=np.int64),
-        "retired": col("retired"), "is_p2p": is_p2p, "record_id": col("record_id"),
-        "collective_seq_id": coll_seq, "p2p_seq_id": p2p_seq, "timeout_ms": col("timeout_ms"),
+        "retired": col("retired"), "is_p2p": is_p2p, "record_id": _int_column(col("record_id")),
+        "collective_seq_id": coll_seq, "p2p_seq_id": p2p_seq, "timeout_ms": _int_column(col("timeout_ms")),
     }
     return events, _progress_rows(dump.get("pg_status"), rank=rank, file=file, source=source)
 

@@ -581,7 +581,7 @@ def fast_dump_columns(data: bytes, *, rank: int | None, file: str, source: str):
     pg_col = _codes_of([p[0] for p in pairs], pair_inv)
     desc_col = _codes_of([p[1] for p in pairs], pair_inv)
     world_by_pg = _world_by_pg(head.get("pg_config"))
-    world_of = [world_by_pg.get(p, world_by_pg.get("*")) for p in pg_col.values] + [None]
+    world_of = [world_by_pg.get(p, world_by_pg.get("*")) for p in pg_col.values] + [world_by_pg.get("*")]
     world_vals = np.array([-1 if w is None else w for w in world_of], dtype=np.int64)[pg_col.codes]
     dtype_col = _by_string(strs[S_DTYPE], texts, dtype_name)[0]
     state_col = _by_string(strs[S_STATE], texts, _STATE.get)[0]

@@ -6,7 +6,9 @@ costs more than everything else denpex does with them. :func:`decode` walks the 
 and records every value as a row of numpy arrays instead:
 
 * ``kind[i]``: one of the ``K_*`` constants below; ``val[i]``: the integer, bool, or for strings
-  the byte offset of the UTF-8 text in the buffer (``size[i]`` its length);
+  the byte offset of the UTF-8 text in the buffer (``size[i]`` its length; the text is checked to
+  be UTF-8 as the unpickler would decode it), for tuples 1 when they hold a list or dict (so they
+  cannot be a dict key: the decoder declines such a key, as the unpickler fails on it);
 * containers (list, tuple, dict) own a chain of *edges* (``first_edge[i]`` -> ``edge_next``), each
   pointing at a child node (``edge_node``); a dict's children alternate key, value. A value the
   pickle shares through its memo (``BINGET``) is one node with several parents, as in Python.
@@ -50,7 +52,7 @@ CONTAINERS = (K_LIST, K_TUPLE, K_DICT)
 
 # decoder status, and the bounds: shared with the unpickler path's scanner (one definition)
 from .flight_recorder import (E_CAPACITY, E_CYCLE, E_DEPTH, E_EXPANSION, E_MEMO, E_MEMO_INDEX,  # noqa: E402
-                              E_MUTATED, E_NO_STOP, E_OPCODE, E_STACK, E_TRUNCATED, EXPANSION_FACTOR, MAX_DEPTH,
+                              E_MUTATED, E_NO_STOP, E_UNHASHABLE, E_UTF8, E_OPCODE, E_STACK, E_TRUNCATED, EXPANSION_FACTOR, MAX_DEPTH,
                               MIN_EXPANSION, OK, REFUSALS, _scan, expansion_cap)
 from .flight_recorder import PICKLE_ERRORS as ERRORS  # noqa: E402
 
@@ -69,9 +71,41 @@ def _le(buf, pos, k):
 
 
 @njit(cache=True, nogil=True)
+def _utf8_ok(buf, i, end):
+    """Does ``buf[i:end]`` decode as UTF-8 the way the unpickler decodes it (``surrogatepass``:
+    encoded surrogates pass, overlong forms and code points past U+10FFFF do not)?"""
+    while i < end:
+        c = buf[i]
+        if c < 0x80:
+            i += 1
+            continue
+        if c < 0xC2 or c > 0xF4:
+            return False
+        k = 1 if c < 0xE0 else (2 if c < 0xF0 else 3)
+        if k > end - i - 1:
+            return False
+        b1 = buf[i + 1]
+        if b1 < 0x80 or b1 > 0xBF or (c == 0xE0 and b1 < 0xA0) or (c == 0xF0 and b1 < 0x90) or (
+                c == 0xF4 and b1 > 0x8F):
+            return False
+        for j in range(2, k + 1):
+            if buf[i + j] < 0x80 or buf[i + j] > 0xBF:
+                return False
+        i += k + 1
+    return True
+
+
+@njit(cache=True, nogil=True)
 def _memo_arg(buf, pos, width):
     """A memo index: one byte (BINGET/BINPUT, the hot case, read directly) or four."""
     return np.int64(buf[pos]) if width == 1 else _le(buf, pos, 4)
+
+
+@njit(cache=True, nogil=True)
+def _hashable(kind, val, node):
+    """Can the unpickler use this value as a dict key? (lists and dicts not; a tuple when all it holds can)"""
+    k = kind[node]
+    return not (k == K_LIST or k == K_DICT or (k == K_TUPLE and val[node] == 1))
 
 
 @njit(cache=True, nogil=True)
@@ -179,6 +213,9 @@ def _decode(buf, max_expand, kind, val, size, first_edge, last_edge, edge_node, 
             if ne + k > cap:
                 status = E_CAPACITY
                 break
+            if op == 0x73 and not _hashable(kind, val, stack[sp - 2]):
+                status = E_UNHASHABLE
+                break
             ne, st = _link(stack[sp - k - 1], stack, sp - k, sp, size, first_edge, last_edge, edge_node,
                                edge_next, ne, depth, esize, sealed, max_expand)
             if st != OK:
@@ -230,6 +267,9 @@ def _decode(buf, max_expand, kind, val, size, first_edge, last_edge, edge_node, 
             if length < 0 or length > n - pos:       # compare with what is left: pos + length can overflow
                 status = E_TRUNCATED
                 break
+            if not _utf8_ok(buf, pos, pos + length):   # the unpickler refuses what is not UTF-8
+                status = E_UTF8
+                break
             if nn >= cap:
                 status = E_CAPACITY
                 break
@@ -252,6 +292,13 @@ def _decode(buf, max_expand, kind, val, size, first_edge, last_edge, edge_node, 
             if ne + (sp - m) > cap:
                 status = E_CAPACITY
                 break
+            if op == 0x75:
+                for i in range(m, sp, 2):
+                    if not _hashable(kind, val, stack[i]):
+                        status = E_UNHASHABLE
+                        break
+                if status == E_UNHASHABLE:
+                    break
             ne, st = _link(stack[m - 1], stack, m, sp, size, first_edge, last_edge, edge_node, edge_next, ne,
                                depth, esize, sealed, max_expand)
             if st != OK:
@@ -288,6 +335,10 @@ def _decode(buf, max_expand, kind, val, size, first_edge, last_edge, edge_node, 
                 break
             t = nn
             kind[t] = K_TUPLE
+            val[t] = 0                       # 1: holds something unhashable (a tuple is hashed as a dict key)
+            for i in range(m, sp):
+                if not _hashable(kind, val, stack[i]):
+                    val[t] = 1
             size[t] = 0
             depth[t] = 1
             esize[t] = 1
