@@ -20,9 +20,12 @@ from ..incident import Incident, coerce
 from .assemble import build_incident, concat
 from .parse import FileResult, format_names, parse_file
 from .parallel import run_all
-from .sources import FileSpec, Problem, expand
+from .scan import DEFAULT_LINE_CAP
+from .sources import (DEFAULT_MAX_DECOMPRESSED, DEFAULT_MAX_RATIO, DEFAULT_MAX_STRUCTURED, FileSpec, Problem,
+                      expand, resolve_limits)
 
-__all__ = ["load", "parse_file", "FileSpec", "FileResult", "DEFAULT_UNPARSED_TEXT_BUDGET"]
+__all__ = ["load", "parse_file", "FileSpec", "FileResult", "DEFAULT_UNPARSED_TEXT_BUDGET", "DEFAULT_LINE_CAP",
+           "DEFAULT_MAX_DECOMPRESSED", "DEFAULT_MAX_RATIO", "DEFAULT_MAX_STRUCTURED"]
 
 #: characters of unparsed text kept per load; past it, unparsed runs collapse to counts
 DEFAULT_UNPARSED_TEXT_BUDGET = 32 << 20
@@ -34,7 +37,9 @@ _MIN_BUDGET_PER_FILE = 256 << 10
 def load(*paths, format: str | None = None, year: int | None = None, progress: bool | None = None,
          jobs: int | str | None = None, unparsed_text_budget: int = DEFAULT_UNPARSED_TEXT_BUDGET,
          stdin: BinaryIO | None = None, dedup: bool = True, strict: bool | None = None,
-         unreadable: str = "raise", **options) -> Incident:
+         unreadable: str | None = None, max_decompressed: int | str | None = None,
+         max_ratio: float | None = None, max_structured: int | str | None = None,
+         line_cap: int | str | None = None, **options) -> Incident:
     """Read logs and dumps into an :class:`Incident`.
 
     ``paths``: files, folders (walked recursively), globs, ``-`` (standard input), ``.gz``,
@@ -53,7 +58,26 @@ def load(*paths, format: str | None = None, year: int | None = None, progress: b
     inputs load, the others become ``load_error`` rows in ``errors`` and a warning.
     ``unreadable="report"`` returns an Incident even when every input that exists is unreadable
     (binary, corrupt, refused): its ``errors`` and ``sources`` say what could not be read, and
-    diagnosis then says ``no-evidence``. Paths that do not exist still raise.
+    diagnosis then says ``no-evidence``. Paths that do not exist still raise. The default comes
+    from the ``DENPEX_UNREADABLE`` environment variable (``report`` or ``raise``; unset: ``raise``),
+    which is how ``denpex-nb report`` sets it for its notebook.
+
+    Caps (each also settable by an environment variable; sizes like ``"64M"`` are accepted; a cap
+    that stops a read keeps the rows read before it, gives the file a ``load_error`` row and an
+    ``error`` in ``sources`` naming the cap and how to raise it):
+
+    * ``max_decompressed`` (``DENPEX_MAX_DECOMPRESSED``, default 8 GiB): bytes one compressed file
+      or zip member may decompress to;
+    * ``max_ratio`` (``DENPEX_MAX_RATIO``, default 2000): decompressed / compressed bytes, checked
+      once the output passes 64 MiB (real logs compress 5x-25x; bombs 1000x-30000x);
+    * ``max_structured`` (``DENPEX_MAX_STRUCTURED``, default 512 MiB): bytes of a file read whole
+      (Flight Recorder pickle / JSON, manifest: not read past it; tracer JSONL: the lines after it
+      are counted as unparsed);
+    * ``line_cap`` (``DENPEX_LINE_CAP``, default 1 MiB): bytes of one text line offered to the
+      readers; the rest of a longer line is counted (an ``unparsed`` row with ``n_lines`` 0 says how
+      many bytes) and never held in memory.
+
+    Truncated (gz, bz2, xz, zst) and corrupt compressed files are always reported the same way.
 
     A text reader that raises on some lines (a bug, not odd input) costs only those lines: they
     are kept as ``unparsed`` and the Incident gets one note per file naming the reader, the
@@ -70,10 +94,19 @@ def load(*paths, format: str | None = None, year: int | None = None, progress: b
         raise UsageError("no input given", fix="pass log files, folders, globs or '-'")
     if format is not None and format not in format_names():
         raise UsageError(f"unknown format {format!r}", fix=f"use one of {', '.join(format_names())}")
+    if unreadable is None:
+        unreadable = os.environ.get("DENPEX_UNREADABLE", "").strip().lower() or "raise"
+    if unreadable not in ("raise", "report"):
+        raise UsageError(f"unreadable must be 'raise' or 'report', not {unreadable!r}")
+    try:
+        limits = resolve_limits({"max_decompressed": max_decompressed, "max_ratio": max_ratio,
+                                 "max_structured": max_structured, "line_cap": line_cap})
+    except ValueError as e:
+        raise UsageError(str(e), fix="give a positive size in bytes, or with a K, M or G suffix") from None
     specs, problems = expand(flat, year=year, stdin=stdin)
     budget = max(0, int(unparsed_text_budget))
     per_file = max(min(budget, _MIN_BUDGET_PER_FILE), budget // max(1, len(specs)))
-    opts = dict(options, format=format, year=year, unparsed_text_budget_per_file=per_file)
+    opts = dict(options, format=format, year=year, unparsed_text_budget_per_file=per_file, **limits)
     if strict is not None:
         opts["strict"] = bool(strict)
 
@@ -84,14 +117,20 @@ def load(*paths, format: str | None = None, year: int | None = None, progress: b
     finally:
         if bar is not None:
             bar.close()
+        for spec in specs:             # standard input spooled to a temporary file
+            if spec.temp and spec.path:
+                with contextlib.suppress(OSError):
+                    os.unlink(spec.path)
 
     notes: list[str] = []
     partial: list[str] = []
     kept: list[FileResult] = []
     failures: list[tuple[str, str, bool]] = [(p.path, p.one_line(), False) for p in problems]
+    skipped: list[FileResult] = []
     for spec, r in zip(specs, results):
         if r.fatal and r.format == "binary" and not spec.explicit:
             notes.append(f"skipped {spec.display}: binary file")
+            skipped.append(r)
             continue
         kept.append(r)
         if r.fatal:
@@ -104,6 +143,8 @@ def load(*paths, format: str | None = None, year: int | None = None, progress: b
             notes.append(r.reader_failure)
 
     if not any(not r.fatal for r in kept):
+        if unreadable == "report" and not (kept or problems) and skipped:
+            kept = skipped          # a folder of binary files only: say what it held
         if unreadable != "report" or not (kept or problems) or any(p.missing for p in problems):
             _raise_nothing_loaded(failures, flat)
 

@@ -8,6 +8,10 @@ Three jobs, each a vectorised pass over the concatenated frames:
 * **attribute** NCCL_DEBUG_FILE output (``nccl.<host>.<pid>.log``) to ranks through pids named
   elsewhere (Init lines, agent ``local_rank: L (pid: P)``, ChildFailedError ``(pid: P)``);
 * **summarise** ``ranks`` (one row per rank seen) and ``progress``.
+
+Typing never raises on what a log said: a number that does not fit its column (a rank past
+Int32, a sequence number past Int64, ``inf`` where an integer belongs, text) becomes a missing
+value for that row, and :func:`build_incident` adds one note per column saying how many.
 """
 from __future__ import annotations
 
@@ -158,6 +162,8 @@ def compact_batch(name: str, b: Batch) -> Batch:
             continue
         if kind is np.int64 and arr.dtype == np.int64 and any(type(x) is float for x in v[:1]):
             continue
+        if kind is np.int64 and not _fits(arr, schema.get(c) or EXTRA_DTYPES.get(c) or "Int64"):
+            continue                    # typed (and its misfits made missing) in build_frame
         b[c] = arr
     return b
 
@@ -190,11 +196,80 @@ EXTRA_DTYPES = {
 }
 
 
-def _typed(values, dtype: str | None):
+_INT_RANGE = {"Int32": (-(1 << 31), (1 << 31) - 1), "Int64": (-(1 << 63), (1 << 63) - 1)}
+
+
+def _fits(arr: np.ndarray, dtype: str) -> bool:
+    """Do all values of the int64 array ``arr`` fit ``dtype`` (Int32 / Int64)?"""
+    lo, hi = _INT_RANGE.get(dtype, _INT_RANGE["Int64"])
+    return not len(arr) or (int(arr.min()) >= lo and int(arr.max()) <= hi)
+
+
+def _as_number(v, dtype: str):
+    """``v`` as a value of the numeric ``dtype`` (Int32 / Int64 / Float64), or None when it does not
+    fit (out of range, not a whole number for an integer column, not a number)."""
+    if dtype == "Float64":
+        try:
+            f = float(v)
+        except (TypeError, ValueError, OverflowError):
+            return None
+        return f
+    try:
+        if isinstance(v, (float, np.floating)):
+            if not np.isfinite(v) or v != int(v):
+                return None
+        iv = int(v)
+    except (TypeError, ValueError, OverflowError):
+        try:
+            f = float(v)          # "12.0" and the like
+            iv = int(f) if np.isfinite(f) and f == int(f) else None
+        except (TypeError, ValueError, OverflowError):
+            return None
+        if iv is None:
+            return None
+    lo, hi = _INT_RANGE[dtype]
+    return iv if lo <= iv <= hi else None
+
+
+def _numbers(values, dtype: str, on_bad=None):
+    """The slow, total path for a nullable numeric column: each value converted on its own, misfits
+    missing (counted through ``on_bad``)."""
+    n = len(values)
+    np_type = np.float64 if dtype == "Float64" else np.int64
+    data = np.zeros(n, dtype=np_type)
+    missing = np.zeros(n, dtype=bool)
+    bad = 0
+    for i, v in enumerate(values.tolist() if isinstance(values, np.ndarray) else values):
+        if v is None or v is pd.NA or (isinstance(v, float) and v != v and dtype != "Float64"):
+            missing[i] = True
+            continue
+        x = _as_number(v, dtype)
+        if x is None:
+            missing[i] = True
+            bad += 1
+        else:
+            data[i] = x
+    if bad and on_bad is not None:
+        on_bad(bad)
+    if dtype == "Float64":
+        return pd.arrays.FloatingArray(data, missing)
+    return pd.arrays.IntegerArray(data.astype(_NUMPY_OF[dtype]), missing)
+
+
+def _typed(values, dtype: str | None, on_bad=None):
+    """``values`` (a list or numpy array) as a column of ``dtype``; never raises for odd values: a
+    number that does not fit a numeric column is missing, counted through ``on_bad(n)``."""
     n = len(values)
     if isinstance(values, np.ndarray):
-        if dtype in ("Int32", "Int64", "Float64", "boolean"):
-            return pd.array(values, dtype=dtype)
+        if dtype in ("Int32", "Int64"):
+            if values.dtype.kind in "iu" and _fits(values, dtype):
+                return pd.array(values, dtype=dtype)
+            return _numbers(values, dtype, on_bad)
+        if dtype in ("Float64", "boolean"):
+            try:
+                return pd.array(values, dtype=dtype)
+            except (TypeError, ValueError, OverflowError):
+                pass
         values = values.tolist()
     if dtype is None:
         try:
@@ -216,13 +291,19 @@ def _typed(values, dtype: str | None):
     if dtype in ("Int32", "Int64", "Float64"):
         try:   # fast path: no missing values, plain numbers
             arr = np.array(values, dtype=np.float64 if dtype == "Float64" else np.int64)
-            return pd.array(arr, dtype=dtype)
+            if dtype == "Float64" or (_fits(arr, dtype) and not any(type(x) is float for x in values[:1])):
+                return pd.array(arr, dtype=dtype)
         except (TypeError, ValueError, OverflowError):
             pass
-        try:
-            return pd.array(values, dtype=dtype)
-        except (TypeError, ValueError):
-            return pd.to_numeric(pd.Series(values, dtype="object"), errors="coerce").astype(dtype).array
+        try:   # missing values among plain numbers of the right size
+            if all(v is None or type(v) is int for v in values):
+                ints = [v for v in values if v is not None]
+                if not ints or (min(ints) >= _INT_RANGE.get(dtype, (0, 0))[0]
+                                and max(ints) <= _INT_RANGE.get(dtype, (0, 0))[1]):
+                    return pd.array(values, dtype=dtype)
+        except (TypeError, ValueError, OverflowError):
+            pass
+        return _numbers(values, dtype, on_bad)
     if dtype.startswith("datetime64"):
         if values.count(None) == n:
             return _missing_column(n, dtype)
@@ -235,11 +316,12 @@ def _typed(values, dtype: str | None):
     return pd.Series(values, dtype="object").array
 
 
-def build_frame(name: str, batches) -> pd.DataFrame:
+def build_frame(name: str, batches, misfits: dict | None = None) -> pd.DataFrame:
     """Merge column batches (or DataFrames / row lists) into one frame with the schema's dtypes.
 
     A ``_t_wall_ns`` column (integer nanoseconds, what FR dumps carry) fills ``t_wall`` where it
-    is missing, without making a Timestamp object per entry.
+    is missing, without making a Timestamp object per entry. Values that do not fit their numeric
+    column become missing; ``misfits`` (when given) counts them per ``"frame.column"``.
     """
     batches = as_batches(batches)
     if not batches:
@@ -252,6 +334,11 @@ def build_frame(name: str, batches) -> pd.DataFrame:
                 cols.append(c)
     data = {}
     merged_ns = None
+
+    def bad(n: int, _name=name) -> None:
+        if misfits is not None:
+            misfits[f"{_name}.{c}"] = misfits.get(f"{_name}.{c}", 0) + n
+
     for c in cols:
         parts = [b.get(c) for b in batches]
         dtype = schema.get(c) or EXTRA_DTYPES.get(c) or ("Int64" if c == "_t_wall_ns" else None)
@@ -269,7 +356,7 @@ def build_frame(name: str, batches) -> pd.DataFrame:
             continue
         if dtype in _MASKED and all(isinstance(p, _ARRAY_PARTS) for p in parts) and not all(
                 isinstance(p, np.ndarray) for p in parts):
-            values = _masked_concat(parts, dtype)
+            values = _masked_concat(parts, dtype, bad)
             if c == "_t_wall_ns":
                 merged_ns = values
             else:
@@ -291,9 +378,10 @@ def build_frame(name: str, batches) -> pd.DataFrame:
         if c == "_t_wall_ns":
             merged_ns = values
             continue
-        data[c] = _typed(values, dtype)
+        data[c] = _typed(values, dtype, bad)
     if merged_ns is not None and "t_wall" in data:
-        data["t_wall"] = _fill_times(data["t_wall"], pd.array(merged_ns, dtype="Int64"))
+        ns = merged_ns if isinstance(merged_ns, pd.api.extensions.ExtensionArray) else _typed(merged_ns, "Int64", bad)
+        data["t_wall"] = _fill_times(data["t_wall"], ns)
     df = pd.DataFrame(data, copy=False)     # the columns are fresh: no second copy of 2M rows
     return conform(name, df)
 
@@ -389,9 +477,26 @@ def _object_lookup(values: list) -> np.ndarray:
 _NUMPY_OF = {"Int32": np.int32, "Int64": np.int64, "boolean": np.bool_, "Float64": np.float64}
 
 
-def _masked_concat(parts: list, dtype: str):
+def _masked_concat(parts: list, dtype: str, on_bad=None):
     """Concatenate numpy, Nullable, pandas masked and Const parts of a nullable numeric column,
-    writing each part into one preallocated values array and one mask."""
+    writing each part into one preallocated values array and one mask. A part whose values do not
+    fit ``dtype`` (an int64 past Int32, a constant past its range) goes through :func:`_typed`."""
+    if dtype in _INT_RANGE:
+        fixed = []
+        for p in parts:
+            if isinstance(p, Const) and p.value is not None and _as_number(p.value, dtype) is None:
+                if on_bad is not None:
+                    on_bad(p.n)
+                p = Const(None, p.n)
+            elif isinstance(p, (np.ndarray, Nullable)):
+                vals = p if isinstance(p, np.ndarray) else p.values
+                if vals.dtype.kind not in "iub" or not _fits(vals, dtype):
+                    typed = _typed(vals, dtype, on_bad)
+                    if isinstance(p, Nullable) and p.missing is not None:
+                        typed[p.missing] = pd.NA
+                    p = typed
+            fixed.append(p)
+        parts = fixed
     if all(isinstance(p, (Nullable, np.ndarray, Const)) for p in parts):
         total = sum(len(p) for p in parts)
         values = np.zeros(total, dtype=_NUMPY_OF[dtype])
@@ -531,10 +636,10 @@ def merge_rank_reports(batches: list[Batch], rank_info: dict[int, dict]) -> dict
         for i, r in enumerate(ranks):
             if not _present(r):
                 continue
-            try:
-                slot = merged.setdefault(int(r), {})
-            except (TypeError, ValueError):
+            rank = _as_number(r, "Int32")
+            if rank is None:            # names no rank a job can have
                 continue
+            slot = merged.setdefault(rank, {})
             for c, col in present:
                 v = col[i]
                 if not _present(v):
@@ -542,12 +647,14 @@ def merge_rank_reports(batches: list[Batch], rank_info: dict[int, dict]) -> dict
                 if c not in slot:
                     slot[c] = v
                 elif c == "world_size":
-                    try:
-                        slot[c] = max(int(slot[c]), int(v))
-                    except (TypeError, ValueError):
-                        pass
+                    a, b_ = _as_number(slot[c], "Int32"), _as_number(v, "Int32")
+                    if b_ is not None and (a is None or b_ > a):
+                        slot[c] = b_
     for r, info in rank_info.items():
-        slot = merged.setdefault(int(r), {})
+        rank = _as_number(r, "Int32")
+        if rank is None:
+            continue
+        slot = merged.setdefault(rank, {})
         for c, v in info.items():
             if c in SCHEMAS["ranks"] and c not in slot and _present(v):
                 slot[c] = v
@@ -594,7 +701,8 @@ def summarise_ranks(frames: dict[str, pd.DataFrame], merged: dict[int, dict]) ->
     rows = [{"rank": r, **merged[r]} for r in sorted(merged)]
     df = coerce("ranks", rows)
     if "world_size" in df.columns:
-        df["world_size"] = pd.array(pd.to_numeric(df["world_size"], errors="coerce"), dtype="Int32")
+        df["world_size"] = _typed(df["world_size"].astype("object").where(df["world_size"].notna(), None).tolist(),
+                                  "Int32")
     return df
 
 
@@ -620,9 +728,13 @@ def summarise_progress(prog: pd.DataFrame) -> pd.DataFrame:
 def build_incident(results, *, notes: list[str] | None = None, dedup_rows: bool = True) -> Incident:
     """Assemble :class:`FileResult` objects (in input order) into an Incident."""
     results = list(results)
+    notes = list(notes or [])
     run_of_file = {r.file: r.run_root for r in results}
-    frames = {name: build_frame(name, [b for r in results for b in r.frames.get(name, ())])
+    misfits: dict[str, int] = {}
+    frames = {name: build_frame(name, [b for r in results for b in r.frames.get(name, ())], misfits)
               for name in ("events", "errors", "progress", "unparsed")}
+    for col, n in misfits.items():
+        notes.append(f"{col}: {n} value(s) out of range or not a number for the column; they are missing values")
     rank_info: dict[int, dict] = {}
     for r in results:
         for rank, info in r.rank_info.items():
@@ -640,4 +752,4 @@ def build_incident(results, *, notes: list[str] | None = None, dedup_rows: bool 
     sources = coerce("sources", [r.source for r in results]) if results else empty_frame("sources")
     return Incident(events=frames["events"], errors=frames["errors"], ranks=frames["ranks"],
                     progress=summarise_progress(frames["progress"]), unparsed=frames["unparsed"],
-                    sources=sources, notes=list(notes or []))
+                    sources=sources, notes=notes)

@@ -4,6 +4,12 @@
 ``sniff`` accepts the head, a forced format, or text), runs the readers and returns frames plus
 the file's line accounting. It touches no global state, so it runs the same in this process, in a
 process pool or on a Dask worker.
+
+Bounded: a compressed stream stops at the decompression caps (:func:`.sources.resolve_limits`),
+a structured file read whole at ``max_structured`` bytes (a line-oriented one keeps the whole
+lines before it and counts the rest; a pickle or JSON document past it is not read), and a text
+line at ``line_cap`` bytes (:mod:`.scan`). Whatever stopped a read is the file's ``error`` (a
+``load_error`` row, the ``sources`` row's ``error``); the rows read before it are kept.
 """
 from __future__ import annotations
 
@@ -20,7 +26,7 @@ from . import base
 from .assemble import as_batches, batch_len, compact_batch, rows_to_batch
 from .base import FileContext, FileReader, Output, TextReader
 from .scan import NeedleMatcher, UnparsedSink, scan_text
-from .sources import FileSpec, open_stream, read_fully
+from .sources import FileSpec, StreamError, human, open_stream, read_fully, resolve_limits
 
 HEAD_BYTES = 64 << 10
 _BUILTIN = ("c10d", "nccl", "python", "frtrace_text", "flight_recorder", "trace")
@@ -147,6 +153,10 @@ def parse_file(spec: FileSpec, options: dict | None = None, on_bytes: Callable[[
                       year=options.get("year") or spec.year,
                       options=dict(options, mtime=spec.mtime) if spec.mtime and not options.get("year") else options)
     out = Output()
+    try:
+        limits = resolve_limits(options)
+    except ValueError as e:
+        return _failed(spec, f"bad cap: {e}")
     budget = int(options.get("unparsed_text_budget_per_file", 1 << 20))
     sink = UnparsedSink(budget)
     fmt = "text"
@@ -158,8 +168,9 @@ def parse_file(spec: FileSpec, options: dict | None = None, on_bytes: Callable[[
     notes: list[str] = []
     reader_failure: str | None = None
     bytes_read = 0
+    overlong = None
     try:
-        stream = open_stream(spec)
+        stream = open_stream(spec, limits)
     except MissingDependencyError as e:
         return _failed(spec, str(e.problem))
     except (OSError, ValueError) as e:
@@ -180,11 +191,24 @@ def parse_file(spec: FileSpec, options: dict | None = None, on_bytes: Callable[[
                 file_reader = next((r for r in all_file_readers() if _safe_sniff(r, head, spec.name)), None)
             if file_reader is not None:
                 fmt = file_reader.name
+                cap = limits["max_structured"]
                 try:
-                    data = head + stream.read()
+                    data = head + read_fully(stream, max(0, cap + 1 - len(head)))
                 except _READ_ERRORS as e:
-                    data = head
+                    data = head + getattr(e, "partial", b"")
                     error = f"read stopped early: {_os_message(e)}"
+                skipped_lines = 0
+                if len(data) > cap:
+                    if not file_reader.line_oriented:
+                        return _failed(spec, f"larger than the cap for files read whole ({human(cap)}): not read "
+                                             f"(raise it: load(max_structured=...) or DENPEX_MAX_STRUCTURED)", fmt=fmt,
+                                       size=len(data))
+                    cut = data.rfind(b"\n", 0, cap) + 1
+                    skipped_lines, more_error = _count_lines(data[cut:], stream)
+                    data = data[:cut]
+                    error = error or more_error or (
+                        f"stopped at the cap for files read whole ({human(cap)}): the {skipped_lines} line(s) after "
+                        f"it are counted, not read (raise it: load(max_structured=...) or DENPEX_MAX_STRUCTURED)")
                 bytes_read = len(data)
                 if on_bytes:
                     on_bytes(spec.size or len(data))
@@ -196,8 +220,10 @@ def parse_file(spec: FileSpec, options: dict | None = None, on_bytes: Callable[[
                     error, fatal = e.problem, not (out.events or out.errors or out.frames)
                 except Exception as e:  # corrupt / truncated dump: this rank's dump is lost, others load
                     error, fatal = f"corrupt {fmt} input: {type(e).__name__}: {e}", True
-                if file_reader.line_oriented and n_lines:
+                if file_reader.line_oriented and (n_lines or skipped_lines):
                     _unparsed_from_bytes(data, n_lines, out.parsed, sink)
+                    sink.add_run(n_lines + 1, skipped_lines)
+                    n_lines += skipped_lines
                 else:
                     n_lines = 0
             else:
@@ -219,11 +245,15 @@ def parse_file(spec: FileSpec, options: dict | None = None, on_bytes: Callable[[
                     with warnings.catch_warnings(record=True) as caught:
                         warnings.simplefilter("always")
                         sc = scan_text(stream, readers, ctx, out, sink, head=head, matcher=matcher, on_bytes=count,
-                                       chunk_size=int(options.get("chunk_size", 16 << 20)))
+                                       chunk_size=int(options.get("chunk_size", 16 << 20)),
+                                       line_cap=limits["line_cap"])
                     notes += [str(w.message) for w in caught]
                     n_lines = sc.lines_total
                     rank_info = sc.rank_info
                     reader_failure = sc.failure_note()
+                    overlong = sc.overlong_rows(spec.display)
+                    if sc.overlong:
+                        notes.append(sc.overlong_note())
                     if sc.read_error is not None:
                         error = f"read stopped early: {_os_message(sc.read_error)}"
                 except _READ_ERRORS as e:
@@ -237,6 +267,8 @@ def parse_file(spec: FileSpec, options: dict | None = None, on_bytes: Callable[[
             raise
         error = error or f"cannot read: {_os_message(e)}"
     frames = _frames_from(out, ctx, sink, spec.display)
+    if overlong:
+        frames["unparsed"].append(overlong)
     if error:
         frames["errors"].append(rows_to_batch([_load_error_row(spec, error)]))
     n_unparsed = sink.count
@@ -283,7 +315,29 @@ def _unparsed_from_bytes(data: bytes, n_lines: int, parsed: set[int], sink: Unpa
             sink.add_text(i, t.rstrip("\r")) if sink.budget > 0 else sink.add_run(i, 1)
 
 
+def _count_lines(part: bytes, stream) -> tuple[int, str | None]:
+    """Lines in ``part`` plus the rest of ``stream`` (read in chunks, never kept): (count, the read
+    error that stopped the count or None). A last line without a newline counts."""
+    n = part.count(b"\n")
+    last = part[-1:] if part else b""
+    error = None
+    while True:
+        try:
+            block = read_fully(stream, 16 << 20)
+        except _READ_ERRORS as e:
+            block = getattr(e, "partial", b"")
+            error = f"read stopped early: {_os_message(e)}"
+        if block:
+            n += block.count(b"\n")
+            last = block[-1:]
+        if not block or error:
+            break
+    return n + (1 if last and last != b"\n" else 0), error
+
+
 def _os_message(e: BaseException) -> str:
+    if isinstance(e, StreamError):
+        return str(e)
     if isinstance(e, PermissionError):
         return "permission denied"
     if isinstance(e, FileNotFoundError):

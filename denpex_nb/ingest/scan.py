@@ -31,6 +31,7 @@ from .base import FileContext, Line, Output, TextReader
 CHUNK_SIZE = 16 << 20          # bytes read per step; blocks never straddle two processed chunks
 CARRY_CAP = 8 << 20           # a block that fills a whole buffer this large is processed as it is
 MAX_BLOCK_LINES = 5000         # a runaway continuation run is cut here (keeps memory bounded)
+DEFAULT_LINE_CAP = 1 << 20     # bytes of one line offered to the readers; the rest is counted, not kept
 WRAP_WIDTHS = frozenset({80, 100, 120, 160, 200})
 
 #: launcher and worker prefixes in front of a message (the bytes twin of prefixes._strip's outer
@@ -322,7 +323,7 @@ class BlockScanner:
 
     def __init__(self, readers: list[TextReader], matcher: NeedleMatcher, ctx: FileContext, out: Output,
                  sink: UnparsedSink, *, to_lines=None, on_bytes: Callable[[int], None] | None = None,
-                 chunk_size: int = CHUNK_SIZE):
+                 chunk_size: int = CHUNK_SIZE, line_cap: int = DEFAULT_LINE_CAP):
         self.readers = readers
         self.matcher = matcher
         self.ctx = ctx
@@ -337,18 +338,31 @@ class BlockScanner:
         self.strict = strict_mode(ctx.options)
         self.rank_info: dict[int, dict] = {}
         self.read_error: BaseException | None = None   # the stream broke off; lines before it are kept
+        self.line_cap = max(1, int(line_cap))
+        #: (line number, bytes past the cap not read) per line longer than ``line_cap``
+        self.overlong: list[tuple[int, int]] = []
 
     # The stream is processed in chunks that end at a newline. When the last block of a chunk
     # reaches its end, it may continue in the next chunk: those bytes are carried over and
     # processed again with the next chunk, so a block never straddles two processed chunks.
+    # A line longer than ``line_cap`` keeps only its first ``line_cap`` bytes (they wait at the end
+    # of the carry); the rest is skipped up to its newline and only counted (``overlong``), so a
+    # 100 MB line costs one pass and ``line_cap`` bytes of memory.
     def run(self, stream: BinaryIO, head: bytes = b"") -> None:
         from .sources import read_fully
 
-        carry = head
-        lineno = 1
+        cap = self.line_cap
+        carry = b""
+        pending = head
+        lineno = 1             # number of the first line in ``carry``
         eof = False
+        skipping = False       # inside an overlong line whose kept head ends ``carry``
+        skipped = 0
+        long_line = 0
         while not eof:
-            if self.read_error is not None:
+            if pending:
+                data, pending = pending, b""
+            elif self.read_error is not None:
                 data = b""
             else:
                 try:
@@ -359,8 +373,18 @@ class BlockScanner:
                 except Exception as e:  # zlib.error, lzma.LZMAError ...
                     self.read_error = e
                     data = getattr(e, "partial", b"")
-            if self.on_bytes and data:
-                self.on_bytes(len(data))
+                if self.on_bytes and data:
+                    self.on_bytes(len(data))
+            if skipping:
+                if data:
+                    nl = data.find(b"\n")
+                    if nl < 0:
+                        skipped += len(data)
+                        continue
+                    skipped += nl
+                    data = data[nl:]
+                self.overlong.append((long_line, skipped))
+                skipping = False
             if not data:
                 eof = True
                 if not carry:
@@ -370,16 +394,36 @@ class BlockScanner:
             else:
                 buf = carry + data if carry else data
                 cut = buf.rfind(b"\n") + 1
-                if cut == 0:
+                if len(buf) - cut > cap:          # the unfinished last line is past the cap already
+                    long_line = lineno + buf.count(b"\n", 0, cut)
+                    skipped = len(buf) - cut - cap
+                    kept = buf[cut:cut + cap]
+                    skipping = True
+                    if cut == 0:
+                        carry = kept
+                        continue
+                    buf, carry = buf[:cut], kept
+                elif cut == 0:
                     carry = buf
                     continue
-                if cut < len(buf):
+                elif cut < len(buf):
                     buf, carry = buf[:cut], buf[cut:]
                 else:
                     carry = b""
             done_upto, lineno = self._process(buf, lineno, final=eof)
             if done_upto < len(buf):
                 carry = buf[done_upto:] + carry
+
+    def _cap_lines(self, raw: bytes, ln: int) -> bytes:
+        """``raw`` (whole lines from line ``ln``) with each line cut to ``line_cap`` bytes; what is
+        cut is recorded in ``overlong``."""
+        cap = self.line_cap
+        parts = raw.split(b"\n")
+        for k, part in enumerate(parts):
+            if len(part) > cap:
+                self.overlong.append((ln + k, len(part) - cap))
+                parts[k] = part[:cap]
+        return b"\n".join(parts)
 
     def _process(self, buf: bytes, lineno: int, *, final: bool) -> tuple[int, int]:
         """Process whole lines of ``buf`` (which ends with a newline) starting at line ``lineno``.
@@ -401,7 +445,7 @@ class BlockScanner:
                 continue
             # the gap before the block: whole lines, accounted in bulk
             gap_lines = count(b"\n", pos, bs)
-            self.sink.add_region(buf, pos, bs, ln, gap_lines)
+            self._region(buf, pos, bs, ln, gap_lines)
             ln += gap_lines
             # grow the block: consecutive candidates and continuation lines
             be = find(b"\n", bs) + 1
@@ -433,13 +477,16 @@ class BlockScanner:
             ln += n_block
             pos = be
         tail = count(b"\n", pos, n_buf)
-        self.sink.add_region(buf, pos, n_buf, ln, tail)
+        self._region(buf, pos, n_buf, ln, tail)
         ln += tail
         self.lines_total = ln - 1
         return n_buf, ln
 
     def _block(self, buf: bytes, bs: int, be: int, ln: int, n: int, mask: int = -1) -> None:
-        texts = buf[bs:be].decode("utf-8", "replace").split("\n")
+        raw = buf[bs:be]
+        if be - bs > self.line_cap:
+            raw = self._cap_lines(raw, ln)
+        texts = raw.decode("utf-8", "replace").split("\n")
         texts.pop()
         physical = [(ln + k, t[:-1] if t.endswith("\r") else t) for k, t in enumerate(texts)]
         out = self.out
@@ -476,6 +523,41 @@ class BlockScanner:
             if lineno not in parsed:
                 self.sink.add_text(lineno, text) if self.sink.budget > 0 else self.sink.add_run(lineno, 1)
 
+    def _region(self, buf: bytes, start: int, end: int, ln: int, n: int) -> None:
+        """Unparsed whole lines, in bulk; while their text is kept, lines past ``line_cap`` keep
+        their first ``line_cap`` bytes (the rest is recorded in ``overlong``)."""
+        sink = self.sink
+        if sink.budget > 0 and n and end - start > self.line_cap and _has_long_line(buf, start, end, self.line_cap):
+            capped = self._cap_lines(buf[start:end - 1], ln) + b"\n"
+            sink.add_region(capped, 0, len(capped), ln, n)
+            return
+        sink.add_region(buf, start, end, ln, n)
+
+    def overlong_rows(self, file: str, max_rows: int = 1000) -> dict[str, list] | None:
+        """``unparsed`` rows (``n_lines`` 0: the line itself is counted where it is) saying how many
+        bytes of each line past the cap were not read; past ``max_rows`` lines, one row sums the rest."""
+        if not self.overlong:
+            return None
+        cap = _human(self.line_cap)
+        rows = [(ln, f"line {ln}: {extra} bytes past the line cap ({cap}) not read") for ln, extra in
+                self.overlong[:max_rows]]
+        rest = self.overlong[max_rows:]
+        if rest:
+            rows.append((rest[0][0], f"{len(rest)} more lines past the line cap ({cap}) from line {rest[0][0]}: "
+                                     f"{sum(x for _, x in rest)} bytes not read"))
+        return {"file": [file] * len(rows), "line": [r[0] for r in rows], "n_lines": [0] * len(rows),
+                "text": [r[1] for r in rows]}
+
+    def overlong_note(self) -> str | None:
+        """One line for the Incident's notes when lines were cut at the line cap."""
+        if not self.overlong:
+            return None
+        n, extra = len(self.overlong), sum(x for _, x in self.overlong)
+        first = self.overlong[0][0]
+        return (f"{n} line(s) longer than the line cap ({_human(self.line_cap)}), first at line {first}: their "
+                f"first {_human(self.line_cap)} were read, {extra} bytes past it were counted, not read (raise it: "
+                f"load(line_cap=...) or DENPEX_LINE_CAP)")
+
     def _failed(self, who: str, e: Exception, first_line: int) -> None:
         """Record (or, in strict mode, raise) a reader's or the prefix stripper's exception."""
         where = f"{self.ctx.file}:{_failing_line(e, first_line)}"
@@ -496,6 +578,26 @@ class BlockScanner:
             return None
         more = f" ({self.n_failures} failures in this file)" if self.n_failures > 1 else ""
         return f"{self.reader_failures[0]}; the lines it could not read are kept as unparsed{more}"
+
+
+def _has_long_line(buf: bytes, start: int, end: int, cap: int) -> bool:
+    """Does ``buf[start:end]`` (whole lines) hold a line longer than ``cap`` bytes? Linear: from a
+    line start, the last newline within the next ``cap + 1`` bytes starts the next window, and a
+    window without one is a long line."""
+    rfind = buf.rfind
+    pos = start
+    while end - 1 - pos > cap:
+        back = rfind(b"\n", pos, pos + cap + 1)
+        if back < 0:
+            return True
+        pos = back + 1
+    return False
+
+
+def _human(n: int) -> str:
+    from .sources import human
+
+    return human(n)
 
 
 def _consume_blank_tags(lines: list[Line], linenos: list[int], out: Output) -> None:
@@ -533,12 +635,13 @@ def _failing_line(e: BaseException, default: int) -> int:
 
 def scan_text(stream: BinaryIO, readers: list[TextReader], ctx: FileContext, out: Output, sink: UnparsedSink,
               *, head: bytes = b"", matcher: NeedleMatcher | None = None, on_bytes=None,
-              chunk_size: int = CHUNK_SIZE) -> BlockScanner:
+              chunk_size: int = CHUNK_SIZE, line_cap: int = DEFAULT_LINE_CAP) -> BlockScanner:
     """Scan a whole text stream (``head`` = bytes already read from it). Returns the scanner
-    with ``lines_total``, ``reader_failures`` (see :meth:`BlockScanner.failure_note`) and
-    ``rank_info`` filled in. In strict mode (:func:`strict_mode`) a reader's exception propagates."""
+    with ``lines_total``, ``reader_failures`` (see :meth:`BlockScanner.failure_note`),
+    ``overlong`` (lines cut at ``line_cap``) and ``rank_info`` filled in. In strict mode
+    (:func:`strict_mode`) a reader's exception propagates."""
     if matcher is None:
         matcher = NeedleMatcher.for_readers(readers)
-    sc = BlockScanner(readers, matcher, ctx, out, sink, on_bytes=on_bytes, chunk_size=chunk_size)
+    sc = BlockScanner(readers, matcher, ctx, out, sink, on_bytes=on_bytes, chunk_size=chunk_size, line_cap=line_cap)
     sc.run(stream, head)
     return sc

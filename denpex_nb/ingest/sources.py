@@ -4,6 +4,14 @@ A :class:`FileSpec` is a small picklable description of one input stream: where 
 from (a path, a compressed path, a zip member, or bytes already read from stdin), the name it
 shows under in the ``file`` columns, and what its name says about the rank. Nothing here parses
 log content: :func:`open_stream` only hands back a binary file object.
+
+Every decompressed stream is bounded (:class:`Limits`): its output stops at ``max_decompressed``
+bytes, or earlier at ``max_ratio`` times its compressed size once past ``RATIO_FLOOR``; reaching a
+cap, a truncated stream (gz, bz2, xz, zst: a zstd frame that never ends is detected by walking the
+frame structure, as ``zstandard``'s stream reader ends silently there) and a corrupt one raise
+:class:`StreamError` (an ``OSError``) after the bytes before it, which :func:`read_fully` hands
+over in ``err.partial`` so the caller keeps them. Standard input is read into memory up to
+``STDIN_MEMORY`` bytes and spooled to a temporary file past that.
 """
 from __future__ import annotations
 
@@ -16,7 +24,9 @@ import os
 import stat
 import re
 import sys
+import tempfile
 import zipfile
+import zlib
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import BinaryIO
@@ -33,6 +43,84 @@ _SKIP_EXTS = {
 _SKIP_DIRS = {"__pycache__", ".git", ".ipynb_checkpoints", ".hypothesis", ".pytest_cache", "node_modules"}
 
 _GLOB_CHARS = re.compile(r"[*?\[]")
+
+# --- caps ----------------------------------------------------------------------------------------
+#
+# Measured (gzip -9 / zstd -19): the recorded runs' combined.log 15x / 22x, per-rank logs 15x / 23x,
+# the wild corpus and its NCCL INFO logs ~5x, a 64 MB synthetic training log 5x / 6x; a fully
+# repetitive NCCL COLL stream (only opCount changes) 68x gzip, 178x zstd, 196x bz2, ~1000x xz.
+# Bombs: zeros reach ~1030x with gzip (its format's ceiling) and ~31000x with zstd.
+
+#: bytes one compressed file (or zip member) may decompress to
+DEFAULT_MAX_DECOMPRESSED = 8 << 30
+#: decompressed / compressed bytes allowed once the output passes RATIO_FLOOR
+DEFAULT_MAX_RATIO = 2000.0
+#: output below this never trips the ratio cap (a small file is harmless whatever its ratio)
+RATIO_FLOOR = 64 << 20
+#: bytes a structured file read whole (FR pickle / JSON, manifest, tracer JSONL) may have
+DEFAULT_MAX_STRUCTURED = 512 << 20
+#: standard input kept in memory up to this; past it, spooled to a temporary file
+STDIN_MEMORY = 64 << 20
+
+_ENV = {"max_decompressed": "DENPEX_MAX_DECOMPRESSED", "max_ratio": "DENPEX_MAX_RATIO",
+        "max_structured": "DENPEX_MAX_STRUCTURED", "line_cap": "DENPEX_LINE_CAP"}
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def parse_size(value) -> float:
+    """``1048576``, ``"64M"``, ``"8G"``, ``"1.5k"`` -> a number (binary units; ``B``/``iB`` ignored)."""
+    if isinstance(value, (int, float)):
+        return value
+    m = re.fullmatch(r"\s*(\d+(?:\.\d*)?)\s*([kmgt]?)(?:i?b)?\s*", str(value), re.I)
+    if not m:
+        raise ValueError(f"not a size: {value!r} (use bytes, or a number with K, M, G)")
+    return float(m.group(1)) * _UNITS[m.group(2).lower()]
+
+
+def human(n: float) -> str:
+    """``8589934592`` -> ``8 GiB``, ``1500`` -> ``1500 B``."""
+    for unit, size in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            v = n / size
+            return f"{v:.0f} {unit}" if v == int(v) or v >= 100 else f"{v:.1f} {unit}"
+    return f"{int(n)} B"
+
+
+def resolve_limits(options: dict | None = None) -> dict:
+    """The caps a load runs under: each from ``options`` (``load(max_decompressed=...)``), else its
+    environment variable (``DENPEX_MAX_DECOMPRESSED``, ``DENPEX_MAX_RATIO``,
+    ``DENPEX_MAX_STRUCTURED``, ``DENPEX_LINE_CAP``; sizes such as ``64M`` are accepted), else the
+    default. Raises ValueError for a value that is not a positive size."""
+    from .scan import DEFAULT_LINE_CAP
+
+    defaults = {"max_decompressed": DEFAULT_MAX_DECOMPRESSED, "max_ratio": DEFAULT_MAX_RATIO,
+                "max_structured": DEFAULT_MAX_STRUCTURED, "line_cap": DEFAULT_LINE_CAP}
+    out = {}
+    for name, default in defaults.items():
+        value = (options or {}).get(name)
+        if value is None:
+            value = os.environ.get(_ENV[name]) or None
+        value = default if value is None else parse_size(value)
+        if not value > 0:
+            raise ValueError(f"{name} must be positive, not {value!r}")
+        out[name] = float(value) if name == "max_ratio" else int(value)
+    return out
+
+
+class StreamError(OSError):
+    """A (decompressed) stream that broke off: truncated, corrupt, or past a cap. Bytes before it
+    are good; :func:`read_fully` hands them over in ``err.partial``."""
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class CapReached(StreamError):
+    """The decompressed output reached ``max_decompressed`` or the ratio cap."""
 
 # Rank in a file name, most specific first. Each pattern is searched in the base name.
 _RANK_NAME_PATTERNS = [
@@ -63,6 +151,7 @@ class FileSpec:
     mtime: float | None = None          # epoch seconds (lets prefixes roll December lines back a year)
     run_root: str = ""                  # files of one run share it; de-duplication stays inside a run
     explicit: bool = True               # named by the user (not found by walking a folder)
+    temp: bool = False                  # a temporary file (spooled stdin) to delete after the load
 
     @property
     def name(self) -> str:
@@ -249,8 +338,7 @@ def expand(paths, *, year: int | None = None, stdin: BinaryIO | None = None) -> 
         p = os.fspath(raw)
         if p == "-":
             stream = stdin if stdin is not None else sys.stdin.buffer
-            data = stream.read()
-            add(FileSpec(display="<stdin>", data=data, size=len(data), year=year, run_root="<stdin>"))
+            add(_stdin_spec(stream, year))
             continue
         if os.path.isdir(p):
             before = len(problems)
@@ -285,37 +373,149 @@ def expand(paths, *, year: int | None = None, stdin: BinaryIO | None = None) -> 
     return specs, problems
 
 
-def open_stream(spec: FileSpec) -> BinaryIO:
-    """A binary file object over the (decompressed) bytes of ``spec``. Raises OSError & co."""
+def _stdin_spec(stream: BinaryIO, year: int | None) -> FileSpec:
+    """Standard input as a spec: its bytes while they fit :data:`STDIN_MEMORY`, else a temporary
+    file (``temp=True``; :func:`denpex_nb.ingest.load` deletes it) so memory stays bounded."""
+    data = read_fully(stream, STDIN_MEMORY + 1)
+    if len(data) <= STDIN_MEMORY:
+        return FileSpec(display="<stdin>", data=data, size=len(data), year=year, run_root="<stdin>")
+    fd, tmp = tempfile.mkstemp(prefix="denpex-stdin-", suffix=".log")
+    size = len(data)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+        del data
+        while True:
+            block = read_fully(stream, 16 << 20)
+            if not block:
+                break
+            fh.write(block)
+            size += len(block)
+    return FileSpec(display="<stdin>", path=tmp, size=size, year=year, run_root="<stdin>", temp=True)
+
+
+def open_stream(spec: FileSpec, limits: dict | None = None) -> BinaryIO:
+    """A binary file object over the (decompressed) bytes of ``spec``. Raises OSError & co.
+
+    Compressed files and zip members are bounded by ``limits`` (see :func:`resolve_limits`): past
+    a cap, a truncated end or a corrupt block, reads raise :class:`StreamError`.
+    """
     if spec.data is not None:
         raw: BinaryIO = io.BytesIO(spec.data)
     elif spec.member is not None:
         zf = zipfile.ZipFile(spec.path)
-        raw = _ZipMember(zf, zf.open(spec.member))
+        try:
+            raw = _ZipMember(zf, zf.open(spec.member))
+        except BaseException:
+            zf.close()
+            raise
     else:
         if spec.compression is None:
             return open(spec.path, "rb", buffering=0)
         raw = open(spec.path, "rb")
     kind = spec.compression
-    if kind is None:
+    if kind is None and spec.member is None:
         return raw
-    if kind == "gz":
-        return gzip.GzipFile(fileobj=raw, mode="rb")
-    if kind == "bz2":
-        return bz2.BZ2File(raw, mode="rb")
-    if kind == "xz":
-        return lzma.LZMAFile(raw, mode="rb")
-    if kind == "zst":
-        try:
-            import zstandard
-        except ImportError:
-            raw.close()
-            from ..errors import MissingDependencyError
+    try:
+        if kind is None:
+            inner: BinaryIO = raw
+        elif kind == "gz":
+            inner = gzip.GzipFile(fileobj=raw, mode="rb")
+        elif kind == "bz2":
+            inner = bz2.BZ2File(raw, mode="rb")
+        elif kind == "xz":
+            inner = lzma.LZMAFile(raw, mode="rb")
+        elif kind == "zst":
+            try:
+                import zstandard
+            except ImportError:
+                from ..errors import MissingDependencyError
 
-            raise MissingDependencyError("zstandard is not installed, cannot read .zst files",
-                                         fix="pip install 'denpex_nb[fast]'", where=spec.display) from None
-        return _ZstdReader(zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True), raw)
-    raise ValueError(f"unknown compression {kind}")
+                raise MissingDependencyError("zstandard is not installed, cannot read .zst files",
+                                             fix="pip install 'denpex_nb[fast]'", where=spec.display) from None
+            frames = _ZstdFrames()
+            tee = _Tee(raw, frames.feed)
+            inner = _ZstdReader(zstandard.ZstdDecompressor().stream_reader(tee, read_across_frames=True), tee, frames)
+        else:
+            raise ValueError(f"unknown compression {kind}")
+    except BaseException:
+        raw.close()
+        raise
+    compressed = spec.size or (len(spec.data) if spec.data is not None else 0)
+    return _Bounded(inner, kind or "zip", compressed, limits or resolve_limits())
+
+
+_STREAM_ERRORS = (EOFError, zlib.error, lzma.LZMAError, zipfile.BadZipFile, ValueError, OSError)
+
+
+class _Bounded(io.RawIOBase):
+    """A decompressed stream with a cap on its output and one error type (:class:`StreamError`)
+    for everything that can go wrong while decompressing."""
+
+    def __init__(self, inner, kind: str, compressed: int, limits: dict):
+        self._inner, self.kind, self.compressed = inner, kind, compressed
+        self.max_abs = int(limits["max_decompressed"])
+        self.max_ratio = float(limits["max_ratio"])
+        by_ratio = max(RATIO_FLOOR, int(self.max_ratio * max(compressed, 1)))
+        self.limit = min(self.max_abs, by_ratio)
+        self.by_ratio = by_ratio < self.max_abs
+        self.out = 0
+        self._read1 = getattr(inner, "read1", None) or inner.read
+
+    def readable(self):
+        return True
+
+    def read(self, n=-1):
+        """Up to ``n`` bytes, at most what one decompression step yields (so an error after it
+        loses nothing read before): :func:`read_fully` loops."""
+        if n is None or n < 0:
+            n = 1 << 20
+        if self.out >= self.limit:
+            if self._call(1):          # more where the cap stopped us
+                raise CapReached(self._cap_message())
+            return b""
+        data = self._call(min(n, self.limit - self.out))
+        self.out += len(data)
+        return data
+
+    read1 = read
+
+    def readinto(self, b):
+        data = self.read(len(b))
+        b[: len(data)] = data
+        return len(data)
+
+    def _call(self, n: int) -> bytes:
+        try:
+            return self._read1(n)
+        except StreamError:
+            raise
+        except _STREAM_ERRORS as e:
+            raise StreamError(_stream_message(self.kind, e)) from e
+        except Exception as e:        # zstandard.ZstdError and other decompressor errors
+            raise StreamError(f"corrupt {self.kind} data: {type(e).__name__}: {e}") from e
+
+    def _cap_message(self) -> str:
+        if self.by_ratio:
+            return (f"decompressed output reached the ratio cap ({self.max_ratio:g}x its {human(self.compressed)} "
+                    f"compressed = {human(self.limit)}); the first {human(self.limit)} are kept (raise it: "
+                    f"load(max_ratio=...) or DENPEX_MAX_RATIO)")
+        return (f"decompressed output reached the cap of {human(self.limit)}; the first {human(self.limit)} are kept "
+                f"(raise it: load(max_decompressed=...) or DENPEX_MAX_DECOMPRESSED)")
+
+    def close(self):
+        try:
+            self._inner.close()
+        finally:
+            super().close()
+
+
+def _stream_message(kind: str, e: BaseException) -> str:
+    if isinstance(e, EOFError):
+        return f"truncated {kind} stream: it ends before its end-of-stream marker"
+    if isinstance(e, PermissionError):
+        return "permission denied"
+    text = getattr(e, "strerror", None) or str(e) or type(e).__name__
+    return f"corrupt {kind} data: {text}"
 
 
 class _ZipMember(io.RawIOBase):
@@ -330,6 +530,9 @@ class _ZipMember(io.RawIOBase):
     def read(self, n=-1):
         return self._m.read(n)
 
+    def read1(self, n=-1):
+        return self._m.read1(n)
+
     def readinto(self, b):
         data = self._m.read(len(b))
         b[: len(data)] = data
@@ -343,9 +546,147 @@ class _ZipMember(io.RawIOBase):
             super().close()
 
 
+class _Tee(io.RawIOBase):
+    """A raw stream that shows every byte read through it to ``see``."""
+
+    def __init__(self, raw, see):
+        self._raw, self._see = raw, see
+
+    def readable(self):
+        return True
+
+    def read(self, n=-1):
+        data = self._raw.read(n)
+        if data:
+            self._see(data)
+        return data
+
+    def readinto(self, b):
+        data = self.read(len(b))
+        b[: len(data)] = data
+        return len(data)
+
+    def close(self):
+        try:
+            self._raw.close()
+        finally:
+            super().close()
+
+
+class _ZstdFrames:
+    """Walks the zstd frame structure (frame and block headers only; block contents are skipped by
+    count) over the compressed bytes as they stream by, to tell a complete stream from a truncated
+    one: ``zstandard``'s stream reader simply ends when its input ends inside a frame."""
+
+    _MAGIC = 0xFD2FB528
+
+    def __init__(self):
+        self.state = "magic"       # magic, skip_size, fhd, header, block, skip, checksum
+        self.need = 4              # bytes the current state still needs
+        self.buf = b""
+        self.skip = 0              # bytes of content still to skip
+        self.checksum = False
+        self.frames = 0
+        self.bad: str | None = None
+
+    @property
+    def complete(self) -> bool:
+        """The stream ended between frames (an empty stream counts as complete)."""
+        return self.bad is None and self.state == "magic" and not self.buf and self.skip == 0
+
+    def feed(self, data: bytes) -> None:
+        pos, n = 0, len(data)
+        while pos < n and self.bad is None:
+            if self.skip:
+                step = min(self.skip, n - pos)
+                self.skip -= step
+                pos += step
+                if not self.skip:
+                    self._after_skip()
+                continue
+            take = min(self.need - len(self.buf), n - pos)
+            self.buf += data[pos:pos + take]
+            pos += take
+            if len(self.buf) == self.need:
+                head, self.buf = self.buf, b""
+                self._step(head)
+
+    def _after_skip(self) -> None:
+        if self.state == "skip":                 # a skippable frame or the last block's content ended
+            self.state, self.need = "magic", 4
+        elif self.state == "block_data":
+            self.state, self.need = "block", 3
+        elif self.state == "last_data":
+            if self.checksum:
+                self.state, self.need = "checksum", 4
+            else:
+                self.state, self.need = "magic", 4
+                self.frames += 1
+
+    def _step(self, head: bytes) -> None:
+        st = self.state
+        if st == "magic":
+            magic = int.from_bytes(head, "little")
+            if magic == self._MAGIC:
+                self.state, self.need = "fhd", 1
+            elif magic & 0xFFFFFFF0 == 0x184D2A50:
+                self.state, self.need = "skip_size", 4
+            else:
+                self.bad = "not a zstd frame"
+        elif st == "skip_size":
+            self.state, self.skip = "skip", int.from_bytes(head, "little")
+            if not self.skip:
+                self.state, self.need = "magic", 4
+        elif st == "fhd":
+            fhd = head[0]
+            single = (fhd >> 5) & 1
+            fcs = (0, 2, 4, 8)[fhd >> 6] or single
+            did = (0, 1, 2, 4)[fhd & 3]
+            self.checksum = bool((fhd >> 2) & 1)
+            rest = (0 if single else 1) + did + fcs
+            if rest:
+                self.state, self.need = "header", rest
+            else:
+                self.state, self.need = "block", 3
+        elif st == "header":
+            self.state, self.need = "block", 3
+        elif st == "block":
+            bh = int.from_bytes(head, "little")
+            last, btype, size = bh & 1, (bh >> 1) & 3, bh >> 3
+            if btype == 3:
+                self.bad = "reserved block type"
+                return
+            content = 1 if btype == 1 else size
+            self.state = "last_data" if last else "block_data"
+            self.skip = content
+            if not content:
+                self._after_skip()
+        elif st == "checksum":
+            self.state, self.need = "magic", 4
+            self.frames += 1
+
+
 class _ZstdReader(io.RawIOBase):
-    def __init__(self, reader, raw):
-        self._r, self._raw = reader, raw
+    def __init__(self, reader, raw, frames: _ZstdFrames | None = None):
+        self._r, self._raw, self._frames = reader, raw, frames
+        self._done = False
+
+    def _next(self, n: int) -> bytes:
+        c = self._r.read(n)
+        if not c and self._frames is not None and not self._done:
+            self._done = True
+            left = 0                   # input the decompressor did not take (it should take all)
+            while True:
+                more = self._raw.read(1 << 16)
+                if not more:
+                    break
+                left += len(more)
+            if not self._frames.complete:
+                why = self._frames.bad or "its last frame is incomplete"
+                raise EOFError(f"zst stream ends early ({why})")
+            if left:
+                raise ValueError(f"{left} bytes after the last zst frame were not read")
+        return c
 
     def readable(self):
         return True
@@ -354,7 +695,7 @@ class _ZstdReader(io.RawIOBase):
         if n is None or n < 0:
             chunks = []
             while True:
-                c = self._r.read(1 << 20)
+                c = self._next(1 << 20)
                 if not c:
                     return b"".join(chunks)
                 chunks.append(c)
@@ -362,12 +703,15 @@ class _ZstdReader(io.RawIOBase):
         out = []
         got = 0
         while got < n:
-            c = self._r.read(n - got)
+            c = self._next(n - got)
             if not c:
                 break
             out.append(c)
             got += len(c)
         return b"".join(out)
+
+    def read1(self, n=-1):
+        return self._next(n if n is not None and n >= 0 else 1 << 20)
 
     def close(self):
         try:
