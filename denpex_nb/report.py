@@ -590,6 +590,15 @@ def render(paths, output="report.html", *, title: str | None = None, redact: boo
     """Execute the incident report for ``paths`` and write HTML (and optionally the .ipynb)."""
     t0 = time.perf_counter()
     logs = _resolve_inputs(paths)
+    # as `denpex-nb diagnose`: a path naming nothing to read (an empty folder) is a one-line error;
+    # inputs that exist but cannot be read make a no-evidence report (DENPEX_UNREADABLE below)
+    from .ingest.sources import expand
+
+    specs, problems = expand(logs)
+    missing = [p for p in problems if p.missing]
+    if missing or not (specs or problems):
+        raise InputError(missing[0].one_line() if missing else "no log files found", fix=None if missing else
+                         "pass the files or folders of the failed job")
     _load_jupyter_stack_quickly()
     if template is None:
         from .nbtemplates import build
@@ -603,7 +612,7 @@ def render(paths, output="report.html", *, title: str | None = None, redact: boo
     out_html = Path(output)
     out_html.parent.mkdir(parents=True, exist_ok=True)
     redactor = None
-    with tempfile.TemporaryDirectory(prefix="denpex-redact-") as private, \
+    with tempfile.TemporaryDirectory(prefix="denpex-redact-") as private, _env("DENPEX_UNREADABLE", "report"), \
             _env(REDACT_STATE_ENV, str(Path(private) / "state.json") if redact else None):
         executed, error = execute(nb, {"logs": logs, "title": title, "redact": bool(redact)},
                                   cwd=str(out_html.parent.resolve()), timeout=timeout)
