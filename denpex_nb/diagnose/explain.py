@@ -16,7 +16,7 @@ import pandas as pd
 
 from .align import KIND_PREFERENCE
 from .model import Finding, RankView
-from .rules import Context, _fmt_ranks, is_crash_error, rule
+from .rules import Context, _fmt_ranks, own_failures, rule
 
 _SYNCBN = re.compile(r"sync_batch_norm|SyncBatchNorm")
 _CONF = {"high": 0, "medium": 1, "low": 2}
@@ -26,12 +26,7 @@ def crashed_ranks(errors: pd.DataFrame) -> set[int]:
     """Ranks with an own failure (exception that is not a collective error, OOM, a kill)."""
     if errors is None or errors.empty:
         return set()
-    out = set()
-    for k, m, sg, r, code in zip(errors["kind"].astype(str), errors["message"], errors["signal"].astype(object),
-                                 errors["rank"], errors["exit_code"].astype(object)):
-        if pd.notna(r) and is_crash_error(k, None if pd.isna(m) else str(m), None if pd.isna(sg) else str(sg), code):
-            out.add(int(r))
-    return out
+    return {int(r) for r, own in zip(errors["rank"], own_failures(errors)) if own and pd.notna(r)}
 
 
 @rule("crash-behind-desync", stage="explain", emits=("rank-crash",),

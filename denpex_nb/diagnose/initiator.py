@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .rules import is_crash_error
+from .rules import own_failures
 
 #: kinds that are a rank's own failure (tier 0) when present
 _OWN = {"oom", "abort", "gloo_enforce", "nccl_error", "gloo_invalid_size", "detail_mismatch",
@@ -26,10 +26,10 @@ def initiating_rank(errors: pd.DataFrame, ranks: pd.DataFrame | None = None) -> 
     cands = []   # (tier, t_wall or None, rank)
     if errors is not None and len(errors):
         e = errors[errors["rank"].notna()]
-        for k, m, sg, r, t in zip(e["kind"].astype(str), e["message"], e["signal"].astype(object),
-                                  e["rank"], e["t_wall"]):
+        for k, sg, r, t, own in zip(e["kind"].astype(str), e["signal"].astype(object), e["rank"], e["t_wall"],
+                                    own_failures(e)):
             sg = None if pd.isna(sg) else str(sg)
-            if is_crash_error(k, m, sg) or k in _OWN or (k in ("signal", "child_failed", "agent") and sg in _SIGNAL_OWN):
+            if own or k in _OWN or (k in ("signal", "child_failed", "agent") and sg in _SIGNAL_OWN):
                 tier = 0
             elif k in _VICTIM:
                 tier = 1

@@ -59,10 +59,12 @@ FAILURE_KINDS = frozenset({"exception", "oom", "watchdog_timeout", "watchdog_sta
                            "child_failed", "agent", "fr_finding"})
 
 
-def is_crash_error(kind: str, message: str | None, signal: str | None = None, exit_code=None) -> bool:
+def is_crash_error(kind: str, message: str | None, signal: str | None = None, exit_code=None,
+                   in_collective: bool = False) -> bool:
     """True for a rank's own failure that is not a collective error: an exception, OOM, a device
     fault (even wrapped in a watchdog or NCCL message), a kill (a crash signal, or an exit code
-    that is minus one)."""
+    that is minus one). ``in_collective``: the exception's traceback ends in a torch.distributed
+    collective call, so whatever its (possibly cut) message says, it failed in a collective."""
     message = None if message is None or pd.isna(message) else str(message)
     signal = None if signal is None or pd.isna(signal) else str(signal)
     if kind == "oom":
@@ -70,12 +72,46 @@ def is_crash_error(kind: str, message: str | None, signal: str | None = None, ex
     if message and _DEVICE_FAULT.search(message):
         return True
     if kind == "exception":
-        if not message or message.startswith(TRUNCATED_TRACEBACK):
-            return False            # the exception is unknown: not evidence of an own failure
+        if not message or message.startswith(TRUNCATED_TRACEBACK) or in_collective:
+            return False            # unknown, or raised inside a collective: not an own failure
         return not _DISTRIBUTED.search(message)
     if kind in ("signal", "child_failed", "agent", "exit"):
         return (signal or _signal_of(exit_code)) in _CRASH_SIGNALS
     return False
+
+
+def own_failures(errors: pd.DataFrame) -> list[bool]:
+    """Per error row: is it its rank's own failure (:func:`is_crash_error`)? The one place that
+    reads an error row for that, so every rule and the rank state agree."""
+    if errors is None or errors.empty:
+        return []
+    kinds = errors["kind"].astype(str)
+    ops = errors["op"].astype(object) if "op" in errors else [None] * len(errors)
+    # an exception whose message line (or the lines it wraps onto) another reader recognised as a
+    # collective error (a DETAIL mismatch, a gloo or NCCL error) is that error, even when its own
+    # text was cut mid-word (a terminal copy wrapped at 80 columns)
+    where = list(zip(errors["file"].astype(object), errors["rank"].astype(object), errors["line"]))
+    collective_at = {(f, r, int(ln)) for (f, r, ln), k in zip(where, kinds)
+                     if k in _COLLECTIVE_ERROR_KINDS and pd.notna(ln)}
+
+    def near_collective_error(f, r, ln) -> bool:
+        return pd.notna(ln) and any((f, r, int(ln) + d) in collective_at for d in range(_WRAP_LINES + 1))
+
+    return [is_crash_error(k, m, sg, code, in_collective=k == "exception" and (
+                (op is not None and op == op) or near_collective_error(*w)))
+            for k, m, sg, code, op, w in zip(kinds, errors["message"], errors["signal"].astype(object),
+                                             errors["exit_code"].astype(object), ops, where)]
+
+
+#: how many physical lines after an exception line may hold the rest of its wrapped message
+_WRAP_LINES = 3
+
+
+#: error kinds that are collective failures themselves (not a rank's own crash)
+_COLLECTIVE_ERROR_KINDS = frozenset({"detail_mismatch", "monitored_barrier", "gloo_enforce", "gloo_invalid_size",
+                                     "gloo_peer_gone", "gloo_timeout", "nccl_error", "watchdog_timeout",
+                                     "watchdog_status", "watchdog_abort", "desync_report", "ddp_error",
+                                     "ddp_unused_parameters"})
 
 
 def is_failure(kind: str, message: str | None = None) -> bool:
@@ -544,9 +580,7 @@ def own_failure(ctx: Context) -> list[Finding]:
     errs = ctx.errors
     if errs is None or errs.empty:
         return []
-    crash = errs[[is_crash_error(k, m, sg, code) for k, m, sg, code in
-                  zip(errs["kind"].astype(str), errs["message"], errs["signal"].astype(object),
-                      errs["exit_code"].astype(object))]]
+    crash = errs[own_failures(errs)]
     if not len(crash):
         return []
     crashed = sorted(int(r) for r in crash["rank"].dropna().unique())

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from .align import KIND_PREFERENCE
-from .rules import VICTIM_KINDS, is_crash_error, is_failure
+from .rules import VICTIM_KINDS, is_failure, own_failures
 
 #: columns of the rank_state frame, in order (documented in README's data model)
 COLUMNS = (
@@ -167,14 +167,13 @@ def _fill_errors(rows: dict, er: pd.DataFrame) -> None:
     e = er[er["rank"].notna()]
     far = pd.Timestamp.max.tz_localize("UTC")
     firsts: dict[int, tuple] = {}
-    for r, k, m, sg, t, op, seq, sk, code in zip(
-            e["rank"].astype(int), e["kind"].astype(str), e["message"], e["signal"].astype(object), e["t_wall"],
-            e["op"].astype(object), e["seq"], e["seq_kind"].astype(object), e["exit_code"].astype(object)):
+    for r, k, m, t, op, seq, sk, own in zip(
+            e["rank"].astype(int), e["kind"].astype(str), e["message"], e["t_wall"], e["op"].astype(object),
+            e["seq"], e["seq_kind"].astype(object), own_failures(e)):
         msg = None if pd.isna(m) else str(m)
         if r not in rows or not is_failure(k, msg):
             continue
         row = rows[r]
-        own = is_crash_error(k, msg, None if pd.isna(sg) else str(sg), code)
         row["failed"] = True
         row["own_failure"] = bool(row.get("own_failure")) or own
         cand = (not own, far if pd.isna(t) else t, k, (msg or "")[:300], None if pd.isna(t) else t)
