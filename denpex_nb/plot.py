@@ -223,36 +223,25 @@ def _labels(shapes: pd.Series, numel: pd.Series) -> list[str]:
     return out
 
 
-def divergence(lanes_: Lanes, diagnosis=None) -> tuple[int | None, list[int]]:
-    """(seq, minority ranks) of the first divergence: the diagnosis' if it matches, else computed.
+def diagnosis_of(incident, diagnosis=None):
+    """The Diagnosis a picture draws: the one given, else the incident's own (``denpex_nb.diagnose``)."""
+    if diagnosis is not None:
+        return diagnosis
+    from .diagnose import diagnose
+    return diagnose(incident)
 
-    Computed: the first seq at which ranks disagree on op/shape/dtype or a rank is missing; the
-    minority side is the set of ranks off the majority signature (none on a tie).
-    """
-    first = getattr(diagnosis, "first", None) if diagnosis is not None else None
-    if first is not None and first.seq is not None and (first.seq_kind in (None, lanes_.seq_kind)):
-        if first.pg is None or lanes_.pg is None or str(first.pg) == str(lanes_.pg):
-            return int(first.seq), [int(r) for r in first.culprit_ranks]
-    df = lanes_.frame
-    if df.empty:
-        return None, []
-    n_ranks = len(lanes_.ranks)
-    counts = df.groupby("seq")["sig"].agg(["nunique", "size"])
-    bad = counts[(counts["nunique"] > 1) | (counts["size"] < n_ranks)]
-    # a rank that simply stopped early (crash) makes every later seq "missing": keep the first only
-    if bad.empty:
-        return None, []
-    seq = int(bad.index[0])
-    at = df[df["seq"] == seq]
-    vc = at["sig"].value_counts()
-    minority: list[int] = []
-    if len(vc) > 1 and vc.iloc[0] > vc.iloc[1]:
-        minority = sorted(at.loc[at["sig"] != vc.index[0], "rank"].tolist())
-    elif len(vc) == 1:
-        minority = sorted(set(lanes_.ranks) - set(at["rank"].tolist()))
-        if len(minority) * 2 >= n_ranks:
-            minority = []
-    return seq, minority
+
+def divergence(lanes_: Lanes, diagnosis=None) -> tuple[int | None, list[int]]:
+    """(seq, culprit ranks) of the first finding of ``diagnosis`` that lies in these lanes' counter
+    and process group; ``(None, [])`` without one. Pictures draw what the Diagnosis says: they
+    never decide a divergence or a culprit themselves, so a picture cannot disagree with the verdict."""
+    for f in getattr(diagnosis, "findings", None) or []:
+        if f.seq is None or f.seq_kind not in (None, lanes_.seq_kind):
+            continue
+        if f.pg is not None and lanes_.pg is not None and str(f.pg) != str(lanes_.pg):
+            continue
+        return int(f.seq), [int(r) for r in f.culprit_ranks]
+    return None, []
 
 
 # --- the swimlane ------------------------------------------------------------------------------
@@ -268,6 +257,7 @@ def swimlane(incident, diagnosis=None, x: str = "seq", *, seq_kind: str | None =
     """
     if x not in ("seq", "time"):
         raise ValueError("x must be 'seq' or 'time'")
+    diagnosis = diagnosis_of(incident, diagnosis)
     ln = lanes(incident, seq_kind, pg, diagnosis)
     div_seq, culprits = divergence(ln, diagnosis)
     if not culprits and diagnosis is not None:
@@ -570,11 +560,10 @@ def shapes_frame(incident, diagnosis=None, *, seq_kind: str | None = None, pg: s
     Uses the events at the divergence; ranks with no event there get the diagnosis' RankView, else
     "missing". The frame's ``attrs`` carry ``seq``, ``seq_kind`` and ``pg``.
     """
+    diagnosis = diagnosis_of(incident, diagnosis)
     ln = lanes(incident, seq_kind, pg, diagnosis)
     seq, minority = divergence(ln, diagnosis)
     first = getattr(diagnosis, "first", None) if diagnosis is not None else None
-    if first is not None and first.culprit_ranks:
-        minority = [int(r) for r in first.culprit_ranks]
     rows = []
     views = dict(first.ranks) if first is not None and first.ranks else {}
     at = ln.frame[ln.frame["seq"] == seq] if seq is not None else ln.frame.iloc[0:0]
@@ -585,7 +574,7 @@ def shapes_frame(incident, diagnosis=None, *, seq_kind: str | None = None, pg: s
             rows.append({"rank": r, "op": e["op"], "in_shapes": e["label"],
                          "out_shapes": shape_label(e["out_shapes"]), "dtype": _str(e["dtype"]),
                          "state": _str(e["state"])})
-        elif r in views:
+        elif r in views and views[r].state != "absent":
             v = views[r]
             rows.append({"rank": r, "op": v.op or "?", "in_shapes": shape_label(v.shapes),
                          "out_shapes": "?", "dtype": ",".join(v.dtypes or []) or "?", "state": v.state or "?"})

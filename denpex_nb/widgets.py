@@ -62,7 +62,7 @@ class StaticExplorer:
     """What the explorer shows when nobody can move a slider: entries around the divergence."""
 
     def __init__(self, incident, diagnosis=None, width: int = 2):
-        self.incident, self.diagnosis, self.width = incident, diagnosis, width
+        self.incident, self.diagnosis, self.width = incident, plot.diagnosis_of(incident, diagnosis), width
 
     def tables(self) -> list[tuple[str, pd.DataFrame]]:
         ln = plot.lanes(self.incident, None, None, self.diagnosis)
@@ -109,6 +109,7 @@ def explorer(incident, diagnosis=None, interactive: bool | None = None):
     from IPython.display import display
 
     ev = incident.events
+    diagnosis = plot.diagnosis_of(incident, diagnosis)
     kind = plot.choose_seq_kind(incident, diagnosis)
     pgs = sorted(ev.loc[ev["seq_kind"].astype("object") == kind, "pg"].dropna().astype(str).unique()) or ["0"]
     pg0 = plot.choose_pg(incident, kind, diagnosis)
