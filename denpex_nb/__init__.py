@@ -16,7 +16,16 @@ from .incident import Incident
 from .diagnose import diagnose
 from .diagnose.model import Diagnosis
 
-__version__ = "0.1.0"
+def _version() -> str:
+    """The installed distribution's version (pyproject.toml is the one place it is written)."""
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version("denpex_nb")
+    except PackageNotFoundError:      # a source tree that was never installed
+        return "0+unknown"
+
+
+__version__ = _version()
 
 __all__ = ["load", "diagnose", "Incident", "Diagnosis", "DenpexError", "InputError", "UsageError", "__version__"]
 

@@ -32,6 +32,8 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="denpex-nb", description="Find out why multi-rank PyTorch jobs fail in their collectives.")
+    from . import __version__
+    p.add_argument("--version", action="version", version=f"denpex-nb {__version__}")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     d = sub.add_parser("demo", help="run the all_gather shape-mismatch reproducer, diagnose it, render a report")

@@ -104,3 +104,18 @@ def test_cli_unknown_command_is_one_line_exit_2():
     assert res.returncode == 2
     assert "Traceback" not in res.stderr
     assert len(res.stderr.strip().splitlines()) == 1
+
+
+def test_version_is_written_once_and_the_cli_prints_it():
+    import subprocess
+    import sys
+    import tomllib
+    from importlib.metadata import version
+
+    import denpex_nb
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert denpex_nb.__version__ == version("denpex_nb") == declared
+    out = subprocess.run([sys.executable, "-m", "denpex_nb.cli", "--version"], capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.strip() == f"denpex-nb {declared}"
+    src = (ROOT / "denpex_nb" / "__init__.py").read_text()
+    assert declared not in src
