@@ -364,7 +364,7 @@ def run(scenario: str, *, fixed: bool = False, world_size: int = 2, backend: str
               "killed_by_launcher": r in killed, "ended_after_s": round(ended_at.get(r, wall), 3),
               "last_line": collector.last_line.get(r)} for r, p in enumerate(procs)]
     files = sorted(str(f.relative_to(out_dir)) for f in out_dir.rglob("*") if f.is_file()) + ["manifest.json"]
-    from .. import __version__
+    from importlib.metadata import version
 
     manifest = {
         "scenario": sc.id,
@@ -385,7 +385,7 @@ def run(scenario: str, *, fixed: bool = False, world_size: int = 2, backend: str
         "torch": _torch_version(),
         "python": platform.python_version(),
         "platform": platform.platform(terse=True),
-        "denpex_nb": __version__,
+        "denpex_nb": version("denpex_nb"),
         "started_at": _dt.datetime.fromtimestamp(started_wall, _dt.timezone.utc).isoformat(timespec="microseconds"),
         "wall_s": round(wall, 3),
         "exit_codes": exit_codes,
