@@ -111,8 +111,8 @@ class Finding:
     @property
     def entry(self):
         """The catalog entry for this finding's class (None for an id the catalog lacks)."""
-        from .catalog import _load
-        return _load().get(self.class_id)
+        from . import catalog
+        return catalog.find(self.class_id)
 
     def where(self) -> str:
         parts = []

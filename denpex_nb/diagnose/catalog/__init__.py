@@ -75,6 +75,11 @@ def get(entry_id: str) -> CatalogEntry:
         raise UsageError(f"unknown catalog id {entry_id!r}", fix="use one of: " + ", ".join(IDS)) from None
 
 
+def find(entry_id: str) -> CatalogEntry | None:
+    """The entry for an id, or None when the catalog has none (for display code that must not fail)."""
+    return _load().get(entry_id)
+
+
 def all() -> list[CatalogEntry]:  # noqa: A001 - the brief's name for "every entry"
     """Every entry, in catalog order."""
     return list(_load().values())
