@@ -3,7 +3,13 @@
 Safety: a dump is a pickle, and unpickling can run arbitrary code. :class:`RestrictedUnpickler`
 refuses every global lookup (``GLOBAL``/``STACK_GLOBAL``/``INST``/``OBJ``, hence ``REDUCE`` has no
 callable to call) and every persistent id, so only plain containers and scalars come out; anything
-else raises :class:`~denpex_nb.errors.UnsafePickleError` before a single call is made.
+else raises :class:`~denpex_nb.errors.UnsafePickleError` before a single call is made. Plain data
+can still hurt (a length or memo index that makes the C unpickler allocate gigabytes, a tuple
+nested 10^6 deep that overflows the C stack when hashed, shared sub-lists that expand a 1 KB file
+to 10^9 values), so before the unpickler sees a byte, :func:`check_pickle` walks every opcode and
+refuses past the bounds (:data:`MAX_DEPTH`, memo indices, :data:`EXPANSION_FACTOR`): the same
+rules the compiled decoder (:mod:`.pickle_nodes`) applies. A refused dump is a load_error for
+that file (:class:`DumpRefused`); the other files load.
 
 Speed: the diagnose bar is 1024 dumps x 2000 entries, so events are built column-wise (one list per
 column, shapes interned) and turned into one DataFrame per dump, never a dict per entry.
