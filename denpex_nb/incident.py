@@ -31,54 +31,14 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-# --- vocabularies ----------------------------------------------------------------------------
+from .vocab import OPS, TRUNCATED_TRACEBACK, ErrorKind, SeqKind, State  # noqa: F401 - re-exported
 
-SEQ_KINDS = ("work", "fr", "detail", "desync", "nccl_opcount", "nccl_position", "trace")
+# --- vocabularies (defined once in denpex_nb.vocab; plain tuples here for the schema) -----------
 
-#: Normalised collective names. Readers map every spelling (ALLGATHER, _ALLGATHER_BASE,
-#: gloo:all_gather, AllGather ...) onto these with :func:`denpex_nb.ops.normalize_op`.
-OPS = (
-    "all_reduce", "all_reduce_coalesced", "all_gather", "all_gather_into_tensor",
-    "all_gather_coalesced", "reduce_scatter", "reduce_scatter_tensor", "broadcast", "reduce",
-    "gather", "scatter", "barrier", "all_to_all", "all_to_all_single", "send", "recv",
-    "recv_anysource", "coalesced", "all_reduce_sparse", "unknown",
-)
-
-STATES = ("scheduled", "started", "completed", "timed_out", "failed")
-
-#: Error kinds. Keep this list in step with the readers; tests check every emitted kind is here.
-ERROR_KINDS = (
-    "exception",            # a Python exception with its traceback (message = last line)
-    "oom",                  # CUDA / CPU out of memory
-    "watchdog_timeout",     # ProcessGroupNCCL WorkNCCL timeout (also blocking-wait variant)
-    "watchdog_status",      # "failure detected by watchdog at work ..." status lines
-    "watchdog_abort",       # teardown: "Some NCCL operations have failed", taking process down
-    "heartbeat",            # heartbeat monitor / watchdog stuck
-    "desync_report",        # TORCH_NCCL_DESYNC_DEBUG analysis lines
-    "detail_mismatch",      # DETAIL CollectiveFingerPrint mismatch
-    "monitored_barrier",    # DETAIL monitoredBarrier: ranks failed to pass
-    "ddp_unused_parameters",
-    "ddp_error",            # other DDP reducer / model-consistency errors
-    "gloo_enforce",         # gloo::EnforceNotMet "X vs Y" (process aborts)
-    "gloo_invalid_size",    # ProcessGroupGloo::<op>: invalid tensor size/type at index
-    "gloo_peer_gone",       # connection reset / closed by peer, socket closed
-    "gloo_timeout",         # Timed out waiting Nms for recv/send operation to complete
-    "nccl_warn",            # NCCL WARN line
-    "nccl_error",           # DistBackendError: NCCL error in ..., async NCCL errors
-    "nccl_ras",             # NCCL RAS MISMATCH/INCOMPLETE/TIMEOUT/DEAD record
-    "abort",                # terminate called after throwing ... / SIGABRT seen in text
-    "signal",               # a rank ended by a signal (elastic table, spawn, manifest)
-    "exit",                 # a rank exited non-zero without a signal
-    "child_failed",         # torchrun ChildFailedError table row
-    "agent",                # torchrun agent "failed (exitcode ...)" / closing-signal lines
-    "fr_finding",           # a line of torchfrtrace's text output
-    "load_error",           # an input that could not be read (corrupt dump, unreadable file)
-    "warning",              # a warning worth showing (deprecated collective, etc.)
-)
-
-#: the message of an ``exception`` row whose traceback lost its final line (cut, interleaved):
-#: the exception is unknown, so it is not evidence of a rank's own failure
-TRUNCATED_TRACEBACK = "traceback without its exception line"
+SEQ_KINDS = tuple(str(k) for k in SeqKind)
+STATES = tuple(str(s) for s in State)
+#: Error kinds; tests check every kind a reader emits is here.
+ERROR_KINDS = tuple(str(k) for k in ErrorKind)
 
 # --- schema ----------------------------------------------------------------------------------
 

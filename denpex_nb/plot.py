@@ -17,12 +17,14 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+
+from .vocab import SEQ_KIND_PREFERENCE as _SEQ_KIND_PREFERENCE
 from matplotlib.figure import Figure
 
 from .incident import OPS
 
 #: preference order of sequence counters when the caller does not choose
-SEQ_KIND_PREFERENCE = ("trace", "fr", "work", "detail", "nccl_position", "nccl_opcount", "desync")
+SEQ_KIND_PREFERENCE = tuple(str(k) for k in _SEQ_KIND_PREFERENCE)   # the one order (denpex_nb.vocab)
 #: above this many ranks the swimlane becomes a heatmap (one pixel row per rank)
 HEATMAP_THRESHOLD = 64
 #: below this many marks per lane, shapes are written next to every mark

@@ -28,6 +28,7 @@ from .model import Diagnosis, Evidence, Finding, RankView
 from . import rules as _rules
 from .rules import Context, undetermined_failure
 from .state import group_size, rank_state
+from ..vocab import ClassId, SeqKind
 
 __all__ = ["diagnose", "Diagnosis", "Finding", "Evidence", "RankView", "catalog"]
 
@@ -133,7 +134,7 @@ def _no_evidence(incident) -> Finding:
     not_read = f"{lines.unparsed} of {lines.total} lines matched no reader"
     if len(loads):
         not_read += "; could not read: " + "; ".join(str(m)[:120] for m in loads["message"].head(5))
-    return Finding(class_id="no-evidence", confidence="medium", rule="no-evidence",
+    return Finding(class_id=ClassId.NO_EVIDENCE, confidence="medium", rule=ClassId.NO_EVIDENCE,
                    culprit_basis="undetermined: nothing distributed was read",
                    summary=(f"Nothing distributed could be read: no collective, no distributed error, no launcher "
                             f"record. Read: {read[:400]}. Not read: {not_read}. Collect: every rank's stdout and "
@@ -144,7 +145,7 @@ def _all_clear_confidence(incident, state: pd.DataFrame) -> str:
     """A no-failure verdict is high only when every known rank left a complete record that ended well."""
     if not len(state) or not state["present"].all():
         return "low"
-    complete = {"trace", "fr_pickle", "fr_json", "fr"}
+    complete = {"trace", "fr_pickle", "fr_json", SeqKind.FR}
     full = all(bool(set(s) & complete) for s in state["sources"])
     exited = state["exit_code"].notna().all() and (state["exit_code"] == 0).all()
     if full and exited:

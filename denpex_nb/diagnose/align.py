@@ -20,13 +20,14 @@ import numpy as np
 import pandas as pd
 
 from ..ops import GATHER_LIKE, P2P, SCATTER_LIKE
+from ..vocab import ALIGNABLE_SEQ_KINDS, SEQ_KIND_PREFERENCE, State
 
 #: counters that can be aligned across ranks (desync '#N' is per rank, NCCL opCount per comm)
-ALIGNABLE_KINDS = ("trace", "fr", "work", "detail", "nccl_position")
+ALIGNABLE_KINDS = tuple(str(k) for k in ALIGNABLE_SEQ_KINDS)
 #: when one divergence shows in several counters, report it in the most precise one
-KIND_PREFERENCE = {"trace": 0, "fr": 1, "detail": 2, "work": 3, "nccl_position": 4}
+KIND_PREFERENCE = {str(k): i for i, k in enumerate(SEQ_KIND_PREFERENCE)}
 _NO_SIZE = frozenset({"barrier", "all_to_all", "all_to_all_single", "coalesced", "unknown"})
-_STATE_DONE = "completed"
+_STATE_DONE = str(State.COMPLETED)
 #: ops whose input tensors must have the same shape on every rank, not only the same element count
 _SAME_SHAPE = frozenset({"all_reduce", "reduce", "broadcast", "all_gather", "all_gather_into_tensor",
                          "reduce_scatter", "reduce_scatter_tensor"})

@@ -17,6 +17,7 @@ import pandas as pd
 from .align import KIND_PREFERENCE
 from .model import Finding, RankView
 from .rules import Context, _fmt_ranks, own_failures, rule
+from ..vocab import ClassId
 
 _SYNCBN = re.compile(r"sync_batch_norm|SyncBatchNorm")
 _CONF = {"high": 0, "medium": 1, "low": 2}
@@ -29,22 +30,22 @@ def crashed_ranks(errors: pd.DataFrame) -> set[int]:
     return {int(r) for r, own in zip(errors["rank"], own_failures(errors)) if own and pd.notna(r)}
 
 
-@rule("crash-behind-desync", stage="explain", emits=("rank-crash",),
+@rule("crash-behind-desync", stage="explain", emits=(ClassId.RANK_CRASH,),
       uses=("findings: rank-desync, rank-crash", "errors: own failures"))
 def crash_behind_desync(ctx: Context, findings: list[Finding]) -> list[Finding]:
     """A desync whose laggards crashed on their own is a rank crash: the rank died, then the others waited."""
     crashed = crashed_ranks(ctx.errors)
     if not crashed:
         return findings
-    crash_f = [f for f in findings if f.class_id == "rank-crash" and f.seq is None]
+    crash_f = [f for f in findings if f.class_id == ClassId.RANK_CRASH and f.seq is None]
     absorbed: set[int] = set()
     out = []
     for f in findings:
         behind = {r for r, v in f.ranks.items() if v.state == "absent"} or set(f.culprit_ranks)
-        if f.class_id == "rank-desync" and behind and behind <= crashed:
+        if f.class_id == ClassId.RANK_DESYNC and behind and behind <= crashed:
             mine = [c for c in crash_f if set(c.culprit_ranks) & behind]
             absorbed.update(id(c) for c in mine)
-            f = replace(f, class_id="rank-crash", confidence="high", rule="crash-behind-desync",
+            f = replace(f, class_id=ClassId.RANK_CRASH, confidence="high", rule="crash-behind-desync",
                         culprit_ranks=sorted(behind), culprit_basis="own-failure",
                         summary=(f"{_fmt_ranks(behind).capitalize()} failed on "
                                  f"{'its' if len(behind) == 1 else 'their'} own before reaching this "
@@ -55,7 +56,7 @@ def crash_behind_desync(ctx: Context, findings: list[Finding]) -> list[Finding]:
     return [f for f in out if id(f) not in absorbed]
 
 
-@rule("syncbn", stage="explain", emits=("syncbn-eval-hang",),
+@rule("syncbn", stage="explain", emits=(ClassId.SYNCBN_EVAL_HANG,),
       uses=("findings: rank-desync, op-mismatch", "events: in_shapes, dtype, frames", "errors/unparsed: SyncBatchNorm"))
 def syncbn(ctx: Context, findings: list[Finding]) -> list[Finding]:
     """A desync or op mismatch where some ranks all_gather SyncBatchNorm's statistics is the SyncBatchNorm hang.
@@ -66,7 +67,7 @@ def syncbn(ctx: Context, findings: list[Finding]) -> list[Finding]:
     """
     mentioned = _mentions_syncbn(ctx.incident)
     # a finding without a seq (tracebacks' last calls) is only recognised by a SyncBatchNorm stack
-    cands = [f for f in findings if f.class_id in ("rank-desync", "op-mismatch") and (f.seq is not None or mentioned)
+    cands = [f for f in findings if f.class_id in (ClassId.RANK_DESYNC, ClassId.OP_MISMATCH) and (f.seq is not None or mentioned)
              and any((v.op or "").startswith("all_gather") for v in f.ranks.values())]
     if not cands:
         return findings
@@ -81,7 +82,7 @@ def syncbn(ctx: Context, findings: list[Finding]) -> list[Finding]:
                 others = len(f.ranks) - len(gatherers)
                 group = ctx.group_of(len(f.ranks), ctx.group_size)
                 named = others * 2 > group       # the ranks elsewhere must be a strict majority
-                f = replace(f, class_id="syncbn-eval-hang", op="all_gather", culprit_ranks=gatherers if named else (),
+                f = replace(f, class_id=ClassId.SYNCBN_EVAL_HANG, op="all_gather", culprit_ranks=gatherers if named else (),
                             confidence="high" if mentioned and named else "medium", rule="syncbn",
                             culprit_basis="majority" if named else
                             f"undetermined: {others} rank(s) elsewhere of a group of {group} is no majority",
@@ -113,20 +114,20 @@ def _mentions_syncbn(incident) -> bool:
     return False
 
 
-@rule("ddp-buckets", stage="explain", emits=("unused-parameters",),
+@rule("ddp-buckets", stage="explain", emits=(ClassId.UNUSED_PARAMETERS,),
       uses=("findings: unused-parameters (text), all_reduce divergences",))
 def ddp_buckets(ctx: Context, findings: list[Finding]) -> list[Finding]:
     """DDP unused-parameter errors explain the all_reduce divergence they cause (different buckets)."""
-    ddp = [f for f in findings if f.class_id == "unused-parameters" and f.seq is None]
+    ddp = [f for f in findings if f.class_id == ClassId.UNUSED_PARAMETERS and f.seq is None]
     if not ddp:
         return findings
     cands = [f for f in findings if f.seq is not None and f.class_id in
-             ("shape-mismatch", "rank-desync", "op-mismatch", "dtype-mismatch")
+             (ClassId.SHAPE_MISMATCH, ClassId.RANK_DESYNC, ClassId.OP_MISMATCH, ClassId.DTYPE_MISMATCH)
              and (f.op or "all_reduce").startswith("all_reduce")]
     if not cands:
         return findings
     target, src = sort_findings(cands)[0], ddp[0]
-    refined = replace(target, class_id="unused-parameters", op=target.op or "all_reduce", confidence="high",
+    refined = replace(target, class_id=ClassId.UNUSED_PARAMETERS, op=target.op or "all_reduce", confidence="high",
                       culprit_ranks=target.culprit_ranks or src.culprit_ranks,
                       culprit_basis=target.culprit_basis if target.culprit_ranks else src.culprit_basis,
                       summary=src.summary + " The ranks' bucket all_reduces diverge.", rule="ddp-buckets",
@@ -197,7 +198,7 @@ def sort_findings(findings: list[Finding]) -> list[Finding]:
         t = f.t_wall if f.t_wall is not None and not pd.isna(f.t_wall) else far
         if t is not far and t.tzinfo is None:
             t = t.tz_localize("UTC")
-        undetermined = f.class_id == "timeout-undetermined"
+        undetermined = f.class_id == ClassId.TIMEOUT_UNDETERMINED
         first = min(((e.file, e.line) for e in f.evidence), default=("\uffff", 1 << 62))
         # without times, the earlier line of the same file came first
         return (undetermined, t, f.seq if f.seq is not None else 1 << 62, first, _CONF[f.confidence])

@@ -18,6 +18,7 @@ import signal
 import subprocess
 import sys
 import time
+from ..vocab import ClassId
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -47,8 +48,8 @@ class Planted:
 
     @property
     def expected_class(self) -> str:
-        return {"none": "no-failure", "size": "shape-mismatch", "dtype": "dtype-mismatch", "op": "op-mismatch",
-                "skip": "rank-desync", "two": "shape-mismatch"}[self.kind]
+        return {"none": ClassId.NO_FAILURE, "size": ClassId.SHAPE_MISMATCH, "dtype": ClassId.DTYPE_MISMATCH, "op": ClassId.OP_MISMATCH,
+                "skip": ClassId.RANK_DESYNC, "two": ClassId.SHAPE_MISMATCH}[self.kind]
 
 
 def write_synthetic_dumps(out_dir, world_size: int, entries: int, plant: str = "size", *, plant_rank: int = 1,
@@ -203,10 +204,10 @@ _BLOCK_START = re.compile(r"^(Not all ranks joining collective, sequence number:
 _CULPRIT = re.compile(r"Culprit rank (\d+); Error type: (\w+)")
 _MISSING = re.compile(r"missing ranks: \{([\d, ]*)\}")
 _COLLECTIVE = re.compile(r"^collective: (\S+)", re.M)
-_TYPE_CLASS = {"SIZE_OR_SYNTAX_MISMATCH": "shape-mismatch", "COLLECTIVE_TYPE_MISMATCH": "op-mismatch",
-               "COLLECTIVE_DTYPE_MISMATCH": "dtype-mismatch",
+_TYPE_CLASS = {"SIZE_OR_SYNTAX_MISMATCH": ClassId.SHAPE_MISMATCH, "COLLECTIVE_TYPE_MISMATCH": ClassId.OP_MISMATCH,
+               "COLLECTIVE_DTYPE_MISMATCH": ClassId.DTYPE_MISMATCH,
                # one rank completed what another still has scheduled: they are at different places
-               "COLLECTIVE_STATE_MISMATCH": "rank-desync"}
+               "COLLECTIVE_STATE_MISMATCH": ClassId.RANK_DESYNC}
 
 
 def parse_torchfrtrace(text: str) -> list[dict]:
@@ -223,7 +224,7 @@ def parse_torchfrtrace(text: str) -> list[dict]:
         if c:
             cls, culprits, etype = _TYPE_CLASS.get(c.group(2)), [int(c.group(1))], c.group(2)
         elif miss:
-            cls, etype = "rank-desync", "NOT_JOINING"
+            cls, etype = ClassId.RANK_DESYNC, "NOT_JOINING"
             culprits = sorted(int(x) for x in miss.group(1).replace(" ", "").split(",") if x)
         else:
             cls, culprits, etype = None, [], None

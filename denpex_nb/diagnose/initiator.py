@@ -11,13 +11,14 @@ from __future__ import annotations
 import pandas as pd
 
 from .rules import own_failures
+from ..vocab import ErrorKind
 
 #: kinds that are a rank's own failure (tier 0) when present
-_OWN = {"oom", "abort", "gloo_enforce", "nccl_error", "gloo_invalid_size", "detail_mismatch",
-        "ddp_unused_parameters", "ddp_error"}
+_OWN = {ErrorKind.OOM, ErrorKind.ABORT, ErrorKind.GLOO_ENFORCE, ErrorKind.NCCL_ERROR, ErrorKind.GLOO_INVALID_SIZE, ErrorKind.DETAIL_MISMATCH,
+        ErrorKind.DDP_UNUSED_PARAMETERS, ErrorKind.DDP_ERROR}
 #: kinds a rank shows when someone else failed first (tier 1)
-_VICTIM = {"watchdog_timeout", "watchdog_status", "watchdog_abort", "heartbeat", "gloo_timeout", "gloo_peer_gone",
-           "monitored_barrier", "desync_report", "exception"}
+_VICTIM = {ErrorKind.WATCHDOG_TIMEOUT, ErrorKind.WATCHDOG_STATUS, ErrorKind.WATCHDOG_ABORT, ErrorKind.HEARTBEAT, ErrorKind.GLOO_TIMEOUT, ErrorKind.GLOO_PEER_GONE,
+           ErrorKind.MONITORED_BARRIER, ErrorKind.DESYNC_REPORT, ErrorKind.EXCEPTION}
 _SIGNAL_OWN = {"SIGABRT", "SIGSEGV", "SIGKILL", "SIGBUS", "SIGILL", "SIGFPE"}
 
 
@@ -29,7 +30,7 @@ def initiating_rank(errors: pd.DataFrame, ranks: pd.DataFrame | None = None) -> 
         for k, sg, r, t, own in zip(e["kind"].astype(str), e["signal"].astype(object), e["rank"], e["t_wall"],
                                     own_failures(e)):
             sg = None if pd.isna(sg) else str(sg)
-            if own or k in _OWN or (k in ("signal", "child_failed", "agent") and sg in _SIGNAL_OWN):
+            if own or k in _OWN or (k in (ErrorKind.SIGNAL, ErrorKind.CHILD_FAILED, ErrorKind.AGENT) and sg in _SIGNAL_OWN):
                 tier = 0
             elif k in _VICTIM:
                 tier = 1

@@ -15,6 +15,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..vocab import ClassId
+
 CONFIDENCES = ("high", "medium", "low")
 
 
@@ -75,6 +77,9 @@ class Finding:
     consequence_of: str | None = None
 
     def __post_init__(self):
+        object.__setattr__(self, "class_id", str(self.class_id))       # a plain string, also from ClassId
+        if self.seq_kind is not None:
+            object.__setattr__(self, "seq_kind", str(self.seq_kind))
         object.__setattr__(self, "culprit_ranks", tuple(sorted(int(r) for r in self.culprit_ranks)))
         object.__setattr__(self, "evidence", tuple(self.evidence))
         object.__setattr__(self, "basis", tuple(self.basis))
@@ -161,7 +166,7 @@ class Diagnosis:
 
     @property
     def verdict(self) -> str:
-        return self.findings[0].class_id if self.findings else "no-failure"
+        return self.findings[0].class_id if self.findings else ClassId.NO_FAILURE
 
     @property
     def culprit_ranks(self) -> list[int]:

@@ -21,7 +21,8 @@ from typing import Callable
 
 import pandas as pd
 
-from ..incident import TRUNCATED_TRACEBACK
+from .. import vocab as _vocab
+from ..vocab import COMPLETE_RECORD_KINDS, ClassId, ErrorKind, SeqKind, TRUNCATED_TRACEBACK
 from .align import Divergence
 from .model import Evidence, Finding, RankView
 
@@ -47,16 +48,9 @@ _NCCL_WARN_FAILURE = re.compile(
     r"illegal|out of memory|Cuda failure|NCCL failure|mismatch|remote process exited|peer .*(?:closed|gone)", re.I)
 _NCCL_WARN_BENIGN = re.compile(r"libibverbs|No device found|No plugin found|[Pp]lugin|deprecated|ignored|"
                                r"Unknown command from localRank", re.I)
-#: error kinds a rank shows when a collective failed under it (someone else may have started it)
-VICTIM_KINDS = frozenset({"watchdog_timeout", "watchdog_status", "watchdog_abort", "heartbeat", "gloo_timeout",
-                          "gloo_peer_gone"})
-#: error kinds that mean something failed on that rank (warnings and unreadable inputs do not;
-#: an NCCL WARN alone does not either: many are benign, e.g. a missing InfiniBand library)
-FAILURE_KINDS = frozenset({"exception", "oom", "watchdog_timeout", "watchdog_status", "watchdog_abort",
-                           "heartbeat", "desync_report", "detail_mismatch", "monitored_barrier",
-                           "ddp_unused_parameters", "ddp_error", "gloo_enforce", "gloo_invalid_size",
-                           "gloo_peer_gone", "gloo_timeout", "nccl_error", "nccl_ras", "abort", "signal", "exit",
-                           "child_failed", "agent", "fr_finding"})
+#: (the kinds of evidence come from the one vocabulary, denpex_nb.vocab)
+VICTIM_KINDS = _vocab.VICTIM_KINDS
+FAILURE_KINDS = _vocab.FAILURE_KINDS
 
 
 def is_crash_error(kind: str, message: str | None, signal: str | None = None, exit_code=None,
@@ -67,7 +61,7 @@ def is_crash_error(kind: str, message: str | None, signal: str | None = None, ex
     collective call, so whatever its (possibly cut) message says, it failed in a collective."""
     message = None if message is None or pd.isna(message) else str(message)
     signal = None if signal is None or pd.isna(signal) else str(signal)
-    if kind == "oom":
+    if kind == ErrorKind.OOM:
         return True
     if message and _DEVICE_FAULT.search(message):
         return True
@@ -75,7 +69,7 @@ def is_crash_error(kind: str, message: str | None, signal: str | None = None, ex
         if not message or message.startswith(TRUNCATED_TRACEBACK) or in_collective:
             return False            # unknown, or raised inside a collective: not an own failure
         return not _DISTRIBUTED.search(message)
-    if kind in ("signal", "child_failed", "agent", "exit"):
+    if kind in ("signal", ErrorKind.CHILD_FAILED, "agent", "exit"):
         return (signal or _signal_of(exit_code)) in _CRASH_SIGNALS
     return False
 
@@ -97,28 +91,22 @@ def own_failures(errors: pd.DataFrame) -> list[bool]:
     def near_collective_error(f, r, ln) -> bool:
         return pd.notna(ln) and any((f, r, int(ln) + d) in collective_at for d in range(_WRAP_LINES + 1))
 
-    return [is_crash_error(k, m, sg, code, in_collective=k == "exception" and (
+    return [is_crash_error(k, m, sg, code, in_collective=k == ErrorKind.EXCEPTION and (
                 (op is not None and op == op) or near_collective_error(*w)))
             for k, m, sg, code, op, w in zip(kinds, errors["message"], errors["signal"].astype(object),
                                              errors["exit_code"].astype(object), ops, where)]
 
 
+_COLLECTIVE_ERROR_KINDS = _vocab.COLLECTIVE_ERROR_KINDS
 #: how many physical lines after an exception line may hold the rest of its wrapped message
 _WRAP_LINES = 3
-
-
-#: error kinds that are collective failures themselves (not a rank's own crash)
-_COLLECTIVE_ERROR_KINDS = frozenset({"detail_mismatch", "monitored_barrier", "gloo_enforce", "gloo_invalid_size",
-                                     "gloo_peer_gone", "gloo_timeout", "nccl_error", "watchdog_timeout",
-                                     "watchdog_status", "watchdog_abort", "desync_report", "ddp_error",
-                                     "ddp_unused_parameters"})
 
 
 def is_failure(kind: str, message: str | None = None) -> bool:
     """True for an error row that means something failed on its rank (see FAILURE_KINDS)."""
     if kind in FAILURE_KINDS:
         return True
-    if kind == "nccl_warn" and message is not None and not pd.isna(message):
+    if kind == ErrorKind.NCCL_WARN and message is not None and not pd.isna(message):
         m = str(message)
         return bool(_NCCL_WARN_FAILURE.search(m)) and not _NCCL_WARN_BENIGN.search(m)
     return False
@@ -352,7 +340,7 @@ def _kind(errors: pd.DataFrame, *kinds: str) -> pd.DataFrame:
 
 # --- cross-rank divergences (aligned collective records) ---------------------------------------
 
-@rule("divergences", emits=("op-mismatch", "dtype-mismatch", "shape-mismatch", "rank-desync"),
+@rule("divergences", emits=(ClassId.OP_MISMATCH, ClassId.DTYPE_MISMATCH, ClassId.SHAPE_MISMATCH, ClassId.RANK_DESYNC),
       uses=("events: trace, fr, detail, work, nccl_position",))
 def divergences(ctx: Context) -> list[Finding]:
     """Cross-rank comparison of aligned records. A rank whose *log lines* end earlier than the
@@ -365,9 +353,7 @@ def divergences(ctx: Context) -> list[Finding]:
     return from_divergences(divs, ctx.texts, ctx.group_size)
 
 
-#: counters whose per-rank records are complete up to the rank's end (a dump, a flushed tracer
-#: file), unlike log lines, which a copy can cut anywhere
-COMPLETE_RECORDS = frozenset({"trace", "fr"})
+COMPLETE_RECORDS = COMPLETE_RECORD_KINDS
 
 
 def from_divergences(divs: list[Divergence], texts: dict, group_size: int | None = None) -> list[Finding]:
@@ -388,26 +374,26 @@ def from_divergences(divs: list[Divergence], texts: dict, group_size: int | None
         basis = "majority"
         if d.kind == "op":
             culprits, basis = strict_minority(ops, group)
-            cls = "op-mismatch"
+            cls = ClassId.OP_MISMATCH
             desc = ", ".join(f"{_fmt_ranks(rs)}: {op}" for op, rs in _group(ops).items())
             summary = f"Ranks called different collectives at {where}: {desc}."
         elif d.kind == "dtype":
             dts = {r: (v.dtypes or [None])[0] for r, v in views.items()}
             culprits, basis = strict_minority(dts, group)
-            cls = "dtype-mismatch"
+            cls = ClassId.DTYPE_MISMATCH
             desc = ", ".join(f"{_fmt_ranks(rs)}: {dt}" for dt, rs in _group(dts).items())
             summary = f"{majority_op} at {where} got different dtypes: {desc}."
         elif d.kind == "size":
             sizes = {r: row.get("_size") for r, row in by_rank.items()}
             culprits, basis = strict_minority(sizes, group)
-            cls = "shape-mismatch"
+            cls = ClassId.SHAPE_MISMATCH
             desc = ", ".join(f"{_fmt_ranks(rs)}: {_shape_text(views[rs[0]], by_rank[rs[0]])}"
                              for _, rs in _group(sizes).items())
             summary = f"{majority_op} at {where} got different sizes: {desc}."
         elif d.kind == "shape":
             shapes = {r: None if v.shapes is None else tuple(map(tuple, v.shapes)) for r, v in views.items()}
             culprits, basis = strict_minority(shapes, group)
-            cls = "shape-mismatch"
+            cls = ClassId.SHAPE_MISMATCH
             desc = ", ".join(f"{_fmt_ranks(rs)}: {[list(t) for t in sh] if sh else sh}"
                              for sh, rs in _group(shapes).items())
             summary = (f"{majority_op} at {where} got tensors of different shapes with the same number of "
@@ -416,7 +402,7 @@ def from_divergences(divs: list[Divergence], texts: dict, group_size: int | None
         elif d.kind == "local-size":
             bad = sorted(r for r, row in by_rank.items() if row.get("_local_bad"))
             culprits, basis = (bad, "majority") if len(bad) * 2 < group else ([], "undetermined: most ranks")
-            cls = "shape-mismatch"
+            cls = ClassId.SHAPE_MISMATCH
             summary = (f"{majority_op} at {where}: on {_fmt_ranks(bad)} the output size is not the input size "
                        f"times the group size.")
         else:  # missing
@@ -427,7 +413,7 @@ def from_divergences(divs: list[Divergence], texts: dict, group_size: int | None
                 culprits, basis = side, "majority"
             else:
                 culprits, basis = [], f"undetermined: {other} of a group of {group} ranks is not a majority"
-            cls = "rank-desync"
+            cls = ClassId.RANK_DESYNC
             for r in d.missing:
                 views[r] = RankView(op=None, seq=d.lag.get(r), state="absent")
             lag_txt = ", ".join(f"rank {r} last at seq {d.lag.get(r)}" for r in sorted(d.missing))
@@ -455,11 +441,11 @@ def from_divergences(divs: list[Divergence], texts: dict, group_size: int | None
 # --- text evidence that names its class ----------------------------------------------------------
 
 _ENFORCE = re.compile(r"(\d+) vs (\d+)")
-_FR_CLASS = (("COLLECTIVE_TYPE_MISMATCH", "op-mismatch"), ("COLLECTIVE_DTYPE_MISMATCH", "dtype-mismatch"),
-             ("SIZE_OR_SYNTAX_MISMATCH", "shape-mismatch"), ("Not all ranks joining", "rank-desync"),
-             ("missing ranks", "rank-desync"))
-_DETAIL_CLASS = (("Op type:", "op-mismatch"), ("dtypes:", "dtype-mismatch"), ("shapes:", "shape-mismatch"),
-                 ("Sequence number:", "rank-desync"))
+_FR_CLASS = (("COLLECTIVE_TYPE_MISMATCH", ClassId.OP_MISMATCH), ("COLLECTIVE_DTYPE_MISMATCH", ClassId.DTYPE_MISMATCH),
+             ("SIZE_OR_SYNTAX_MISMATCH", ClassId.SHAPE_MISMATCH), ("Not all ranks joining", ClassId.RANK_DESYNC),
+             ("missing ranks", ClassId.RANK_DESYNC))
+_DETAIL_CLASS = (("Op type:", ClassId.OP_MISMATCH), ("dtypes:", ClassId.DTYPE_MISMATCH), ("shapes:", ClassId.SHAPE_MISMATCH),
+                 ("Sequence number:", ClassId.RANK_DESYNC))
 
 
 def _text_finding(cls, summary, rows, rule_name, conf="medium", culprits=(), basis="", **kw) -> Finding:
@@ -470,43 +456,43 @@ def _text_finding(cls, summary, rows, rule_name, conf="medium", culprits=(), bas
                    evidence=_err_evidence(rows), t_wall=_tmin(rows), rule=rule_name, culprit_basis=basis, **kw)
 
 
-@rule("monitored-barrier", emits=("rank-desync",), uses=("errors: monitored_barrier",))
+@rule("monitored-barrier", emits=(ClassId.RANK_DESYNC,), uses=("errors: monitored_barrier",))
 def monitored_barrier(ctx: Context) -> list[Finding]:
-    mb = _kind(ctx.errors, "monitored_barrier")
+    mb = _kind(ctx.errors, ErrorKind.MONITORED_BARRIER)
     if not len(mb):
         return []
     missing = _related(mb)
-    return [_text_finding("rank-desync", f"{_fmt_ranks(missing) if missing else 'Some ranks'} failed to pass "
+    return [_text_finding(ClassId.RANK_DESYNC, f"{_fmt_ranks(missing) if missing else 'Some ranks'} failed to pass "
                           "monitoredBarrier (DETAIL): they never reached the collective the others were in.",
                           mb, "monitored-barrier", "high" if missing else "medium", missing, "statement")]
 
 
-@rule("desync-report", emits=("rank-desync",), uses=("errors: desync_report",))
+@rule("desync-report", emits=(ClassId.RANK_DESYNC,), uses=("errors: desync_report",))
 def desync_report(ctx: Context) -> list[Finding]:
-    ds = _kind(ctx.errors, "desync_report")
+    ds = _kind(ctx.errors, ErrorKind.DESYNC_REPORT)
     if not len(ds):
         return []
     lag = _related(ds)
-    return [_text_finding("rank-desync", f"The desync report names {_fmt_ranks(lag) if lag else 'no rank'} as "
+    return [_text_finding(ClassId.RANK_DESYNC, f"The desync report names {_fmt_ranks(lag) if lag else 'no rank'} as "
                           "lagging.", ds, "desync-report", "high" if lag else "low", lag, "statement")]
 
 
-@rule("nccl-ras", emits=("rank-desync",), uses=("errors: nccl_ras",))
+@rule("nccl-ras", emits=(ClassId.RANK_DESYNC,), uses=("errors: nccl_ras",))
 def nccl_ras(ctx: Context) -> list[Finding]:
-    ras = _kind(ctx.errors, "nccl_ras")
+    ras = _kind(ctx.errors, ErrorKind.NCCL_RAS)
     if not len(ras):
         return []
-    return [_text_finding("rank-desync", "NCCL RAS: communicator ranks have different operation counts.", ras,
+    return [_text_finding(ClassId.RANK_DESYNC, "NCCL RAS: communicator ranks have different operation counts.", ras,
                           "nccl-ras", "medium", _related(ras), "statement")]
 
 
-@rule("detail-text", emits=("op-mismatch", "dtype-mismatch", "shape-mismatch", "rank-desync"),
+@rule("detail-text", emits=(ClassId.OP_MISMATCH, ClassId.DTYPE_MISMATCH, ClassId.SHAPE_MISMATCH, ClassId.RANK_DESYNC),
       uses=("errors: detail_mismatch",))
 def detail_text(ctx: Context) -> list[Finding]:
     """DETAIL's own verdict text, when its fingerprints were not turned into aligned events."""
-    if any(k == "detail" for (_, k) in ctx.alignment.members):
+    if any(k == SeqKind.DETAIL for (_, k) in ctx.alignment.members):
         return []
-    dm = _kind(ctx.errors, "detail_mismatch")
+    dm = _kind(ctx.errors, ErrorKind.DETAIL_MISMATCH)
     out = []
     for cls in sorted({c for m in dm["message"].astype(str) for key, c in _DETAIL_CLASS if key in m}):
         key = next(k for k, c in _DETAIL_CLASS if c == cls)
@@ -517,11 +503,11 @@ def detail_text(ctx: Context) -> list[Finding]:
     return out
 
 
-@rule("fr-analyzer-text", emits=("op-mismatch", "dtype-mismatch", "shape-mismatch", "rank-desync"),
+@rule("fr-analyzer-text", emits=(ClassId.OP_MISMATCH, ClassId.DTYPE_MISMATCH, ClassId.SHAPE_MISMATCH, ClassId.RANK_DESYNC),
       uses=("errors: fr_finding",))
 def fr_analyzer_text(ctx: Context) -> list[Finding]:
     """torchfrtrace's findings; missing ranks it names are a statement, so they are culprits."""
-    fr = _kind(ctx.errors, "fr_finding")
+    fr = _kind(ctx.errors, ErrorKind.FR_FINDING)
     out = []
     for cls in sorted({c for m in fr["message"].astype(str) for key, c in _FR_CLASS if key in m}):
         keys = [k for k, c in _FR_CLASS if c == cls]
@@ -531,50 +517,50 @@ def fr_analyzer_text(ctx: Context) -> list[Finding]:
         out.append(_text_finding(cls, "torchfrtrace reported: " + str(rows["message"].iloc[0])[:200], rows,
                                  "fr-analyzer-text", "high" if named else "medium", named, "statement",
                                  op=_first_op(rows), seq=_i(seq.iloc[0]) if len(seq) else None,
-                                 seq_kind="fr" if len(seq) else None))
+                                 seq_kind=SeqKind.FR if len(seq) else None))
     return out
 
 
-@rule("gloo-size", emits=("shape-mismatch",), uses=("errors: gloo_enforce, gloo_invalid_size",))
+@rule("gloo-size", emits=(ClassId.SHAPE_MISMATCH,), uses=("errors: gloo_enforce, gloo_invalid_size",))
 def gloo_size(ctx: Context) -> list[Finding]:
     out = []
-    en = _kind(ctx.errors, "gloo_enforce")
+    en = _kind(ctx.errors, ErrorKind.GLOO_ENFORCE)
     if len(en):
         m = _ENFORCE.search(str(en["message"].iloc[0]))
         sizes = f" ({m.group(1)} bytes sent, {m.group(2)} expected)" if m else ""
         aborted = sorted(int(r) for r in en["rank"].dropna().unique())
         out.append(_text_finding(
-            "shape-mismatch", f"gloo aborted {_fmt_ranks(aborted) if aborted else 'a rank'}: a peer sent more "
+            ClassId.SHAPE_MISMATCH, f"gloo aborted {_fmt_ranks(aborted) if aborted else 'a rank'}: a peer sent more "
             f"bytes than its buffer holds{sizes}. The ranks' tensor sizes differ; whether by shape or by dtype "
             "is undetermined from this evidence, and the aborting rank is not necessarily the culprit.",
             en, "gloo-size", "medium"))
-    inv = _kind(ctx.errors, "gloo_invalid_size")
+    inv = _kind(ctx.errors, ErrorKind.GLOO_INVALID_SIZE)
     if len(inv):
         out.append(_text_finding(
-            "shape-mismatch", "gloo rejected an output list whose tensors differ in size from the input: "
+            ClassId.SHAPE_MISMATCH, "gloo rejected an output list whose tensors differ in size from the input: "
             "the ranks' shapes differ (uneven all_gather). " + str(inv["message"].iloc[0])[:200], inv,
             "gloo-size", "medium", op=_first_op(inv)))
     return out
 
 
-@rule("ddp-reducer", emits=("unused-parameters",), uses=("errors: ddp_unused_parameters, ddp_error",))
+@rule("ddp-reducer", emits=(ClassId.UNUSED_PARAMETERS,), uses=("errors: ddp_unused_parameters, ddp_error",))
 def ddp_reducer(ctx: Context) -> list[Finding]:
     errs = ctx.errors
     if errs is None or errs.empty:
         return []
     kind, msg = errs["kind"].astype(str), errs["message"].astype(str)
-    ddp = errs[(kind == "ddp_unused_parameters") | ((kind == "ddp_error") & msg.str.contains(
+    ddp = errs[(kind == ErrorKind.DDP_UNUSED_PARAMETERS) | ((kind == ErrorKind.DDP_ERROR) & msg.str.contains(
         "receive grad|finished reduction|marked as ready", regex=True))]
     if not len(ddp):
         return []
     rep = sorted(int(r) for r in ddp["rank"].dropna().unique())
     culprits, basis = ctx.reporters_named(rep)
-    return [_text_finding("unused-parameters", f"DDP reducer on {_fmt_ranks(rep) if rep else 'some rank'}: "
+    return [_text_finding(ClassId.UNUSED_PARAMETERS, f"DDP reducer on {_fmt_ranks(rep) if rep else 'some rank'}: "
                           "parameters did not receive gradients (unused parameters / data-dependent control "
                           "flow).", ddp, "ddp-reducer", "high", culprits, basis)]
 
 
-@rule("own-failure", emits=("rank-crash",), uses=("errors: exception, oom, signal, child_failed, agent",))
+@rule("own-failure", emits=(ClassId.RANK_CRASH,), uses=("errors: exception, oom, signal, child_failed, agent",))
 def own_failure(ctx: Context) -> list[Finding]:
     """Ranks that failed on their own (not in a collective): an exception, OOM, a kill."""
     errs = ctx.errors
@@ -589,32 +575,32 @@ def own_failure(ctx: Context) -> list[Finding]:
     first = crash.sort_values("t_wall", na_position="last").iloc[0]
     who = _fmt_ranks(crashed) if crashed else "A rank"
     return [_text_finding(
-        "rank-crash", f"{who} failed on {'its' if len(crashed) == 1 else 'their'} own (not in a collective): "
+        ClassId.RANK_CRASH, f"{who} failed on {'its' if len(crashed) == 1 else 'their'} own (not in a collective): "
         f"{str(first['message'])[:200]}" + ("" if named else "; no rank can be singled out"),
         crash, "own-failure", "high" if named and len(crashed) * 2 <= group else "medium",
         crashed if named else [], "own-failure")]
 
 
-@rule("nccl-error", emits=("nccl-error",), uses=("errors: nccl_error, nccl_warn",))
+@rule(ClassId.NCCL_ERROR, emits=(ClassId.NCCL_ERROR,), uses=("errors: nccl_error, nccl_warn",))
 def nccl_error(ctx: Context) -> list[Finding]:
     """NCCL's own errors; an NCCL WARN counts only on a rank that also failed (many WARNs are benign)."""
     errs = ctx.errors
     if errs is None or errs.empty:
         return []
     kind, msg = errs["kind"].astype(str), errs["message"].astype(str)
-    failing_warn = pd.Series([k == "nccl_warn" and is_failure(k, m) for k, m in zip(kind, errs["message"])],
+    failing_warn = pd.Series([k == ErrorKind.NCCL_WARN and is_failure(k, m) for k, m in zip(kind, errs["message"])],
                              index=errs.index, dtype=bool)
-    nc = errs[((kind == "nccl_error") | failing_warn) & ~msg.str.contains("remote process exited", regex=False)]
+    nc = errs[((kind == ErrorKind.NCCL_ERROR) | failing_warn) & ~msg.str.contains("remote process exited", regex=False)]
     nc = nc[[not _DEVICE_FAULT.search(str(m)) for m in nc["message"]]]     # a device fault is a crash
     if not len(nc):
         return []
     rep = sorted(int(r) for r in nc["rank"].dropna().unique())
     culprits, basis = ctx.reporters_named(rep)
-    return [_text_finding("nccl-error", "NCCL reported an error of its own: " + str(nc["message"].iloc[0])[:200],
-                          nc, "nccl-error", "medium", culprits, basis)]
+    return [_text_finding(ClassId.NCCL_ERROR, "NCCL reported an error of its own: " + str(nc["message"].iloc[0])[:200],
+                          nc, ClassId.NCCL_ERROR, "medium", culprits, basis)]
 
 
-@rule("traceback-calls", emits=("op-mismatch",), uses=("rank_state: call_op (tracebacks' last collective call)",))
+@rule("traceback-calls", emits=(ClassId.OP_MISMATCH,), uses=("rank_state: call_op (tracebacks' last collective call)",))
 def traceback_calls(ctx: Context) -> list[Finding]:
     """Ranks whose tracebacks end in different collective calls (dist.broadcast here, all_reduce there)."""
     st = ctx.state
@@ -628,13 +614,13 @@ def traceback_calls(ctx: Context) -> list[Finding]:
     desc = ", ".join(f"{_fmt_ranks(rs)}: {op}" for op, rs in _group(calls).items())
     ex = _kind(ctx.errors, "exception")
     ex = ex[ex["op"].notna()]
-    return [Finding(class_id="op-mismatch", summary=f"The ranks' tracebacks end in different collectives: {desc}.",
+    return [Finding(class_id=ClassId.OP_MISMATCH, summary=f"The ranks' tracebacks end in different collectives: {desc}.",
                     confidence="medium", op=calls[culprits[0]] if culprits and len({calls[r] for r in culprits}) == 1
                     else None, culprit_ranks=culprits, ranks={r: RankView(op=op) for r, op in calls.items()},
                     evidence=_err_evidence(ex), t_wall=_tmin(ex), rule="traceback-calls", culprit_basis=basis)]
 
 
-@rule("stuck-points", emits=("rank-desync",), uses=("errors: watchdog timeouts with SeqNum/OpType",))
+@rule("stuck-points", emits=(ClassId.RANK_DESYNC,), uses=("errors: watchdog timeouts with SeqNum/OpType",))
 def stuck_points(ctx: Context) -> list[Finding]:
     """Ranks that timed out at different places in one counter: some are ahead, some behind.
 
@@ -665,7 +651,7 @@ def stuck_points(ctx: Context) -> list[Finding]:
         lo = min(s for s, _ in pos.values())
         behind = sorted(r for r, (s, _) in pos.items() if s == lo)
         out.append(Finding(
-            class_id="rank-desync", confidence="high" if culprits else "medium",
+            class_id=ClassId.RANK_DESYNC, confidence="high" if culprits else "medium",
             summary=f"The ranks are stuck at different places: {desc}. {_fmt_ranks(behind).capitalize()} "
                     f"{'is' if len(behind) == 1 else 'are'} behind the others.",
             pg=None if pd.isna(pg) else str(pg), seq_kind=None if pd.isna(sk) else str(sk),
@@ -675,7 +661,7 @@ def stuck_points(ctx: Context) -> list[Finding]:
     return out
 
 
-@rule("fingerprint-pairs", emits=("op-mismatch", "dtype-mismatch", "shape-mismatch", "rank-desync"),
+@rule("fingerprint-pairs", emits=(ClassId.OP_MISMATCH, ClassId.DTYPE_MISMATCH, ClassId.SHAPE_MISMATCH, ClassId.RANK_DESYNC),
       uses=("events: DETAIL fingerprints named in one mismatch message",))
 def fingerprint_pairs(ctx: Context) -> list[Finding]:
     """One DETAIL mismatch message names two ranks' fingerprints: compare them directly (op, then
@@ -683,7 +669,7 @@ def fingerprint_pairs(ctx: Context) -> list[Finding]:
     ev = ctx.incident.events
     if not len(ev) or "source" not in ev:
         return []
-    det = ev[(ev["seq_kind"].astype(object) == "detail") & ev["rank"].notna() & ev["file"].notna()
+    det = ev[(ev["seq_kind"].astype(object) == SeqKind.DETAIL) & ev["rank"].notna() & ev["file"].notna()
              & ev["line"].notna()]
     out = []
     for (file, line), rows in det.groupby([det["file"].astype(object), det["line"]], sort=False):
@@ -691,9 +677,9 @@ def fingerprint_pairs(ctx: Context) -> list[Finding]:
         if len(by_rank) < 2:
             continue
         views = {r: _view(row) for r, row in by_rank.items()}
-        for cls, key in (("op-mismatch", lambda v: v.op), ("dtype-mismatch", lambda v: (v.dtypes or [None])[0]),
-                         ("shape-mismatch", lambda v: None if v.shapes is None else str(v.shapes)),
-                         ("rank-desync", lambda v: v.seq)):
+        for cls, key in ((ClassId.OP_MISMATCH, lambda v: v.op), (ClassId.DTYPE_MISMATCH, lambda v: (v.dtypes or [None])[0]),
+                         (ClassId.SHAPE_MISMATCH, lambda v: None if v.shapes is None else str(v.shapes)),
+                         (ClassId.RANK_DESYNC, lambda v: v.seq)):
             vals = {r: key(v) for r, v in views.items()}
             known = {r: v for r, v in vals.items() if v is not None}
             if len(known) >= 2 and len(set(known.values())) > 1:
@@ -703,9 +689,9 @@ def fingerprint_pairs(ctx: Context) -> list[Finding]:
                 seqs = {v.seq for v in views.values()}
                 out.append(Finding(
                     class_id=cls, confidence="medium", summary=f"DETAIL's fingerprint check found two ranks at "
-                    f"different collectives: {desc}.", seq_kind="detail" if len(seqs) == 1 and None not in seqs
+                    f"different collectives: {desc}.", seq_kind=SeqKind.DETAIL if len(seqs) == 1 and None not in seqs
                     else None, seq=next(iter(seqs)) if len(seqs) == 1 else None,
-                    op=None if cls == "op-mismatch" else Counter(v.op for v in views.values()).most_common(1)[0][0],
+                    op=None if cls == ClassId.OP_MISMATCH else Counter(v.op for v in views.values()).most_common(1)[0][0],
                     ranks=views, evidence=(Evidence(file=str(file), line=int(line),
                                                     text=ctx.texts.get((str(file), int(line)), "")),),
                     rule="fingerprint-pairs", culprit_basis="undetermined: a pair of ranks, no majority"))
@@ -713,7 +699,7 @@ def fingerprint_pairs(ctx: Context) -> list[Finding]:
     return out
 
 
-@rule("nccl-opcounts", emits=("op-mismatch", "dtype-mismatch", "shape-mismatch"),
+@rule("nccl-opcounts", emits=(ClassId.OP_MISMATCH, ClassId.DTYPE_MISMATCH, ClassId.SHAPE_MISMATCH),
       uses=("events: nccl_opcount with nranks, host, pid",))
 def nccl_opcounts(ctx: Context) -> list[Finding]:
     """NCCL COLL lines of different processes at the same opCount of same-sized communicators.
@@ -725,9 +711,9 @@ def nccl_opcounts(ctx: Context) -> list[Finding]:
     reported: everything after it is a consequence.
     """
     ev = ctx.incident.events
-    if not len(ev) or "nccl_opcount" not in set(ev["seq_kind"].astype(object)):
+    if not len(ev) or SeqKind.NCCL_OPCOUNT not in set(ev["seq_kind"].astype(object)):
         return []
-    e = ev[(ev["seq_kind"].astype(object) == "nccl_opcount") & ev["seq"].notna() & ev["world_size"].notna()]
+    e = ev[(ev["seq_kind"].astype(object) == SeqKind.NCCL_OPCOUNT) & ev["seq"].notna() & ev["world_size"].notna()]
     if e.empty:
         return []
     host = e["host"].astype(object) if "host" in e else pd.Series(None, index=e.index, dtype=object)
@@ -757,7 +743,7 @@ def _nccl_cell(cell: pd.DataFrame, nranks: int, seq: int, ctx: Context) -> Findi
     dts = dict(zip(cell["_proc"], cell["dtype"].astype(object)))
     sizes = {p: (_i(no) if op in SCATTER_LIKE else _i(ni)) for p, op, ni, no in
              zip(cell["_proc"], cell["op"].astype(object), cell["numel_in"], cell["numel_out"])}
-    for cls, sig in (("op-mismatch", ops), ("dtype-mismatch", dts), ("shape-mismatch", sizes)):
+    for cls, sig in ((ClassId.OP_MISMATCH, ops), (ClassId.DTYPE_MISMATCH, dts), (ClassId.SHAPE_MISMATCH, sizes)):
         known = {p: v for p, v in sig.items() if v is not None and not (isinstance(v, float) and pd.isna(v))}
         if len(set(known.values())) < 2:
             continue
@@ -771,7 +757,7 @@ def _nccl_cell(cell: pd.DataFrame, nranks: int, seq: int, ctx: Context) -> Findi
             class_id=cls, confidence="high" if culprits else "medium",
             summary=(f"At NCCL opCount {seq} ({seq:#x}) of a {nranks}-rank communicator the processes issued "
                      f"different collectives: {desc}."),
-            seq=seq, seq_kind="nccl_opcount", op=None if cls == "op-mismatch" else Counter(ops.values()).most_common(1)[0][0],
+            seq=seq, seq_kind=SeqKind.NCCL_OPCOUNT, op=None if cls == ClassId.OP_MISMATCH else Counter(ops.values()).most_common(1)[0][0],
             culprit_ranks=culprits,
             ranks={int(p.split()[1]): RankView(op=ops[p], seq=seq, dtypes=[dts[p]] if dts[p] else None)
                    for p in known if p.startswith("rank ")},
@@ -782,7 +768,7 @@ def _nccl_cell(cell: pd.DataFrame, nranks: int, seq: int, ctx: Context) -> Findi
     return None
 
 
-@rule("progress", emits=("rank-desync",), uses=("progress: counters without aligned events",))
+@rule("progress", emits=(ClassId.RANK_DESYNC,), uses=("progress: counters without aligned events",))
 def progress_counters(ctx: Context) -> list[Finding]:
     return from_progress(ctx.incident.progress, set(ctx.alignment.members), ctx.group_size)
 
@@ -822,7 +808,7 @@ def from_progress(progress: pd.DataFrame, aligned: set, group_size: int | None =
                              text=f"rank {_i(r.get('rank'))}: last enqueued {_i(r.get('last_enqueued'))}, "
                                   f"last completed {_i(r.get('last_completed'))}", rank=_i(r.get("rank")))
                     for r in ev_rows.to_dict("records")]
-        out.append(Finding(class_id="rank-desync", summary=summary, confidence="medium",
+        out.append(Finding(class_id=ClassId.RANK_DESYNC, summary=summary, confidence="medium",
                            pg=None if pd.isna(pg) else str(pg), seq=lo + 1, seq_kind=str(kind),
                            culprit_ranks=culprits, evidence=evidence, rule="progress", culprit_basis=basis))
     return out
@@ -852,7 +838,7 @@ def undetermined_failure(ctx: Context) -> Finding | None:
     one_seq = len(seqs) and victims["seq"].nunique() == 1
     rows = failing if len(failing) else (errs.iloc[0:0] if errs is not None else pd.DataFrame())
     return Finding(
-        class_id="timeout-undetermined",
+        class_id=ClassId.TIMEOUT_UNDETERMINED,
         summary=(f"Collectives or ranks failed on {_fmt_ranks(failed_ranks) if failed_ranks else 'the ranks'} "
                  f"({what}), but no divergence is visible in this evidence and nothing tells the ranks apart. "
                  f"Collect next: {COLLECT_MORE}"),

@@ -19,6 +19,7 @@ import pandas as pd
 
 from .align import KIND_PREFERENCE
 from .rules import VICTIM_KINDS, is_failure, own_failures
+from ..vocab import ErrorKind, SeqKind
 
 #: columns of the rank_state frame, in order (documented in README's data model)
 COLUMNS = (
@@ -149,7 +150,7 @@ def _fill_last_collective(rows: dict, ev: pd.DataFrame) -> None:
         comp = best[done.loc[best.index]]
         if sub["state"].astype(object).isin(["timed_out", "failed"]).any():
             rows[r]["failed"] = True          # a record of a collective that timed out or failed
-        tr = sub[sub["seq_kind"].astype(object) == "trace"]
+        tr = sub[sub["seq_kind"].astype(object) == SeqKind.TRACE]
         if len(tr) and tr.loc[tr["_s"].idxmax(), "state"] != "completed" and not done.loc[tr.index].groupby(
                 tr["_s"]).any().get(int(tr["_s"].max()), False):
             rows[r]["failed"] = True          # the tracer saw it issue a collective that never returned
@@ -181,7 +182,7 @@ def _fill_errors(rows: dict, er: pd.DataFrame) -> None:
             firsts[r] = cand
         if k in VICTIM_KINDS and pd.notna(seq) and row.get("timeout_seq") is None:
             row.update(timeout_op=_str(op), timeout_seq=int(seq), timeout_seq_kind=_str(sk))
-        if k == "exception" and _str(op) and not row.get("call_op"):
+        if k == ErrorKind.EXCEPTION and _str(op) and not row.get("call_op"):
             row["call_op"] = _str(op)
     for r, (_, _, k, msg, t) in firsts.items():
         rows[r].update(first_error_kind=k, first_error=msg, first_error_t=t)
@@ -210,7 +211,7 @@ def _status(row: dict) -> str:
         return "failed"
     k = row.get("first_error_kind")
     if k in VICTIM_KINDS:
-        return "timed-out" if "timeout" in k or k in ("heartbeat", "watchdog_status", "watchdog_abort") else "peer-gone"
+        return "timed-out" if "timeout" in k or k in (ErrorKind.HEARTBEAT, ErrorKind.WATCHDOG_STATUS, ErrorKind.WATCHDOG_ABORT) else "peer-gone"
     if row.get("failed"):
         return "error"
     if row.get("exit_code") == 0:
