@@ -32,6 +32,7 @@ import operator
 import os
 import pickle
 import re
+import threading
 import warnings
 from typing import Any
 
@@ -523,6 +524,7 @@ def _scan(buf, n, max_expand, vkind, vdepth, vesize, vsealed, stack, marks, memo
 
 
 _SCAN_BROKEN = False
+_SCAN_LOCAL = threading.local()
 
 
 def _scanner():
@@ -551,9 +553,11 @@ def scan_pickle(data: bytes, compiled: bool | None = None) -> tuple[int, int]:
     fn = _scanner() if compiled is not False else None
     if fn is not None:
         try:
-            got = fn(np.frombuffer(data, dtype=np.uint8), n, max_expand, np.empty(cap, np.int8),
-                     np.empty(cap, np.int8), np.empty(cap, np.int64), np.empty(cap, np.int8),
-                     np.empty(cap, np.int32), np.empty(cap, np.int32), np.empty(cap, np.int32))
+            arrays = getattr(_SCAN_LOCAL, "arrays", None)
+            if arrays is None or len(arrays[0]) < cap:     # kept per thread: fresh pages cost (see Workspace)
+                arrays = _SCAN_LOCAL.arrays = tuple(np.empty(cap, dt) for dt in (
+                    np.int8, np.int8, np.int64, np.int8, np.int32, np.int32, np.int32))
+            got = fn(np.frombuffer(data, dtype=np.uint8), n, max_expand, *(a[:cap] for a in arrays))
             return int(got[0]), int(got[1])
         except MemoryError:
             raise
