@@ -45,7 +45,7 @@ SOURCE = "c10d"
 _WORK_TIMEOUT = re.compile(r"(?:Watchdog caught|Caught) collective operation timeout: WorkNCCL\(")
 _BLOCKING = re.compile(r"Work WorkNCCL\(")
 _ASYNC = re.compile(r"Collective WorkNCCL\(")
-_KV = re.compile(r"(\w+(?:\(ms\))?)=(\[[^\]]*\]|[^,()]+)")
+_KV = re.compile(r"(?<!\w)(\w+(?:\(ms\))?)=(\[[^\]]*\]|[^,()]+)")
 _RAN_FOR = re.compile(r"ran for (\d+) milliseconds")
 _STATUS = re.compile(
     r"(?:Timeout at NCCL work|detected by watchdog at work(?: sequence id)?):? (?P<s>-?\d+),? (?:PG status: )?"

@@ -53,7 +53,7 @@ from .base import FileContext, Line, Output, TextReader, register_text_reader
 SOURCE = "nccl"
 
 PREFIX = re.compile(
-    r"(?:\[(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?:\.\d+)?\] )?(?P<host>[\w.-]+):(?P<pid>\d+):(?P<tid>\d+) "
+    r"(?:\[(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?:\.\d+)?\] )?(?P<host>(?<![\w.-])[\w.-]+):(?P<pid>\d+):(?P<tid>\d+) "
     r"(?:\[(?P<dev>\d+)\] )?(?:(?P<src>\S+:\d+)(?: \((?P<func>[^)]*)\))? )?NCCL (?P<lvl>INFO|WARN|TRACE|CALL|ABORT)\b ?"
 )
 _INIT = re.compile(
@@ -67,7 +67,7 @@ _END = re.compile(r"comm (0x[0-9a-fA-F]+) .*- (?:Destroy|Abort) COMPLETE")
 # enqueue.cc: INFO(NCCL_COLL,"%s: opCount %lx sendbuff %p recvbuff %p count %zu datatype %d op %d root %d
 # comm %p [nranks=%d] stream %p", ...) -- opCount is HEX; RCCL appends "task %d globalrank %d"
 _COLL = re.compile(
-    r"(?P<op>\w+): opCount (?:0x)?(?P<oc>[0-9a-fA-F]+) sendbuff \S+ recvbuff \S+ count (?P<count>\d+) datatype (?P<dt>\d+) "
+    r"(?<!\w)(?P<op>\w+): opCount (?:0x)?(?P<oc>[0-9a-fA-F]+) sendbuff \S+ recvbuff \S+ count (?P<count>\d+) datatype (?P<dt>\d+) "
     r"op (?P<redop>\d+) root (?P<root>-?\d+) comm (?P<comm>0x[0-9a-fA-F]+|\(nil\))(?: \[nranks=(?P<nranks>\d+)\])?"
     r"(?:.*? globalrank (?P<grank>\d+))?"
 )

@@ -344,7 +344,7 @@ _LEVELS = {"DEBUG": "D", "INFO": "I", "WARNING": "W", "WARN": "W", "ERROR": "E",
 #: where a second rank's line may start inside a physical line (§1 "two ranks on one line")
 _SPLIT = re.compile(
     r"\[rank\d+\]:|\[[FEWIV]\d{3,4} \d\d:\d\d:\d\d|[DIWEC]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ [^\s\]]+:\d+\]"
-    r"|Traceback \(most recent|terminate called|[\w.-]+:\d+:\d+ \[\d+\] NCCL"
+    r"|Traceback \(most recent|terminate called|(?<![\w.-])[\w.-]+:\d+:\d+ \[\d+\] NCCL"
 )
 #: literals one of which any split point contains: Python's re is slow on alternations, so
 #: lines without any of them skip the regex (most candidate lines)
