@@ -59,21 +59,32 @@ _I32 = 2 ** 31
 _I64 = 2 ** 63
 
 
+def _digits(text) -> int | None:
+    """``int(text)`` for at most 30 characters (more cannot fit Int64, and past 4300 digits ``int``
+    raises), else None; None for text that is not an integer."""
+    if isinstance(text, str) and len(text) > 30:
+        return None
+    try:
+        return int(text)
+    except (TypeError, ValueError):
+        return None
+
+
 def i32(text) -> int | None:
     """Digits as an int when they fit Int32 (ranks, world sizes), else None: ``[rank2147483648]:``
     names no rank, and a missing value is what the frame can hold."""
     if text is None:
         return None
-    v = int(text)
-    return v if -_I32 <= v < _I32 else None
+    v = _digits(text)
+    return v if v is not None and -_I32 <= v < _I32 else None
 
 
 def i64(text) -> int | None:
     """Digits as an int when they fit Int64 (seqs, numels, pids), else None."""
     if text is None:
         return None
-    v = int(text)
-    return v if -_I64 <= v < _I64 else None
+    v = _digits(text)
+    return v if v is not None and -_I64 <= v < _I64 else None
 
 
 def parse_dims(text: str | None) -> tuple[int, ...] | None:
@@ -113,7 +124,7 @@ def parse_ranks(text: str | None) -> tuple[int, ...]:
     """``'[0, 3]'``, ``'{1, 2}'``, ``'1, 2'`` or ``'1 2'`` -> ``(0, 3)`` ..., sorted and unique."""
     if not text:
         return ()
-    return tuple(sorted({int(x) for x in re.findall(r"\d+", text) if int(x) < _I32}))
+    return tuple(sorted({int(x) for x in re.findall(r"\d+", text) if len(x) <= 10 and int(x) < _I32}))
 
 
 _PAREN = re.compile(r"[()]")

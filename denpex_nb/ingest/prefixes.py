@@ -224,14 +224,14 @@ def _peel_outer(text: str, ctx: FileContext) -> tuple[str, _Outer]:
 
 def _int32(text: str | None) -> int | None:
     """A rank: digits that fit Int32, else None (``[rank2147483648]:`` names no rank)."""
-    if text is None:
+    if text is None or len(text) > 30:
         return None
     v = int(text)
     return v if v < 2 ** 31 else None
 
 
 def _int64(text: str | None) -> int | None:
-    if text is None:
+    if text is None or len(text) > 30:        # more digits cannot fit, and past 4300 int() raises
         return None
     v = int(text)
     return v if v < 2 ** 63 else None
