@@ -441,7 +441,7 @@ def open_stream(spec: FileSpec, limits: dict | None = None) -> BinaryIO:
         raw.close()
         raise
     compressed = spec.size or (len(spec.data) if spec.data is not None else 0)
-    return _Bounded(inner, kind or "zip", compressed, limits or resolve_limits())
+    return _Bounded(inner, kind or "zip", compressed, limits or resolve_limits(), raw=raw)
 
 
 _STREAM_ERRORS = (EOFError, zlib.error, lzma.LZMAError, zipfile.BadZipFile, ValueError, OSError)
@@ -451,8 +451,9 @@ class _Bounded(io.RawIOBase):
     """A decompressed stream with a cap on its output and one error type (:class:`StreamError`)
     for everything that can go wrong while decompressing."""
 
-    def __init__(self, inner, kind: str, compressed: int, limits: dict):
+    def __init__(self, inner, kind: str, compressed: int, limits: dict, raw=None):
         self._inner, self.kind, self.compressed = inner, kind, compressed
+        self._raw = raw            # the compressed file: the decompressors do not close what they were given
         self.max_abs = int(limits["max_decompressed"])
         self.max_ratio = float(limits["max_ratio"])
         by_ratio = max(RATIO_FLOOR, int(self.max_ratio * max(compressed, 1)))
@@ -506,7 +507,11 @@ class _Bounded(io.RawIOBase):
         try:
             self._inner.close()
         finally:
-            super().close()
+            try:
+                if self._raw is not None and self._raw is not self._inner:
+                    self._raw.close()
+            finally:
+                super().close()
 
 
 def _stream_message(kind: str, e: BaseException) -> str:

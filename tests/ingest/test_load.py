@@ -306,3 +306,134 @@ def test_nccl_debug_file_rows_get_the_rank_whose_pid_another_file_names(tmp_path
     inc = dx.load(str(tmp_path))
     assert set(inc.events["rank"]) == {4} and set(inc.events["op"]) == {"all_gather"}
     assert inc.ranks.set_index("rank").loc[4, "pid"] == 61204
+
+
+# --- bounded loads (issue #10) -----------------------------------------------------------------------
+
+def _zst(data: bytes) -> bytes:
+    zstandard = pytest.importorskip("zstandard")
+    return zstandard.ZstdCompressor(level=3).compress(data)
+
+
+def test_a_corrupt_zst_next_to_a_good_file_is_a_load_error_row(tmp_path, marks):
+    good = tmp_path / "rank0.log"
+    good.write_bytes(LOG)
+    bad = tmp_path / "x.zst"
+    bad.write_bytes(os.urandom(1000))
+    with pytest.warns(RuntimeWarning, match="x.zst"):
+        inc = dx.load(str(good), str(bad))
+    assert len(inc.events) == 2
+    row = inc.errors[inc.errors["kind"] == "load_error"].iloc[0]
+    assert "x.zst" in row["message"] and "corrupt zst data" in row["message"]
+    assert "corrupt zst" in inc.sources.set_index("file").loc[str(bad), "error"]
+    assert_accounting(inc)
+
+
+@pytest.mark.parametrize("ext", ["gz", "bz2", "xz", "zst"])
+def test_a_truncated_compressed_log_is_reported_with_its_lines_kept(tmp_path, marks, ext):
+    pack = {"gz": gzip.compress, "bz2": bz2.compress, "xz": lzma.compress, "zst": _zst}[ext]
+    blob = pack(LOG * (50000 if ext == "bz2" else 5000))     # bz2: several 900 kB blocks
+    f = tmp_path / f"rank1.log.{ext}"
+    f.write_bytes(blob[: len(blob) * 3 // 4])
+    with pytest.warns(RuntimeWarning, match=f"rank1.log.{ext}: read stopped early: truncated {ext} stream"):
+        inc = dx.load(str(f))
+    assert "truncated" in inc.sources["error"][0] and "load_error" in set(inc.errors["kind"])
+    assert len(inc.events) > 0
+    assert_accounting(inc)
+
+
+def test_the_decompression_cap_keeps_what_came_before_it(tmp_path, marks):
+    f = tmp_path / "rank0.log.gz"
+    f.write_bytes(gzip.compress(LOG * 10000))
+    with pytest.warns(RuntimeWarning, match="rank0.log.gz: read stopped early: decompressed output reached the cap"):
+        inc = dx.load(str(f), max_decompressed="100k")
+    err = inc.sources["error"][0]
+    assert "100 KiB" in err and "max_decompressed" in err and "DENPEX_MAX_DECOMPRESSED" in err
+    assert 0 < len(inc.events) < 2 * 10000
+    kept = (LOG * 10000)[:100 << 10]
+    assert int(inc.sources["lines_total"][0]) == kept.count(b"\n") + 1     # the cut last line counts too
+    assert_accounting(inc)
+
+
+def test_caps_from_the_environment_and_bad_caps(tmp_path, marks, monkeypatch):
+    f = tmp_path / "rank0.log.gz"
+    f.write_bytes(gzip.compress(LOG * 10000))
+    monkeypatch.setenv("DENPEX_MAX_DECOMPRESSED", "50k")
+    with pytest.warns(RuntimeWarning, match="reached the cap of 50 KiB"):
+        dx.load(str(f))
+    with pytest.raises(UsageError, match="max_ratio"):
+        dx.load(str(f), max_ratio=0)
+
+
+def test_a_gzip_bomb_stops_at_the_ratio_cap(tmp_path, marks, monkeypatch):
+    import denpex_nb.ingest.sources as sources
+
+    monkeypatch.setattr(sources, "RATIO_FLOOR", 1 << 20)
+    f = tmp_path / "bomb.log.gz"
+    f.write_bytes(gzip.compress((b"x" * 99 + b"\n") * 400_000))
+    with pytest.warns(RuntimeWarning, match="ratio cap"):
+        inc = dx.load(str(f), max_ratio=50)
+    assert int(inc.sources["lines_total"][0]) <= max(1 << 20, 50 * f.stat().st_size) // 100 + 1
+    assert_accounting(inc)
+
+
+def test_a_long_line_is_counted_not_held(tmp_path, marks):
+    f = tmp_path / "rank0.log"
+    f.write_bytes(LOG + b"[rank1]: gloo " * 400_000 + b"\n" + LOG)
+    inc = dx.load(str(f), line_cap="64k")
+    assert int(inc.sources["lines_total"][0]) == 11 and len(inc.events) == 4
+    row = inc.unparsed[inc.unparsed["n_lines"] == 0]
+    assert row["line"].tolist() == [6]
+    assert row["text"].tolist() == [f"line 6: {14 * 400_000 - (64 << 10)} bytes past the line cap (64 KiB) not read"]
+    assert any("line cap" in n and "DENPEX_LINE_CAP" in n for n in inc.notes)
+    assert_accounting(inc)
+
+
+def test_files_read_whole_have_a_cap(tmp_path):
+    import pickle
+
+    fr = tmp_path / "fr" / "nccl_trace_rank_0"
+    fr.parent.mkdir()
+    fr.write_bytes(pickle.dumps({"version": "2.4", "pg_config": {}, "entries": [{"x": "y" * 5000}]}))
+    with pytest.raises(InputError, match="larger than the cap for files read whole"):
+        dx.load(str(fr), format="fr_pickle", max_structured=1000)
+    trace = tmp_path / "trace" / "denpex_trace_rank0.jsonl"
+    trace.parent.mkdir()
+    rows = [{"v": 1, "event": "issue", "rank": 0, "pg": "0", "seq": i, "op": "all_reduce", "t_wall": 1.0 + i}
+            for i in range(200)]
+    trace.write_text("".join(__import__("json").dumps(r) + "\n" for r in rows))
+    with pytest.warns(RuntimeWarning, match="stopped at the cap for files read whole"):
+        inc = dx.load(str(trace), max_structured=5000)
+    assert int(inc.sources["lines_total"][0]) == 200
+    assert 0 < int(inc.sources["lines_parsed"][0]) < 200
+    assert_accounting(inc)
+
+
+def test_numbers_that_do_not_fit_are_missing_with_a_note(tmp_path, marks):
+    f = tmp_path / "x.log"
+    f.write_bytes(b"MARK rank=3000000000 seq=1\nMARK rank=1 seq=99999999999999999999\nMARK rank=2 seq=2\n")
+    inc = dx.load(str(f), strict=True)
+    assert inc.events["rank"].isna().sum() == 1 and inc.events["seq"].isna().sum() == 1
+    assert sorted(inc.ranks["rank"].dropna().tolist()) == [1, 2]
+    assert any(n.startswith("events.rank: 1 value(s) out of range") for n in inc.notes)
+    assert any(n.startswith("events.seq: 1 value(s)") for n in inc.notes)
+    assert_accounting(inc)
+
+
+def test_unreadable_report_mode_from_the_environment(tmp_path, monkeypatch):
+    blob = tmp_path / "blob.dat"
+    blob.write_bytes(b"\x00\x01\x02" * 5000)
+    with pytest.raises(InputError):
+        dx.load(str(blob))
+    monkeypatch.setenv("DENPEX_UNREADABLE", "report")
+    with pytest.warns(RuntimeWarning):
+        inc = dx.load(str(blob))
+    assert inc.sources["format"].tolist() == ["binary"]
+    folder = tmp_path / "bins"
+    folder.mkdir()
+    (folder / "core.1").write_bytes(b"\x00\x01\x02" * 5000)
+    inc = dx.load(str(folder))                 # a folder of binary files only: what it held is listed
+    assert inc.sources["format"].tolist() == ["binary"]
+    monkeypatch.setenv("DENPEX_UNREADABLE", "raise")
+    with pytest.raises(InputError):
+        dx.load(str(folder))

@@ -175,3 +175,91 @@ def test_blocks_reach_only_readers_with_a_line_in_them():
               FileContext(file="f"), out, sink, matcher=matcher)
     assert [[ln for ln, _ in b] for b in mark.blocks] == [[1]]
     assert [[ln for ln, _ in b] for b in other.blocks] == [[3, 4]]
+
+
+# --- the line cap (issue #10) ------------------------------------------------------------------------
+
+def run_capped(data: bytes, *, cap: int, chunk_size: int = 1 << 16, budget: int = 1 << 20):
+    reader = MarkReader()
+    out = Output()
+    sink = UnparsedSink(budget)
+    sc = scan_text(io.BytesIO(data), [reader], FileContext(file="f.log"), out, sink,
+                   matcher=NeedleMatcher(reader.needles, use_hyperscan=False), chunk_size=chunk_size, line_cap=cap)
+    return sc, out, sink, reader
+
+
+@pytest.mark.parametrize("chunk_size", [1 << 10, 1 << 12, 1 << 16])
+@pytest.mark.parametrize("where", ["candidate", "plain", "last_no_newline"])
+def test_a_line_past_the_cap_is_read_up_to_it_and_the_rest_counted(chunk_size, where):
+    cap = 1000
+    head = b"MARK rank=0 seq=1 " if where == "candidate" else b"noise "
+    long = head + b"x" * 50_000
+    lines = [b"MARK rank=1 seq=1", b"step", long, b"MARK rank=2 seq=2", b"tail"]
+    if where == "last_no_newline":
+        lines = lines[:2] + [long]
+    data = b"\n".join(lines) + (b"" if where == "last_no_newline" else b"\n")
+    sc, out, sink, reader = run_capped(data, cap=cap, chunk_size=chunk_size)
+    assert sc.lines_total == len(lines)                            # one physical line stays one line
+    assert sc.overlong == [(3, len(long) - cap)]
+    assert sum(sink.n_lines) == sink.count and sink.count + len(out.parsed) == sc.lines_total
+    offered = [t for b in reader.blocks for n, t in b if n == 3]
+    if where == "candidate":
+        assert offered and all(len(t) <= cap for t in offered) and 3 in out.parsed
+    else:
+        kept = [t for ln, t in zip(sink.line, sink.text) if ln == 3 and t is not None]
+        assert kept == [long[:cap].decode()]
+    rows = sc.overlong_rows("f.log")
+    assert rows["n_lines"] == [0] and rows["line"] == [3]
+    assert rows["text"] == [f"line 3: {len(long) - cap} bytes past the line cap (1000 B) not read"]
+    assert "DENPEX_LINE_CAP" in sc.overlong_note()
+
+
+def test_a_huge_line_costs_one_pass_and_the_cap_in_memory():
+    import time
+    import tracemalloc
+
+    class Stream(io.RawIOBase):        # 200 MB of one line, never held anywhere
+        def __init__(self):
+            self.left = 200 << 20
+
+        def readable(self):
+            return True
+
+        def readinto(self, b):
+            n = min(len(b), self.left)
+            b[:n] = b"[rank1]: gloo " * (n // 14) + b"g" * (n % 14)
+            self.left -= n
+            return n
+
+    tracemalloc.start()
+    t = time.perf_counter()
+    reader = MarkReader()
+    out = Output()
+    sink = UnparsedSink(1 << 20)
+    sc = scan_text(io.BufferedReader(Stream(), 1 << 20), [reader], FileContext(file="f.log"), out, sink,
+                   matcher=NeedleMatcher(reader.needles, use_hyperscan=False), chunk_size=4 << 20, line_cap=1 << 20)
+    took = time.perf_counter() - t
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert sc.lines_total == 1 and sc.overlong == [(1, (200 << 20) - (1 << 20))]
+    assert peak < 64 << 20, peak            # chunks + the cap, not the line
+    assert took < 20, took
+
+
+def test_many_long_lines_inside_one_chunk_are_each_capped():
+    lines = [b"MARK rank=%d seq=1 " % i + b"y" * (3000 + i) for i in range(5)] + [b"plain " + b"z" * 5000]
+    data = b"\n".join(lines) + b"\n"
+    sc, out, sink, reader = run_capped(data, cap=2000, chunk_size=1 << 20)
+    assert [ln for ln, _ in sc.overlong] == [1, 2, 3, 4, 5, 6]
+    assert [x for _, x in sc.overlong] == [len(line) - 2000 for line in lines]
+    assert len(out.events) == 5 and sc.lines_total == 6
+
+
+def test_long_line_detector_is_exact():
+    from denpex_nb.ingest.scan import _has_long_line
+
+    rng = random.Random(3)
+    for _ in range(3000):
+        lines = [b"x" * rng.choice([0, 1, 5, 9, 10, 11, 30]) for _ in range(rng.randrange(1, 8))]
+        buf = b"\n".join(lines) + b"\n"
+        assert _has_long_line(buf, 0, len(buf), 10) == any(len(line) > 10 for line in lines), lines

@@ -185,3 +185,147 @@ def test_unreadable_file_and_folder_are_reported_even_as_root(tmp_path):
     finally:
         locked.chmod(0o755)
         f.chmod(0o644)
+
+
+# --- bounded decompression (issue #10) --------------------------------------------------------------
+
+from denpex_nb.ingest.sources import (CapReached, StreamError, human, parse_size, read_fully,  # noqa: E402
+                                      resolve_limits)
+
+TEXT = b"".join(b"[rank%d]: step %d loss=2.31\n" % (i % 4, i) for i in range(20000))
+
+
+def _zstd(data: bytes) -> bytes:
+    zstandard = pytest.importorskip("zstandard")
+    return zstandard.ZstdCompressor(level=3).compress(data)
+
+
+COMPRESSORS = {"gz": lambda d: gzip.compress(d, mtime=0), "bz2": bz2.compress, "xz": lzma.compress, "zst": _zstd}
+
+
+def _read_all(spec: FileSpec, limits=None) -> tuple[bytes, BaseException | None]:
+    got = []
+    try:
+        with open_stream(spec, limits) as s:
+            while True:
+                c = read_fully(s, 1 << 16)
+                if not c:
+                    return b"".join(got), None
+                got.append(c)
+    except StreamError as e:
+        got.append(getattr(e, "partial", b""))
+        return b"".join(got), e
+
+
+def _spec(tmp_path, kind: str, blob: bytes) -> FileSpec:
+    p = tmp_path / f"x.log.{kind}"
+    p.write_bytes(blob)
+    return FileSpec(display=str(p), path=str(p), compression=kind, size=len(blob))
+
+
+@pytest.mark.parametrize("kind", sorted(COMPRESSORS))
+def test_truncated_streams_are_always_reported_and_keep_what_came(tmp_path, kind):
+    blob = COMPRESSORS[kind](TEXT)
+    for cut in (len(blob) // 2, len(blob) - 1, 30):
+        data, err = _read_all(_spec(tmp_path, kind, blob[:cut]))
+        assert isinstance(err, StreamError) and "truncated" in str(err), (kind, cut, err)
+        assert TEXT.startswith(data)                 # nothing invented, what came is kept
+    if kind in ("gz", "xz", "zst"):                  # block-wise formats hand over the bytes before the cut
+        data, _ = _read_all(_spec(tmp_path, kind, blob[: len(blob) - 1]))
+        assert len(data) > len(TEXT) // 2
+
+
+@pytest.mark.parametrize("kind", sorted(COMPRESSORS))
+def test_corrupt_streams_are_one_stream_error(tmp_path, kind):
+    data, err = _read_all(_spec(tmp_path, kind, os.urandom(1000)))
+    assert isinstance(err, StreamError) and str(err).startswith(("corrupt", "truncated")), err
+
+
+@pytest.mark.parametrize("kind", sorted(COMPRESSORS))
+def test_whole_streams_read_back_exactly(tmp_path, kind):
+    data, err = _read_all(_spec(tmp_path, kind, COMPRESSORS[kind](TEXT)))
+    assert err is None and data == TEXT
+
+
+def test_zstd_frames_concatenated_skippable_and_checksummed(tmp_path):
+    zstandard = pytest.importorskip("zstandard")
+    a = zstandard.ZstdCompressor(level=1, write_checksum=True).compress(TEXT[:1000])
+    b = zstandard.ZstdCompressor(level=1, write_content_size=False).compress(TEXT[1000:])
+    skippable = (0x184D2A50).to_bytes(4, "little") + (3).to_bytes(4, "little") + b"abc"
+    data, err = _read_all(_spec(tmp_path, "zst", a + skippable + b))
+    assert err is None and data == TEXT
+    data, err = _read_all(_spec(tmp_path, "zst", a + b[:-2]))
+    assert isinstance(err, StreamError) and "truncated" in str(err)
+    data, err = _read_all(_spec(tmp_path, "zst", b""))
+    assert err is None and data == b""
+
+
+@pytest.mark.parametrize("kind", sorted(COMPRESSORS))
+def test_the_absolute_cap_stops_the_output_and_says_how_to_raise_it(tmp_path, kind):
+    limits = resolve_limits({"max_decompressed": 100_000})
+    data, err = _read_all(_spec(tmp_path, kind, COMPRESSORS[kind](TEXT)), limits)
+    assert isinstance(err, CapReached) and data == TEXT[:100_000]
+    msg = str(err)
+    assert "\n" not in msg and "97.7 KiB" in msg and "max_decompressed" in msg and "DENPEX_MAX_DECOMPRESSED" in msg
+
+
+def test_the_ratio_cap_counts_from_the_compressed_size(tmp_path, monkeypatch):
+    import denpex_nb.ingest.sources as sources
+
+    monkeypatch.setattr(sources, "RATIO_FLOOR", 0)
+    zeros = b"0" * (4 << 20)                  # a small bomb: ~1000x with gzip
+    blob = gzip.compress(zeros)
+    data, err = _read_all(_spec(tmp_path, "gz", blob), resolve_limits({"max_ratio": 10}))
+    assert isinstance(err, CapReached) and len(data) == 10 * len(blob)
+    assert "ratio cap" in str(err) and "DENPEX_MAX_RATIO" in str(err)
+    # below the floor a high ratio is harmless
+    monkeypatch.setattr(sources, "RATIO_FLOOR", 64 << 20)
+    data, err = _read_all(_spec(tmp_path, "gz", blob), resolve_limits({"max_ratio": 10}))
+    assert err is None and data == zeros
+
+
+def test_zip_members_are_capped_and_corrupt_members_reported(tmp_path):
+    p = tmp_path / "logs.zip"
+    with zipfile.ZipFile(p, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("rank0.log", TEXT)
+    spec = expand([str(p)])[0][0]
+    data, err = _read_all(spec, resolve_limits({"max_decompressed": 5000}))
+    assert isinstance(err, CapReached) and data == TEXT[:5000]
+    raw = bytearray(p.read_bytes())
+    at = raw.find(b"rank0.log") + 200             # inside the member's deflated data
+    raw[at:at + 64] = os.urandom(64)
+    p.write_bytes(bytes(raw))
+    data, err = _read_all(expand([str(p)])[0][0])
+    assert isinstance(err, StreamError)
+
+
+def test_limits_from_options_environment_and_defaults(monkeypatch):
+    monkeypatch.delenv("DENPEX_MAX_DECOMPRESSED", raising=False)
+    d = resolve_limits()
+    assert d["max_decompressed"] == 8 << 30 and d["max_ratio"] == 2000 and d["line_cap"] == 1 << 20
+    assert d["max_structured"] == 512 << 20
+    monkeypatch.setenv("DENPEX_MAX_DECOMPRESSED", "64M")
+    monkeypatch.setenv("DENPEX_LINE_CAP", "4k")
+    d = resolve_limits()
+    assert d["max_decompressed"] == 64 << 20 and d["line_cap"] == 4096
+    assert resolve_limits({"max_decompressed": 10})["max_decompressed"] == 10      # options win
+    for bad in ("0", "-5", "lots"):
+        with pytest.raises(ValueError):
+            resolve_limits({"max_ratio": bad})
+    assert parse_size("1.5k") == 1536 and human(8 << 30) == "8 GiB" and human(1500) == "1.5 KiB"
+
+
+def test_big_stdin_is_spooled_to_a_temporary_file(monkeypatch):
+    import denpex_nb.ingest.sources as sources
+
+    monkeypatch.setattr(sources, "STDIN_MEMORY", 1000)
+    specs, _ = expand(["-"], stdin=io.BytesIO(TEXT))
+    spec = specs[0]
+    try:
+        assert spec.data is None and spec.temp and os.path.getsize(spec.path) == len(TEXT) == spec.size
+        with open_stream(spec) as s:
+            assert read_fully(s, len(TEXT) + 1) == TEXT
+    finally:
+        os.unlink(spec.path)
+    specs, _ = expand(["-"], stdin=io.BytesIO(b"small\n"))
+    assert specs[0].data == b"small\n" and not specs[0].temp
