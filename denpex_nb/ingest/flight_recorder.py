@@ -24,11 +24,9 @@ only completion signal); ``time_created_ns`` -> t_wall; ``process_group`` -> pg 
 """
 from __future__ import annotations
 
-import functools
 import gc
 import io
 import json
-import operator
 import os
 import pickle
 import re
@@ -40,102 +38,11 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError, UnsafePickleError
-from ..ops import normalize_op
-from .assemble import Const
-from ._text import dtype_name
+from .fr_fields import as_int, event_columns, progress_rows, python_entry_arrays, ranks_of
 from .base import FileContext, FileReader, Output, register_file_reader
 
 
-#: ``0->1`` in a p2p profiling name. A match starts only where a run of digits starts and takes at
-#: most 18 digits a side, so a hostile name (200 000 digits, no arrow) costs linear time, not
-#: quadratic backtracking, and never an int too long to convert
-_PEER = re.compile(r"(?<!\d)(\d{1,18})\s*->\s*(\d{1,18})(?!\d)")
-#: a tensor has fewer elements than this; a product past it stops (numel unknown) instead of growing
-_NUMEL_MAX = 1 << 63
 _FR_NAME = re.compile(r"(?:nccl|comm_lib|fr)_trace_rank_?\d+|^trace_\d+$", re.I)
-
-
-_KEYS = ("input_sizes", "output_sizes", "profiling_name", "is_p2p", "collective_seq_id", "p2p_seq_id",
-         "process_group", "pg_id", "input_dtypes", "time_created_ns", "state", "retired", "record_id", "timeout_ms")
-_GET_ALL = operator.itemgetter(*_KEYS)
-_P2P_OPS = frozenset({"send", "recv", "recv_anysource"})
-_STATE = {"scheduled": "scheduled", "started": "started", "completed": "completed"}
-
-
-def _as_shape(sizes) -> tuple:
-    return tuple(map(tuple, sizes))
-
-
-def _as_shape_safe(sizes):
-    try:
-        t = tuple(tuple(int(d) for d in s) for s in sizes)
-    except (TypeError, ValueError):
-        return None
-    return t
-
-
-_I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
-
-
-def _int_column(values: list, strict: bool = False) -> list:
-    """An integer column as the frame builder can type it: a number it cannot cast to int64 (a
-    fractional or non-finite float, an int past 64 bits) becomes None (missing), as text and other
-    junk already do there; ``strict`` (the time column, which is not coerced there) keeps ints
-    only. Plain in-range ints (every real dump) come back as they are."""
-    types = set(map(type, values))
-    if types <= {int, bool, type(None)}:
-        try:
-            if _I64_MIN <= min(v for v in values if v is not None) and max(v for v in values if v is not None) <= _I64_MAX:
-                return values
-        except ValueError:            # nothing but None
-            return values
-    elif not strict and not types & {int, float}:
-        return values
-
-    def fix(v):
-        t = type(v)
-        if t is int:
-            return v if _I64_MIN <= v <= _I64_MAX else None
-        if strict:
-            return None
-        if t is float:
-            return v if v != v or (v.is_integer() and _I64_MIN <= v < -float(_I64_MIN)) else None
-        return v
-
-    return [fix(v) for v in values]
-
-
-def _shapes_column(sizes_col: list) -> tuple[list, list]:
-    """Sizes lists -> (tuple-of-tuples shapes, total numel). Work per entry is one C-level
-    ``tuple(map(tuple, ...))``; numel is computed once per distinct shape, and equal shapes share
-    one tuple object (a 2M-entry load holds a handful of shapes, not 2M tuples). A numel that
-    does not fit in 63 bits is unknown (None): no tensor has that many elements."""
-    try:
-        shapes = list(map(_as_shape, sizes_col))
-    except TypeError:            # None or odd values somewhere: the careful path
-        shapes = list(map(_as_shape_safe, sizes_col))
-    canon: dict = {}
-    numel: dict = {}
-    for t in set(shapes):
-        canon[t] = t
-        if t is None:
-            numel[t] = None
-            continue
-        try:
-            total = 0
-            for sh in t:
-                p = 1
-                for d in sh:
-                    p *= int(d)
-                    if not -_NUMEL_MAX < p < _NUMEL_MAX:     # hostile dims: stop before products grow
-                        raise OverflowError
-                total += p
-            numel[t] = total if -_NUMEL_MAX < total < _NUMEL_MAX else None
-        except OverflowError:
-            numel[t] = None
-        except (TypeError, ValueError):
-            canon[t], numel[t] = None, None
-    return list(map(canon.__getitem__, shapes)), list(map(numel.__getitem__, shapes))
 
 
 # --- bounds on untrusted pickles (both paths) ------------------------------------------------------
@@ -167,7 +74,7 @@ PICKLE_ERRORS = {E_UTF8: "a string that is not UTF-8", E_UNHASHABLE: "a dict key
 #: statuses that refuse a dump outright, whichever path finds them
 REFUSALS = frozenset({E_DEPTH, E_EXPANSION, E_MEMO_INDEX, E_MUTATED, E_CYCLE})
 
-# value kinds of :func:`_scan`
+# value kinds of :func:`scan_opcodes`
 _V_SCALAR, _V_LIST, _V_DICT, _V_TUPLE, _V_SET, _V_OTHER = range(6)
 
 
@@ -180,7 +87,7 @@ class DumpRefused(InputError):
     """A pickle past one of the bounds above (nesting, memo indices, shared-value expansion)."""
 
 
-def _scan(buf, n, max_expand, vkind, vdepth, vesize, vsealed, stack, marks, memo):
+def scan_opcodes(buf, n, max_expand, vkind, vdepth, vesize, vsealed, stack, marks, memo):
     """Walk every opcode of a pickle (protocols 0-5) without building anything: ``(status, byte)``.
 
     What the unpickler will build is modelled value by value (kind, nesting depth, expanded size,
@@ -544,7 +451,7 @@ def _scanner():
 
 
 def scan_pickle(data: bytes, compiled: bool | None = None) -> tuple[int, int]:
-    """``(status, byte)`` of :func:`_scan` over ``data``: compiled when numba works (``compiled=None``
+    """``(status, byte)`` of :func:`scan_opcodes` over ``data``: compiled when numba works (``compiled=None``
     or True), else plain Python (``compiled=False``, or ``DENPEX_FR_DECODER=python``)."""
     global _SCAN_BROKEN
     n = len(data)
@@ -566,7 +473,7 @@ def scan_pickle(data: bytes, compiled: bool | None = None) -> tuple[int, int]:
             warnings.warn(f"the compiled pickle scanner failed ({type(e).__name__}: {e}); checking dumps in "
                           f"plain Python instead (set {DECODER_ENV}=python to skip it)", RuntimeWarning, stacklevel=2)
     z = [0] * cap
-    return _scan(bytes(data), n, max_expand, z, list(z), list(z), list(z), list(z), list(z), list(z))
+    return scan_opcodes(bytes(data), n, max_expand, z, list(z), list(z), list(z), list(z), list(z), list(z))
 
 
 def refusal(status: int, at: int) -> Exception:
@@ -581,7 +488,7 @@ def refusal(status: int, at: int) -> Exception:
 
 
 def check_pickle(data: bytes, compiled: bool | None = None) -> None:
-    """Raise unless ``data`` is within the bounds (see :func:`_scan`); the unpickler gets only
+    """Raise unless ``data`` is within the bounds (see :func:`scan_opcodes`); the unpickler gets only
     pickles that passed, so it never allocates by a length or an index it was handed."""
     status, at = scan_pickle(data, compiled)
     if status != OK:
@@ -635,30 +542,6 @@ def read_dump(path: str | os.PathLike) -> dict:
                          where=str(path)) from None
 
 
-def _as_int(v) -> int | None:
-    if v is None or v == "":
-        return None
-    try:
-        return int(v)
-    except (TypeError, ValueError):
-        return None
-
-
-@functools.lru_cache(maxsize=256)
-def _ranks_in_text(raw: str) -> tuple[int, ...]:
-    """``"[0, 1, ... 1023]"`` -> the ranks; cached, as every dump of a job repeats the same text."""
-    return tuple(int(x) for x in re.findall(r"-?\d+", raw))
-
-
-def _ranks_of(cfg: Any) -> list[int]:
-    raw = cfg.get("ranks") if isinstance(cfg, dict) else None
-    if isinstance(raw, str):
-        return list(_ranks_in_text(raw))
-    if isinstance(raw, (list, tuple)):
-        return [int(x) for x in raw]
-    return []
-
-
 def dump_to_frames(dump: dict, *, rank: int | None, file: str, source: str) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(events, progress) frames of one dump."""
     from .assemble import build_frame
@@ -668,124 +551,12 @@ def dump_to_frames(dump: dict, *, rank: int | None, file: str, source: str) -> t
 
 
 def dump_to_columns(dump: dict, *, rank: int | None, file: str, source: str) -> tuple[dict, list[dict]]:
-    """(events column batch, progress rows) of one dump: lists per column, no per-entry dicts."""
-    entries = dump.get("entries") or []
-    n = len(entries)
-    world_by_pg = _world_by_pg(dump.get("pg_config"))
-
-    # one C-level pass over the entries (itemgetter + zip transpose); per-key .get when keys are missing
-    try:
-        table = dict(zip(_KEYS, map(list, zip(*map(_GET_ALL, entries))))) if entries else {k: [] for k in _KEYS}
-    except (KeyError, TypeError, IndexError):
-        table = {}
-        entries = [e for e in entries if isinstance(e, dict)]
-    n = len(entries)
-
-    def col(key):
-        got = table.get(key)
-        return got if got is not None else [e.get(key) for e in entries]
-
-    in_shapes, numel_in = _shapes_column(col("input_sizes"))
-    out_shapes, numel_out = _shapes_column(col("output_sizes"))
-    prof = col("profiling_name")
-    op_of = {p: (normalize_op(p) if isinstance(p, str) else None) for p in set(prof)}
-    ops = [op_of[p] for p in prof]
-    is_p2p = [bool(x) for x in col("is_p2p")]
-    coll_seq = col("collective_seq_id")
-    p2p_seq = col("p2p_seq_id")
-    peers: list[int | None] = [None] * n
-    seq: list[Any] = coll_seq
-    if any(is_p2p) or any(op_of[p] in _P2P_OPS for p in op_of):
-        seq = list(coll_seq)
-        peer_by: dict = {}            # per distinct (name, op): a name shared by every entry is read once
-        for i in range(n):
-            op = ops[i]
-            if is_p2p[i] or op in _P2P_OPS:
-                is_p2p[i] = True
-                seq[i] = p2p_seq[i]
-                key = (prof[i], op)
-                if key not in peer_by:
-                    peer_by[key] = peer_of(prof[i], op, rank)
-                peers[i] = peer_by[key]
-    pg_keys = [tuple(g) if type(g) is list else g for g in col("process_group")]
-    pg_ids = col("pg_id")
-    pg_of: dict = {}
-    for g, pid in set(zip(pg_keys, pg_ids)):
-        pg_of[(g, pid)] = pg_name_desc(g, pid)
-    pg_pairs = [pg_of[k] for k in zip(pg_keys, pg_ids)]
-    pg_name = [p[0] for p in pg_pairs]
-    pg_desc = [p[1] for p in pg_pairs]
-    try:
-        firsts = [d[0] if d else None for d in col("input_dtypes")]
-        hash(tuple(firsts))
-    except (TypeError, IndexError, KeyError):
-        firsts = [d[0] if type(d) in (list, tuple) and d and isinstance(d[0], str) else None
-                  for d in col("input_dtypes")]
-    dt_of = {d: dtype_name(d) for d in set(firsts)}      # per distinct spelling, not per entry
-    dt = [dt_of[d] for d in firsts]
-    times = [t if t else None for t in col("time_created_ns")]          # 0 in JSON = missing
-    world_of = {p: world_by_pg.get(p, world_by_pg.get("*")) for p in set(pg_name)}
-    states = [_STATE.get(x) for x in col("state")]
-    if len(set(pg_pairs)) == 1:          # one process group in the whole dump: constant columns
-        pg_name, pg_desc = Const(pg_name[0], n), Const(pg_desc[0], n)
-    seq, coll_seq, p2p_seq = _int_column(seq), _int_column(coll_seq), _int_column(p2p_seq)
-    times = _int_column(times, strict=True)
-    events = {
-        "rank": Const(rank, n), "pg": pg_name, "pg_desc": pg_desc, "seq": seq, "seq_kind": Const("fr", n), "op": ops,
-        "in_shapes": in_shapes, "out_shapes": out_shapes, "numel_in": numel_in, "numel_out": numel_out,
-        "dtype": dt, "state": states, "world_size": [world_of[p] for p in pg_name], "root": peers,
-        "_t_wall_ns": times, "source": Const(source, n), "file": Const(file, n), "line": np.arange(n, dtype=np.int64),
-        "retired": col("retired"), "is_p2p": is_p2p, "record_id": _int_column(col("record_id")),
-        "collective_seq_id": coll_seq, "p2p_seq_id": p2p_seq, "timeout_ms": _int_column(col("timeout_ms")),
-    }
-    return events, _progress_rows(dump.get("pg_status"), rank=rank, file=file, source=source)
-
-
-def pg_name_desc(group: Any, pg_id: Any) -> tuple[str | None, str | None]:
-    """(pg, pg_desc) of an entry: from its ``process_group`` tuple ``(name, desc)``, else the
-    ``pg_id`` alone (older dumps); an empty desc is no desc."""
-    if isinstance(group, tuple) and len(group) >= 1:
-        return str(group[0]), (str(group[1]) if len(group) > 1 and group[1] not in (None, "") else None)
-    return (str(pg_id) if pg_id is not None else None), None
-
-
-def peer_of(profiling_name: str | None, op: str | None, rank: int | None) -> int | None:
-    """The other rank of a p2p entry, from ``'nccl:send 0->1'``: the side that is not ``rank``;
-    with the rank unknown, the destination of a send and the source of a recv."""
-    m = _PEER.search(profiling_name or "")
-    if not m:
-        return None
-    a, b = int(m.group(1)), int(m.group(2))
-    if rank is not None:
-        return b if a == rank else a
-    return b if op == "send" else a
-
-
-def _world_by_pg(pg_config: Any) -> dict[str, int]:
-    """Process group -> world size from ``pg_config`` (gloo's single ``''`` key also answers ``*``)."""
-    world_by_pg: dict[str, int] = {}
-    if isinstance(pg_config, dict):
-        for key, cfg in pg_config.items():
-            count = len(_ranks_of(cfg))
-            if count:
-                world_by_pg[str(key)] = count
-        if len(world_by_pg) == 1 and "" in world_by_pg:   # gloo: one config keyed ''
-            world_by_pg["*"] = world_by_pg[""]
-    return world_by_pg
-
-
-def _progress_rows(status: Any, *, rank: int | None, file: str, source: str) -> list[dict]:
-    rows = []
-    if isinstance(status, dict):
-        for pg, st in status.items():
-            if not isinstance(st, dict):
-                continue
-            rows.append({"rank": rank, "pg": str(pg), "seq_kind": "fr",
-                         "last_enqueued": _as_int(st.get("last_enqueued_collective")),
-                         "last_started": _as_int(st.get("last_started_collective")),
-                         "last_completed": _as_int(st.get("last_completed_collective")),
-                         "source": source, "file": file})
-    return rows
+    """(events column batch, progress rows) of one unpickled or JSON dump: the entries are typed
+    by :func:`.fr_fields.python_entry_arrays` and mapped by :func:`.fr_fields.event_columns`, the
+    same mapping the compiled decoder uses."""
+    arrays = python_entry_arrays(dump.get("entries"))
+    events = event_columns(arrays, rank=rank, file=file, source=source, pg_config=dump.get("pg_config"))
+    return events, progress_rows(dump.get("pg_status"), rank=rank, file=file, source=source)
 
 
 #: ``DENPEX_FR_DECODER=unpickle`` turns the compiled decoder off (to compare, or to rule it out; the
@@ -912,7 +683,7 @@ def repair_pg_config(dump: dict, world_size: int | None = None) -> dict:
     orig_ranks = []
     if isinstance(cfg, dict):
         for c in cfg.values():
-            orig_ranks = orig_ranks or _ranks_of(c)
+            orig_ranks = orig_ranks or ranks_of(c)
     if not orig_ranks and world_size:
         orig_ranks = list(range(world_size))
     groups: dict[str, str] = {}
@@ -957,7 +728,7 @@ def write_repaired_dumps(src_dir: str | os.PathLike, dst_dir: str | os.PathLike)
         fixed = repair_pg_config(dump, world)
         status = fixed.get("pg_status")
         if isinstance(status, dict):
-            fixed["pg_status"] = {k: {kk: (_as_int(vv) if _as_int(vv) is not None else vv) for kk, vv in v.items()}
+            fixed["pg_status"] = {k: {kk: (as_int(vv) if as_int(vv) is not None else vv) for kk, vv in v.items()}
                                   if isinstance(v, dict) else v for k, v in status.items()}
         for e in fixed.get("entries") or []:
             if isinstance(e, dict) and isinstance(e.get("process_group"), list):

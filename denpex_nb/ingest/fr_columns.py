@@ -19,27 +19,22 @@ from __future__ import annotations
 import threading
 
 import numpy as np
-import pandas as pd
 
+from . import fr_fields as ff
 from . import pickle_nodes as pn
-from .assemble import Coded, Const, Nullable
+from .flight_recorder import compiled_failed, dump_to_columns, refusal
 from .pickle_nodes import K_BOOL, K_DICT, K_INT, K_LIST, K_NONE, K_STR, K_TUPLE, njit
 
 
-#: entry keys the walker reads, by index (the order fixes the rows of its output arrays)
-INT_KEYS = ("record_id", "pg_id", "collective_seq_id", "p2p_seq_id", "time_created_ns", "timeout_ms")
-BOOL_KEYS = ("retired", "is_p2p")
-STR_KEYS = ("profiling_name", "state")
-KEYS = INT_KEYS + BOOL_KEYS + STR_KEYS + ("process_group", "input_dtypes", "input_sizes", "output_sizes")
+#: the walker's key table, generated from :data:`.fr_fields.ENTRY_FIELDS` (kinds in their order:
+#: ints, bools, strings, process_group, input_dtypes, input_sizes, output_sizes). The counts are
+#: passed to the compiled walker as arguments, never read as globals: numba freezes globals into
+#: its on-disk cache, which a change to fr_fields.py would not invalidate.
+KEYS = ff.KEYS
 _KEY_BYTES = np.frombuffer("".join(KEYS).encode(), dtype=np.uint8)
 _KEY_LEN = np.array([len(k) for k in KEYS], dtype=np.int64)
 _KEY_START = np.concatenate([[0], np.cumsum(_KEY_LEN)[:-1]]).astype(np.int64)
-
-_N_INT, _N_BOOL, _N_STR = len(INT_KEYS), len(BOOL_KEYS), len(STR_KEYS)
-_K_PG = _N_INT + _N_BOOL + _N_STR
-_K_DTYPES, _K_IN = _K_PG + 1, _K_PG + 2          # then _K_IN + 1: output_sizes
-#: rows of the string-node output: profiling_name, state, process_group[0], process_group[1], input_dtypes[0]
-S_PROF, S_STATE, S_PG0, S_PG1, S_DTYPE = range(5)
+_N_INT, _N_BOOL, _N_STR = len(ff.INT_KEYS), len(ff.BOOL_KEYS), len(ff.STR_KEYS)
 
 OK, DECLINE = 0, 1
 _NUMEL_LIMIT = np.int64(1) << np.int64(62)
@@ -188,12 +183,20 @@ def _store_shape(val, size, first_edge, edge_node, edge_next, node, dims, t_star
 def _entry_columns(buf, kind, val, size, first_edge, edge_node, edge_next, entries,
                    key_bytes, key_start, key_len, gen, key_cache, key_stamp, canon, canon_stamp,
                    dims, t_start, t_ndim, s_start, s_count, s_numel, dense_nodes,
-                   str_hash, str_val, shape_hash, shape_val):
+                   str_hash, str_val, shape_hash, shape_val, n_int, n_bool, n_str):
+    # key ids: [0, n_int) ints, then n_bool bools, n_str strings, process_group, input_dtypes,
+    # input_sizes, output_sizes; string rows: the n_str keys, then group name, desc, first dtype
+    k_pg = n_int + n_bool + n_str
+    k_dtypes = k_pg + 1
+    k_in = k_pg + 2
+    s_pg0 = n_str
+    s_pg1 = n_str + 1
+    s_dtype = n_str + 2
     n = size[entries]
-    ints = np.zeros((_N_INT, n), np.int64)
-    int_ok = np.zeros((_N_INT, n), np.bool_)
-    bools = np.full((_N_BOOL, n), -1, np.int8)
-    strs = np.full((S_DTYPE + 1, n), -1, np.int32)
+    ints = np.zeros((n_int, n), np.int64)
+    int_ok = np.zeros((n_int, n), np.bool_)
+    bools = np.full((n_bool, n), -1, np.int8)
+    strs = np.full((n_str + 3, n), -1, np.int32)
     shapes = np.full((2, n), -1, np.int64)
     cap = dims.size
     n_dims = 0
@@ -229,7 +232,7 @@ def _entry_columns(buf, kind, val, size, first_edge, edge_node, edge_next, entri
             if kid < 0:
                 continue
             vk = kind[vn]
-            if kid < _N_INT:
+            if kid < n_int:
                 if vk == K_INT:
                     ints[kid, row] = val[vn]
                     int_ok[kid, row] = True
@@ -238,29 +241,29 @@ def _entry_columns(buf, kind, val, size, first_edge, edge_node, edge_next, entri
                 else:
                     status = DECLINE
                     break
-            elif kid < _N_INT + _N_BOOL:
+            elif kid < n_int + n_bool:
                 if vk == K_BOOL:
-                    bools[kid - _N_INT, row] = val[vn]
+                    bools[kid - n_int, row] = val[vn]
                 elif vk == K_NONE:
-                    bools[kid - _N_INT, row] = -1
+                    bools[kid - n_int, row] = -1
                 else:
                     status = DECLINE
                     break
-            elif kid < _K_PG:
+            elif kid < k_pg:
                 if vk == K_STR:
                     c = _canonical_string(buf, val, size, vn, canon, canon_stamp, gen, str_hash, str_val, dense_nodes, n_dense)
                     if c < 0:
                         status = DECLINE
                         break
-                    strs[kid - _N_INT - _N_BOOL, row] = c
+                    strs[kid - n_int - n_bool, row] = c
                 elif vk == K_NONE:
-                    strs[kid - _N_INT - _N_BOOL, row] = -1
+                    strs[kid - n_int - n_bool, row] = -1
                 else:
                     status = DECLINE
                     break
-            elif kid == _K_PG:                # process_group: (name, desc)
-                strs[S_PG0, row] = -1
-                strs[S_PG1, row] = -1
+            elif kid == k_pg:                # process_group: (name, desc)
+                strs[s_pg0, row] = -1
+                strs[s_pg1, row] = -1
                 if (vk == K_LIST or vk == K_TUPLE) and size[vn] >= 1:
                     g = first_edge[vn]
                     a = edge_node[g]
@@ -271,7 +274,7 @@ def _entry_columns(buf, kind, val, size, first_edge, edge_node, edge_next, entri
                     if a < 0:
                         status = DECLINE
                         break
-                    strs[S_PG0, row] = a
+                    strs[s_pg0, row] = a
                     if size[vn] >= 2:
                         b = edge_node[edge_next[g]]
                         if kind[b] == K_STR:
@@ -279,15 +282,15 @@ def _entry_columns(buf, kind, val, size, first_edge, edge_node, edge_next, entri
                             if b < 0:
                                 status = DECLINE
                                 break
-                            strs[S_PG1, row] = b
+                            strs[s_pg1, row] = b
                         elif kind[b] != K_NONE:
                             status = DECLINE
                             break
                 elif vk != K_NONE and not ((vk == K_LIST or vk == K_TUPLE) and size[vn] == 0):
                     status = DECLINE
                     break
-            elif kid == _K_DTYPES:            # input_dtypes: first one
-                strs[S_DTYPE, row] = -1
+            elif kid == k_dtypes:            # input_dtypes: first one
+                strs[s_dtype, row] = -1
                 if (vk == K_LIST or vk == K_TUPLE) and size[vn] >= 1:
                     a = edge_node[first_edge[vn]]
                     if kind[a] != K_STR:
@@ -297,12 +300,12 @@ def _entry_columns(buf, kind, val, size, first_edge, edge_node, edge_next, entri
                     if a < 0:
                         status = DECLINE
                         break
-                    strs[S_DTYPE, row] = a
+                    strs[s_dtype, row] = a
                 elif vk != K_NONE and not (vk == K_LIST or vk == K_TUPLE):
                     status = DECLINE
                     break
             else:                             # input_sizes / output_sizes -> interned shape id
-                which = kid - _K_IN
+                which = kid - k_in
                 if vk == K_NONE:
                     shapes[which, row] = -1
                     continue
@@ -360,8 +363,8 @@ class Scratch:
                             np.zeros(cap, np.int32))
             self._shapes = tuple(np.empty(cap, np.int64) for _ in range(7))     # + dense string nodes
             self.gen = 0
-        # hash tables at most half full: <= 5 strings and 2 shapes are interned per entry
-        str_slots = 1 << int(2 * (5 * n_entries + 8)).bit_length()
+        # hash tables at most half full: <= N_STR_ROWS strings and 2 shapes are interned per entry
+        str_slots = 1 << int(2 * (ff.N_STR_ROWS * n_entries + 8)).bit_length()
         shape_slots = 1 << int(2 * (2 * n_entries + 8)).bit_length()
         if str_slots > self.slots:
             self.slots = str_slots
@@ -377,7 +380,8 @@ def entry_arrays(nodes: "pn.Nodes", entries_node: int, scratch: Scratch | None =
     scratch = scratch or Scratch()
     out = _entry_columns(nodes.buf, nodes.kind, nodes.val, nodes.size, nodes.first_edge, nodes.edge_node,
                          nodes.edge_next, np.int64(entries_node), _KEY_BYTES, _KEY_START, _KEY_LEN,
-                         *scratch.arrays(len(nodes.kind), int(nodes.size[entries_node])))
+                         *scratch.arrays(len(nodes.kind), int(nodes.size[entries_node])),
+                         np.int64(_N_INT), np.int64(_N_BOOL), np.int64(_N_STR))
     if out[0] != OK:
         return None
     # the shape table lives in the scratch arrays: copy the few rows in use before they are reused
@@ -422,88 +426,9 @@ def warm() -> bool:
     try:
         _warm_up()
     except Exception as e:
-        from .flight_recorder import compiled_failed
-
         compiled_failed(e)
         return False
     return True
-
-
-# --- arrays -> the events column batch -----------------------------------------------------------
-
-def _small_int(values: np.ndarray) -> np.ndarray:
-    """The narrowest integer dtype that holds ``values`` (a result travels back from a worker
-    process: 2 bytes a row instead of 8 when that is enough; build_frame widens it again)."""
-    if values.size == 0:
-        return values
-    lo, hi = int(values.min()), int(values.max())
-    for kind in (np.int8, np.int16, np.int32):
-        info = np.iinfo(kind)
-        if info.min <= lo and hi <= info.max:
-            return values.astype(kind)
-    return values
-
-
-def _masked_int(values: np.ndarray, ok: np.ndarray):
-    """A nullable integer column, as compact as it can travel: Const when one value (or none)
-    fills it, else narrow values plus a missing mask (None when nothing is missing)."""
-    n = len(values)
-    if n and not ok.any():
-        return Const(None, n)
-    if n and ok.all() and (values == values[0]).all():
-        return Const(int(values[0]), n)
-    return Nullable(_small_int(values), None if ok.all() else ~ok)
-
-
-def _small_codes(coded: Coded) -> Coded:
-    coded.codes = coded.codes.astype(np.int8 if len(coded.values) < 127 else np.int16 if len(coded.values) < 32767
-                                     else np.int32)
-    return coded
-
-
-def _coded(keys: np.ndarray, fn) -> tuple[Coded, list]:
-    """Group rows by their key columns (``keys``: k x n ints), call ``fn(*key)`` once per distinct
-    key, and return the results as a :class:`Coded` column plus ``[results, row -> result index]``."""
-    n = keys.shape[1]
-    if n == 0:
-        return Coded(np.zeros(0, dtype=np.int32), []), [[], np.zeros(0, dtype=np.intp)]
-    if (keys == keys[:, :1]).all():           # one value in the whole dump (the usual case)
-        first, inv = np.zeros(1, dtype=np.intp), np.zeros(n, dtype=np.intp)
-    else:
-        combined = np.zeros(n, dtype=np.int64)
-        for row in keys:                      # 1-D uniques only: far cheaper than np.unique(axis=1)
-            u, inv = np.unique(row, return_inverse=True)
-            combined = combined * len(u) + inv.ravel()
-        _, first, inv = np.unique(combined, return_index=True, return_inverse=True)
-        inv = inv.ravel()
-    results = [fn(*k) for k in keys[:, first].T.tolist()]
-    return _codes_of(results, inv), [results, inv]
-
-
-def _codes_of(results: list, inv: np.ndarray) -> Coded:
-    """A Coded column from one result per key and the row -> key index (None results: missing)."""
-    index: dict = {}
-    per_key = np.empty(len(results), dtype=np.int32)
-    for i, r in enumerate(results):
-        per_key[i] = -1 if r is None else index.setdefault(r, len(index))
-    return _small_codes(Coded(per_key[inv], list(index)))
-
-
-def _by_string(ids: np.ndarray, texts: list[str], fn) -> tuple[Coded, list, np.ndarray]:
-    """A string column given as dense ids (-1 = missing): ``fn`` runs once per distinct string
-    present (and once on None when some are missing). Returns the Coded column, the result per
-    id (the last one for None) and the row -> id index used."""
-    k = len(texts)
-    idx = np.where(ids < 0, k, ids)
-    present = np.bincount(idx, minlength=k + 1) > 0
-    results: list = [None] * (k + 1)
-    index: dict = {}
-    per_id = np.full(k + 1, -1, dtype=np.int32)
-    for i in np.flatnonzero(present).tolist():
-        r = results[i] = fn(texts[i] if i < k else None)
-        if r is not None:
-            per_id[i] = index.setdefault(r, len(index))
-    return _small_codes(Coded(per_id[idx], list(index))), results, idx
 
 
 _LOCAL = threading.local()      # one decode workspace per thread (Dask may run readers in threads)
@@ -513,12 +438,10 @@ def fast_dump_columns(data: bytes, *, rank: int | None, file: str, source: str):
     """(events column batch, progress rows) of one pickled dump, or ``None`` when the compiled path
     declines (not plain data, unexpected kinds): the caller then unpickles as usual. A dump past
     one of the decoder's bounds (:data:`.pickle_nodes.REFUSALS`) raises
-    :class:`~.flight_recorder.DumpRefused` instead: the unpickler path refuses those too."""
-    from ..ops import normalize_op
-    from ._text import dtype_name
-    from .flight_recorder import (_P2P_OPS, _STATE, _progress_rows, _world_by_pg, dump_to_columns, peer_of,
-                                  pg_name_desc, refusal)
+    :class:`~.flight_recorder.DumpRefused` instead: the unpickler path refuses those too.
 
+    Only the extraction is done here (node table -> :class:`.fr_fields.EntryArrays`); the columns
+    come from :func:`.fr_fields.event_columns`, as on the unpickler path."""
     if not hasattr(_LOCAL, "workspace"):
         _LOCAL.workspace, _LOCAL.scratch = pn.Workspace(), Scratch()
     nodes = pn.decode(data, _LOCAL.workspace)   # valid until this thread's next decode: used only here
@@ -551,59 +474,8 @@ def fast_dump_columns(data: bytes, *, rank: int | None, file: str, source: str):
     if got is None:
         return None
     ints, int_ok, bools, strs, shape_ids, dims, t_start, t_ndim, s_start, s_count, s_numel, dense = got
-    n = ints.shape[1]
-    texts = [nodes.text(x) for x in dense.tolist()]      # the distinct strings, each decoded once
-
-    i_rec, i_pgid, i_coll, i_p2p, i_time, i_timeout = range(len(INT_KEYS))
-    op_col, op_of, op_idx = _by_string(strs[S_PROF], texts, normalize_op)
-    is_p2p = (bools[1] == 1) | np.array([o in _P2P_OPS for o in op_of], dtype=bool)[op_idx]
-    seq = np.where(is_p2p, ints[i_p2p], ints[i_coll])
-    seq_ok = np.where(is_p2p, int_ok[i_p2p], int_ok[i_coll])
-
-    peer_vals = np.zeros(n, dtype=np.int64)
-    peer_ok = np.zeros(n, dtype=bool)
-    if is_p2p.any():
-        def peer(p, send):
-            return peer_of(texts[p] if p >= 0 else None, "send" if send else None, rank)
-
-        sends = np.array([o == "send" for o in op_of], dtype=np.int64)[op_idx]
-        _, (peer_per_key, peer_inv) = _coded(np.vstack([strs[S_PROF], sends]), peer)
-        got_peer = np.array([-1 if x is None else x for x in peer_per_key], dtype=np.int64)[peer_inv]
-        peer_ok = is_p2p & (np.array([x is not None for x in peer_per_key], dtype=bool)[peer_inv])
-        peer_vals = np.where(peer_ok, got_peer, 0)
-
-    def pair(g0, g1, pid, pid_ok):            # the process_group tuple as the unpickler would build it
-        group = None if g0 < 0 else (texts[g0], texts[g1] if g1 >= 0 else None)
-        return pg_name_desc(group, pid if pid_ok else None)
-
-    pg_keys = np.vstack([strs[S_PG0], strs[S_PG1], ints[i_pgid], int_ok[i_pgid].astype(np.int64)])
-    _, (pairs, pair_inv) = _coded(pg_keys, pair)
-    pg_col = _codes_of([p[0] for p in pairs], pair_inv)
-    desc_col = _codes_of([p[1] for p in pairs], pair_inv)
-    world_by_pg = _world_by_pg(head.get("pg_config"))
-    world_of = [world_by_pg.get(p, world_by_pg.get("*")) for p in pg_col.values] + [world_by_pg.get("*")]
-    world_vals = np.array([-1 if w is None else w for w in world_of], dtype=np.int64)[pg_col.codes]
-    dtype_col = _by_string(strs[S_DTYPE], texts, dtype_name)[0]
-    state_col = _by_string(strs[S_STATE], texts, _STATE.get)[0]
-
-    shape_list = shape_tuples(dims, t_start, t_ndim, s_start, s_count)
-    in_ids, out_ids = shape_ids[0], shape_ids[1]
-    numel = np.append(s_numel, 0)
-    time_ok = int_ok[i_time] & (ints[i_time] != 0)              # 0 in JSON = missing
-    events = {
-        "rank": Const(rank, n), "pg": pg_col, "pg_desc": desc_col, "seq": _masked_int(seq, seq_ok),
-        "seq_kind": Const("fr", n), "op": op_col,
-        "in_shapes": _small_codes(Coded(in_ids, shape_list)), "out_shapes": _small_codes(Coded(out_ids, shape_list)),
-        "numel_in": _masked_int(numel[in_ids], in_ids >= 0), "numel_out": _masked_int(numel[out_ids], out_ids >= 0),
-        "dtype": dtype_col, "state": state_col,
-        "world_size": _masked_int(world_vals, world_vals >= 0), "root": _masked_int(peer_vals, peer_ok),
-        "_t_wall_ns": _masked_int(ints[i_time], time_ok), "source": Const(source, n), "file": Const(file, n),
-        "line": _small_int(np.arange(n, dtype=np.int64)),
-        "retired": Nullable(bools[0] == 1, bools[0] < 0) if (bools[0] < 0).any() else bools[0] == 1,
-        "is_p2p": is_p2p,
-        "record_id": _masked_int(ints[i_rec], int_ok[i_rec]),
-        "collective_seq_id": _masked_int(ints[i_coll], int_ok[i_coll]),
-        "p2p_seq_id": _masked_int(ints[i_p2p], int_ok[i_p2p]),
-        "timeout_ms": _masked_int(ints[i_timeout], int_ok[i_timeout]),
-    }
-    return events, _progress_rows(head.get("pg_status"), rank=rank, file=file, source=source)
+    arrays = ff.EntryArrays(ints, int_ok, bools, strs, [nodes.text(x) for x in dense.tolist()],
+                            shape_ids, shape_tuples(dims, t_start, t_ndim, s_start, s_count),
+                            s_numel, np.ones(len(s_numel), dtype=bool))
+    events = ff.event_columns(arrays, rank=rank, file=file, source=source, pg_config=head.get("pg_config"))
+    return events, ff.progress_rows(head.get("pg_status"), rank=rank, file=file, source=source)

@@ -53,12 +53,12 @@ CONTAINERS = (K_LIST, K_TUPLE, K_DICT)
 # decoder status, and the bounds: shared with the unpickler path's scanner (one definition)
 from .flight_recorder import (E_CAPACITY, E_CYCLE, E_DEPTH, E_EXPANSION, E_MEMO, E_MEMO_INDEX,  # noqa: E402
                               E_MUTATED, E_NO_STOP, E_UNHASHABLE, E_UTF8, E_OPCODE, E_STACK, E_TRUNCATED, EXPANSION_FACTOR, MAX_DEPTH,
-                              MIN_EXPANSION, OK, REFUSALS, _scan, expansion_cap)
+                              MIN_EXPANSION, OK, REFUSALS, expansion_cap, scan_opcodes)
 from .flight_recorder import PICKLE_ERRORS as ERRORS  # noqa: E402
 
-#: the unpickler path's scanner (:func:`.flight_recorder._scan`) compiled: a separate walker from
+#: the unpickler path's scanner (:func:`.flight_recorder.scan_opcodes`) compiled: a separate walker from
 #: :func:`_decode` (every opcode, no table), so the two paths check each other in the fuzz tests
-scan_compiled = njit(cache=True, nogil=True)(_scan)
+scan_compiled = njit(cache=True, nogil=True)(scan_opcodes)
 
 
 @njit(cache=True, nogil=True)
