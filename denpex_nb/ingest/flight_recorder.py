@@ -435,15 +435,9 @@ _SCAN_LOCAL = threading.local()
 
 
 def _scanner():
-    """The compiled scanner when numba works and is not turned off, else None (plain Python)."""
-    global _NUMBA_FOUND
-    if _SCAN_BROKEN or os.environ.get(DECODER_ENV, "").lower() == "python":
-        return None
-    if _NUMBA_FOUND is None:
-        import importlib.util
-
-        _NUMBA_FOUND = importlib.util.find_spec("numba") is not None
-    if not _NUMBA_FOUND:
+    """The compiled scanner when the decoder choice allows numba here (:func:`scanner_compiled`),
+    else None (plain Python)."""
+    if _SCAN_BROKEN or not scanner_compiled():
         return None
     from . import pickle_nodes
 
@@ -559,22 +553,88 @@ def dump_to_columns(dump: dict, *, rank: int | None, file: str, source: str) -> 
     return events, progress_rows(dump.get("pg_status"), rank=rank, file=file, source=source)
 
 
-#: ``DENPEX_FR_DECODER=unpickle`` turns the compiled decoder off (to compare, or to rule it out; the
-#: unpickler path's bounds scanner still runs compiled); ``python`` keeps numba out entirely
+# --- which decoder reads the pickles ------------------------------------------------------------
+
+#: ``DENPEX_FR_DECODER``: ``auto`` (the default, also when unset or unknown) uses the compiled
+#: decoder only when a load's pickled dumps total :data:`COMPILED_MIN_BYTES` or more (it costs
+#: ~1 s to import numba and load its cache: a small incident is read faster without it);
+#: ``compiled`` always uses it (when numba is installed); ``unpickle`` never does (the restricted
+#: unpickler reads every dump; its bounds scanner still runs compiled); ``python`` keeps numba out
+#: entirely. The frames are the same whichever reads them.
 DECODER_ENV = "DENPEX_FR_DECODER"
+DECODER_MODES = ("auto", "compiled", "unpickle", "python")
+#: ``auto``'s threshold, measured (fresh ``denpex-nb diagnose --json``, 2000-entry dumps of
+#: ~0.37 MB each, see benchmarks/bench_fr_decoder_choice.py): the compiled decoder pays for its load
+#: from about this much pickled input on
+COMPILED_MIN_BYTES = 4 << 20
 _NUMBA_FOUND: bool | None = None
 _COMPILED_BROKEN = False      # numba itself failed in this process (never set by one dump)
 _COMPILED_READY = False       # fr_columns.warm() succeeded in this process
+_PLAN: str | None = None      # auto's choice for the current load ("compiled" / "python"), by prepare()
 
 
-def compiled_decoder_enabled() -> bool:
-    """True when numba is installed and ``DENPEX_FR_DECODER`` is not ``unpickle`` or ``python``."""
+def decoder_mode() -> str:
+    """``DENPEX_FR_DECODER`` as one of :data:`DECODER_MODES` (unset or unknown: ``auto``)."""
+    mode = os.environ.get(DECODER_ENV, "").strip().lower()
+    return mode if mode in DECODER_MODES else "auto"
+
+
+def numba_found() -> bool:
+    """numba is installed (``find_spec``, not import: importing numba takes ~0.5 s)."""
     global _NUMBA_FOUND
-    if _NUMBA_FOUND is None:      # find_spec, not import: numba takes ~0.5 s to import
+    if _NUMBA_FOUND is None:
         import importlib.util
 
         _NUMBA_FOUND = importlib.util.find_spec("numba") is not None
-    return _NUMBA_FOUND and os.environ.get(DECODER_ENV, "").lower() not in ("unpickle", "python")
+    return _NUMBA_FOUND
+
+
+def compiled_decoder_enabled() -> bool:
+    """True when numba is installed and ``DENPEX_FR_DECODER`` allows the compiled decoder
+    (``compiled``, or ``auto`` for a load big enough, see :func:`use_compiled`)."""
+    return numba_found() and decoder_mode() in ("auto", "compiled")
+
+
+def use_compiled(nbytes: int) -> bool:
+    """Should a pickle of ``nbytes`` go through the compiled decoder? ``compiled``: yes; ``auto``:
+    yes once it is loaded in this process (it then costs nothing more), else what
+    :meth:`FlightRecorderReader.prepare` chose for this load, else (a reader called without it,
+    e.g. on a Dask worker) when this dump alone reaches :data:`COMPILED_MIN_BYTES`."""
+    if _COMPILED_BROKEN or not compiled_decoder_enabled():
+        return False
+    if decoder_mode() == "compiled" or _COMPILED_READY:
+        return True
+    if _PLAN is not None:
+        return _PLAN == "compiled"
+    return nbytes >= COMPILED_MIN_BYTES
+
+
+def scanner_compiled() -> bool:
+    """Does the bounds scanner of the unpickler path run compiled? With numba installed: in modes
+    ``compiled`` and ``unpickle``, and in ``auto`` when the compiled decoder is loaded or chosen;
+    never in ``python`` (nor in ``auto`` for a small incident, which must not wait for numba)."""
+    if not numba_found():
+        return False
+    mode = decoder_mode()
+    if mode == "auto":
+        return _COMPILED_READY or _PLAN == "compiled"
+    return mode != "python"
+
+
+def load_compiled() -> bool:
+    """Load the compiled decoder in this process (once): False when numba fails (then it stays off)."""
+    global _COMPILED_READY
+    if _COMPILED_READY:
+        return True
+    if _COMPILED_BROKEN:
+        return False
+    try:
+        from . import fr_columns
+    except Exception as e:        # numba cannot even be imported
+        compiled_failed(e)
+        return False
+    _COMPILED_READY = fr_columns.warm()
+    return _COMPILED_READY
 
 
 def compiled_failed(e: BaseException) -> None:
@@ -589,24 +649,17 @@ def compiled_failed(e: BaseException) -> None:
 
 
 def _compiled_columns(data: bytes, ctx: FileContext):
-    """The compiled path (:mod:`.fr_columns`) when enabled and it accepts the dump, else None.
+    """The compiled path (:mod:`.fr_columns`) when chosen (:func:`use_compiled`) and it accepts the
+    dump, else None.
 
     A dump past a bound raises :class:`DumpRefused` (a load_error for that file). Any other failure
     on one dump only makes the compiled path decline *that* dump (the unpickler path then reads it
     or says why not); the compiled path stays on for the others. Only numba itself failing
     (:func:`.fr_columns.warm` on a known-good dump, or an error raised by numba) switches it off."""
-    global _COMPILED_READY
-    if data[:1] != b"\x80" or _COMPILED_BROKEN or not compiled_decoder_enabled():
+    if data[:1] != b"\x80" or not use_compiled(len(data)) or not load_compiled():
         return None
-    try:
-        from . import fr_columns
-    except Exception as e:        # numba cannot even be imported
-        compiled_failed(e)
-        return None
-    if not _COMPILED_READY:
-        if not fr_columns.warm():
-            return None
-        _COMPILED_READY = True
+    from . import fr_columns
+
     try:
         return fr_columns.fast_dump_columns(data, rank=ctx.rank_hint, file=ctx.file, source="fr_pickle")
     except DumpRefused:
@@ -617,6 +670,27 @@ def _compiled_columns(data: bytes, ctx: FileContext):
         return None
 
 
+def _is_pickle(head: bytes) -> bool:
+    return head[:1] == b"\x80" and len(head) > 1 and 2 <= head[1] <= 5
+
+
+def _pickle_sizes(specs):
+    """Sizes of the inputs that start like a pickle (two bytes read from each plain file; compressed
+    files and archive members are not opened here)."""
+    for s in specs:
+        head = b""
+        if getattr(s, "data", None) is not None:
+            head = s.data[:2]
+        elif s.path and not s.compression and not s.member:
+            try:
+                with open(s.path, "rb") as f:
+                    head = f.read(2)
+            except OSError:
+                continue
+        if _is_pickle(head):
+            yield len(s.data) if getattr(s, "data", None) is not None else s.size
+
+
 class FlightRecorderReader(FileReader):
     """Flight Recorder pickle dumps. The rank comes from the file name."""
 
@@ -624,7 +698,25 @@ class FlightRecorderReader(FileReader):
     line_oriented = False
 
     def sniff(self, head: bytes, path: str) -> bool:
-        return head[:1] == b"\x80" and len(head) > 1 and 2 <= head[1] <= 5
+        return _is_pickle(head)
+
+    def prepare(self, specs) -> None:
+        """Called once per load with all its inputs, before any is read and before a process pool
+        forks (see :func:`.parallel.run_all`): in ``auto`` mode, choose the decoder for this load
+        by the total size of its pickles (:data:`COMPILED_MIN_BYTES`); when the compiled decoder
+        is chosen, load it here, once, so forked workers inherit it instead of each loading it."""
+        global _PLAN
+        if self.name != "fr_pickle" or not compiled_decoder_enabled():
+            return
+        total, seen = 0, False
+        for size in _pickle_sizes(specs):
+            seen = True
+            total += size
+            if total >= COMPILED_MIN_BYTES or decoder_mode() == "compiled" or _COMPILED_READY:
+                break
+        _PLAN = "compiled" if total >= COMPILED_MIN_BYTES else "python"
+        if seen and use_compiled(total):
+            load_compiled()
 
     def read(self, data: bytes, ctx: FileContext, out: Output) -> int:
         # A dump is tens of thousands of fresh containers and no reference cycles: the cyclic GC

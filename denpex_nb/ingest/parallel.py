@@ -46,6 +46,7 @@ def run_all(specs: list[FileSpec], options: dict, jobs, on_bytes: Callable[[int]
             on_file: Callable[[FileSpec], None] | None = None) -> list[FileResult]:
     """Parse every spec; results come back in input order."""
     n = choose_jobs(specs, jobs)
+    prepare_readers(specs)
     if n == "dask":
         return _run_dask(specs, options, on_file)
     if n == 1:
@@ -55,7 +56,6 @@ def run_all(specs: list[FileSpec], options: dict, jobs, on_bytes: Callable[[int]
             if on_file:
                 on_file(spec)
         return results
-    _warm_compiled_readers(specs)
     order = sorted(range(len(specs)), key=lambda i: -specs[i].size)
     results: list[FileResult | None] = [None] * len(specs)
     with ProcessPoolExecutor(max_workers=n, mp_context=_context()) as pool:
@@ -103,26 +103,16 @@ def _parse_chunk(specs: list[FileSpec], options: dict) -> list[FileResult]:
     return [parse_file(spec, options) for spec in specs]
 
 
-def _warm_compiled_readers(specs: list[FileSpec]) -> None:
-    """Load the compiled Flight Recorder decoder here, once, when a pickle is among the inputs, so
-    the forked workers inherit it instead of each importing numba and loading its cache."""
-    from .flight_recorder import compiled_decoder_enabled
+def prepare_readers(specs: list[FileSpec]) -> None:
+    """Give every file reader that wants it (a ``prepare(specs)`` method) a look at all inputs
+    before any is parsed and before the pool forks, so what it loads once (a compiled decoder) is
+    inherited by the workers. What to prepare, and whether at all, is the reader's business."""
+    from .base import file_readers
 
-    if not compiled_decoder_enabled():
-        return
-    for s in specs:
-        if not s.path or s.compression or s.member:
-            continue
-        try:
-            with open(s.path, "rb") as f:
-                head = f.read(1)
-        except OSError:
-            continue
-        if head == b"\x80":
-            from .fr_columns import warm
-
-            warm()
-            return
+    for reader in file_readers():
+        prepare = getattr(reader, "prepare", None)
+        if prepare is not None:
+            prepare(specs)
 
 
 def _run_dask(specs: list[FileSpec], options: dict, on_file) -> list[FileResult]:
