@@ -699,7 +699,9 @@ def summarise_ranks(frames: dict[str, pd.DataFrame], merged: dict[int, dict]) ->
             fill("last_seq_enqueued", dp.groupby("rank")["last_enqueued"].max().to_dict())
             fill("last_seq_completed", dp.groupby("rank")["last_completed"].max().to_dict())
     rows = [{"rank": r, **merged[r]} for r in sorted(merged)]
-    df = coerce("ranks", rows)
+    # typed column by column (not ``pd.DataFrame(rows)``: ints beside a None become float64 there,
+    # which rounds a pid past 2**53 and turns one near 2**63 into -2**63)
+    df = build_frame("ranks", [rows_to_batch(rows)])
     if "world_size" in df.columns:
         df["world_size"] = _typed(df["world_size"].astype("object").where(df["world_size"].notna(), None).tolist(),
                                   "Int32")
