@@ -1,7 +1,7 @@
 """Side by side with PyTorch's ``torchfrtrace``: synthetic Flight Recorder dumps and a bounded runner.
 
 * :func:`write_synthetic_dumps` writes realistic pickled dumps (the NCCL-style schema of
-  log-formats.md §8.3, protocol 2, frames included) for any number of ranks, with one planted
+  docs/formats.md#fr-fields, protocol 2, frames included) for any number of ranks, with one planted
   problem: a size, dtype or op mismatch, a skipped collective, two mismatches in one group, or none.
 * :func:`run_torchfrtrace` runs the stock analyzer in a subprocess with a hard timeout (its process
   group is killed) and :func:`parse_torchfrtrace` reads its findings.

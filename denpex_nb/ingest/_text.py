@@ -191,7 +191,7 @@ def fingerprints(text: str, anchor: str = "CollectiveFingerPrint(") -> list[tupl
     return out
 
 
-# --- PG prefix (log-formats.md §3.1) ---------------------------------------------------------
+# --- PG prefix (docs/formats.md#pg-prefix) ---------------------------------------------------------
 
 PG_PREFIX = re.compile(
     r"\[(?:PG ID (?P<pgid>\d+) PG GUID (?P<guid>[^\s(\]]+)|PG (?P<uid>[^\s(\]]+))?\s?"

@@ -34,7 +34,7 @@ class Line:
     text: str                        # the message: prefixes and glog header removed
     raw: str = ""                    # the line before prefix stripping (ANSI, CR, collector wrappers and line numbers removed)
     n_lines: int = 1                 # physical lines this logical line spans
-    rank: int | None = None          # global rank, by the trust order in log-formats.md §1
+    rank: int | None = None          # global rank, by the trust order in docs/formats.md#rank-trust
     local_rank: int | None = None    # torchrun [defaultN]: or the log-dir folder
     host: str | None = None          # pdsh / NCCL prefix host
     pid: int | None = None           # from the Python glog header or the NCCL prefix

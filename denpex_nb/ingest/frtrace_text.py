@@ -1,5 +1,5 @@
 """The text output of PyTorch's Flight Recorder analyzer, ``torchfrtrace`` / ``python -m
-torch.distributed.flight_recorder.fr_trace`` (log-formats.md §8.6).
+torch.distributed.flight_recorder.fr_trace`` (docs/formats.md#frtrace-text).
 
 Users often have only this output (pasted into a ticket), not the dumps. Three generations of
 its text are read (sources: ``torch/distributed/flight_recorder/components/{utils,types}.py`` and

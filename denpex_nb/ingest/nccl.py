@@ -1,5 +1,5 @@
 """NCCL_DEBUG output: Init lines (comm -> rank), COLL lines, WARN lines, error traces, RAS reports,
-the ``DistBackendError: NCCL error in: ...`` trail PyTorch raises (log-formats.md §6) and NCCL
+the ``DistBackendError: NCCL error in: ...`` trail PyTorch raises (docs/formats.md#nccl) and NCCL
 errors raised outside torch (vLLM's pynccl ``RuntimeError: NCCL error: unhandled cuda error``).
 
 Error traces: for a call that returned a non-zero ``ncclResult_t``, NCCLCHECK prints one INFO
@@ -266,7 +266,7 @@ class NcclReader(TextReader):
         host, pid = proc
         info = comms.get((host, pid, m.group("comm")))
         # ordinal of this COLL line per (host, pid, comm) in file order: the alignment key when
-        # opCount stays 0 or one torch op launches several NCCL calls (log-formats.md §6.3)
+        # opCount stays 0 or one torch op launches several NCCL calls (docs/formats.md#nccl-coll)
         pos_key = (host, pid, m.group("comm"))
         positions[pos_key] = position = positions.get(pos_key, 0) + 1
         op = normalize_op(m.group("op"))
@@ -294,7 +294,7 @@ class NcclReader(TextReader):
             host=host, pid=pid, device=line_device(line.text), nccl_position=position, nccl_opcount=opcount,
         )
         # two counters, two rows: opCount (a consistency check, may stay 0) and the position, which
-        # is what alignment across ranks uses (log-formats.md §6.3); never one seq for both
+        # is what alignment across ranks uses (docs/formats.md#nccl-coll); never one seq for both
         out.events.append(row)
         out.events.append(dict(row, seq=position, seq_kind="nccl_position"))
 

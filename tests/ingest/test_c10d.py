@@ -1,4 +1,4 @@
-"""c10d reader: ProcessGroupNCCL, DETAIL, DDP reducer and gloo lines (log-formats.md §3-§5)."""
+"""c10d reader: ProcessGroupNCCL, DETAIL, DDP reducer and gloo lines (docs/formats.md#pgnccl, #detail, #ddp, #gloo)."""
 from __future__ import annotations
 
 from datetime import datetime, timezone

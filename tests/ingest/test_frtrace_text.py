@@ -1,4 +1,4 @@
-"""torchfrtrace text output (log-formats.md §8.6): findings -> fr_finding errors and culprit events."""
+"""torchfrtrace text output (docs/formats.md#frtrace-text): findings -> fr_finding errors and culprit events."""
 from __future__ import annotations
 
 from denpex_nb.ingest.frtrace_text import FrTraceTextReader

@@ -1,4 +1,4 @@
-"""NCCL_DEBUG reader: Init map, COLL lines, WARN, RAS and PyTorch's NCCL error trail (log-formats.md §6)."""
+"""NCCL_DEBUG reader: Init map, COLL lines, WARN, RAS and PyTorch's NCCL error trail (docs/formats.md#nccl)."""
 from __future__ import annotations
 
 from datetime import datetime, timezone

@@ -18,7 +18,7 @@ from denpex_nb.ingest.scan import NeedleMatcher, UnparsedSink, scan_text  # noqa
 
 FR = os.path.join(os.path.dirname(__file__), "data", "fr", "comm_lib_trace_rank_0")
 
-# fragments of real lines (log-formats.md, gloo ground truth) plus damage: CR, bad UTF-8, ANSI, tabs
+# fragments of real lines (docs/formats.md) plus damage: CR, bad UTF-8, ANSI, tabs
 FRAGMENTS = [
     b"[rank0]:", b"[default1]:", b"[rank1]:[E1129 22:27:23.883942729 ProcessGroupNCCL.cpp:688] ",
     b"[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5, OpType=ALLREDUCE, NumelIn=8, "
