@@ -11,16 +11,18 @@ refuses past the bounds (:data:`MAX_DEPTH`, memo indices, :data:`EXPANSION_FACTO
 rules the compiled decoder (:mod:`.pickle_nodes`) applies. A refused dump is a load_error for
 that file (:class:`DumpRefused`); the other files load.
 
-Speed: the diagnose bar is 1024 dumps x 2000 entries, so events are built column-wise (one list per
-column, shapes interned) and turned into one DataFrame per dump, never a dict per entry.
+Decoders: a dump is read by the compiled decoder (:mod:`.fr_columns`, numba) or by the restricted
+unpickler (:func:`parse_dump_bytes` + :func:`dump_to_columns`); both only *extract* the entries'
+declared fields (:mod:`.fr_fields`, where every field and rule of the mapping is written once) and
+give the same frame. ``DENPEX_FR_DECODER`` (:data:`DECODER_MODES`) picks: ``auto`` uses the compiled
+one only when a load's pickles total :data:`COMPILED_MIN_BYTES` or more, as decided by
+:meth:`FlightRecorderReader.prepare` once per load (a small incident never imports numba).
 
-Mapping (see docs/log-formats.md §8): rank from the file name only; ``collective_seq_id`` -> seq
-(``seq_kind="fr"``), p2p entries keep ``p2p_seq_id`` (op send/recv, peer in ``root``);
-``profiling_name`` -> op; sizes -> shapes and numel; ``input_dtypes[0]`` -> dtype; ``state`` as
-recorded plus a ``retired`` column (on gloo ``state`` is always "scheduled" and ``retired`` is the
-only completion signal); ``time_created_ns`` -> t_wall; ``process_group`` -> pg / pg_desc;
-``pg_status`` -> progress rows. ``line`` is the entry's 0-based index in ``entries``. Extra columns:
-``retired``, ``is_p2p``, ``record_id``, ``collective_seq_id``, ``p2p_seq_id``, ``timeout_ms``.
+Speed: the diagnose bar is 1024 dumps x 2000 entries, so events are built column-wise (one array
+per column, strings and shapes interned), never a dict per entry.
+
+Mapping: see :mod:`.fr_fields` and docs/formats.md §10.1. Extra columns: ``retired``, ``is_p2p``,
+``record_id``, ``collective_seq_id``, ``p2p_seq_id``, ``timeout_ms``.
 """
 from __future__ import annotations
 

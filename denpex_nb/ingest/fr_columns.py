@@ -1,18 +1,22 @@
 """Flight Recorder entries -> event columns straight from a decoded node table (numba).
 
 :mod:`.pickle_nodes` turns a dump into flat arrays; :func:`_entry_columns` (compiled) walks the
-``entries`` list once and fills one numpy array per field, interning shapes as it goes, so a
-2000-entry dump becomes ~15 arrays and a table of its few distinct shapes. Strings become dense
-ids (equal texts, one id); each *distinct* text is decoded once and becomes a categorical code.
+``entries`` list once and fills one numpy array per declared key (:data:`.fr_fields.ENTRY_FIELDS`:
+its key table and row counts come from there), interning shapes and strings as it goes, so a
+2000-entry dump becomes ~15 arrays, a table of its few distinct shapes and its few distinct texts,
+each decoded once. That is the extraction step only: the result is a
+:class:`.fr_fields.EntryArrays`, and :func:`.fr_fields.event_columns` maps it to columns, the same
+function the unpickler path (:func:`.flight_recorder.dump_to_columns`) uses.
 
-The result is the same column batch :func:`.flight_recorder.dump_to_columns` builds from
-unpickled dicts (a test checks the frames are equal on recorded and synthetic dumps). Anything the
-compiled walker does not expect (an entry that is not a dict, a float where an int belongs, a big
-integer, a hash collision between two shapes) makes :func:`fast_dump_columns` return ``None``,
-and the caller takes the ordinary path: the fast path may decline, never guess. A dump past the
-decoder's bounds (nesting, memo, expansion: see :mod:`.pickle_nodes`) is refused, not declined.
-Every walk here is iterative and visits each value at most once per reference, so its cost is
-bounded by the expanded size the decoder already capped.
+Anything the compiled walker does not expect (an entry that is not a dict, a float where an int
+belongs, a big integer, a hash collision between two shapes) makes :func:`fast_dump_columns`
+return ``None``, and the caller takes the ordinary path: the fast path may decline, never guess.
+A dump past the decoder's bounds (nesting, memo, expansion: see :mod:`.pickle_nodes`) is refused,
+not declined. Every walk here is iterative and visits each value at most once per reference, so
+its cost is bounded by the expanded size the decoder already capped.
+
+Loading it costs ~1-2 s per process (numba's import and its on-disk cache), so it is used only
+where that pays (``DENPEX_FR_DECODER``, :data:`.flight_recorder.COMPILED_MIN_BYTES`).
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Flight Recorder fields, declared once: which entry keys are read, how each is typed, and the
 rules that turn them into event columns. Both decoders use this module and nothing else for the
-mapping (see docs/log-formats.md §8 for the dump format):
+mapping (see docs/formats.md §10.1, "Fields used", for the dump format):
 
 * the compiled decoder (:mod:`.fr_columns`, numba) walks the pickle's node table;
 * the restricted-unpickler path (:func:`.flight_recorder.dump_to_columns`) walks unpickled dicts

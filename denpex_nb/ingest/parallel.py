@@ -4,7 +4,9 @@ Small inputs parse serially (a pool costs more to start than it saves). Large mu
 use a process pool of ``min(files, cpus)`` workers, biggest files first so the pool stays busy,
 small files grouped into tasks (:func:`_chunks`) so a thousand dumps are not a thousand round trips.
 ``jobs="dask"`` submits the same pure function to the current Dask client (or Dask's default
-scheduler), for when one machine is not enough.
+scheduler), for when one machine is not enough. Before any file is parsed, each file reader with a
+``prepare(specs)`` method sees the whole input list (:func:`prepare_readers`): what a reader loads
+once there (the Flight Recorder reader's compiled decoder) is inherited by forked workers.
 """
 from __future__ import annotations
 
