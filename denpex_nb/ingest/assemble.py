@@ -662,10 +662,14 @@ def merge_rank_reports(batches: list[Batch], rank_info: dict[int, dict]) -> dict
 
 
 def summarise_ranks(frames: dict[str, pd.DataFrame], merged: dict[int, dict]) -> pd.DataFrame:
-    """One row per rank seen anywhere: what sources reported, completed from errors and progress."""
+    """One row per rank seen anywhere (a ``load_error`` row names a file's rank, not a rank seen):
+    what sources reported, completed from errors and progress."""
     merged = {r: dict(v) for r, v in merged.items()}
     for name in ("events", "errors", "progress"):
-        col = frames[name]["rank"]
+        df = frames[name]
+        if name == "errors" and len(df):     # a file that could not be read is no sign its rank ran
+            df = df[df["kind"].astype("object") != "load_error"]
+        col = df["rank"]
         if len(col):
             for r in col.dropna().unique():
                 merged.setdefault(int(r), {})
