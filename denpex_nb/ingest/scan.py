@@ -13,6 +13,11 @@ objects by :func:`denpex_nb.ingest.prefixes.to_lines` and offered to every text 
 tag with nothing after it (``[1,2]<stdout>:``, ``(RayWorker pid=7) ``, a quoted ``>``) counts as
 parsed when a reader consumed another line of its block (:func:`_consume_blank_tags`).
 
+A line longer than the line cap (``line_cap``, default 1 MiB) is read in pieces: its first
+``line_cap`` bytes are offered to the readers (or kept as unparsed text), the rest is skipped up
+to its newline and only counted (``BlockScanner.overlong``: one ``unparsed`` row with ``n_lines`` 0
+per such line, and a note), so memory stays at the chunk size plus the cap and the work linear.
+
 A reader (or ``to_lines``) that raises loses only what it added for that block: its rows are
 rolled back, the block's lines it had claimed go back to ``unparsed``, and the file's first
 failure (reader, file:line, exception) becomes one note on the Incident. In strict mode
