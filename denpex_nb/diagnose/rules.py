@@ -208,11 +208,6 @@ def strict_minority(sig: dict[int, object], group: int | None = None) -> tuple[l
     return sorted(r for r, v in sig.items() if v != majority), "majority"
 
 
-def minority(sig: dict[int, object]) -> list[int]:
-    """Ranks outside the strict majority of the ranks that have a value; [] on a tie."""
-    return strict_minority(sig)[0]
-
-
 # --- helpers -----------------------------------------------------------------------------------
 
 def _shapes(v) -> list[list[int]] | None:

@@ -134,49 +134,71 @@ def _fill_last_collective(rows: dict, ev: pd.DataFrame) -> None:
     (a 1024-rank Flight Recorder incident has 2M rows)."""
     if not len(ev):
         return
-    kinds = ev["seq_kind"].astype(object)
-    mask = (ev["rank"].notna() & ev["seq"].notna() & kinds.isin(list(KIND_PREFERENCE))).to_numpy(bool)
+    pref_all = _lookup(ev["seq_kind"], KIND_PREFERENCE, -1)
+    mask = ev["rank"].notna().to_numpy(bool) & ev["seq"].notna().to_numpy(bool) & (pref_all >= 0)
     if not mask.any():
         return
-    e = ev[mask]
-    kind = kinds[mask]
-    rank = e["rank"].to_numpy("int64")
-    seq = e["seq"].to_numpy("int64")
-    pref = kind.map(KIND_PREFERENCE).to_numpy("int64")
-    pg_codes = pd.factorize(e["pg"], use_na_sentinel=False)[0].astype("int64")
+    idx = np.flatnonzero(mask)                  # positions in ev (no copy of a 2M-row frame)
+    rank = ev["rank"].to_numpy("int64", na_value=-1)[idx]
+    seq = ev["seq"].to_numpy("int64", na_value=-1)[idx]
+    pref = pref_all[idx]
+    pg_codes = pd.factorize(ev["pg"], use_na_sentinel=False)[0].astype("int64")[idx]
     group = pg_codes * (len(KIND_PREFERENCE) + 1) + pref
     pgsize = pd.Series(rank).groupby(group).transform("nunique").to_numpy("int64")
-    state = e["state"].astype(object).to_numpy(object)
-    done = state == State.COMPLETED
-    f = pd.DataFrame({"r": rank, "s": seq, "pref": pref, "size": pgsize, "g": group, "done": done,
-                      "bad": np.isin(state, [State.TIMED_OUT, State.FAILED]), "pos": np.arange(len(e))})
-    # the best (counter, group) per rank, then its last seq
-    f = f.sort_values(["r", "pref", "size", "s"], ascending=[True, True, False, False], kind="stable")
-    best = f.drop_duplicates("r")
-    in_best = f.merge(best[["r", "pref", "size", "g"]], on=["r", "pref", "size", "g"])
-    completed = in_best[in_best["done"]].groupby("r")["s"].max()
-    failed = f.groupby("r")["bad"].any()
+    done = _lookup(ev["state"], {State.COMPLETED: 1}, 0)[idx].astype(bool)
+    bad = _lookup(ev["state"], {State.TIMED_OUT: 1, State.FAILED: 1}, 0)[idx].astype(bool)
+    is_trace = _lookup(ev["seq_kind"], {SeqKind.TRACE: 1}, 0)[idx].astype(bool)
+    # the best (counter, group) per rank, then its last seq: one lexsort, numpy reductions per rank
+    order = np.lexsort((-seq, -pgsize, pref, rank))
+    first = np.r_[True, rank[order][1:] != rank[order][:-1]]
+    best_pos = order[first]                                    # one row per rank, ranks ascending
+    ranks_u = rank[best_pos]
+    slot = np.searchsorted(ranks_u, rank)                      # each row's rank index
+    in_best = group == group[best_pos][slot]
+    comp_max = np.full(len(ranks_u), -1, dtype=np.int64)
+    sel = in_best & done
+    np.maximum.at(comp_max, slot[sel], seq[sel])
+    failed = np.zeros(len(ranks_u), dtype=bool)
+    np.logical_or.at(failed, slot, bad)
     # a tracer record whose last collective never returned (no completed row at its last seq)
-    tr = f[(kind.to_numpy(object)[f["pos"].to_numpy()] == SeqKind.TRACE)]
+    is_tr = is_trace
     stuck = set()
-    if len(tr):
-        last = tr.groupby("r")["s"].transform("max") == tr["s"]
-        at_last = tr[last.to_numpy()].groupby("r")["done"].any()
-        stuck = {int(r) for r, ok in at_last.items() if not ok}
-    cols = {c: e[c].to_numpy(object) if c in e.columns else np.full(len(e), None, dtype=object)
+    if is_tr.any():
+        tr_last = np.full(len(ranks_u), np.iinfo(np.int64).min, dtype=np.int64)
+        np.maximum.at(tr_last, slot[is_tr], seq[is_tr])
+        at_last = is_tr & (seq == tr_last[slot])
+        ok = np.zeros(len(ranks_u), dtype=bool)
+        np.logical_or.at(ok, slot[at_last], done[at_last])
+        has_tr = np.zeros(len(ranks_u), dtype=bool)
+        has_tr[slot[is_tr]] = True
+        stuck = {int(ranks_u[k]) for k in np.flatnonzero(has_tr & ~ok)}
+    completed = {int(r): int(c) for r, c in zip(ranks_u, comp_max) if c >= 0}
+    failed_ranks = {int(r) for r, f in zip(ranks_u, failed) if f}
+    at = idx[best_pos]                          # the best row of each rank, as positions in ev
+    cols = {c: ev[c].iloc[at].to_numpy(object) if c in ev.columns else np.full(len(at), None, dtype=object)
             for c in ("op", "seq_kind", "pg", "state", "numel_in", "dtype", "in_shapes")}
-    for r, s_, pos in zip(best["r"], best["s"], best["pos"]):
+    for k, (r, pos) in enumerate(zip(ranks_u, best_pos)):
         r = int(r)
         if r not in rows:
             continue
-        if bool(failed.get(r, False)) or r in stuck:
+        if r in failed_ranks or r in stuck:
             rows[r]["failed"] = True      # a collective that timed out, failed, or never returned
-        comp = completed.get(r)
         rows[r].update(
-            last_op=_str(cols["op"][pos]), last_seq=int(s_), last_seq_kind=_str(cols["seq_kind"][pos]),
-            last_pg=_str(cols["pg"][pos]), last_state=_str(cols["state"][pos]),
-            last_numel_in=_int(cols["numel_in"][pos]), last_dtype=_str(cols["dtype"][pos]),
-            last_in_shapes=cols["in_shapes"][pos], last_completed_seq=None if comp is None else int(comp))
+            last_op=_str(cols["op"][k]), last_seq=int(seq[pos]), last_seq_kind=_str(cols["seq_kind"][k]),
+            last_pg=_str(cols["pg"][k]), last_state=_str(cols["state"][k]),
+            last_numel_in=_int(cols["numel_in"][k]), last_dtype=_str(cols["dtype"][k]),
+            last_in_shapes=cols["in_shapes"][k], last_completed_seq=completed.get(r))
+
+
+def _lookup(col: pd.Series, table: dict, default: int) -> np.ndarray:
+    """``table[value]`` per row as int64 (``default`` for other values and missing ones), through the
+    categories when the column is categorical (one lookup per distinct value, not per row)."""
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        lut = np.array([table.get(str(c), default) for c in col.cat.categories] + [default], dtype=np.int64)
+        return lut[col.cat.codes.to_numpy()]
+    codes, uniques = pd.factorize(col, use_na_sentinel=True)
+    lut = np.array([table.get(str(u), default) for u in uniques] + [default], dtype=np.int64)
+    return lut[codes]
 
 
 def _fill_errors(rows: dict, er: pd.DataFrame) -> None:
