@@ -91,10 +91,18 @@ def own_failures(errors: pd.DataFrame) -> list[bool]:
     def near_collective_error(f, r, ln) -> bool:
         return pd.notna(ln) and any((f, r, int(ln) + d) in collective_at for d in range(_WRAP_LINES + 1))
 
+    # a traceback whose last line names no exception type (another stream's line landed inside it)
+    # says nothing about what failed: not evidence of an own failure
+    exc_types = errors["exc_type"].astype(object) if "exc_type" in errors else [None] * len(errors)
+    typed = "exc_type" in errors
     return [is_crash_error(k, m, sg, code, in_collective=k == ErrorKind.EXCEPTION and (
-                (op is not None and op == op) or near_collective_error(*w)))
-            for k, m, sg, code, op, w in zip(kinds, errors["message"], errors["signal"].astype(object),
-                                             errors["exit_code"].astype(object), ops, where)]
+                (op is not None and op == op) or near_collective_error(*w) or (typed and not _known(t))))
+            for k, m, sg, code, op, w, t in zip(kinds, errors["message"], errors["signal"].astype(object),
+                                                errors["exit_code"].astype(object), ops, where, exc_types)]
+
+
+def _known(v) -> bool:
+    return v is not None and not pd.isna(v) and str(v) != ""
 
 
 _COLLECTIVE_ERROR_KINDS = _vocab.COLLECTIVE_ERROR_KINDS
