@@ -307,13 +307,34 @@ def _typed(values, dtype: str | None, on_bad=None):
     if dtype.startswith("datetime64"):
         if values.count(None) == n:
             return _missing_column(n, dtype)
-        return pd.to_datetime(pd.Series(values, dtype="object"), utc=True, errors="coerce", format="mixed").array
+        try:
+            t = pd.to_datetime(pd.Series(values, dtype="object"), utc=True, errors="coerce", format="mixed")
+        except (TypeError, ValueError, OverflowError):
+            t = pd.Series([_one_time(v) for v in values], dtype="object")
+            t = pd.to_datetime(t, utc=True, errors="coerce")
+        if str(t.dtype) != dtype:         # a time outside the nanosecond range (years before 1677, after 2262)
+            lo, hi = pd.Timestamp.min.tz_localize("UTC"), pd.Timestamp.max.tz_localize("UTC")
+            bad = t.notna() & ((t < lo) | (t > hi))
+            if bad.any() and on_bad is not None:
+                on_bad(int(bad.sum()))
+            t = t.where(~bad).astype(dtype)
+        return t.array
     if dtype == "string":
         try:
             return pd.array(values, dtype="string")
         except (TypeError, ValueError):
             return pd.array([None if v is None else str(v) for v in values], dtype="string")
     return pd.Series(values, dtype="object").array
+
+
+def _one_time(v):
+    """One value as a time pandas can hold, or None."""
+    try:
+        t = pd.to_datetime(v, utc=True, errors="coerce")
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return None if t is pd.NaT or not (pd.Timestamp.min.tz_localize("UTC") <= t <= pd.Timestamp.max.tz_localize("UTC")) \
+        else t
 
 
 def build_frame(name: str, batches, misfits: dict | None = None) -> pd.DataFrame:
@@ -748,7 +769,7 @@ def build_incident(results, *, notes: list[str] | None = None, dedup_rows: bool 
             for k, v in info.items():
                 slot.setdefault(k, v)
     reports = merge_rank_reports(as_batches(b for r in results for b in r.frames.get("ranks", ())), rank_info)
-    pid_to_rank = {int(v["pid"]): r for r, v in reports.items() if _present(v.get("pid"))}
+    pid_to_rank = {pid: r for r, v in reports.items() if (pid := _as_number(v.get("pid"), "Int64")) is not None}
     attribute_pids(frames, {r.file: r.pid_hint for r in results if r.pid_hint is not None}, pid_to_rank)
     if dedup_rows:
         frames["events"] = dedup(frames["events"], EVENT_KEY, run_of_file)

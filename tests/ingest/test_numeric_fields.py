@@ -127,3 +127,23 @@ def test_numbers_past_pythons_digit_limit_cost_at_most_their_lines(tmp_path, dig
                      for i in range(200)) + f"\n[rank{n}]: RuntimeError: boom\nSeqNum={n}\n"
     inc, _ = _load(tmp_path, text, "rank0.log", strict=False)
     _conserved(inc, text)
+
+
+def test_times_outside_the_nanosecond_range_and_infinite_pids_are_missing():
+    import datetime
+
+    import numpy as np
+
+    from denpex_nb.ingest.assemble import _typed, build_incident
+    from denpex_nb.ingest.parse import FileResult
+
+    bad = []
+    t = _typed(["5808-01-01 00:00:49", None, "2024-01-01T00:00:00Z", datetime.datetime(9999, 1, 1), "x"],
+               "datetime64[ns, UTC]", bad.append)
+    assert str(t.dtype) == "datetime64[ns, UTC]" and t.isna().tolist() == [True, True, False, True, True]
+    assert bad == [2]
+    r = FileResult(file="f", format="text", frames={"ranks": [{"rank": [0, 1], "pid": [float("inf"), np.nan]}],
+                                                    "events": [], "errors": [], "progress": [], "unparsed": []},
+                   source={"file": "f", "format": "text", "lines_total": 0, "lines_parsed": 0, "lines_unparsed": 0})
+    inc = build_incident([r])
+    assert inc.ranks["pid"].isna().all()
