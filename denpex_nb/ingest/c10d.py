@@ -10,10 +10,13 @@ DETAIL mismatch messages (``Detected mismatch between collectives on ranks. Rank
 collective: CollectiveFingerPrint(...), but Rank 1 is running collective: ...``, from
 ProcessGroupWrapper.cpp) are found wherever they sit: alone, after ``RuntimeError: `` or another
 exception's name, inside an application logger's line, or split over several lines by a paste
-(the pieces are joined back: fixed-width cuts, word wraps, the ``Collectives differ`` tail on its
-own line). Each gives one ``detail_mismatch`` error (``rank`` = the reporting rank,
-``related_ranks`` = every rank the message names, ``op``/``seq`` of the reporting rank's
-fingerprint) and one ``events`` row per named rank: ``seq_kind="detail"``, ``seq``, ``op``,
+(the pieces are joined back: fixed-width cuts (:func:`denpex_nb.ingest.hardwrap.cut_at`), word
+wraps, the ``Collectives differ`` tail on its own line). A whole file hard-wrapped at one width
+reaches this reader unwrapped already (:mod:`denpex_nb.ingest.hardwrap`, in ``to_lines``); this
+join is for a message cut on its own (a paste of it, a logger that splits long messages). Each
+gives one ``detail_mismatch`` error (``rank`` = the reporting rank, ``related_ranks`` = every rank
+the message names, ``op``/``seq`` of the reporting rank's fingerprint) and one ``events`` row per
+named rank: ``seq_kind="detail"``, ``seq``, ``op``,
 ``in_shapes``/``numel_in``/``dtype`` when the fingerprint has tensors, ``state="failed"``, and the
 file/line of the message's first line. Numbers out of range become missing values.
 
@@ -39,6 +42,7 @@ from ..ops import normalize_op
 from ._text import (add_error, add_event, balanced, error_row, event_row, i32, i64, parse_dims, parse_fingerprint,
                     parse_ranks, pg_of, progress_row)
 from .base import FileContext, Line, Output, TextReader, register_text_reader
+from .hardwrap import cut_at
 
 SOURCE = "c10d"
 
@@ -401,7 +405,7 @@ class C10dReader(TextReader):
         if line.severity is not None and not vocab:
             return False                                # a new log record
         lens = d["lens"]
-        wrapped = len(lens) >= 2 and (lens[-1] == max(lens) or lens[-1] + 1 + len(piece.split(" ", 1)[0]) > max(lens))
+        wrapped = cut_at(lens) or (len(lens) >= 2 and lens[-1] + 1 + len(piece.split(" ", 1)[0]) > max(lens))
         if self._detail_complete(d["text"]):
             if "Detected mismatch" in piece or _MISMATCH.search(piece):
                 return False                            # the next message

@@ -29,6 +29,19 @@ text (the loader counts it parsed inside a block a reader used). Line kinds stri
 ``Line.prefixes`` (``quote``, ``cut_time``, ``grep_h``, ``compose``, ``timestamp``, ``syslog``,
 ``mpi``, ``ray``, ``app_rank``, ``applog``, ``vllm``, ``sglang``, ``rich``, ``rich_box`` ...).
 
+Layers also come in other orders, and the first header is not always the last layer: an app
+logger's header around torchrun's line (``[RANK 1] 2025-01-01 12:00:00 [ERROR] trainer: [rank1]:
+Traceback ...``), a glog header after that, a kubectl/syslog time inside an app logger's message.
+After the usual order, :func:`_peel_inner` keeps peeling (torchrun tag, ``[rankN]:``, ``[RANK N]``,
+an ISO/syslog time, any header) while a layer starts the rest; the outermost rank said wins.
+
+Hard-wrapped files (a terminal or collector cut every physical line at one width, the tails carry no
+prefix): the loader finds the file's width (:mod:`denpex_nb.ingest.hardwrap`, in
+``ctx.options["wrap_width"]``) and :func:`_unwrap` joins each line of that width with its unprefixed
+tails, verbatim, before anything else here runs, so every reader sees whole lines. Without a width,
+the older rule for pastes stays: a line at a common width (80, 100, 120, 160, 200 after its wrappers)
+or with an open bracket, and an unprefixed line after it.
+
 Rank trust order: ``[rankN]:`` > the file's rank hint (name, NCCL Init map) > a ``grep -H`` file
 name or a rank-named compose service (``trainer-rank-3``; ``worker-3`` is a replica number, not a
 rank) > a C++ continuation line's owner (``what():`` ... follow the record they belong to) >
@@ -61,11 +74,11 @@ def strip_ansi(text: str) -> str:
 
 # --- line numbers (decided per block: they must fit every line) ------------------------------
 
-_CAT_N = re.compile(r"^\s*(\d+)\t")
-_GUTTER = re.compile(r"^\s*(\d+)\s*[|│] ?")
-_GREP_HN = re.compile(r"^([^\s:\[(]+):(\d+)([:-])")
-_GREP_N = re.compile(r"^(\d+)([:-])(?=\S)")
-_NUM_SPACE = re.compile(r"^\s*(\d+): ")
+_CAT_N = re.compile(r"^\s*(\d{1,18})\t")
+_GUTTER = re.compile(r"^\s*(\d{1,18})\s*[|│] ?")
+_GREP_HN = re.compile(r"^([^\s:\[(]+):(\d{1,18})([:-])")
+_GREP_N = re.compile(r"^(\d{1,18})([:-])(?=\S)")
+_NUM_SPACE = re.compile(r"^\s*(\d{1,18}): ")
 _LOGFILE = re.compile(r"(?:\.(?:log|txt|out|err|stdout|stderr)(?:\.\d+)?|stdout|stderr)$", re.I)
 _NCCL_AFTER = re.compile(r"^\d+ \[\d+\]|^\d+ NCCL")
 
@@ -224,7 +237,7 @@ def _peel_outer(text: str, ctx: FileContext) -> tuple[str, _Outer]:
 
 def _int32(text: str | None) -> int | None:
     """A rank: digits that fit Int32, else None (``[rank2147483648]:`` names no rank)."""
-    if text is None or len(text) > 30:
+    if text is None or len(text) > 30:        # more digits cannot fit, and past 4300 int() raises
         return None
     v = int(text)
     return v if v < 2 ** 31 else None
@@ -275,7 +288,7 @@ _HYDRA = re.compile(r"^\[(\d+)\] (?=\S)")
 _RAY = re.compile(
     r"^\((?P<name>[\w.:-]+)(?: (?:rank=(?P<rank>\d+)|[A-Za-z_]+\d+))* pid=(?P<pid>\d+)(?:, ip=(?P<ip>[^)\s]+))?\)\s?"
 )
-_RAY_REPEAT = re.compile(r"\s*\[repeated (\d+)x across cluster\]\s*$")
+_RAY_REPEAT = re.compile(r"\s*\[repeated (\d{1,18})x across cluster\]\s*$")
 #: an SGR colour code whose escape byte was lost in a paste (`` [36m(RayWorker pid=1) [0m ...``): at
 #: the line start or after a space, with the space that stood for the escape byte
 _SGR_HINT = re.compile(r"\[\d{1,3}(?:;\d{1,3})*m")
@@ -317,6 +330,8 @@ _APP = re.compile(
     r"| (?P<l4>" + _LVL + r")(?: (?P<n4>[\w.<>-]+):)? "                  # asctime LEVEL name: msg
     r")"
 )
+#: the bytes twin of ``[RANK N] `` + :data:`_APP` for the loader's continuation test (:func:`continues_b`)
+_APP_B = re.compile(rb"(?:\[(?:RANK|Rank|rank)[ :]?\d+\] ?)?" + _APP.pattern[1:].encode())
 # vLLM's logger: "ERROR 07-24 08:26:01 multiproc_worker_utils.py:226] " (newer: "[file.py:NN] ")
 _VLLM = re.compile(
     r"^(?P<lvl>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL) (?P<md>\d\d-\d\d) (?P<hms>\d\d:\d\d:\d\d)(?:[.,](?P<frac>\d{1,9}))? "
@@ -475,8 +490,78 @@ def _strip(text: str, hosts: set[str], ctx: FileContext, allow_srun: bool = True
         p.kinds.append("app_rank")
         s = s[m.end():]
     s = _strip_header(s, p, ctx)
+    for _ in range(_MAX_CHAIN):
+        rest = _peel_inner(s, p, ctx)
+        if rest is None:
+            break
+        s = rest
     p.message = s
     return p
+
+
+#: layers peeled after the first header (a chain seldom has more than three)
+_MAX_CHAIN = 6
+#: level words a header of :func:`_strip_header` may start with (vLLM, ``logging``'s old format, Rich)
+_LEVEL_WORDS = ("DEBUG", "INFO", "WARN", "ERROR", "CRITICAL")
+
+
+def _peel_inner(s: str, p: _Parsed, ctx: FileContext) -> str | None:
+    """One more layer of a prefix chain, found after the layers :func:`_strip` took in their usual
+    order: an app logger's header wrapping a torchrun line (``[RANK 1] 2025-01-01 12:00:00 [ERROR]
+    trainer: [rank1]: Traceback ...``), a glog header after that, a kubectl/syslog time inside an app
+    logger's message ... Returns the rest, or None when ``s`` starts with no layer.
+
+    A rank, local rank or label already found is kept (the outer layer said it first); time, host,
+    pid, severity and origin come from the innermost layer that has them, as for the first header.
+    """
+    if not s or "nccl" in p.kinds or "rich_box" in p.kinds:
+        return None
+    c = s[0]
+    if not (c == "[" or c.isdigit() or (c in "DIWECFV" and s[1:2].isdigit()) or s.startswith(_LEVEL_WORDS)
+            or (s[:3] in _MONTHS and s[3:4] == " ")):
+        return None                 # most messages: nothing here can be a layer
+    if s[0] == "[":
+        m = _TEMPLATE.match(s)
+        if m:
+            if p.local_rank is None:
+                p.label_rank = p.label_rank if p.label_rank is not None else _int32(m.group("r"))
+                p.local_rank = _int32(m.group("lr"))
+            p.kinds.append("torchrun")
+            return s[m.end():]
+        m = _TORCHRUN.match(s)
+        if m and m.group("role") != "rank":
+            if p.local_rank is None:
+                p.local_rank = _int32(m.group("lr"))
+            p.kinds.append("torchrun")
+            return s[m.end():]
+        m = _RANK.match(s)
+        if m:
+            if p.rank is None:
+                p.rank = _int32(m.group(1))
+            p.kinds.append("rank")
+            return s[m.end():]
+        m = _APP_RANK.match(s)
+        if m:
+            if p.label_rank is None:
+                p.label_rank = _int32(m.group(1))
+            p.kinds.append("app_rank")
+            return s[m.end():]
+    m = _OUT_ISO.match(s) if s[0].isdigit() else _OUT_SYSLOG.match(s)
+    if m:
+        if s[0].isdigit():
+            p.t_wall = _rfc3339(m) or p.t_wall
+            p.kinds.append("timestamp")
+        else:
+            p.host = m.group("host")
+            p.pid = _int64(m.group("pid")) if m.group("pid") else p.pid
+            p.t_wall = _syslog_time(m, ctx) or p.t_wall
+            p.kinds.append("syslog")
+        return s[m.end():]
+    n = len(p.kinds)
+    rest = _strip_header(s, p, ctx)
+    if len(p.kinds) > n and rest != s:
+        return rest
+    return None
 
 
 def _strip_header(s: str, p: _Parsed, ctx: FileContext) -> str:
@@ -500,7 +585,7 @@ def _strip_header(s: str, p: _Parsed, ctx: FileContext) -> str:
     if m:
         p.severity, p.origin = _LEVELS.get(m.group("lvl"), m.group("lvl")[:1]), m.group("where")
         p.t_wall = _iso_time(m.group("date"), m.group("hms"), int(m.group("ms")) * 1000, ctx)
-        if m.group("r") is not None and int(m.group("r")) >= 0:
+        if m.group("r") is not None and not m.group("r").startswith("-"):
             p.label_rank = _int32(m.group("r"))
         p.kinds.append("deepspeed")
         return s[m.end():]
@@ -576,6 +661,22 @@ def _strip_header(s: str, p: _Parsed, ctx: FileContext) -> str:
         p.kinds.append("sglang")
         return s[m.end():]
     return s
+
+
+def continues_b(prev: bytes, line: bytes) -> bool:
+    """The loader's continuation test (:func:`denpex_nb.ingest.scan.is_continuation`) for a line
+    whose prefix chain holds an application logger's header (``[RANK 1] 2025-01-01 12:00:00 [ERROR]
+    trainer: [rank1]:     body(...)``, also after collector wrappers and torchrun tags): what
+    follows the header decides, as it would without the header."""
+    from .scan import _PREFIX_RUN, _peel, is_continuation
+
+    s = _peel(line[:-1] if line.endswith(b"\r") else line)
+    cut = _PREFIX_RUN.match(s).end()
+    m = _APP_B.match(s, cut) if s[cut:cut + 1] in (b"[", b"0", b"1", b"2") else None
+    if m is None:
+        return False
+    rest = s[m.end():]
+    return is_continuation(prev, rest) if rest else True      # a header with nothing after it: a blank line
 
 
 def parse_header(text: str, ctx: FileContext | None = None) -> Line:
@@ -685,11 +786,32 @@ def _has_prefix(text: str, hosts: set[str], ctx: FileContext) -> bool:
     return bool(p.kinds)
 
 
-def _is_wrapped_tail(prev: str, cur: str, hosts: set[str], ctx: FileContext) -> bool:
-    """Is ``cur`` the hard-wrapped continuation of ``prev`` (§1 "Hard-wrapped lines")?"""
+def _piece_spans(n: int, count: int, offsets: list[int] | None, skip: int, pieces: list[str]) -> list[tuple[int, int]]:
+    """(first line number, physical lines) of each piece a logical line was split into (merged
+    ranks): by where the piece starts and ends among the physical lines joined into it (``offsets``
+    into the joined text; ``skip`` characters of prefixes came off its front)."""
+    if len(pieces) == 1:
+        return [(n, count)]
+    from bisect import bisect_right
+
+    spans, pos = [], skip
+    for k, p in enumerate(pieces):
+        a = 0 if k == 0 else bisect_right(offsets, pos) - 1
+        end = pos + len(p)
+        b = count - 1 if k == len(pieces) - 1 else bisect_right(offsets, max(pos, end - 1)) - 1
+        spans.append((n + a, b - a + 1))
+        pos = end
+    return spans
+
+
+def _is_wrapped_tail(prev: str, cur: str, hosts: set[str], ctx: FileContext,
+                     widths: frozenset[int] = _WRAP_WIDTHS) -> bool:
+    """Is ``cur`` the hard-wrapped continuation of ``prev`` (§1 "Hard-wrapped lines")? For pastes
+    without a file-wide wrap width (see :mod:`.hardwrap` for those): a common width or an open
+    bracket."""
     if not cur or not prev:
         return False
-    at_width = len(prev) in _WRAP_WIDTHS
+    at_width = len(prev) in widths
     open_ = prev.count("(") > prev.count(")") or prev.count("[") > prev.count("]")
     if not (at_width or open_):
         return False
@@ -711,9 +833,9 @@ def _is_rich_tail(cur: str, hosts: set[str], ctx: FileContext) -> bool:
     return not _has_prefix(cur, hosts, ctx)
 
 
-def _join(joined: str, last: str, cur: str) -> str:
+def _join(joined: str, last: str, cur: str, widths: frozenset[int] = _WRAP_WIDTHS) -> str:
     """Append a wrapped tail: verbatim after a cut at a wrap width (mid-token), else with a space."""
-    if len(last) in _WRAP_WIDTHS or last.endswith((" ", "(", "[")) or cur.startswith((" ", ")", "]")):
+    if len(last) in widths or last.endswith((" ", "(", "[")) or cur.startswith((" ", ")", "]")):
         return joined + cur
     return joined + " " + cur
 
@@ -731,33 +853,115 @@ def to_lines(physical: list[tuple[int, str]], ctx: FileContext) -> list[Line]:
     return _to_lines(physical, ctx)
 
 
+#: line-start prefixes that ordinary text can look like (``12: ``, ``[3] x``, ``host: ``, ``5Z ``, a
+#: level word): in a hard-wrapped file they mark a new line only where the head line has them too
+_WEAK_KINDS = frozenset({"srun", "mpi", "pdsh", "cut_time", "rich"})
+
+
+def _line_start(text: str, ctx: FileContext) -> tuple[list[str], list[str]]:
+    """(collector wrapper kinds, launcher/rank/header kinds) at the start of a physical line."""
+    body, outer = _peel_outer(strip_ansi(text), ctx)
+    return outer.kinds, _strip(body, set(), ctx).kinds
+
+
+def _is_hard_wrap_tail(text: str, head: tuple[list[str], list[str]], ctx: FileContext) -> bool:
+    """In a file hard-wrapped at a known width: is ``text`` (the physical line after one that fills
+    the width) the rest of that logical line, whose first physical line had the prefixes ``head``?
+
+    A tail carries none of the file's line-start prefixes: no collector wrapper; when the head had
+    none, no launcher/rank tag or header either, and nothing that starts a record of its own (an
+    unprefixed ``terminate called`` after a ``[rank1]:`` line is C++ stderr, not a tail; after an
+    unprefixed head any exception-like start counts too, after a tagged one only whole phrases: a
+    cut leaves ``meError: ...``). Prefixes that ordinary text can look like count only when the
+    head has the same kind.
+    """
+    if not text:
+        return False
+    outer, inner = _line_start(text, ctx)
+    head_outer, head_inner = head
+    if any(k not in _WEAK_KINDS or k in head_outer for k in outer):
+        return False
+    if head_outer:
+        return True
+    if any(k not in _WEAK_KINDS or k in head_inner for k in inner):
+        return False
+    if head_inner:      # after a tagged line: unprefixed C++ stderr and traceback heads, not a cut word ("meError:")
+        return not (_CPP_CONT.match(text) or _OWN_RECORD.match(text))
+    return not (_RECORD_START.match(text) or _CPP_CONT.match(text))
+
+
+#: whole phrases that start a record of their own even where the line before was cut at the width
+_OWN_RECORD = re.compile(r"^(?:Traceback \(most recent call last\)|During handling of|The above exception was"
+                         r"|Fatal Python error|\s+File \")")
+
+
+def _unwrap(physical: list[tuple[int, str]], width: int,
+            ctx: FileContext) -> list[tuple[int, int, str, list[int] | None]]:
+    """Join the physical lines of a file hard-wrapped at ``width`` (:mod:`.hardwrap`) into logical
+    lines: (first line number, physical lines, text joined verbatim, offset of each piece in it)."""
+    from .hardwrap import MAX_PIECES, at_width
+
+    out: list[tuple[int, int, str, list[int] | None]] = []
+    i, n = 0, len(physical)
+    while i < n:
+        first, text = physical[i]
+        j = i + 1
+        if at_width(text, width) and j < n:
+            head = _line_start(text, ctx)
+            pieces = [text]
+            last = text
+            while j < n and physical[j][0] == first + len(pieces) and at_width(last, width) \
+                    and len(pieces) < MAX_PIECES and _is_hard_wrap_tail(physical[j][1], head, ctx):
+                last = physical[j][1]
+                pieces.append(last)
+                j += 1
+            if len(pieces) > 1:
+                offsets, k = [], 0
+                for p in pieces:
+                    offsets.append(k)
+                    k += len(p)
+                out.append((first, len(pieces), "".join(pieces), offsets))
+                i = j
+                continue
+        out.append((first, 1, text, None))
+        i = j
+    return out
+
+
 def _to_lines(physical: list[tuple[int, str]], ctx: FileContext) -> list[Line]:
-    texts = [strip_ansi(t) for _, t in physical]
+    width = ctx.options.get("wrap_width")
+    # hard-wrapped lines joined first (n, physical lines, text, piece offsets); else each line alone
+    groups = _unwrap(physical, int(width), ctx) if width else None
+    raw_texts = [t for _, t in physical] if groups is None else [g[2] for g in groups]
+    texts = [strip_ansi(t) for t in raw_texts]
     texts = [_LOST_SGR.sub("", t) if "m" in t and _SGR_HINT.search(t) else t for t in texts]
     peeled = [_peel_outer(t, ctx) for t in texts]
     bodies = [b for b, _ in peeled]
     ln_kind = _line_number_kind(bodies)
     stripped: list[tuple[int, str, str | None, _Outer]] = []
-    for (n, _), (b, outer) in zip(physical, peeled):
+    for n, (b, outer) in zip([x[0] for x in (physical if groups is None else groups)], peeled):
         body, fname = _strip_line_number(b, ln_kind)
         stripped.append((n, body, fname, outer))
     hosts = _accepted_hosts([b for _, b, _, _ in stripped])
+    # the width rule of pastes without a file-wide width (below) is off where the width is known
+    widths = frozenset() if width else _WRAP_WIDTHS
 
     # split merged lines, then join wrapped ones
     logical: list[list[Any]] = []
-    for n, body, fname, outer in stripped:
+    for k, (n, body, fname, outer) in enumerate(stripped):
         pieces = _split_merged(body, hosts, ctx)
+        count, offsets = (1, None) if groups is None else (groups[k][1], groups[k][3])
         first = pieces[0][0]
-        if logical and logical[-1][0] + logical[-1][1] == n and not outer.kinds \
-                and _is_wrapped_tail(logical[-1][3], first, hosts, ctx):
+        if count == 1 and logical and logical[-1][0] + logical[-1][1] == n and not outer.kinds \
+                and _is_wrapped_tail(logical[-1][3], first, hosts, ctx, widths):
             prev = logical[-1]
-            prev[2] = _join(prev[2], prev[3], first)
+            prev[2] = _join(prev[2], prev[3], first, widths)
             prev[3] = first
             prev[1] += 1
             prev[5] = None
             pieces = pieces[1:]
-        elif logical and logical[-1][7] and logical[-1][0] + logical[-1][1] == n and len(pieces) == 1 \
-                and _is_rich_tail(first, hosts, ctx):
+        elif count == 1 and logical and logical[-1][7] and logical[-1][0] + logical[-1][1] == n \
+                and len(pieces) == 1 and _is_rich_tail(first, hosts, ctx):
             # Rich wrapped its message column: the tail goes before the right-aligned file column
             prev = logical[-1]
             f = _RICH_FILE.search(prev[2])
@@ -766,11 +970,18 @@ def _to_lines(physical: list[tuple[int, str]], ctx: FileContext) -> list[Line]:
             prev[1] += 1
             prev[5] = None
             pieces = []
-        for piece, parsed in pieces:
-            # [lineno, n_lines, joined text, last physical segment (for the width test), grep file,
-            #  parsed, outer wrappers, a Rich log record with its file column (its tail may wrap)]
-            rich = parsed is not None and "rich" in parsed.kinds and parsed.origin is not None
-            logical.append([n, 1, piece, piece, fname, parsed, outer, rich])
+        if offsets is None:
+            for piece, parsed in pieces:
+                # [lineno, n_lines, joined text, last physical segment (for the width test), grep
+                #  file, parsed, outer wrappers, a Rich log record with its file column (its tail may wrap)]
+                rich = parsed is not None and parsed.origin is not None and "rich" in parsed.kinds
+                logical.append([n, count, piece, piece, fname, parsed, outer, rich])
+            continue
+        spans = _piece_spans(n, count, offsets, len(raw_texts[k]) - len(body), [p for p, _ in pieces])
+        for (piece, parsed), (pn, pcount) in zip(pieces, spans):
+            rich = parsed is not None and parsed.origin is not None and "rich" in parsed.kinds
+            # "\0": a hard-wrapped line ended short of the width, the paste rule never joins after it
+            logical.append([pn, pcount, piece, "\0", fname, parsed, outer, rich])
 
     lines: list[Line] = []
     prev_line: Line | None = None

@@ -435,9 +435,27 @@ class BlockScanner:
 
         Returns (bytes processed, line number of the next unprocessed line). Stops before a last
         block that touches the end of ``buf`` unless ``final`` or the block starts at offset 0.
+        A hard-wrapped file (:mod:`denpex_nb.ingest.hardwrap`, width decided once from the file's
+        first bytes) is searched unwrapped, its tails join blocks and no logical line is cut.
         """
+        from dataclasses import replace
+
+        from . import hardwrap
+        from .prefixes import continues_b
+
+        if "wrap_width" not in self.ctx.options:
+            if len(buf) < hardwrap.WRAP_SAMPLE and not final:
+                return 0, lineno                 # the width is decided on the same bytes for any chunk size
+            self.ctx = replace(self.ctx, options={**self.ctx.options, "wrap_width": hardwrap.detect_width(
+                buf[:buf.rfind(b"\n", 0, hardwrap.WRAP_SAMPLE) + 1])})
+        wrap = self.ctx.options["wrap_width"]
+        if wrap and not final:
+            cut = hardwrap.safe_end(buf, wrap)
+            if cut == 0 and len(buf) < CARRY_CAP:
+                return 0, lineno
+            buf = buf[:cut] if cut else buf
         n_buf = len(buf)
-        starts, masks = self.matcher.line_hits(buf)
+        starts, masks = hardwrap.line_hits(self.matcher, buf, wrap) if wrap else self.matcher.line_hits(buf)
         find = buf.find
         pos = 0            # first unprocessed byte (always a line start)
         ln = lineno        # its line number
@@ -465,7 +483,10 @@ class BlockScanner:
                     mask |= masks[i]
                     i += 1
                     warn_left = _warning_opens(buf, be, nxt_end) or _warning_next(buf, be, warn_left)
-                elif is_continuation(buf[prev_s:be - 1], buf[be:nxt_end - 1]):
+                elif (wrap and hardwrap.joins_b(buf[prev_s:be - 1], buf[be:nxt_end - 1], wrap)) or \
+                        is_continuation(buf[prev_s:be - 1], nxt := (
+                            hardwrap.logical_start(buf, be, wrap) if wrap else buf[be:nxt_end - 1])) or \
+                        continues_b(buf[prev_s:be - 1], nxt):
                     warn_left = _warning_next(buf, be, warn_left)
                 elif warn_left and _warning_body(buf[be:nxt_end - 1]):
                     warn_left -= 1           # a line of a multi-line warning message

@@ -260,3 +260,15 @@ def test_messy_copy_of_a_real_log_parses_like_the_clean_one():
 
     assert summary(messy) == summary(clean)
     assert len(messy) > len(clean)          # the DETAIL lines really were wrapped
+
+
+def test_thousands_of_digits_name_nothing_and_never_raise():
+    big = "9" * 5000           # int() refuses past 4300 digits
+    for text in [f"[rank{big}]: boom", f"{big}:[rank1]: boom", f"{big}\t[rank1]: boom", f"  {big}: boom",
+                 f"x.log:{big}:[rank1]: boom", f"(RayWorker pid={big}) boom [repeated {big}x across cluster]",
+                 f"[2024-01-01 12:00:00,123] [INFO] [engine.py:1] [Rank {big}] boom",
+                 f"[RANK 1] 2025-01-01 12:00:00 [ERROR] trainer: [rank{big}]: boom"]:
+        ln = parse_header(text)
+        assert ln.rank in (None, 1), text[:60]
+    lines = to_lines([(1, f"{big}:[rank1]: a"), (2, f"{big}:[rank1]: b")], FileContext(file="t.log"))
+    assert lines and all(ln.rank in (None, 1) for ln in lines)

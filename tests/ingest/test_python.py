@@ -3,6 +3,10 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
+import pytest
+
+import denpex_nb as dx
+from denpex_nb.incident import TRUNCATED_TRACEBACK
 from denpex_nb.ingest.python import PythonReader
 
 from ._text_helpers import one, run
@@ -268,6 +272,46 @@ def test_message_announced_before_the_traceback():
 
 
 def test_a_bare_prefix_before_traceback_is_no_announced_message():
-    # a header the prefix stripper left in place ("[rank1]: " behind an app logger's header) is no message
+    # "[rank1]: " behind an app logger's header is peeled (a prefix chain), never an announced message:
+    # the line reads as the plain torchrun line does
     out = run(R, ["[RANK 1] 2025-01-01 12:00:03 [INFO] trainer: [rank1]: Traceback (most recent call last):"])
-    assert out.errors == []
+    plain = run(R, ["[rank1]: Traceback (most recent call last):"])
+    strip = lambda rows: [{k: v for k, v in r.items() if k != "t_wall"} for r in rows]   # noqa: E731
+    assert strip(out.errors) == strip(plain.errors)
+    assert [e["message"] for e in out.errors] == [TRUNCATED_TRACEBACK] and out.errors[0]["rank"] == 1
+
+
+APP = "[RANK 1] 2025-01-01 12:00:0{s} [ERROR] trainer: "
+FRAMES = ["Traceback (most recent call last):", '  File "/work/train.py", line 30, in broken',
+          '    raise ValueError(f"corrupt sample in batch {BAD_STEP}")',
+          "ValueError: corrupt sample in batch 3 on rank 1: expected 16 features, got 15"]
+
+
+@pytest.mark.parametrize("chain", [
+    "{app}[rank1]: ",                                         # app logger around torchrun's prefix
+    "[default1]:{app}[rank1]: ",                              # torchrun --tee around both
+    "2024-05-01T12:00:00.123456789Z [default1]:{app}[rank1]: ",    # kubectl, then the rest
+    "May  1 12:00:03 node1 python[3871]: {app}[rank1]: ",     # syslog, then the rest
+    "[rank1]: {app}",                                         # the app logger inside torchrun's prefix
+    "{app}2024-05-01T12:00:00.123456789Z [rank1]: ",          # a collector time inside the app's message
+    "rank1.log:{app}[default1]:[rank1]: ",                    # grep -H, app, torchrun, rank
+])
+def test_prefix_chains_in_any_order_give_one_traceback(chain, tmp_path):
+    lines = [chain.format(app=APP.format(s=k % 10)) + t for k, t in enumerate(FRAMES)]
+    (tmp_path / "log.txt").write_text("\n".join(lines) + "\n")
+    inc = dx.load(str(tmp_path / "log.txt"), progress=False)
+    exc = inc.errors[inc.errors["kind"] == "exception"]
+    assert list(exc["message"]) == [FRAMES[-1]], lines
+    assert list(exc["rank"]) == [1]
+    assert exc["frames"].iloc[0] == "/work/train.py:30 in broken"
+    s = inc.sources
+    assert int(s["lines_parsed"].iloc[0]) == len(lines) and int(s["lines_unparsed"].iloc[0]) == 0
+
+
+def test_a_glog_header_after_the_rank_prefix_after_an_app_header():
+    from denpex_nb.ingest.prefixes import parse_header
+
+    ln = parse_header(APP.format(s=0) + "[rank3]:[E1129 22:27:23.883942729 ProcessGroupNCCL.cpp:688] [Rank 3] Watchdog "
+                      "caught collective operation timeout")
+    assert ln.rank == 3 and ln.severity == "E" and ln.origin == "ProcessGroupNCCL.cpp:688"
+    assert ln.text.startswith("[Rank 3] Watchdog") and ln.prefixes == ("app_rank", "applog", "rank", "glog_cpp")
