@@ -215,14 +215,16 @@ def _collective_rows(events: pd.DataFrame) -> pd.DataFrame:
 def _coverage(g: np.ndarray, r: np.ndarray, s: np.ndarray) -> pd.DataFrame:
     """First and last seq per (group, rank), with dense numpy reductions (ranks are small ints)."""
     gi, gu = pd.factorize(g)
-    width = int(r.max()) + 1
-    k = gi.astype(np.int64) * width + r
+    ri, ru = pd.factorize(r)          # dense rank codes: a rank number like 2**31 costs nothing
+    width = max(len(ru), 1)
+    k = gi.astype(np.int64) * width + ri
     lo = np.full(len(gu) * width, np.iinfo(np.int64).max)
     hi = np.full(len(gu) * width, np.iinfo(np.int64).min)
     np.minimum.at(lo, k, s)
     np.maximum.at(hi, k, s)
     seen = np.flatnonzero(hi != np.iinfo(np.int64).min)
-    return pd.DataFrame({"g": gu[seen // width], "r": seen % width, "min": lo[seen], "max": hi[seen]})
+    return pd.DataFrame({"g": gu[seen // width], "r": np.asarray(ru)[seen % width], "min": lo[seen],
+                         "max": hi[seen]})
 
 
 def _as_cat(s: pd.Series) -> pd.Series:
