@@ -199,7 +199,9 @@ def _run(command: str, case: str, tmp_path) -> subprocess.CompletedProcess:
     args, stdin = _make(case, tmp_path)
     if command == "report":
         args = args + ["-o", str(tmp_path / "out" / "report.html")]
-    env = dict(os.environ, DENPEX_MAX_DECOMPRESSED="20M", PYTHONWARNINGS="ignore")
+    # this checkout's code, whatever the environment has installed
+    path = os.pathsep.join([ROOT] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []))
+    env = dict(os.environ, DENPEX_MAX_DECOMPRESSED="20M", PYTHONWARNINGS="ignore", PYTHONPATH=path)
     env.pop("DENPEX_STRICT", None)
     try:
         return subprocess.run([sys.executable, "-m", "denpex_nb.cli", command, *args], input=stdin or b"",
