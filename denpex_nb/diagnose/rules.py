@@ -351,9 +351,32 @@ def divergences(ctx: Context) -> list[Finding]:
     ends early is a cut, wrapped or partial copy (trace files and Flight Recorder dumps are
     complete per rank, so their ends count either way)."""
     failed = bool(len(ctx.state)) and bool(ctx.state["failed"].any())
+    level = _complete_record_levels(ctx.alignment)
     divs = [d for d in ctx.alignment.divergences
-            if failed or d.kind != "missing" or d.seq_kind in COMPLETE_RECORDS]
+            if d.kind != "missing" or d.seq_kind in COMPLETE_RECORDS
+            or (failed and not _contradicted_by_complete_records(d, level))]
     return from_divergences(divs, ctx.texts, ctx.group_size)
+
+
+def _complete_record_levels(alignment) -> dict[int, bool]:
+    """Per rank with a complete record (trace, FR): True when it reached the furthest seq of its
+    group there (it is not behind), False when it is behind."""
+    out: dict[int, bool] = {}
+    for d in alignment.divergences:
+        if d.kind == "missing" and d.seq_kind in COMPLETE_RECORDS:
+            for r in d.missing:
+                out[int(r)] = False
+    for (_, kind), members in alignment.members.items():
+        if kind in COMPLETE_RECORDS:
+            for r in members:
+                out.setdefault(int(r), True)
+    return out
+
+
+def _contradicted_by_complete_records(d, level: dict[int, bool]) -> bool:
+    """A log-line counter says these ranks fell behind, but their complete records (tracer, Flight
+    Recorder) show them as far as everyone: the log copy was cut, not the rank."""
+    return bool(d.missing) and all(level.get(int(r)) is True for r in d.missing)
 
 
 COMPLETE_RECORDS = COMPLETE_RECORD_KINDS

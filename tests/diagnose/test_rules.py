@@ -291,3 +291,18 @@ def test_a_failing_rule_becomes_a_note_not_a_traceback(monkeypatch):
     import pytest
     with pytest.raises(ValueError):
         diagnose(incident(steps(2, 2)), strict=True)
+
+
+def test_a_cut_log_does_not_outvote_complete_tracer_records():
+    """Rank 0's log lines (DETAIL counter) end early because the copy was cut; its tracer record
+    shows it as far as rank 1: the log is cut, not the rank. The shape mismatch is the verdict."""
+    trace = steps(3, 2) + [ev(r, 3, op="all_gather", shape=(3, 4) if r == 1 else (5, 4), state="failed")
+                           for r in range(3)]
+    detail = [ev(r, s, kind="detail", shape=(16,)) for r in range(3) for s in range(0, 3) if r != 0 or s < 1]
+    d = diagnose(incident(trace + detail, [err(1, "gloo_timeout", GLOO_TIMEOUT)]))
+    assert (d.verdict, d.culprit_ranks, d.first.seq_kind) == ("shape-mismatch", [1], "trace")
+    assert not any(f.class_id == "rank-desync" for f in d.findings)
+    # the same log cut, but the tracer shows rank 0 really behind: the desync stands
+    behind = [e for e in trace if not (e["rank"] == 0 and e["seq"] == 3)]
+    d2 = diagnose(incident(behind + detail, [err(1, "gloo_timeout", GLOO_TIMEOUT)]))
+    assert any(f.class_id == "rank-desync" and f.seq_kind == "detail" for f in d2.findings)
