@@ -121,7 +121,16 @@ def _nothing_read(incident) -> bool:
     no rank record (a parsed NCCL INFO line is evidence that the job ran, if nothing else)."""
     return (incident.lines.parsed == 0 and len(incident.events) == 0
             and len(incident.errors.query("kind != 'load_error'")) == 0
-            and len(incident.progress) == 0 and len(incident.ranks) == 0)
+            and len(incident.progress) == 0 and not _ranks_say_anything(incident.ranks))
+
+
+def _ranks_say_anything(ranks) -> bool:
+    """A ranks row that only names a rank (from a ``[rankN]:`` prefix on unread lines) is no evidence."""
+    if ranks is None or not len(ranks):
+        return False
+    cols = [c for c in ("host", "pid", "exit_code", "signal", "first_error_t", "last_seq_enqueued",
+                        "last_seq_completed", "world_size") if c in ranks.columns]
+    return bool(cols) and bool(ranks[cols].notna().to_numpy().any())
 
 
 def _no_evidence(incident) -> Finding:

@@ -306,3 +306,11 @@ def test_a_cut_log_does_not_outvote_complete_tracer_records():
     behind = [e for e in trace if not (e["rank"] == 0 and e["seq"] == 3)]
     d2 = diagnose(incident(behind + detail, [err(1, "gloo_timeout", GLOO_TIMEOUT)]))
     assert any(f.class_id == "rank-desync" and f.seq_kind == "detail" for f in d2.findings)
+
+
+def test_ranks_known_only_by_a_prefix_are_no_evidence_not_an_all_clear():
+    """Unread lines under `[defaultN]:` prefixes name ranks but say nothing of their state."""
+    d = diagnose(incident(ranks=[dict(rank=0, local_rank=0), dict(rank=1, local_rank=1)]))
+    assert d.verdict == "no-evidence"
+    ended = diagnose(incident(ranks=[dict(rank=0, exit_code=0), dict(rank=1, exit_code=0)]))
+    assert ended.verdict == "no-failure"
