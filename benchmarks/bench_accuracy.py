@@ -5,7 +5,7 @@ truth recorded from the thread (acceptable classes, culprit or "not determinable
 diagnoses every case as a user would and prints one row per case, then the totals: verdicts
 right, invented culprits, false all-clears (``no-failure`` where a rank failed), and the share of
 ``high``-confidence verdicts that are right. Writes ``benchmarks/results/bench_accuracy.json``,
-which ``tests/diagnose/test_wild.py`` holds the code to (the totals may not regress).
+which ``tests/analysis/test_wild.py`` holds the code to (the totals may not regress).
 
     python benchmarks/bench_accuracy.py            # every case
     python benchmarks/bench_accuracy.py --filter vllm --no-write

@@ -3,7 +3,7 @@
     python benchmarks/bench_diagnose_fr.py                      # 1024 ranks x 2000 entries + sweep 64, 256
     python benchmarks/bench_diagnose_fr.py --ranks 64 --sweep "" --frtrace-timeout 120   # quick
 
-Synthetic pickled dumps (denpex_nb.diagnose.frcompare.write_synthetic_dumps: NCCL-style schema,
+Synthetic pickled dumps (denpex_nb.testing.frcompare.write_synthetic_dumps: NCCL-style schema,
 protocol 2) with one planted size mismatch on one rank at the last collective. torchfrtrace runs
 in a subprocess with a hard timeout; when it hits the cap its time is reported as a lower bound
 (the ratio then too). Also measured: the floor of just unpickling the dumps with the C pickle
@@ -33,7 +33,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from denpex_nb.diagnose.frcompare import run_torchfrtrace, write_synthetic_dumps  # noqa: E402
+from denpex_nb.testing.frcompare import run_torchfrtrace, write_synthetic_dumps  # noqa: E402
 from denpex_nb.ingest.flight_recorder import DECODER_ENV, compiled_decoder_enabled  # noqa: E402
 
 

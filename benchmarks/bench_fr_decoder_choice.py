@@ -27,7 +27,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from denpex_nb.diagnose.frcompare import write_synthetic_dumps  # noqa: E402
+from denpex_nb.testing.frcompare import write_synthetic_dumps  # noqa: E402
 
 MODES = ("compiled", "python", "unpickle", "auto")
 

@@ -5,7 +5,7 @@
 
 Every case is a byte string built from a seed and its index (so any case can be rebuilt): random
 bytes, byte flips / truncations / splices / insertions of recorded dumps (data/recorded/gloo/*/*/fr)
-and synthetic dumps (diagnose.frcompare.write_synthetic_dumps), length-field and memo-index
+and synthetic dumps (testing.frcompare.write_synthetic_dumps), length-field and memo-index
 inflation, deep nesting, shared-reference bombs, random plain-data objects and random FR dumps
 pickled with protocols 0-5 (FR dumps 2-5, with shared entries and shapes), and random opcode
 programs (stack, mark and memo opcodes of every protocol, a harmless global now and then).
@@ -63,7 +63,7 @@ RLIMIT_AS = 3 << 30
 
 def build_corpus(folder: Path) -> None:
     """Recorded dumps + a few synthetic ones, as files in ``folder`` (done once by the parent)."""
-    from denpex_nb.diagnose.frcompare import PLANTS, write_synthetic_dumps
+    from denpex_nb.testing.frcompare import PLANTS, write_synthetic_dumps
 
     folder.mkdir(parents=True, exist_ok=True)
     for i, path in enumerate(sorted(glob.glob(str(ROOT / "data" / "recorded" / "gloo" / "*" / "*" / "fr" / "*")))):

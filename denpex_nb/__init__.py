@@ -5,16 +5,17 @@
 >>> diagnosis = dx.diagnose(incident)    # align ranks, name divergence, culprit, fix
 >>> diagnosis                            # shows itself in Jupyter and in a terminal
 
-Heavy dependencies (torch, Jupyter) are imported lazily: reading logs needs neither.
+The facade is lazy: ``import denpex_nb`` (and ``import denpex_nb.trace``, the line added to every
+training rank) loads neither pandas nor the analysis; each name below is imported on first use.
+The analysis lives in the sub-package :mod:`denpex_nb.analysis`, so the function
+:func:`diagnose` never collides with a module of the same name.
 """
 from __future__ import annotations
 
+import importlib
+
 from .errors import DenpexError, InputError, UsageError
-from .incident import Incident
-# Imported eagerly: the sub-package denpex_nb.diagnose would otherwise shadow the function
-# ``diagnose`` as an attribute of this package after its first import.
-from .diagnose import diagnose
-from .diagnose.model import Diagnosis
+
 
 def _version() -> str:
     """The installed distribution's version (pyproject.toml is the one place it is written)."""
@@ -30,16 +31,40 @@ __version__ = _version()
 __all__ = ["load", "diagnose", "Incident", "Diagnosis", "DenpexError", "InputError", "UsageError", "__version__"]
 
 
-def load(*paths, **options) -> Incident:
-    """Read logs and dumps into an :class:`Incident`. See :func:`denpex_nb.ingest.load`."""
+def load(*paths, **options):
+    """Read logs and dumps into an :class:`~denpex_nb.incident.Incident`. See :func:`denpex_nb.ingest.load`."""
     from .ingest import load as _load
 
     return _load(*paths, **options)
 
 
-def __getattr__(name):
-    import importlib
+def diagnose(incident, **options):
+    """Say what went wrong and where: a :class:`~denpex_nb.analysis.model.Diagnosis`.
 
-    if name in {"ingest", "plot", "widgets", "report", "repro", "fixes", "trace", "catalog"}:
-        return importlib.import_module(f".{name}", __name__)
-    raise AttributeError(name)
+    See :func:`denpex_nb.analysis.diagnose`."""
+    from .analysis import diagnose as _diagnose
+
+    return _diagnose(incident, **options)
+
+
+#: names imported on first use: attribute -> (module, attribute or None for the module itself)
+_LAZY = {
+    "Incident": (".incident", "Incident"),
+    "Diagnosis": (".analysis.model", "Diagnosis"),
+    **{name: (f".{name}", None) for name in (
+        "analysis", "ingest", "plot", "widgets", "report", "repro", "fixes", "trace", "catalog",
+        "redact", "teach", "vocab", "incident")},
+}
+
+
+def __getattr__(name):
+    try:
+        module, attribute = _LAZY[name]
+    except KeyError:
+        raise AttributeError(f"module 'denpex_nb' has no attribute {name!r}") from None
+    value = importlib.import_module(module, __name__)
+    return value if attribute is None else getattr(value, attribute)
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

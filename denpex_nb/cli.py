@@ -14,7 +14,7 @@ from .errors import DenpexError
 #: sub-command -> "module:function"; the function takes the parsed args and returns an exit code
 HANDLERS = {
     "demo": "denpex_nb.report:cli_demo",
-    "diagnose": "denpex_nb.diagnose.cli:cli_diagnose",
+    "diagnose": "denpex_nb.analysis.cli:cli_diagnose",
     "report": "denpex_nb.report:cli_report",
     "repro list": "denpex_nb.repro.cli:cli_list",
     "repro run": "denpex_nb.repro.cli:cli_run",

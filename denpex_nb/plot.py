@@ -229,7 +229,7 @@ def diagnosis_of(incident, diagnosis=None):
     """The Diagnosis a picture draws: the one given, else the incident's own (``denpex_nb.diagnose``)."""
     if diagnosis is not None:
         return diagnosis
-    from .diagnose import diagnose
+    from .analysis import diagnose
     return diagnose(incident)
 
 

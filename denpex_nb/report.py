@@ -118,7 +118,7 @@ def _hand_over_redactor(r) -> None:
 def catalog_entry(class_id: str):
     """The catalog entry for a class id, or None when the catalog does not have it (yet)."""
     try:
-        from .diagnose import catalog
+        from .analysis import catalog
     except ImportError:
         return None
     try:

@@ -48,7 +48,7 @@ COMPLETE_RECORD_KINDS = frozenset({SeqKind.TRACE, SeqKind.FR})
 
 
 class ClassId(_Name):
-    """Failure classes: the ids of the catalog (``denpex_nb.diagnose.catalog``), in its order."""
+    """Failure classes: the ids of the catalog (``denpex_nb.analysis.catalog``), in its order."""
 
     SHAPE_MISMATCH = "shape-mismatch"
     DTYPE_MISMATCH = "dtype-mismatch"

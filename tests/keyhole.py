@@ -6,7 +6,7 @@ everything: ``combined.log`` (``[default<R>]:`` prefixes), ``attempt_0/<R>/stdou
 tracer) and ``manifest.json`` (the launcher's record, with ``expected``: what the scenario planted).
 A user rarely holds all of that. This module builds, from one run folder, the *views* a user really
 has, so that the diagnosis of each view can be checked against the run's planted answer with one
-acceptance rule (:func:`judge`), in the tests (``tests/diagnose/test_keyhole.py``) and in the
+acceptance rule (:func:`judge`), in the tests (``tests/analysis/test_keyhole.py``) and in the
 benchmark (``benchmarks/bench_keyhole.py``).
 
 A view is described by a :class:`Recipe` (a small frozen dataclass whose ``name`` round-trips
@@ -613,7 +613,7 @@ ABSTENTIONS = ("timeout-undetermined", "no-evidence")
 #: rank that stopped issuing collectives (rank-desync); SyncBatchNorm's hang is one rank in
 #: all_gather while the others are elsewhere (op-mismatch or rank-desync).
 def _less_specific() -> dict:
-    from denpex_nb.diagnose import catalog
+    from denpex_nb.analysis import catalog
     return {e.id: tuple(e.broader) for e in catalog.all() if e.broader}
 
 

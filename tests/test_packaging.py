@@ -54,7 +54,7 @@ def test_environment_yml_pins_python_311_from_conda_forge():
 
 def test_core_import_needs_no_torch_and_no_jupyter():
     code = (
-        "import sys, denpex_nb, denpex_nb.ingest, denpex_nb.diagnose, denpex_nb.cli;"
+        "import sys, denpex_nb, denpex_nb.ingest, denpex_nb.analysis, denpex_nb.cli;"
         "bad = [m for m in ('torch', 'papermill', 'nbconvert', 'ipywidgets', 'jupyterlab') if m in sys.modules];"
         "print(bad); sys.exit(1 if bad else 0)"
     )

@@ -11,7 +11,7 @@ import pytest
 from matplotlib.figure import Figure
 
 from denpex_nb import plot
-from denpex_nb.diagnose.model import Diagnosis, Finding, RankView
+from denpex_nb.analysis.model import Diagnosis, Finding, RankView
 from denpex_nb.incident import Incident
 from denpex_nb.teach import synthetic_incident
 

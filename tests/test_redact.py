@@ -12,7 +12,7 @@ import secrets
 import pandas as pd
 import pytest
 
-from denpex_nb.diagnose.model import Diagnosis, Evidence, Finding, RankView
+from denpex_nb.analysis.model import Diagnosis, Evidence, Finding, RankView
 from denpex_nb.incident import Incident, coerce
 from denpex_nb.redact import (EMAIL, HOST, INPUTS, IP, MASK_RE, TOKEN, USER, Redactor, hosts_in_text, redact,
                               redact_diagnosis, redact_incident, redact_notebook, redactor_for)

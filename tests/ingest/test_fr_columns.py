@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 pytest.importorskip("numba")
 
 import denpex_nb as dx  # noqa: E402
-from denpex_nb.diagnose.frcompare import PLANTS, write_synthetic_dumps  # noqa: E402
+from denpex_nb.testing.frcompare import PLANTS, write_synthetic_dumps  # noqa: E402
 from denpex_nb.ingest import fr_columns  # noqa: E402
 from denpex_nb.ingest.assemble import build_frame  # noqa: E402
 from denpex_nb.ingest.flight_recorder import DECODER_ENV, dump_to_columns, parse_dump_bytes  # noqa: E402

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 import denpex_nb as dx
-from denpex_nb.diagnose.frcompare import write_synthetic_dumps
+from denpex_nb.testing.frcompare import write_synthetic_dumps
 from denpex_nb.ingest import flight_recorder as fr
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

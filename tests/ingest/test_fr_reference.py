@@ -22,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from denpex_nb.diagnose.frcompare import PLANTS, write_synthetic_dumps
+from denpex_nb.testing.frcompare import PLANTS, write_synthetic_dumps
 from denpex_nb.ingest.assemble import build_frame
 from denpex_nb.ingest.flight_recorder import dump_to_columns, parse_dump_bytes
 

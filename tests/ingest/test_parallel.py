@@ -29,7 +29,7 @@ def test_grouped_tasks_give_the_serial_result_in_input_order(tmp_path):
     import pandas as pd
 
     import denpex_nb as dx
-    from denpex_nb.diagnose.frcompare import write_synthetic_dumps
+    from denpex_nb.testing.frcompare import write_synthetic_dumps
 
     write_synthetic_dumps(tmp_path / "fr", 40, 6, "size", plant_rank=7)      # 40 files: 5 per task
     for r in range(3):

@@ -1,7 +1,7 @@
 """Alignment per (pg, seq_kind, seq): op-aware size rules, dedup, missing ranks, never across counters."""
 from __future__ import annotations
 
-from denpex_nb.diagnose.align import align
+from denpex_nb.analysis.align import align
 from denpex_nb.incident import coerce
 
 from ._frames import ev, steps

@@ -277,7 +277,7 @@ def test_a_failing_rule_becomes_a_note_not_a_traceback(monkeypatch):
     import dataclasses
     import sys
 
-    rules_module = sys.modules["denpex_nb.diagnose.rules"]   # denpex_nb.diagnose is also the function
+    rules_module = sys.modules["denpex_nb.analysis.rules"]   # denpex_nb.diagnose is also the function
     RULES = rules_module.RULES
 
     def boom(*a, **k):

@@ -157,7 +157,7 @@ class Diagnosis:
     ranks_seen: list[int] = field(default_factory=list)
     lines: dict[str, int] = field(default_factory=lambda: {"total": 0, "parsed": 0, "unparsed": 0})
     notes: list[str] = field(default_factory=list)   # e.g. "nothing distributed was found"
-    #: one row per rank: where it stopped, how it failed (see :mod:`denpex_nb.diagnose.state`)
+    #: one row per rank: where it stopped, how it failed (see :mod:`denpex_nb.analysis.state`)
     rank_state: Any = None
     group_size: int | None = None                    # from explicit evidence only, else None
     group_size_basis: str = ""                       # which evidence gave it

@@ -66,7 +66,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path):
 
 def test_diagnosing_never_imports_torch_or_jupyter(tmp_path):
     d = write_trace(tmp_path / "run")
-    code = ("import sys, denpex_nb as dx, denpex_nb.diagnose.frcompare\n"
+    code = ("import sys, denpex_nb as dx, denpex_nb.testing.frcompare\n"
             f"dx.diagnose(dx.load({str(d)!r}, progress=False))\n"
             "bad = [m for m in ('torch', 'papermill', 'jupyter_client', 'IPython') if m in sys.modules]\n"
             "assert not bad, bad\n")

@@ -6,7 +6,7 @@
 * :func:`run_torchfrtrace` runs the stock analyzer in a subprocess with a hard timeout (its process
   group is killed) and :func:`parse_torchfrtrace` reads its findings.
 
-Used by ``tests/diagnose/test_vs_torchfrtrace.py`` and ``benchmarks/bench_diagnose_fr.py``.
+Used by ``tests/analysis/test_vs_torchfrtrace.py`` and ``benchmarks/bench_diagnose_fr.py``.
 """
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ import dataclasses
 import json
 
 from denpex_nb import diagnose
-from denpex_nb.diagnose.model import Diagnosis, Evidence, Finding, RankView
+from denpex_nb.analysis.model import Diagnosis, Evidence, Finding, RankView
 
 from ._frames import ev, incident, steps
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from denpex_nb.diagnose.catalog import IDS
+from denpex_nb.analysis.catalog import IDS
 from tests import wild
 
 RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "bench_accuracy.json"

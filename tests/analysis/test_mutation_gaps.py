@@ -7,7 +7,7 @@ from denpex_nb import diagnose
 import pandas as pd
 
 from denpex_nb.incident import Incident, coerce
-from tests.diagnose._frames import T0, err, ev, incident, steps
+from tests.analysis._frames import T0, err, ev, incident, steps
 
 
 def _oom(rank, t=None):
@@ -239,8 +239,8 @@ def test_at_the_same_time_the_earlier_seq_is_the_verdict():
 
 def test_one_divergence_seen_in_two_counters_keeps_what_each_knew():
     """merge(): the finding of the preferred counter takes the culprit and op only the other one had."""
-    from denpex_nb.diagnose.explain import merge
-    from denpex_nb.diagnose.model import Finding
+    from denpex_nb.analysis.explain import merge
+    from denpex_nb.analysis.model import Finding
 
     tr = Finding(class_id="rank-desync", summary="trace view", seq=5, seq_kind="trace",
                  t_wall=pd.Timestamp(T0 + 9, unit="s", tz="UTC"))
@@ -287,7 +287,7 @@ def test_cli_format_and_year_reach_the_reader(tmp_path, capsys):
     import json
 
     from denpex_nb.cli import main
-    from tests.diagnose.test_cli import write_trace
+    from tests.analysis.test_cli import write_trace
 
     d = write_trace(tmp_path / "run", world=4, odd_rank=2)
     assert main(["diagnose", str(d), "--json", "--format", "trace"]) == 0

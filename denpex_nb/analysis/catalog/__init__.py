@@ -1,6 +1,6 @@
 """The failure catalog: what each class means, why it happens per backend, and how to fix and confirm it.
 
->>> from denpex_nb.diagnose import catalog
+>>> from denpex_nb.analysis import catalog
 >>> catalog.get("shape-mismatch").fix["code"]            # doctest: +SKIP
 >>> [e.id for e in catalog.all()]                        # doctest: +SKIP
 

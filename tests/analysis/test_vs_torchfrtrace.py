@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import denpex_nb as dx
-from denpex_nb.diagnose.frcompare import parse_torchfrtrace, run_torchfrtrace, torchfrtrace_command, write_synthetic_dumps
+from denpex_nb.testing.frcompare import parse_torchfrtrace, run_torchfrtrace, torchfrtrace_command, write_synthetic_dumps
 
 pytestmark = pytest.mark.skipif(torchfrtrace_command() is None, reason="torchfrtrace (torch) is not installed")
 

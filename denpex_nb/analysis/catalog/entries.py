@@ -1,8 +1,8 @@
 """The failure catalog, as data: one dict per class, keyed by its stable id.
 
 Written in our own words from the project's ground truth (docs/gloo-ground-truth.md) and the
-log-format reference. Every entry has the same keys; :mod:`denpex_nb.diagnose.catalog` turns them
-into :class:`~denpex_nb.diagnose.catalog.CatalogEntry` objects and tests check the shape.
+log-format reference. Every entry has the same keys; :mod:`denpex_nb.analysis.catalog` turns them
+into :class:`~denpex_nb.analysis.catalog.CatalogEntry` objects and tests check the shape.
 
 ``fingerprints`` are the log signatures that point at the class: ``pattern`` is a Python regex
 matched against one log line (prefixes removed), ``evidence`` names the source, ``means`` says what

@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from denpex_nb.diagnose import catalog
+from denpex_nb.analysis import catalog
 from denpex_nb.errors import UsageError
 
 IDS = ["shape-mismatch", "dtype-mismatch", "op-mismatch", "rank-desync", "unused-parameters", "syncbn-eval-hang",
@@ -95,7 +95,7 @@ def test_entries_serialise_and_show_in_jupyter():
 
 def test_every_rule_declares_catalog_ids_only():
     import sys
-    rules = sys.modules["denpex_nb.diagnose.rules"]
+    rules = sys.modules["denpex_nb.analysis.rules"]
     assert rules.RULES, "no rule registered"
     for r in rules.RULES:
         assert r.emits and set(r.emits) <= set(IDS), (r.name, r.emits)
@@ -106,9 +106,9 @@ def test_a_rule_emitting_an_undeclared_class_is_refused(monkeypatch):
     import dataclasses
     import sys
 
-    from denpex_nb.diagnose import Finding, diagnose
-    from tests.diagnose._frames import incident, steps
-    rules = sys.modules["denpex_nb.diagnose.rules"]
+    from denpex_nb.analysis import Finding, diagnose
+    from tests.analysis._frames import incident, steps
+    rules = sys.modules["denpex_nb.analysis.rules"]
     rogue = rules.Rule("rogue", "find", ("rank-desync",), ("nothing",),
                        lambda ctx: [Finding("state-mismatch", "made up")])
     monkeypatch.setattr(rules, "RULES", rules.RULES + [rogue])
