@@ -208,7 +208,7 @@ def pg_of(text: str) -> tuple[str | None, str | None, int | None]:
     desc = m.group("desc")
     if desc in ("", "undefined"):
         desc = None
-    return pg, desc, int(m.group("r"))
+    return pg, desc, i32(m.group("r"))
 
 
 # --- rows ------------------------------------------------------------------------------------

@@ -287,7 +287,7 @@ class C10dReader(TextReader):
         msg = _clean(text)
         add_error(out, error_row(line, ctx, SOURCE, "watchdog_timeout", msg, rank=rank, pg=pg,
                                     op=fields.get("op"), seq=fields.get("seq"), seq_kind=fields.get("seq_kind"),
-                                    ran_for_ms=int(ran.group(1)) if ran else None))
+                                    ran_for_ms=i64(ran.group(1)) if ran else None))
         return True
 
     def _status(self, line: Line, text: str, ctx: FileContext, out: Output) -> bool:
@@ -483,7 +483,7 @@ class C10dReader(TextReader):
         if m:
             rank = line.rank if line.rank is not None else (i32(m.group(1)) if m.group(1) else None)
             add_error(out, error_row(line, ctx, SOURCE, "monitored_barrier", _clean(text), rank=rank,
-                                        related_ranks=parse_ranks(m.group(2)), timeout_ms=int(m.group(3))))
+                                        related_ranks=parse_ranks(m.group(2)), timeout_ms=i64(m.group(3))))
             return True
         m = _RUNNING.search(text)
         if m:
@@ -530,7 +530,7 @@ class C10dReader(TextReader):
                 st["ddp"] = row
             key = "param_names" if "Parameters which" in m.group(0) else "param_indices"
             vals = m.group(2).strip()
-            row[key] = tuple(int(x) for x in vals.split()) if key == "param_indices" else \
+            row[key] = tuple(v for v in map(i64, vals.split()) if v is not None) if key == "param_indices" else \
                 tuple(x.strip() for x in vals.strip("[]").split(",") if x.strip())
             return True
         if _DDP_ERR.search(text):
@@ -545,20 +545,20 @@ class C10dReader(TextReader):
         if m:
             vs = _VS.search(m.group(1))
             add_error(out, error_row(line, ctx, SOURCE, "gloo_enforce", _clean(text), signal="SIGABRT",
-                                        bytes_got=int(vs.group(1)) if vs else None,
-                                        bytes_expected=int(vs.group(2)) if vs else None))
+                                        bytes_got=i64(vs.group(1)) if vs else None,
+                                        bytes_expected=i64(vs.group(2)) if vs else None))
             return True
         m = _INVALID.search(text)
         if m:
             exp = parse_dims(m.group(4)) if m.group(4) is not None else None
             got = parse_dims(m.group(5)) if m.group(5) is not None else None
             add_error(out, error_row(line, ctx, SOURCE, "gloo_invalid_size", _clean(text),
-                                        op=normalize_op(m.group(1)), index=int(m.group(3)),
+                                        op=normalize_op(m.group(1)), index=i32(m.group(3)),
                                         expected_shape=exp, got_shape=got))
             return True
         m = _GLOO_TIMEOUT.search(text)
         if m:
-            add_error(out, error_row(line, ctx, SOURCE, "gloo_timeout", _clean(text), timeout_ms=int(m.group(1))))
+            add_error(out, error_row(line, ctx, SOURCE, "gloo_timeout", _clean(text), timeout_ms=i64(m.group(1))))
             return True
         if "gloo" in text and _PEER.search(text):
             a = _PEER_ADDR.search(text)

@@ -47,7 +47,7 @@ import re
 from typing import Iterable
 
 from ..ops import normalize_op
-from ._text import NCCL_DTYPES, add_error, error_row, event_row
+from ._text import NCCL_DTYPES, add_error, error_row, event_row, i32, i64
 from .base import FileContext, Line, Output, TextReader, register_text_reader
 
 SOURCE = "nccl"
@@ -123,6 +123,8 @@ def _what(text: str | None) -> str:
 
 def _hexint(s: str) -> int | None:
     """``opCount 1a`` -> 26; past Int64 -> None (a missing value, not an error)."""
+    if len(s) > 16:                   # more hex digits cannot fit Int64 (and int() of many is slow)
+        return None
     try:
         v = int(s, 16)
     except ValueError:
@@ -132,10 +134,7 @@ def _hexint(s: str) -> int | None:
 
 def _num(s: str | None, bits: int = 63) -> int | None:
     """Decimal digits as an int that fits the column (Int64, or Int32 for ranks), else None."""
-    if s is None:
-        return None
-    v = int(s)
-    return v if -(2 ** bits) <= v < 2 ** bits else None
+    return i32(s) if bits == 31 else i64(s)
 
 
 def pid_rank_map(lines: Iterable[str]) -> dict[int, int]:
@@ -178,7 +177,7 @@ class NcclReader(TextReader):
         # same file (or the same byte range, should the loader split files).
         fs = out.__dict__.setdefault("_nccl_file_state", {"comms": {}, "pid_rank": {}, "world": 0, "position": {}})
         comms: dict[tuple, dict] = fs["comms"]     # (host, pid, comm pointer) -> init info
-        block_world = max((int(m.group("nranks")) for ln in block if "Init" in ln.text
+        block_world = max((i32(m.group("nranks")) or 0 for ln in block if "Init" in ln.text
                            for m in [_INIT.search(ln.text)] if m), default=0)
         fs["world"] = max(fs["world"], block_world)
         world = fs["world"] or None
@@ -356,7 +355,7 @@ class NcclReader(TextReader):
             row["op"] = normalize_op(m.group(1))
         m = _RAS_RANK.search(text)
         if m:
-            row["related_ranks"] = tuple(sorted(set(row["related_ranks"]) | {int(m.group(1))}))
+            row["related_ranks"] = tuple(sorted(set(row["related_ranks"]) | {r for r in [i32(m.group(1))] if r is not None}))
         if _RAS_BODY.search(text) or m or text[:1].isspace():
             row["message"] += "\n" + text.strip()
             return True

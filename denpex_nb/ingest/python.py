@@ -328,7 +328,7 @@ class PythonReader(TextReader):
         if "deepspeed" in line.prefixes and line.origin and line.origin.startswith(_DS_LAUNCHER):
             m = _DS_MAPPING.search(text) if "global_rank_mapping" in text else None
             if m:
-                pairs = [(h.group("host"), [int(x) for x in re.findall(r"\d+", h.group("ranks"))])
+                pairs = [(h.group("host"), [i32(x) for x in re.findall(r"\d+", h.group("ranks"))])
                          for h in _DS_HOST_RANKS.finditer(m.group("body"))]
                 world = sum(len(r) for _, r in pairs)
                 for host, ranks in pairs:
@@ -367,9 +367,9 @@ class PythonReader(TextReader):
         cur, st["elastic"] = st["elastic"], None
         if not cur or "global_ranks" not in cur:
             return
-        ranks = [int(x) for x in re.findall(r"\d+", cur["global_ranks"])]
-        local = [int(x) for x in re.findall(r"\d+", cur.get("local_ranks", ""))]
-        worlds = [int(x) for x in re.findall(r"\d+", cur.get("global_world_sizes", ""))]
+        ranks = [i32(x) for x in re.findall(r"\d+", cur["global_ranks"])]
+        local = [i32(x) for x in re.findall(r"\d+", cur.get("local_ranks", ""))]
+        worlds = [i32(x) for x in re.findall(r"\d+", cur.get("global_world_sizes", ""))]
         line: Line = cur["_line"]
         for k, r in enumerate(ranks):
             out.ranks.append({"rank": i32(r), "local_rank": i32(local[k]) if k < len(local) else None,

@@ -185,18 +185,23 @@ def rank_hints(path: str) -> dict:
     hints: dict = {}
     m = _NCCL_DEBUG_FILE.match(stem)
     if m:
-        hints["pid_hint"] = int(m.group("pid"))
+        hints["pid_hint"] = _bounded_int(m.group("pid"))
         hints["host_hint"] = m.group("host")
     else:
         for pat in _RANK_NAME_PATTERNS:
             m = pat.search(stem)
             if m:
-                hints["rank_hint"] = int(m.group(1))
+                hints["rank_hint"] = _bounded_int(m.group(1), 2 ** 31)
                 break
     parts = path.replace("\\", "/").split("/")
     if len(parts) >= 3 and parts[-2].isdigit() and _ATTEMPT.match(parts[-3]):
-        hints["local_rank_hint"] = int(parts[-2])
+        hints["local_rank_hint"] = _bounded_int(parts[-2], 2 ** 31)
     return hints
+
+
+def _bounded_int(digits: str, limit: int = 2 ** 63) -> int | None:
+    """A file name's digits as an int below ``limit``, else None (a name may hold 5000 digits)."""
+    return int(digits) if len(digits) <= 19 and int(digits) < limit else None
 
 
 def run_root(path: str) -> str:

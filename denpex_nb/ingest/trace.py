@@ -39,7 +39,7 @@ def _shapes(v):
         return None
     try:
         return tuple(tuple(int(d) for d in s) for s in v)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
 
 

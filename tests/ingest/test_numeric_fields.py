@@ -35,7 +35,7 @@ huge = st.one_of(
     st.integers(min_value=-(10 ** 40), max_value=10 ** 40),
     st.integers(min_value=2 ** 31 - 2, max_value=2 ** 31 + 2),
     st.integers(min_value=2 ** 63 - 2, max_value=2 ** 64 + 2),
-).map(str)
+).map(str) | st.sampled_from(("9" * 4301, "1" * 5000))      # past Python's int() digit limit
 garbage = st.sampled_from(("", "NaN", "inf", "1e309", "0x" + "f" * 30, "1.5", "٣", "１２", "--1", "+7", "0" * 50,
                            "9" * 40, "-0", "00000000000000000000001"))
 number = st.one_of(huge, huge, garbage)
@@ -120,12 +120,14 @@ def test_tracer_jsonl_with_out_of_range_numbers(tmp_path, lines):
 
 @pytest.mark.parametrize("digits", [4301, 5000])
 def test_numbers_past_pythons_digit_limit_cost_at_most_their_lines(tmp_path, digits):
-    """``int()`` refuses more than 4300 digits: the shared helpers give None; a reader that still
-    calls ``int()`` itself loses only its block (non-strict load: a note, the lines unparsed)."""
+    """``int()`` refuses more than 4300 digits: no reader (nor a file name's rank hint) may call it
+    on unbounded digits; such a number is a missing value, and the strict load proves no reader
+    failed on it."""
     n = "9" * digits
     text = "\n".join(bench_fuzz.grammar_line(__import__("random").Random(i)).replace("9" * 40, n)
-                     for i in range(200)) + f"\n[rank{n}]: RuntimeError: boom\nSeqNum={n}\n"
-    inc, _ = _load(tmp_path, text, "rank0.log", strict=False)
+                     for i in range(200)) + f"\n[rank{n}]: RuntimeError: boom\nSeqNum={n}\n" \
+        + "".join(f"rank{n}.log:{i}:[rank1]: RuntimeError: boom\n" for i in range(3))   # grep -Hn of a named file
+    inc, _ = _load(tmp_path, text, "rank0.log", strict=True)
     _conserved(inc, text)
 
 
