@@ -16,7 +16,7 @@ import pandas as pd
 
 from .align import KIND_PREFERENCE
 from .model import Finding, RankView
-from .rules import Context, _fmt_ranks, own_failures, rule
+from .rules import Context, fmt_ranks, own_failures, rule
 from ..vocab import ClassId
 
 _SYNCBN = re.compile(r"sync_batch_norm|SyncBatchNorm")
@@ -47,7 +47,7 @@ def crash_behind_desync(ctx: Context, findings: list[Finding]) -> list[Finding]:
             absorbed.update(id(c) for c in mine)
             f = replace(f, class_id=ClassId.RANK_CRASH, confidence="high", rule="crash-behind-desync",
                         culprit_ranks=sorted(behind), culprit_basis="own-failure",
-                        summary=(f"{_fmt_ranks(behind).capitalize()} failed on "
+                        summary=(f"{fmt_ranks(behind).capitalize()} failed on "
                                  f"{'its' if len(behind) == 1 else 'their'} own before reaching this "
                                  f"collective; the others waited."),
                         basis=(f.summary,) + tuple(c.summary for c in mine),

@@ -288,7 +288,7 @@ def _evidence(rows: pd.DataFrame, texts: dict, culprits=()) -> list[Evidence]:
     return out
 
 
-def _fmt_ranks(ranks) -> str:
+def fmt_ranks(ranks) -> str:
     ranks = sorted(ranks)
     return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(map(str, ranks))
 
@@ -401,26 +401,26 @@ def from_divergences(divs: list[Divergence], texts: dict, group_size: int | None
         if d.kind == "op":
             culprits, basis = strict_minority(ops, group)
             cls = ClassId.OP_MISMATCH
-            desc = ", ".join(f"{_fmt_ranks(rs)}: {op}" for op, rs in _group(ops).items())
+            desc = ", ".join(f"{fmt_ranks(rs)}: {op}" for op, rs in _group(ops).items())
             summary = f"Ranks called different collectives at {where}: {desc}."
         elif d.kind == "dtype":
             dts = {r: (v.dtypes or [None])[0] for r, v in views.items()}
             culprits, basis = strict_minority(dts, group)
             cls = ClassId.DTYPE_MISMATCH
-            desc = ", ".join(f"{_fmt_ranks(rs)}: {dt}" for dt, rs in _group(dts).items())
+            desc = ", ".join(f"{fmt_ranks(rs)}: {dt}" for dt, rs in _group(dts).items())
             summary = f"{majority_op} at {where} got different dtypes: {desc}."
         elif d.kind == "size":
             sizes = {r: row.get("_size") for r, row in by_rank.items()}
             culprits, basis = strict_minority(sizes, group)
             cls = ClassId.SHAPE_MISMATCH
-            desc = ", ".join(f"{_fmt_ranks(rs)}: {_shape_text(views[rs[0]], by_rank[rs[0]])}"
+            desc = ", ".join(f"{fmt_ranks(rs)}: {_shape_text(views[rs[0]], by_rank[rs[0]])}"
                              for _, rs in _group(sizes).items())
             summary = f"{majority_op} at {where} got different sizes: {desc}."
         elif d.kind == "shape":
             shapes = {r: None if v.shapes is None else tuple(map(tuple, v.shapes)) for r, v in views.items()}
             culprits, basis = strict_minority(shapes, group)
             cls = ClassId.SHAPE_MISMATCH
-            desc = ", ".join(f"{_fmt_ranks(rs)}: {[list(t) for t in sh] if sh else sh}"
+            desc = ", ".join(f"{fmt_ranks(rs)}: {[list(t) for t in sh] if sh else sh}"
                              for sh, rs in _group(shapes).items())
             summary = (f"{majority_op} at {where} got tensors of different shapes with the same number of "
                        f"elements: {desc}. It completes on every backend, but elements are combined by their "
@@ -429,7 +429,7 @@ def from_divergences(divs: list[Divergence], texts: dict, group_size: int | None
             bad = sorted(r for r, row in by_rank.items() if row.get("_local_bad"))
             culprits, basis = (bad, "majority") if len(bad) * 2 < group else ([], "undetermined: most ranks")
             cls = ClassId.SHAPE_MISMATCH
-            summary = (f"{majority_op} at {where}: on {_fmt_ranks(bad)} the output size is not the input size "
+            summary = (f"{majority_op} at {where}: on {fmt_ranks(bad)} the output size is not the input size "
                        f"times the group size.")
         else:  # missing
             extra = len(d.present) < len(d.missing)
@@ -444,11 +444,11 @@ def from_divergences(divs: list[Divergence], texts: dict, group_size: int | None
                 views[r] = RankView(op=None, seq=d.lag.get(r), state="absent")
             lag_txt = ", ".join(f"rank {r} last at seq {d.lag.get(r)}" for r in sorted(d.missing))
             if extra:
-                summary = (f"{_fmt_ranks(d.present)} issued {majority_op} at {where}, which the other "
+                summary = (f"{fmt_ranks(d.present)} issued {majority_op} at {where}, which the other "
                            f"{len(d.missing)} ranks never called ({lag_txt}): an extra collective.")
             else:
-                summary = (f"{_fmt_ranks(d.missing)} never reached {where} ({majority_op}, issued by "
-                           f"{_fmt_ranks(d.present)}); {lag_txt}.")
+                summary = (f"{fmt_ranks(d.missing)} never reached {where} ({majority_op}, issued by "
+                           f"{fmt_ranks(d.present)}); {lag_txt}.")
         op = majority_op
         if d.kind == "op":
             culprit_ops = {ops[r] for r in culprits}
@@ -488,7 +488,7 @@ def monitored_barrier(ctx: Context) -> list[Finding]:
     if not len(mb):
         return []
     missing = _related(mb)
-    return [_text_finding(ClassId.RANK_DESYNC, f"{_fmt_ranks(missing) if missing else 'Some ranks'} failed to pass "
+    return [_text_finding(ClassId.RANK_DESYNC, f"{fmt_ranks(missing) if missing else 'Some ranks'} failed to pass "
                           "monitoredBarrier (DETAIL): they never reached the collective the others were in.",
                           mb, "monitored-barrier", "high" if missing else "medium", missing, "statement")]
 
@@ -499,7 +499,7 @@ def desync_report(ctx: Context) -> list[Finding]:
     if not len(ds):
         return []
     lag = _related(ds)
-    return [_text_finding(ClassId.RANK_DESYNC, f"The desync report names {_fmt_ranks(lag) if lag else 'no rank'} as "
+    return [_text_finding(ClassId.RANK_DESYNC, f"The desync report names {fmt_ranks(lag) if lag else 'no rank'} as "
                           "lagging.", ds, "desync-report", "high" if lag else "low", lag, "statement")]
 
 
@@ -556,7 +556,7 @@ def gloo_size(ctx: Context) -> list[Finding]:
         sizes = f" ({m.group(1)} bytes sent, {m.group(2)} expected)" if m else ""
         aborted = sorted(int(r) for r in en["rank"].dropna().unique())
         out.append(_text_finding(
-            ClassId.SHAPE_MISMATCH, f"gloo aborted {_fmt_ranks(aborted) if aborted else 'a rank'}: a peer sent more "
+            ClassId.SHAPE_MISMATCH, f"gloo aborted {fmt_ranks(aborted) if aborted else 'a rank'}: a peer sent more "
             f"bytes than its buffer holds{sizes}. The ranks' tensor sizes differ; whether by shape or by dtype "
             "is undetermined from this evidence, and the aborting rank is not necessarily the culprit.",
             en, "gloo-size", "medium"))
@@ -581,7 +581,7 @@ def ddp_reducer(ctx: Context) -> list[Finding]:
         return []
     rep = sorted(int(r) for r in ddp["rank"].dropna().unique())
     culprits, basis = ctx.reporters_named(rep)
-    return [_text_finding(ClassId.UNUSED_PARAMETERS, f"DDP reducer on {_fmt_ranks(rep) if rep else 'some rank'}: "
+    return [_text_finding(ClassId.UNUSED_PARAMETERS, f"DDP reducer on {fmt_ranks(rep) if rep else 'some rank'}: "
                           "parameters did not receive gradients (unused parameters / data-dependent control "
                           "flow).", ddp, "ddp-reducer", "high", culprits, basis)]
 
@@ -599,7 +599,7 @@ def own_failure(ctx: Context) -> list[Finding]:
     group = ctx.group_of(len(ctx.ranks_known), ctx.group_size)
     named = bool(crashed) and len(crashed) < group
     first = crash.sort_values("t_wall", na_position="last").iloc[0]
-    who = _fmt_ranks(crashed) if crashed else "A rank"
+    who = fmt_ranks(crashed) if crashed else "A rank"
     return [_text_finding(
         ClassId.RANK_CRASH, f"{who} failed on {'its' if len(crashed) == 1 else 'their'} own (not in a collective): "
         f"{str(first['message'])[:200]}" + ("" if named else "; no rank can be singled out"),
@@ -637,7 +637,7 @@ def traceback_calls(ctx: Context) -> list[Finding]:
         return []
     group = ctx.group_of(len(calls), ctx.group_size)
     culprits, basis = strict_minority(calls, group)
-    desc = ", ".join(f"{_fmt_ranks(rs)}: {op}" for op, rs in _group(calls).items())
+    desc = ", ".join(f"{fmt_ranks(rs)}: {op}" for op, rs in _group(calls).items())
     ex = _kind(ctx.errors, "exception")
     ex = ex[ex["op"].notna()]
     return [Finding(class_id=ClassId.OP_MISMATCH, summary=f"The ranks' tracebacks end in different collectives: {desc}.",
@@ -672,13 +672,13 @@ def stuck_points(ctx: Context) -> list[Finding]:
         stated = ctx.group_size if pd.isna(pg) or str(pg) in ("0", "default_pg") else None
         culprits, basis = strict_minority({r: s for r, (s, _) in pos.items()}, ctx.group_of(len(pos), stated))
         groups = _group({r: p for r, p in pos.items()})
-        desc = "; ".join(f"{_fmt_ranks(rs)} timed out in {op or 'a collective'} at {sk} seq {s}"
+        desc = "; ".join(f"{fmt_ranks(rs)} timed out in {op or 'a collective'} at {sk} seq {s}"
                          for (s, op), rs in sorted(groups.items()))
         lo = min(s for s, _ in pos.values())
         behind = sorted(r for r, (s, _) in pos.items() if s == lo)
         out.append(Finding(
             class_id=ClassId.RANK_DESYNC, confidence="high" if culprits else "medium",
-            summary=f"The ranks are stuck at different places: {desc}. {_fmt_ranks(behind).capitalize()} "
+            summary=f"The ranks are stuck at different places: {desc}. {fmt_ranks(behind).capitalize()} "
                     f"{'is' if len(behind) == 1 else 'are'} behind the others.",
             pg=None if pd.isna(pg) else str(pg), seq_kind=None if pd.isna(sk) else str(sk),
             op=pos[culprits[0]][1] if culprits and len({pos[r] for r in culprits}) == 1 else None,
@@ -827,8 +827,8 @@ def from_progress(progress: pd.DataFrame, aligned: set, group_size: int | None =
         side, other = (ahead, behind) if len(ahead) < len(behind) else (behind, ahead)
         culprits = side if len(other) * 2 > group else []
         basis = "majority" if culprits else f"undetermined: {len(other)} of a group of {group} is not a majority"
-        summary = (f"Progress counters disagree in pg {pg}: {_fmt_ranks(behind)} last enqueued seq {lo}, "
-                   f"{_fmt_ranks(ahead)} went further (up to {int(last.max())}).")
+        summary = (f"Progress counters disagree in pg {pg}: {fmt_ranks(behind)} last enqueued seq {lo}, "
+                   f"{fmt_ranks(ahead)} went further (up to {int(last.max())}).")
         ev_rows = rows[rows["rank"].astype(int).isin(behind + ahead)].head(MAX_EVIDENCE)
         evidence = [Evidence(file=_s(r.get("file")) or "?", line=_i(r.get("line")) or 0,
                              text=f"rank {_i(r.get('rank'))}: last enqueued {_i(r.get('last_enqueued'))}, "
@@ -865,7 +865,7 @@ def undetermined_failure(ctx: Context) -> Finding | None:
     rows = failing if len(failing) else (errs.iloc[0:0] if errs is not None else pd.DataFrame())
     return Finding(
         class_id=ClassId.TIMEOUT_UNDETERMINED,
-        summary=(f"Collectives or ranks failed on {_fmt_ranks(failed_ranks) if failed_ranks else 'the ranks'} "
+        summary=(f"Collectives or ranks failed on {fmt_ranks(failed_ranks) if failed_ranks else 'the ranks'} "
                  f"({what}), but no divergence is visible in this evidence and nothing tells the ranks apart. "
                  f"Collect next: {COLLECT_MORE}"),
         confidence="low", op=_s(ops.iloc[0]) if len(ops) else None,
