@@ -574,8 +574,8 @@ def shapes_frame(incident, diagnosis=None, *, seq_kind: str | None = None, pg: s
         if r in by_rank:
             e = by_rank[r]
             rows.append({"rank": r, "op": e["op"], "in_shapes": e["label"],
-                         "out_shapes": shape_label(e["out_shapes"]), "dtype": _str(e["dtype"]),
-                         "state": _str(e["state"])})
+                         "out_shapes": shape_label(e["out_shapes"]), "dtype": value_label(e["dtype"]),
+                         "state": value_label(e["state"])})
         elif r in views and views[r].state != "absent":
             v = views[r]
             rows.append({"rank": r, "op": v.op or "?", "in_shapes": shape_label(v.shapes),
@@ -590,7 +590,8 @@ def shapes_frame(incident, diagnosis=None, *, seq_kind: str | None = None, pg: s
     return out
 
 
-def _str(v) -> str:
+def value_label(v) -> str:
+    """A table cell's text: ``?`` for a missing value (None, NaN), else ``str(v)``."""
     return "?" if v is None or _isnan(v) else str(v)
 
 

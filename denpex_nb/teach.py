@@ -72,7 +72,7 @@ from html import escape  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 from . import plot  # noqa: E402
-from .report import HTML  # noqa: E402
+from .report import HTML, display  # noqa: E402
 
 #: where the repository's data lives (a source checkout); installed packages have none
 DATA_DIR = Path(__file__).resolve().parents[1] / "data"
@@ -190,17 +190,15 @@ def swimlane(lesson: Lesson, **kw):
 
 def mechanism(class_id: str) -> HTML:
     """The catalog's account of the failure: root cause and what each backend does."""
-    from .report import _entry_field, catalog_entry
+    from .analysis import catalog
 
-    entry = catalog_entry(class_id)
+    entry = catalog.find(class_id)
     if entry is None:
         return HTML(f"<p>The catalog has no entry for <code>{escape(class_id)}</code>.</p>")
-    parts = [f"<p><b>{escape(str(_entry_field(entry, 'title', class_id)))}</b> (catalog id "
-             f"<code>{escape(class_id)}</code>). {escape(str(_entry_field(entry, 'root_cause', '')))}</p>"]
-    mech = _entry_field(entry, "mechanism")
-    if isinstance(mech, dict):
-        parts.append("<ul>" + "".join(f"<li><b>{escape(str(k))}</b>: {escape(str(v))}</li>"
-                                      for k, v in mech.items()) + "</ul>")
+    parts = [f"<p><b>{escape(entry.title)}</b> (catalog id <code>{escape(class_id)}</code>). "
+             f"{escape(entry.root_cause)}</p>"]
+    parts.append("<ul>" + "".join(f"<li><b>{escape(str(k))}</b>: {escape(str(v))}</li>"
+                                  for k, v in entry.mechanism.items()) + "</ul>")
     return HTML("".join(parts))
 
 
@@ -334,8 +332,6 @@ def compare(broken: Lesson, fixed: Lesson) -> HTML:
 
 def record(**lessons: Lesson) -> None:
     """Display the lesson's key results as JSON (tests read them back from the executed notebook)."""
-    from .report import _display
-
     out = {}
     for name, lesson in lessons.items():
         ev = lesson.incident.events
@@ -352,5 +348,5 @@ def record(**lessons: Lesson) -> None:
     if first is not None:
         src = nccl_source(first.scenario)
         out["nccl_source"] = src[0] if src else None
-    _display({"application/json": out, "text/plain": json.dumps(out)}, raw=True)
+    display({"application/json": out, "text/plain": json.dumps(out)}, raw=True)
     return None

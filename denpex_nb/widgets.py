@@ -40,8 +40,8 @@ def entries_at(incident, seq: int, *, pg=None, seq_kind=None, diagnosis=None) ->
                          "state": "–"})
         else:
             rows.append({"rank": r, "op": e["op"], "in_shapes": plot.shape_label(e["in_shapes"]),
-                         "out_shapes": plot.shape_label(e["out_shapes"]), "dtype": plot._str(e["dtype"]),
-                         "state": plot._str(e["state"])})
+                         "out_shapes": plot.shape_label(e["out_shapes"]), "dtype": plot.value_label(e["dtype"]),
+                         "state": plot.value_label(e["state"])})
     out = pd.DataFrame(rows, columns=["rank", "op", "in_shapes", "out_shapes", "dtype", "state"]).set_index("rank")
     out.attrs.update(seq=seq, pg=ln.pg, seq_kind=ln.seq_kind)
     return out

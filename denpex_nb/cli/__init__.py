@@ -1,7 +1,11 @@
 """``denpex-nb``: demo, diagnose, report, repro.
 
-Each sub-command's work lives in the module that owns it; this file only parses arguments and
-turns :class:`~denpex_nb.errors.DenpexError` into one line on stderr with exit code 2.
+This file parses the arguments and turns :class:`~denpex_nb.errors.DenpexError` into one line on
+stderr with exit code 2. Each sub-command's handler is a module of this package (``diagnose.py``,
+``report.py``, ``demo.py``, ``repro.py``), imported only when its command runs, so ``diagnose``
+never imports papermill or torch. A handler takes the parsed arguments and returns the exit code;
+the work itself is done by the library (:mod:`denpex_nb.ingest`, :mod:`denpex_nb.analysis`,
+:mod:`denpex_nb.report`, :mod:`denpex_nb.repro`).
 """
 from __future__ import annotations
 
@@ -9,16 +13,16 @@ import argparse
 import importlib
 import sys
 
-from .errors import DenpexError
+from ..errors import DenpexError
 
 #: sub-command -> "module:function"; the function takes the parsed args and returns an exit code
 HANDLERS = {
-    "demo": "denpex_nb.report:cli_demo",
-    "diagnose": "denpex_nb.analysis.cli:cli_diagnose",
-    "report": "denpex_nb.report:cli_report",
-    "repro list": "denpex_nb.repro.cli:cli_list",
-    "repro run": "denpex_nb.repro.cli:cli_run",
-    "repro record": "denpex_nb.repro.cli:cli_record",
+    "demo": "denpex_nb.cli.demo:run",
+    "diagnose": "denpex_nb.cli.diagnose:run",
+    "report": "denpex_nb.cli.report:run",
+    "repro list": "denpex_nb.cli.repro:list_scenarios",
+    "repro run": "denpex_nb.cli.repro:run",
+    "repro record": "denpex_nb.cli.repro:record",
 }
 
 
@@ -32,7 +36,7 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="denpex-nb", description="Find out why multi-rank PyTorch jobs fail in their collectives.")
-    from . import __version__
+    from .. import __version__
     p.add_argument("--version", action="version", version=f"denpex-nb {__version__}")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
@@ -101,7 +105,3 @@ def main(argv: list[str] | None = None) -> int:
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -4,17 +4,18 @@
 :mod:`denpex_nb.redact`); the diagnosis itself runs on the unmasked evidence.
 
 Exit 0 whenever the diagnosis ran (whatever the verdict); bad input raises
-:class:`~denpex_nb.errors.InputError` from the loader, which ``denpex_nb.cli`` prints as one line
-with exit code 2.
+:class:`~denpex_nb.errors.InputError` from the loader, which :func:`denpex_nb.cli.main` prints as
+one line with exit code 2.
 """
 from __future__ import annotations
 
 import sys
+import warnings
 
 
-def cli_diagnose(args) -> int:
-    from .. import load
-    from . import diagnose
+def run(args) -> int:
+    from ..analysis import diagnose
+    from ..ingest import load
 
     options = {}
     if getattr(args, "force_format", None):
@@ -25,7 +26,6 @@ def cli_diagnose(args) -> int:
         options["progress"] = False
     # an input that exists but cannot be read is evidence of nothing: diagnose says no-evidence
     # (exit 0) and lists it; a path that names nothing stays a one-line error (exit 2)
-    import warnings
     with warnings.catch_warnings():       # what could not be read is in the diagnosis' output
         warnings.simplefilter("ignore", RuntimeWarning)
         incident = load(*args.paths, unreadable="report", **options)

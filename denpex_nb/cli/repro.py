@@ -1,14 +1,16 @@
 """``denpex-nb repro list | run | record``: thin handlers over :mod:`denpex_nb.repro`.
 
 Bad input (unknown scenario, world size < 2, no torch, ``--backend nccl`` without GPUs) raises a
-:class:`~denpex_nb.errors.DenpexError`, which the CLI prints as one line with exit code 2.
+:class:`~denpex_nb.errors.DenpexError`, which :func:`denpex_nb.cli.main` prints as one line with
+exit code 2.
 """
 from __future__ import annotations
 
-from . import registry
 
+def list_scenarios(args) -> int:
+    """``repro list``: each scenario's id and title, and what it teaches."""
+    from ..repro import registry
 
-def cli_list(args) -> int:
     rows = registry.scenarios()
     width = max(len(k) for k in rows)
     for sc in rows.values():
@@ -17,19 +19,19 @@ def cli_list(args) -> int:
     return 0
 
 
-def cli_run(args) -> int:
-    """Run one scenario; exit 0 when the run behaved as the variant intends.
+def run(args) -> int:
+    """``repro run``: run one scenario; exit 0 when the run behaved as the variant intends.
 
     A broken variant is *meant* to fail, so its exit code is 0 when at least one rank failed and
     1 when every rank exited 0 (the bug did not reproduce); a fixed variant exits 0 only when
     every rank did. Either way the per-rank outcome is printed.
     """
-    from .launch import run
+    from ..repro.launch import run as launch
 
-    result = run(args.scenario, fixed=args.fixed, world_size=args.world_size, backend=args.backend,
-                 debug=args.debug, flight_recorder=args.flight_recorder, trace=args.trace,
-                 timeout=args.timeout, out=args.out,
-                 fr_stack_traces=getattr(args, "fr_stacks", False))
+    result = launch(args.scenario, fixed=args.fixed, world_size=args.world_size, backend=args.backend,
+                    debug=args.debug, flight_recorder=args.flight_recorder, trace=args.trace,
+                    timeout=args.timeout, out=args.out,
+                    fr_stack_traces=getattr(args, "fr_stacks", False))
     print(result.summary())
     expected = result.manifest["expected"]
     print(f"  expected: {expected['class']}"
@@ -39,8 +41,9 @@ def cli_run(args) -> int:
     return 1 if result.ok else 0
 
 
-def cli_record(args) -> int:
-    from .record import record_all
+def record(args) -> int:
+    """``repro record``: regenerate the recorded runs (default: every scenario, variant and mode at world sizes 2, 4)."""
+    from ..repro.record import record_all
 
     options = {}
     if getattr(args, "world_sizes", None):

@@ -1,0 +1,124 @@
+"""``render()``: logs in, one HTML report out (and the executed notebook when asked).
+
+The steps, each in its own module: check the inputs (here), execute the ``incident_report``
+notebook (:mod:`.execute`), mask it when asked and convert it to HTML (:mod:`.convert`).
+
+A failing cell does not lose the report: papermill keeps the executed notebook with its error
+cell, and it is rendered like any other (the traceback shows where it happened); the error is
+returned in :attr:`ReportResult.error`.
+"""
+from __future__ import annotations
+
+import glob
+import os
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import InputError, require
+from .contract import REDACT_STATE_ENV
+from .convert import renderer_redactor, take_redact_hosts, to_html
+from .execute import environment, execute, load_jupyter_stack_quickly, read_summary
+
+_STDIN_PREFIX = "denpex-stdin-"
+
+
+@dataclass
+class ReportResult:
+    """What :func:`render` wrote and what the notebook recorded."""
+
+    html: Path
+    ipynb: Path | None
+    summary: dict | None                        # the notebook's summary (None when it failed before it)
+    error: str | None = None                    # the failing cell's error, when one failed
+    seconds: dict = field(default_factory=dict)
+
+
+def resolve_inputs(paths) -> list[str]:
+    """Absolute paths (``-``: standard input, copied to a temp file); a missing path or an empty glob is a
+    one-line InputError."""
+    out = []
+    for p in paths:
+        p = str(p)
+        if p == "-":
+            data = sys.stdin.buffer.read()
+            fd, tmp = tempfile.mkstemp(prefix=_STDIN_PREFIX, suffix=".log")
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+            out.append(tmp)
+            continue
+        if any(c in p for c in "*?["):
+            hits = sorted(glob.glob(p, recursive=True))
+            if not hits:
+                raise InputError(f"no file matches {p!r}", fix="check the pattern")
+            out.extend(str(Path(h).resolve()) for h in hits)
+            continue
+        if not Path(p).exists():
+            raise InputError(f"{p}: no such file or directory", fix="check the path")
+        out.append(str(Path(p).resolve()))
+    if not out:
+        raise InputError("no log paths given", fix="pass the files or folders of the failed job")
+    return out
+
+
+def _template(template):
+    """The notebook to execute: the built-in ``incident_report``, a NotebookNode, or a path to one."""
+    if template is None:
+        from ..nbtemplates import build
+
+        return build("incident_report")
+    if not isinstance(template, (str, os.PathLike)):
+        return template
+    return require("nbformat", "notebook").read(str(template), as_version=4)
+
+
+def render(paths, output="report.html", *, title: str | None = None, redact: bool = False,
+           ipynb=None, template=None, timeout: float = 600) -> ReportResult:
+    """Execute the incident report for ``paths`` and write HTML (and optionally the .ipynb)."""
+    t0 = time.perf_counter()
+    logs = resolve_inputs(paths)
+    # as `denpex-nb diagnose`: a path naming nothing to read (an empty folder) is a one-line error;
+    # inputs that exist but cannot be read make a no-evidence report (DENPEX_UNREADABLE below)
+    from ..ingest.sources import expand
+
+    specs, problems = expand(logs)
+    missing = [p for p in problems if p.missing]
+    if missing or not (specs or problems):
+        raise InputError(missing[0].one_line() if missing else "no log files found", fix=None if missing else
+                         "pass the files or folders of the failed job")
+    load_jupyter_stack_quickly()
+    nb = _template(template)
+    out_html = Path(output)
+    out_html.parent.mkdir(parents=True, exist_ok=True)
+    redactor = None
+    with tempfile.TemporaryDirectory(prefix="denpex-redact-") as private, \
+            environment("DENPEX_UNREADABLE", "report"), \
+            environment(REDACT_STATE_ENV, str(Path(private) / "state.json") if redact else None):
+        executed, error = execute(nb, {"logs": logs, "title": title, "redact": bool(redact)},
+                                  cwd=str(out_html.parent.resolve()), timeout=timeout)
+        t1 = time.perf_counter()
+        hosts = take_redact_hosts(executed)
+        if redact:
+            from ..redact import redact_notebook
+
+            redactor = renderer_redactor(Path(private) / "state.json", hosts, logs)
+            # every source, output, traceback and metadata string (papermill's parameters: the paths)
+            redact_notebook(executed, redactor)
+            if error:
+                error = redactor(error)
+    summ = read_summary(executed)
+    page_title = title or (f"Incident report: {summ['verdict']}" if summ else "Incident report")
+    out_html.write_text(to_html(executed, page_title, redactor=redactor), encoding="utf-8")
+    nb_path = None
+    if ipynb:
+        nb_path = Path(ipynb)
+        nb_path.parent.mkdir(parents=True, exist_ok=True)
+        require("nbformat", "notebook").write(executed, str(nb_path))
+    for p in logs:  # a temp file made from stdin
+        if Path(p).name.startswith(_STDIN_PREFIX) and Path(p).parent == Path(tempfile.gettempdir()):
+            Path(p).unlink(missing_ok=True)
+    t2 = time.perf_counter()
+    return ReportResult(out_html, nb_path, summ, error,
+                        {"execute": round(t1 - t0, 2), "render": round(t2 - t1, 2), "total": round(t2 - t0, 2)})
