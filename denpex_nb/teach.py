@@ -5,10 +5,18 @@ tested like any other code and the notebooks stay thin.
 """
 from __future__ import annotations
 
+import json
+import tempfile
+from dataclasses import dataclass
+from html import escape
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 
+from . import plot
 from .incident import Incident, coerce
+from .report import HTML, display
 
 
 def synthetic_incident(n_ranks: int = 4, n_collectives: int = 10, *, mismatch_at: int | None = 6,
@@ -64,16 +72,6 @@ def synthetic_incident(n_ranks: int = 4, n_collectives: int = 10, *, mismatch_at
 
 # --- lessons ------------------------------------------------------------------------------------
 
-import json  # noqa: E402
-import os  # noqa: E402
-import tempfile  # noqa: E402
-from dataclasses import dataclass  # noqa: E402
-from html import escape  # noqa: E402
-from pathlib import Path  # noqa: E402
-
-from . import plot  # noqa: E402
-from .report import HTML, display  # noqa: E402
-
 #: where the repository's data lives (a source checkout); installed packages have none
 DATA_DIR = Path(__file__).resolve().parents[1] / "data"
 
@@ -101,17 +99,17 @@ def run_lesson(scenario: str, *, fixed: bool = False, world_size: int = 2, timeo
     The collective tracer is always on: it is what shows each rank's sequence even when gloo
     aborts a rank from a C++ thread.
     """
-    import denpex_nb as dx
-
     from . import repro
+    from .analysis import diagnose
+    from .ingest import load
 
     variant = "fixed" if fixed else "broken"
     base = Path(out) if out else Path(tempfile.mkdtemp(prefix="denpex-lesson-"))
     run_dir = base / f"{scenario}-{variant}-{debug}{'-fr' if flight_recorder else ''}-w{world_size}"
     result = repro.run(scenario, fixed=fixed, world_size=world_size, debug=debug, flight_recorder=flight_recorder,
                        trace=True, timeout=timeout, out=run_dir)
-    incident = dx.load(str(result.out_dir))
-    return Lesson(scenario, variant, debug, result, incident, dx.diagnose(incident))
+    incident = load(str(result.out_dir))
+    return Lesson(scenario, variant, debug, result, incident, diagnose(incident))
 
 
 def outcome(lesson: Lesson) -> pd.DataFrame:
@@ -219,15 +217,16 @@ def nccl_source(scenario: str) -> tuple[str, Path] | None:
 
 def nccl_view(scenario: str):
     """What NCCL does with the same bug: recorded runs if any, else the illustrative log (labelled)."""
-    import denpex_nb as dx
+    from .analysis import diagnose
+    from .ingest import load
 
     src = nccl_source(scenario)
     if src is None:
         return HTML("<p>No NCCL evidence for this scenario is available here (no recorded NCCL run and no "
                     "illustrative log; an installed package carries neither).</p>")
     kind, path = src
-    incident = dx.load(str(path))
-    diagnosis = dx.diagnose(incident)
+    incident = load(str(path))
+    diagnosis = diagnose(incident)
     if kind == "illustrative":
         banner = ("<div style='border:2px dashed #ff7f0e;padding:6px 10px;background:#fff8ef'><b>ILLUSTRATIVE, "
                   "not a real NCCL run.</b> This log was written from NCCL's and PyTorch's documented message "
@@ -349,4 +348,3 @@ def record(**lessons: Lesson) -> None:
         src = nccl_source(first.scenario)
         out["nccl_source"] = src[0] if src else None
     display({"application/json": out, "text/plain": json.dumps(out)}, raw=True)
-    return None

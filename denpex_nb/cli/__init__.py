@@ -26,6 +26,16 @@ HANDLERS = {
 }
 
 
+def _version() -> str:
+    """The installed distribution's version (pyproject.toml is the one place it is written)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("denpex_nb")
+    except PackageNotFoundError:      # a source tree that was never installed
+        return "0+unknown"
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse exits 2 on usage errors already; keep its one-line message, drop the usage dump."""
 
@@ -36,8 +46,7 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="denpex-nb", description="Find out why multi-rank PyTorch jobs fail in their collectives.")
-    from .. import __version__
-    p.add_argument("--version", action="version", version=f"denpex-nb {__version__}")
+    p.add_argument("--version", action="version", version=f"denpex-nb {_version()}")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     d = sub.add_parser("demo", help="run the all_gather shape-mismatch reproducer, diagnose it, render a report")

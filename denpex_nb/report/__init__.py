@@ -23,13 +23,13 @@ from __future__ import annotations
 
 from .contract import HEADLESS_ENV, REDACT_MIME, REDACT_STATE_ENV, SUMMARY_MIME, SUMMARY_TAG
 from .convert import to_html
-from .show import HTML, display
 from .execute import execute, read_summary
 from .pipeline import ReportResult, render, resolve_inputs
 from .prepare import prepare
 from .sections import (RANK_STATE_COLUMNS, errors_frame, errors_section, evidence, fix, headline, inputs,
                        other_findings, pictures, rank_state_section, ranks_text, record, render_template, summary,
                        verdict_text)
+from .show import HTML, display
 
 __all__ = [
     "render", "ReportResult", "resolve_inputs", "execute", "read_summary", "to_html", "prepare",
