@@ -39,17 +39,32 @@ def load(*paths, format: str | None = None, year: int | None = None, progress: b
          stdin: BinaryIO | None = None, dedup: bool = True, strict: bool | None = None,
          unreadable: str | None = None, max_decompressed: int | str | None = None,
          max_ratio: float | None = None, max_structured: int | str | None = None,
-         line_cap: int | str | None = None, **options) -> Incident:
+         line_cap: int | str | None = None, storage_options: dict | None = None, dask_client=None,
+         **options) -> Incident:
     """Read logs and dumps into an :class:`Incident`.
 
-    ``paths``: files, folders (walked recursively), globs, ``-`` (standard input), ``.gz``,
-    ``.bz2``, ``.xz``, ``.zst`` and ``.zip`` files, torchrun ``--log-dir`` trees. Lists of paths
-    are accepted too. The format is detected per file; ``format=`` forces one reader (a reader
-    name such as ``"fr_pickle"``, ``"trace"``, ``"c10d"``, or ``"text"`` for all text readers).
+    ``paths``: files, folders (walked recursively), globs, ``-`` (standard input), gzip, bz2, xz,
+    zstd and zip files (recognised by content, whatever their name), torchrun ``--log-dir`` trees,
+    and URLs: ``s3://bucket/prefix/`` (listed recursively like a folder), ``s3://bucket/run/*.log``,
+    ``gs://...``, ``https://...`` (the optional ``remote`` extra: ``pip install
+    'denpex_nb[remote]'``). Lists of paths are accepted too. The format is detected per file;
+    ``format=`` forces one reader (a reader name such as ``"fr_pickle"``, ``"trace"``,
+    ``"c10d"``, or ``"text"`` for all text readers).
+
+    ``storage_options``: fsspec options for URLs (``{"endpoint_url": ..., "key": ..., "secret":
+    ...}``, ``{"anon": True}``); by default credentials come from the environment (``AWS_*``,
+    ``AWS_PROFILE``, ``AWS_ENDPOINT_URL``; ``DENPEX_STORAGE_OPTIONS`` holds default options as
+    JSON). An object that cannot be read (denied, truncated) is that file's ``load_error``; a URL
+    that cannot be listed (no such bucket, unreachable store) is one like a missing path.
 
     ``year`` sets the year of year-less log timestamps (default: each file's modification year).
     ``progress``: None shows a bar for inputs over 4 MB on a terminal or in Jupyter; True/False
-    force it. ``jobs``: parallel processes (None: automatic; ``"dask"``: Dask).
+    force it. ``jobs``: parallel processes (None: automatic; ``"dask"``: a ``dask.distributed``
+    cluster). ``dask_client``: the cluster to parse on (a ``distributed.Client`` or a scheduler
+    address such as ``"tcp://host:8786"``; implies ``jobs="dask"``); without it, ``jobs="dask"``
+    uses ``DENPEX_DASK_SCHEDULER`` (which, set, also sends ``jobs=None`` loads there), else the
+    current client, else a temporary in-process cluster. Workers open the files themselves, so
+    local paths must be visible to them at the same path (object storage always is).
     ``unparsed_text_budget``: characters of unrecognised lines kept as text (shared by the files;
     past it, runs of unparsed lines are kept as counts only). ``dedup=False`` keeps observations
     that several files of one run repeat.
@@ -103,7 +118,7 @@ def load(*paths, format: str | None = None, year: int | None = None, progress: b
                                  "max_structured": max_structured, "line_cap": line_cap})
     except ValueError as e:
         raise UsageError(str(e), fix="give a positive size in bytes, or with a K, M or G suffix") from None
-    specs, problems = expand(flat, year=year, stdin=stdin)
+    specs, problems = expand(flat, year=year, stdin=stdin, storage_options=storage_options)
     budget = max(0, int(unparsed_text_budget))
     per_file = max(min(budget, _MIN_BUDGET_PER_FILE), budget // max(1, len(specs)))
     opts = dict(options, format=format, year=year, unparsed_text_budget_per_file=per_file, **limits)
@@ -113,7 +128,8 @@ def load(*paths, format: str | None = None, year: int | None = None, progress: b
     bar = _progress_bar(progress, specs)
     try:
         with _gc_paused():
-            results = run_all(specs, opts, jobs, on_bytes=bar.update if bar is not None else None)
+            results = run_all(specs, opts, jobs, on_bytes=bar.update if bar is not None else None,
+                              dask_client=dask_client)
     finally:
         if bar is not None:
             bar.close()

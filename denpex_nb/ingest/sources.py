@@ -12,6 +12,14 @@ frame structure, as ``zstandard``'s stream reader ends silently there) and a cor
 :class:`StreamError` (an ``OSError``) after the bytes before it, which :func:`read_fully` hands
 over in ``err.partial`` so the caller keeps them. Standard input is read into memory up to
 ``STDIN_MEMORY`` bytes and spooled to a temporary file past that.
+
+Compression is recognised by content (the format's magic bytes: gzip, zstd, bz2, xz, zip), so a
+compressed file without the usual ending, or with a wrong one, still reads; a name that says
+compressed is believed only when the content is not plain text (so corrupt data is reported as
+corrupt, and a log that was decompressed but kept its ``.gz`` name reads as text).
+
+URLs (``s3://``, ``gs://``, ``https://`` ...) expand and open through fsspec (:mod:`.remote`);
+their specs carry the URL and the storage options, and every reader opens the object itself.
 """
 from __future__ import annotations
 
@@ -152,10 +160,22 @@ class FileSpec:
     run_root: str = ""                  # files of one run share it; de-duplication stays inside a run
     explicit: bool = True               # named by the user (not found by walking a folder)
     temp: bool = False                  # a temporary file (spooled stdin) to delete after the load
+    storage_options: dict | None = None  # fsspec options for a URL ``path`` (endpoint, credentials ...)
 
     @property
     def name(self) -> str:
-        return os.path.basename(self.member or self.path or self.display)
+        """The base name the readers see, without a compression ending (``manifest.json.zst`` is a
+        ``manifest.json`` to them: they get the decompressed bytes)."""
+        base = os.path.basename(self.member or self.path or self.display)
+        ext = next((e for e in COMPRESSIONS if base.lower().endswith(e)), None)
+        return base[: -len(ext)] if ext and len(base) > len(ext) else base
+
+    @property
+    def remote(self) -> bool:
+        """``path`` is a URL (read through fsspec), not a file on this machine."""
+        from .remote import is_url
+
+        return bool(self.path) and is_url(self.path)
 
 
 @dataclass
@@ -206,22 +226,77 @@ def _bounded_int(digits: str, limit: int = 2 ** 63) -> int | None:
 
 def run_root(path: str) -> str:
     """The folder of the run a file belongs to: ``<out>`` for ``<out>/attempt_0/1/stdout.log``,
-    ``<out>/fr/x`` and ``<out>/trace/x`` as well as ``<out>/combined.log``."""
+    ``<out>/fr/x`` and ``<out>/trace/x`` as well as ``<out>/combined.log`` (URLs alike:
+    ``s3://b/run`` for ``s3://b/run/fr/x``)."""
+    from .remote import is_url
+
+    if is_url(path):
+        scheme, rest = path.split("://", 1)
+        parts = rest.rstrip("/").split("/")[:-1]
+        return scheme + "://" + "/".join(_run_parts(parts))
     d = os.path.dirname(os.path.abspath(path))
-    parts = d.split(os.sep)
+    return os.sep.join(_run_parts(d.split(os.sep)))
+
+
+def _run_parts(parts: list[str]) -> list[str]:
     if len(parts) >= 2 and parts[-1].isdigit() and _ATTEMPT.match(parts[-2]):
         parts = parts[:-2]
     elif parts and parts[-1] in ("fr", "trace", "logs", "nccl"):
         parts = parts[:-1]
     # torchrun --log-dir D/<run_id>_<rand>/attempt_k/...: the run is D/<run_id>_<rand>
-    return os.sep.join(parts)
+    return parts
 
 
 def _compression_of(name: str) -> str | None:
+    """The compression a file name says (``x.log.gz`` -> ``gz``); the content decides in the end
+    (:func:`detect_compression`)."""
     low = name.lower()
     for ext, kind in COMPRESSIONS.items():
         if low.endswith(ext):
             return kind
+    return None
+
+
+#: bytes read from the start of a stream to recognise its format
+MAGIC_BYTES = 16
+
+
+def sniff_compression(head: bytes) -> str | None:
+    """``gz``, ``zst``, ``bz2``, ``xz`` or ``zip`` from a stream's first bytes, else None."""
+    if head[:3] == b"\x1f\x8b\x08":
+        return "gz"
+    if head[:4] == b"\x28\xb5\x2f\xfd" or (head[:1] and head[0] & 0xF0 == 0x50 and head[1:4] == b"\x2a\x4d\x18"):
+        return "zst"                   # a frame, or a skippable frame (0x184D2A5?)
+    if head[:6] == b"\xfd7zXZ\x00":
+        return "xz"
+    if head[:3] == b"BZh" and head[3:4] in b"123456789" and head[3:4] and head[4:10] in (b"1AY&SY", b"\x17rE8P\x90"):
+        return "bz2"                   # a block, or the end of an empty stream
+    if head[:4] in (b"PK\x03\x04", b"PK\x05\x06"):
+        return "zip"
+    return None
+
+
+def _looks_plain(head: bytes) -> bool:
+    """No NUL and valid UTF-8 (a character cut by the sample's end is fine): text, not a
+    compressed stream."""
+    sample = head[:4096]
+    if b"\x00" in sample:
+        return False
+    try:
+        sample.decode("utf-8")
+    except UnicodeDecodeError as e:
+        return e.start >= len(sample) - 3 and e.reason == "unexpected end of data"
+    return True
+
+
+def detect_compression(head: bytes, named: str | None) -> str | None:
+    """The compression to read a stream with: its magic bytes when they name one; else what its
+    name says (``named``) unless the content is plain text; else None."""
+    kind = sniff_compression(head)
+    if kind is not None:
+        return kind
+    if named is not None and not _looks_plain(head):
+        return named
     return None
 
 
@@ -230,6 +305,31 @@ def _mtime_year(path: str) -> int | None:
         return datetime.fromtimestamp(os.stat(path).st_mtime, tz=timezone.utc).year
     except OSError:
         return None
+
+
+def _year_of(mtime: float | None) -> int | None:
+    if mtime is None:
+        return None
+    try:
+        return datetime.fromtimestamp(mtime, tz=timezone.utc).year
+    except (OverflowError, OSError, ValueError):
+        return None
+
+
+def _skip_dir(name: str) -> bool:
+    return name in _SKIP_DIRS or name.startswith(".")
+
+
+def _skip_file(name: str) -> bool:
+    """A folder walk never treats these as logs (metadata, pictures, code, hidden files)."""
+    return (name in _SKIP_NAMES or name.startswith(".") or not name
+            or os.path.splitext(name)[1].lower() in _SKIP_EXTS)
+
+
+def _keep_walked(rel: str) -> bool:
+    """The folder-walk rules for a path relative to the folder (``a/b/x.log``)."""
+    parts = rel.split("/")
+    return not any(_skip_dir(d) for d in parts[:-1]) and not _skip_file(parts[-1])
 
 
 def _walk(folder: str, problems: list | None = None) -> list[str]:
@@ -243,12 +343,9 @@ def _walk(folder: str, problems: list | None = None) -> list[str]:
                                     "make it readable (chmod +rx) or pass the files inside it"))
 
     for root, dirs, files in os.walk(folder, onerror=unreadable):
-        dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS and not d.startswith("."))
+        dirs[:] = sorted(d for d in dirs if not _skip_dir(d))
         for f in sorted(files):
-            if f in _SKIP_NAMES or f.startswith("."):
-                continue
-            ext = os.path.splitext(f)[1].lower()
-            if ext in _SKIP_EXTS:
+            if _skip_file(f):
                 continue
             path = os.path.join(root, f)
             special = _special_kind(path)
@@ -279,6 +376,17 @@ def _reason(err: OSError) -> str:
     return "permission denied" if isinstance(err, PermissionError) else (err.strerror or str(err)).lower()
 
 
+def _is_zip_file(path: str) -> bool:
+    """A regular file whose content is a zip archive (whatever its name)."""
+    if path.lower().endswith(".zip"):
+        return True
+    try:
+        with open(path, "rb") as f:
+            return sniff_compression(f.read(4)) == "zip"
+    except OSError:
+        return False                   # the open while parsing reports it
+
+
 def _spec_for_file(path: str, display: str, *, explicit: bool, year: int | None) -> FileSpec:
     hints = rank_hints(path)
     try:
@@ -294,44 +402,60 @@ def _spec_for_file(path: str, display: str, *, explicit: bool, year: int | None)
                     explicit=explicit, **hints)
 
 
-def _zip_specs(path: str, display: str, *, explicit: bool, year: int | None) -> tuple[list[FileSpec], list[Problem]]:
+def _zip_specs(path: str, display: str, *, explicit: bool, year: int | None, opener=None,
+               storage_options: dict | None = None) -> tuple[list[FileSpec], list[Problem]]:
+    """One spec per log member of the archive at ``path`` (``opener()``: a seekable binary file
+    over it, for an archive in object storage; default: the local file)."""
     try:
-        with zipfile.ZipFile(path) as zf:
-            infos = [i for i in zf.infolist() if not i.is_dir()]
+        if opener is None:
+            with zipfile.ZipFile(path) as zf:
+                infos = [i for i in zf.infolist() if not i.is_dir()]
+        else:
+            with opener() as f, zipfile.ZipFile(f) as zf:
+                infos = [i for i in zf.infolist() if not i.is_dir()]
     except (zipfile.BadZipFile, OSError) as e:
         return [], [Problem(display, f"cannot read zip archive: {e}", "check the file is a complete .zip")]
     specs = []
     for info in infos:
         base = os.path.basename(info.filename)
-        if not base or base in _SKIP_NAMES or base.startswith(".") or "__MACOSX" in info.filename:
-            continue
-        if os.path.splitext(base)[1].lower() in _SKIP_EXTS:
+        if "__MACOSX" in info.filename or _skip_file(base):
             continue
         hints = rank_hints(info.filename)
         member_year = year if year is not None else info.date_time[0]
         specs.append(FileSpec(display=f"{display}:{info.filename}", path=path, member=info.filename,
                               compression=_compression_of(info.filename), size=info.compress_size,
                               year=member_year, run_root=display + ":" + run_root(info.filename),
-                              explicit=explicit, **hints))
+                              explicit=explicit, storage_options=storage_options, **hints))
     if not specs:
         return [], [Problem(display, "zip archive holds no log files", "pass the archive that holds the logs")]
     return specs, []
 
 
-def expand(paths, *, year: int | None = None, stdin: BinaryIO | None = None) -> tuple[list[FileSpec], list[Problem]]:
-    """Expand user paths into file specs, in a stable order, plus the problems met on the way."""
+def expand(paths, *, year: int | None = None, stdin: BinaryIO | None = None,
+           storage_options: dict | None = None) -> tuple[list[FileSpec], list[Problem]]:
+    """Expand user paths into file specs, in a stable order, plus the problems met on the way.
+
+    Local paths: files, folders (walked), globs, ``-``, zip archives (recognised by content).
+    URLs (``s3://bucket/prefix/``, ``gs://...``, ``https://...``): objects, prefixes (listed
+    recursively with the same rules), globs, ``.zip`` objects; ``storage_options`` go to fsspec
+    (see :mod:`.remote`). A URL that cannot be listed is a :class:`Problem` with
+    ``missing=True``; a URL whose protocol's library is missing raises InputError.
+    """
+    from .remote import expand_url, info_mtime, info_size, is_url
+
     specs: list[FileSpec] = []
     problems: list[Problem] = []
     seen: set[tuple] = set()
 
     def add(spec: FileSpec) -> None:
-        key = (os.path.abspath(spec.path) if spec.path else spec.display, spec.member)
+        where = spec.path if spec.remote else (os.path.abspath(spec.path) if spec.path else spec.display)
+        key = (where, spec.member)
         if key not in seen:
             seen.add(key)
             specs.append(spec)
 
     def add_file(path: str, display: str, explicit: bool) -> None:
-        if path.lower().endswith(".zip"):
+        if _is_zip_file(path):
             zs, zp = _zip_specs(path, display, explicit=explicit, year=year)
             for s in zs:
                 add(s)
@@ -339,12 +463,35 @@ def expand(paths, *, year: int | None = None, stdin: BinaryIO | None = None) -> 
         else:
             add(_spec_for_file(path, display, explicit=explicit, year=year))
 
+    def add_url(url: str, info: dict, explicit: bool, opts: dict) -> None:
+        mtime = info_mtime(info)
+        add(FileSpec(display=url, path=url, compression=_compression_of(url), size=info_size(info), mtime=mtime,
+                     year=year if year is not None else _year_of(mtime), run_root=run_root(url),
+                     explicit=explicit, storage_options=opts, **rank_hints(url)))
+
+    def add_url_zip(url: str, info: dict, explicit: bool, fs, path: str, opts: dict) -> None:
+        from .remote import open_raw
+
+        probe = FileSpec(display=url, path=url, storage_options=opts)
+        zs, zp = _zip_specs(url, url, explicit=explicit, year=year if year is not None else _year_of(info_mtime(info)),
+                            opener=lambda: open_raw(probe), storage_options=opts)
+        for s in zs:
+            add(s)
+        problems.extend(zp)
+
     for raw in paths:
         p = os.fspath(raw)
         if p == "-":
             stream = stdin if stdin is not None else sys.stdin.buffer
             add(_stdin_spec(stream, year))
             continue
+        if is_url(p):
+            expand_url(p, storage_options, _keep_walked, problems, add_spec=add_url, add_zip=add_url_zip)
+            continue
+        if p.lower().startswith("file://"):
+            from urllib.parse import unquote, urlparse
+
+            p = unquote(urlparse(p).path)
         if os.path.isdir(p):
             before = len(problems)
             files = _walk(p, problems)
@@ -371,6 +518,8 @@ def expand(paths, *, year: int | None = None, stdin: BinaryIO | None = None) -> 
                 if os.path.isdir(m):
                     for f in _walk(m, problems):
                         add_file(f, f, explicit=False)
+                elif _special_kind(m):
+                    problems.append(Problem(m, f"{_special_kind(m)}, not a file: skipped", None))
                 else:
                     add_file(m, m, explicit=True)
             continue
@@ -398,27 +547,99 @@ def _stdin_spec(stream: BinaryIO, year: int | None) -> FileSpec:
     return FileSpec(display="<stdin>", path=tmp, size=size, year=year, run_root="<stdin>", temp=True)
 
 
-def open_stream(spec: FileSpec, limits: dict | None = None) -> BinaryIO:
-    """A binary file object over the (decompressed) bytes of ``spec``. Raises OSError & co.
-
-    Compressed files and zip members are bounded by ``limits`` (see :func:`resolve_limits`): past
-    a cap, a truncated end or a corrupt block, reads raise :class:`StreamError`.
-    """
+def _source(spec: FileSpec) -> BinaryIO:
+    """The stored bytes of ``spec``, not yet decompressed: stdin data, a local file, a remote
+    object, or a zip member (decompressed by zipfile; bounded by the caller)."""
     if spec.data is not None:
-        raw: BinaryIO = io.BytesIO(spec.data)
+        return io.BytesIO(spec.data)
+    if spec.remote:
+        from .remote import open_raw
+
+        raw = open_raw(spec)
     elif spec.member is not None:
-        zf = zipfile.ZipFile(spec.path)
+        raw = open(spec.path, "rb")
+    else:
+        return open(spec.path, "rb", buffering=0)
+    if spec.member is None:
+        return raw
+    try:
+        zf = zipfile.ZipFile(raw)
         try:
-            raw = _ZipMember(zf, zf.open(spec.member))
+            return _ZipMember(zf, zf.open(spec.member), raw)
         except BaseException:
             zf.close()
             raise
-    else:
-        if spec.compression is None:
-            return open(spec.path, "rb", buffering=0)
-        raw = open(spec.path, "rb")
-    kind = spec.compression
-    if kind is None and spec.member is None:
+    except (zipfile.BadZipFile, zlib.error, EOFError) as e:
+        raw.close()
+        raise StreamError(_stream_message("zip", e)) from e
+    except BaseException:
+        raw.close()
+        raise
+
+
+def _peek(raw: BinaryIO, kind: str | None = None) -> tuple[bytes, BinaryIO]:
+    """The first :data:`MAGIC_BYTES` of ``raw``, and a stream that still starts at its beginning.
+    ``kind``: what ``raw`` decompresses (a zip member), for the message when that fails."""
+    try:
+        head = read_fully(raw, MAGIC_BYTES)
+    except Exception as e:             # the first read of the caller meets it, as without a peek
+        if kind is not None and not isinstance(e, (StreamError, _remote_error())):
+            e = StreamError(_stream_message(kind, e))
+        return b"", _Failing(e, raw)
+    try:
+        if raw.seekable():
+            raw.seek(0)
+            return head, raw
+    except (OSError, ValueError):
+        pass
+    return head, _Replay(head, raw)
+
+
+def _only_member(raw: BinaryIO, display: str) -> BinaryIO:
+    """A zip archive met where one stream was expected (a remote object, a zip member): its only
+    file member; an archive of several files is an error that says how to read it."""
+    try:
+        zf = zipfile.ZipFile(raw)
+    except (zipfile.BadZipFile, EOFError) as e:
+        raise StreamError(_stream_message("zip", e)) from e
+    try:
+        infos = [i for i in zf.infolist() if not i.is_dir()]
+        if len(infos) != 1:
+            raise StreamError(f"a zip archive of {len(infos)} files where one log was expected: pass the archive "
+                              f"itself (a path or URL ending in .zip) so each member is read")
+        return _ZipMember(zf, zf.open(infos[0]), raw)
+    except BaseException:
+        zf.close()
+        raise
+
+
+def open_stream(spec: FileSpec, limits: dict | None = None) -> BinaryIO:
+    """A binary file object over the (decompressed) bytes of ``spec``. Raises OSError & co.
+
+    The compression is detected from the content (:func:`detect_compression`). Compressed files
+    and zip members are bounded by ``limits`` (see :func:`resolve_limits`): past a cap, a
+    truncated end or a corrupt block, reads raise :class:`StreamError`. A remote object's read
+    errors are :class:`.remote.RemoteError` (an OSError) with a one-line message.
+    """
+    raw = _source(spec)
+    try:
+        head, raw = _peek(raw, "zip" if spec.member is not None else None)
+        named = _compression_of(spec.member) if spec.member is not None else spec.compression
+        kind = detect_compression(head, named)
+        zipped = spec.member is not None
+        if kind == "zip":
+            if zipped:
+                raise StreamError("a zip archive inside a zip archive: unpack the outer one and pass the inner one")
+            raw = _only_member(raw, spec.display)
+            zipped = True
+            head, raw = _peek(raw, "zip")
+            kind = detect_compression(head, _compression_of(getattr(raw, "name", "") or ""))
+            if kind == "zip":
+                raise StreamError("a zip archive inside a zip archive: unpack the outer one and pass the inner one")
+    except BaseException:
+        raw.close()
+        raise
+    if kind is None and not zipped:
         return raw
     try:
         if kind is None:
@@ -447,6 +668,69 @@ def open_stream(spec: FileSpec, limits: dict | None = None) -> BinaryIO:
         raise
     compressed = spec.size or (len(spec.data) if spec.data is not None else 0)
     return _Bounded(inner, kind or "zip", compressed, limits or resolve_limits(), raw=raw)
+
+
+class _Failing(io.RawIOBase):
+    """A stream whose first bytes could not be read: every read raises that error."""
+
+    def __init__(self, err: BaseException, raw):
+        self._err, self._raw = err, raw
+
+    def readable(self):
+        return True
+
+    def read(self, n=-1):
+        raise self._err
+
+    read1 = read
+
+    def readinto(self, b):
+        raise self._err
+
+    def close(self):
+        try:
+            self._raw.close()
+        finally:
+            super().close()
+
+
+class _Replay(io.RawIOBase):
+    """``head`` (already read) followed by the rest of ``raw``: a stream that cannot seek back."""
+
+    def __init__(self, head: bytes, raw):
+        self._head, self._raw = head, raw
+        self.name = getattr(raw, "name", "")
+
+    def readable(self):
+        return True
+
+    def read(self, n=-1):
+        if self._head:
+            if n is None or n < 0:
+                data, self._head = self._head + self._raw.read(), b""
+                return data
+            data, self._head = self._head[:n], self._head[n:]
+            if len(data) < n:          # fill the request as a file would
+                data += self._raw.read(n - len(data)) or b""
+            return data
+        return self._raw.read(n)
+
+    def read1(self, n=-1):
+        if self._head:
+            return self.read(n)
+        r1 = getattr(self._raw, "read1", None) or self._raw.read
+        return r1(n)
+
+    def readinto(self, b):
+        data = self.read(len(b))
+        b[: len(data)] = data
+        return len(data)
+
+    def close(self):
+        try:
+            self._raw.close()
+        finally:
+            super().close()
 
 
 _STREAM_ERRORS = (EOFError, zlib.error, lzma.LZMAError, zipfile.BadZipFile, ValueError, OSError)
@@ -495,6 +779,8 @@ class _Bounded(io.RawIOBase):
             return self._read1(n)
         except StreamError:
             raise
+        except _remote_error() as e:    # the object store failed under the decompressor: say so, not "corrupt"
+            raise StreamError(str(e)) from e
         except _STREAM_ERRORS as e:
             raise StreamError(_stream_message(self.kind, e)) from e
         except Exception as e:        # zstandard.ZstdError and other decompressor errors
@@ -519,6 +805,12 @@ class _Bounded(io.RawIOBase):
                 super().close()
 
 
+def _remote_error() -> type:
+    from .remote import RemoteError
+
+    return RemoteError
+
+
 def _stream_message(kind: str, e: BaseException) -> str:
     if isinstance(e, EOFError):
         return f"truncated {kind} stream: it ends before its end-of-stream marker"
@@ -529,10 +821,11 @@ def _stream_message(kind: str, e: BaseException) -> str:
 
 
 class _ZipMember(io.RawIOBase):
-    """A zip member stream that also closes its archive."""
+    """A zip member stream that also closes its archive (and the file the archive was opened on)."""
 
-    def __init__(self, zf: zipfile.ZipFile, member):
-        self._zf, self._m = zf, member
+    def __init__(self, zf: zipfile.ZipFile, member, raw=None):
+        self._zf, self._m, self._raw = zf, member, raw
+        self.name = getattr(member, "name", "")
 
     def readable(self):
         return True
@@ -543,6 +836,15 @@ class _ZipMember(io.RawIOBase):
     def read1(self, n=-1):
         return self._m.read1(n)
 
+    def seekable(self):
+        return self._m.seekable()
+
+    def seek(self, pos, whence=0):
+        return self._m.seek(pos, whence)
+
+    def tell(self):
+        return self._m.tell()
+
     def readinto(self, b):
         data = self._m.read(len(b))
         b[: len(data)] = data
@@ -552,6 +854,8 @@ class _ZipMember(io.RawIOBase):
         try:
             self._m.close()
             self._zf.close()
+            if self._raw is not None:
+                self._raw.close()
         finally:
             super().close()
 
