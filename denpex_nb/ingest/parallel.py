@@ -14,7 +14,7 @@ client of this process, else a temporary in-process cluster. Tasks carry file sp
 bytes: each worker opens its files (local paths it can see, or objects in storage) itself. Results
 are gathered as they complete and each future is released once gathered, so the cluster drops its
 copy while the client keeps one. A scheduler that cannot be reached, a cluster that goes away or
-stays without workers for ``DENPEX_DASK_TIMEOUT`` seconds (default 30), and a worker that keeps
+stays without workers for ``DENPEX_DASK_TIMEOUT`` seconds (default 10), and a worker that keeps
 dying on a file are one-line :class:`~denpex_nb.errors.DenpexError` s naming the fix, never a hang.
 """
 from __future__ import annotations
@@ -39,7 +39,7 @@ PARALLEL_MIN_BYTES = 64 << 20
 SCHEDULER_ENV = "DENPEX_DASK_SCHEDULER"
 #: seconds to connect to a scheduler, and that a cluster may stay unreachable or without workers
 TIMEOUT_ENV = "DENPEX_DASK_TIMEOUT"
-DEFAULT_DASK_TIMEOUT = 30.0
+DEFAULT_DASK_TIMEOUT = 10.0
 
 
 def choose_jobs(specs: list[FileSpec], jobs) -> int | str:
@@ -151,8 +151,8 @@ def dask_timeout() -> float:
     return value if value > 0 else DEFAULT_DASK_TIMEOUT
 
 
-_DASK_FIX = ("start it (dask scheduler / dask worker), or point {env} / dask_client= at a running one; "
-             "or load without jobs='dask'")
+_DASK_FIX = ("check that the scheduler and its workers are up (dask scheduler / dask worker) and that {env} "
+             "or dask_client= name it, then load again; or load without jobs='dask'")
 
 
 @contextlib.contextmanager
@@ -186,7 +186,7 @@ def dask_client(given=None, timeout: float | None = None):
     except ValueError:                 # no client in this process: a small temporary one
         pass
     cluster = distributed.LocalCluster(n_workers=1, threads_per_worker=max(1, min(4, os.cpu_count() or 1)),
-                                       processes=False, dashboard_address=None)
+                                       processes=False, dashboard_address=":0")
     client = distributed.Client(cluster, set_as_default=False)
     try:
         yield client, None
@@ -233,8 +233,8 @@ _POLL = 0.05
 
 def _gather(client, where, pending: dict, specs, results, on_bytes, on_file, timeout: float, distributed) -> None:
     """Take results as they complete, release each future, watch the cluster meanwhile."""
-    total = len(pending)
-    done = 0
+    total = sum(len(chunk) for chunk in pending.values())
+    done = 0                           # files gathered
     ac = distributed.as_completed(list(pending), loop=client.loop)
     trouble_since: float | None = None
     while not ac.is_empty():
@@ -246,7 +246,8 @@ def _gather(client, where, pending: dict, specs, results, on_bytes, on_file, tim
             else:
                 trouble_since = trouble_since or time.monotonic()
                 if problem == "closed" or time.monotonic() - trouble_since > timeout:
-                    raise _gone(where, done, total, f"the client is {client.status}" if problem == "closed" else problem)
+                    raise _gone(where, done, total, f"the client is {client.status}" if problem == "closed"
+                                else f"{problem} (for {timeout:g} s, {TIMEOUT_ENV})")
             time.sleep(_POLL)
             continue
         for fut in batch:
@@ -265,7 +266,7 @@ def _gather(client, where, pending: dict, specs, results, on_bytes, on_file, tim
                 if on_file:
                     on_file(specs[i])
             del part
-            done += 1
+            done += len(chunk)
 
 
 def _cluster_problem(client) -> str | None:
@@ -304,9 +305,8 @@ def _task_error(e: BaseException, where, done: int, total: int, chunk: list[File
 
 def _gone(where, done: int, total: int, why: str) -> DenpexError:
     at = f" at {where}" if where else ""
-    return DenpexError(f"the Dask cluster{at} went away mid-load ({done} of {total} tasks gathered): {why}",
-                       fix="check that the scheduler and its workers are up, then load again; "
-                           + _DASK_FIX.format(env=SCHEDULER_ENV))
+    return DenpexError(f"the Dask cluster{at} went away mid-load ({done} of {total} files parsed): {why}",
+                       fix=_DASK_FIX.format(env=SCHEDULER_ENV))
 
 
 def _where(client) -> str | None:
