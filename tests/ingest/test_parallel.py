@@ -41,3 +41,20 @@ def test_grouped_tasks_give_the_serial_result_in_input_order(tmp_path):
     cols = ["file", "format", "lines_total", "lines_parsed", "lines_unparsed"]
     pd.testing.assert_frame_equal(serial.sources[cols], pooled.sources[cols])
     assert dx.diagnose(pooled).culprit_ranks == [7]
+
+
+def test_dask_is_chosen_by_name_by_a_client_or_by_the_scheduler_variable(monkeypatch):
+    import pytest
+
+    from denpex_nb.errors import UsageError
+    from denpex_nb.ingest.parallel import choose_jobs, run_all
+
+    specs = _specs([10, 10])
+    monkeypatch.delenv("DENPEX_DASK_SCHEDULER", raising=False)
+    assert choose_jobs(specs, "dask") == "dask" and choose_jobs(specs, None) == 1
+    monkeypatch.setenv("DENPEX_DASK_SCHEDULER", "tcp://127.0.0.1:8786")
+    assert choose_jobs(specs, None) == "dask" and choose_jobs(specs, 1) == 1       # an explicit jobs= wins
+    with pytest.raises(UsageError, match="dask_client= was given with jobs=2"):
+        run_all(specs, {}, 2, dask_client="tcp://127.0.0.1:8786")
+    with pytest.raises(UsageError, match="not understood"):
+        choose_jobs(specs, "spark")

@@ -329,3 +329,77 @@ def test_big_stdin_is_spooled_to_a_temporary_file(monkeypatch):
         os.unlink(spec.path)
     specs, _ = expand(["-"], stdin=io.BytesIO(b"small\n"))
     assert specs[0].data == b"small\n" and not specs[0].temp
+
+
+# --- compression detected by content (issue #11) ----------------------------------------------------
+
+from denpex_nb.ingest.sources import detect_compression, sniff_compression  # noqa: E402
+
+
+@pytest.mark.parametrize("kind", sorted(COMPRESSORS))
+def test_compression_is_recognised_by_content_whatever_the_name(tmp_path, kind):
+    blob = COMPRESSORS[kind](TEXT)
+    assert sniff_compression(blob[:16]) == kind
+    for name in ("rank2.log", "rank2.log.gz" if kind != "gz" else "rank2.log.xz", "comm_lib_trace_rank_2"):
+        p = tmp_path / name
+        p.write_bytes(blob)
+        (spec,), _ = expand([str(p)])
+        assert spec.rank_hint == 2
+        data, err = _read_all(spec)
+        assert err is None and data == TEXT, (kind, name, err)
+
+
+def test_a_plain_log_with_a_compressed_name_reads_as_text(tmp_path):
+    p = tmp_path / "rank0.log.gz"                         # gunzip'ed by hand, name kept
+    p.write_bytes(TEXT[:5000])
+    (spec,), _ = expand([str(p)])
+    data, err = _read_all(spec)
+    assert err is None and data == TEXT[:5000]
+    # binary garbage under a compressed name is still that format's corruption, reported as such
+    assert detect_compression(b"\x00\xff" * 32, "gz") == "gz"
+    assert detect_compression(b"", "zst") is None and detect_compression(b"[rank0]: x\n", "gz") is None
+
+
+def test_a_truncated_stream_without_a_telling_name_is_still_reported(tmp_path):
+    blob = COMPRESSORS["gz"](TEXT)
+    p = tmp_path / "rank1.log"
+    p.write_bytes(blob[: len(blob) // 2])
+    (spec,), _ = expand([str(p)])
+    data, err = _read_all(spec)
+    assert isinstance(err, StreamError) and "truncated gz stream" in str(err) and TEXT.startswith(data) and data
+
+
+def test_a_zip_archive_is_recognised_by_content(tmp_path):
+    p = tmp_path / "evidence.bin"
+    with zipfile.ZipFile(p, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("run/rank0.log", TEXT[:3000])
+        zf.writestr("run/rank1.log.zst", _zstd(TEXT[:4000]))
+    specs, problems = expand([str(p)])
+    assert not problems and [s.member for s in specs] == ["run/rank0.log", "run/rank1.log.zst"]
+    assert [s.rank_hint for s in specs] == [0, 1] and specs[1].name == "rank1.log"
+    assert _read_all(specs[0]) == (TEXT[:3000], None) and _read_all(specs[1]) == (TEXT[:4000], None)
+    # a member that is itself gzip without saying so is decompressed too (and bounded)
+    with zipfile.ZipFile(p, "w") as zf:
+        zf.writestr("rank2.log", gzip.compress(TEXT, mtime=0))
+    (spec,), _ = expand([str(p)])
+    data, err = _read_all(spec, resolve_limits({"max_decompressed": 1000}))
+    assert isinstance(err, CapReached) and data == TEXT[:1000]
+
+
+def test_a_glob_skips_special_files(tmp_path):
+    os.mkfifo(tmp_path / "pipe.log")
+    (tmp_path / "a.log").write_text("a\n")
+    specs, problems = expand([str(tmp_path / "*.log")])
+    assert [os.path.basename(s.path) for s in specs] == ["a.log"]
+    assert any("FIFO" in p.problem for p in problems)
+
+
+def test_url_specs_keep_the_url_and_options_and_pickle():
+    import pickle
+
+    spec = FileSpec(display="s3://b/run/fr/comm_lib_trace_rank_3", path="s3://b/run/fr/comm_lib_trace_rank_3",
+                    storage_options={"anon": True})
+    assert spec.remote and not FileSpec(display="x", path="/x").remote
+    assert pickle.loads(pickle.dumps(spec)) == spec
+    assert run_root(spec.path) == "s3://b/run" and run_root("s3://b/run/attempt_0/1/stdout.log") == "s3://b/run"
+    assert rank_hints(spec.path)["rank_hint"] == 3
