@@ -12,9 +12,10 @@ Credentials come from the usual places (for S3: ``AWS_ACCESS_KEY_ID`` / ``AWS_SE
 / ``AWS_SESSION_TOKEN``, ``AWS_PROFILE``, instance roles; ``AWS_ENDPOINT_URL`` for an
 S3-compatible store), from ``storage_options`` given to :func:`denpex_nb.load`, and from the
 ``DENPEX_STORAGE_OPTIONS`` environment variable (JSON, for the CLI); explicit options win.
-Connections are bounded in time (``connect_timeout`` 5 s, ``read_timeout`` 30 s, 3 attempts for
-S3 unless the options or ``AWS_MAX_ATTEMPTS`` say otherwise), so an unreachable store is a
-one-line error within seconds, not a hang.
+Connections are bounded in time (S3: ``connect_timeout`` 5 s, ``read_timeout`` 30 s, 3 attempts
+unless the options or ``AWS_MAX_ATTEMPTS`` say otherwise; HTTP: 10 s to connect, 60 s per read),
+so an unreachable store is a one-line error within seconds, not a hang. A web server's folder (a
+URL ending in ``/``) is walked through the links on its page.
 
 Nothing here imports fsspec, s3fs or botocore at module level: ``import denpex_nb.ingest`` stays
 light, and remote support is the optional ``remote`` extra (``pip install 'denpex_nb[remote]'``).
@@ -95,6 +96,16 @@ def storage_options_for(url: str, given: dict | None = None) -> dict:
         if "retries" not in config and not os.environ.get("AWS_MAX_ATTEMPTS"):
             config["retries"] = {"max_attempts": 3, "mode": "standard"}
         opts["config_kwargs"] = config
+    elif protocol_of(url) in ("http", "https"):
+        client = dict(opts.get("client_kwargs") or {})
+        if "timeout" not in client:
+            try:
+                import aiohttp
+            except ImportError:
+                pass                   # filesystem() names the install
+            else:
+                client["timeout"] = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=60)
+                opts["client_kwargs"] = client
     return opts
 
 
@@ -170,6 +181,12 @@ def expand_url(url: str, options: dict | None, keep, problems: list, *, add_spec
                     emit(p, matches[p], True)
             return
         listing = path.endswith("/")
+        if listing and protocol_of(url) in ("http", "https"):
+            # a web server's folder is a page of links: a URL ending in / is walked, not read
+            if not walk(path):
+                problems.append(Problem(url, "links to no log files", "pass the page that lists the logs",
+                                        missing=True))
+            return
         info = fs.info(path)
         listing = True
         if info.get("type") == "directory":

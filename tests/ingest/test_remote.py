@@ -239,3 +239,35 @@ def test_a_missing_library_names_the_install():
     out = res.stdout.strip()
     assert out.startswith("InputError s3://bucket/run/: reading s3:// URLs needs") and \
         "pip install 'denpex_nb[remote]'" in out and "\n" not in out, out + res.stderr
+
+
+@pytest.fixture(scope="module")
+def web_server():
+    """The recorded runs behind a plain web server (directory pages of links), stopped afterwards."""
+    pytest.importorskip("aiohttp")
+    import functools
+    import http.server
+    import socketserver
+    import threading
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(RUN.parent)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+    thread.join(10)
+
+
+def test_a_run_behind_a_web_server_is_walked_through_its_links(web_server):
+    url = f"{web_server}/{RUN.name}"
+    remote = _load(url + "/")
+    _same_incident(_load(str(RUN)), remote, str(RUN), url)
+    one = _load(url + "/combined.log")
+    assert one.sources["file"].tolist() == [url + "/combined.log"] and one.sources["lines_total"][0] > 0
+    with pytest.raises(InputError, match="not found"):
+        _load(url + "/rank9.log")
