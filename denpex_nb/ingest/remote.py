@@ -137,11 +137,12 @@ def filesystem(url: str, options: dict | None = None):
 # --- listing ---------------------------------------------------------------------------------------
 
 def expand_url(url: str, options: dict | None, keep, problems: list, *, add_spec, add_zip) -> None:
-    """Expand one URL: ``add_spec(full_url, info, explicit)`` for each object to read,
-    ``add_zip(full_url, info, explicit, fs, path)`` for ``.zip`` objects, and :class:`Problem`
-    rows in ``problems`` for what cannot be listed (``missing=True``: the URL names nothing
-    readable, so a load of it alone is a one-line error). ``keep(name)`` applies the folder-walk
-    skip rules to a relative path."""
+    """Expand one URL: ``add_spec(full_url, info, explicit, options)`` for each object to read,
+    ``add_zip(full_url, info, explicit, fs, path, options)`` for ``.zip`` objects, and
+    :class:`~.sources.Problem` rows in ``problems`` for what cannot be listed (``missing=True``:
+    the URL names nothing readable, so a load of it alone is a one-line error). ``keep(rel)``
+    applies the folder-walk skip rules to a path relative to the listed prefix. Objects under a
+    prefix come in ``os.walk`` order (:func:`_walk_order`)."""
     from .sources import Problem
 
     opts = storage_options_for(url, options)

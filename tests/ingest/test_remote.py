@@ -90,6 +90,13 @@ def test_a_run_in_s3_loads_like_the_local_folder(uploaded):
     assert _verdict(remote) == _verdict(local) and _verdict(local)[:2] == ("rank-desync", [3])
 
 
+def test_a_process_pool_reads_s3_too(uploaded):
+    serial = _load(f"s3://{BUCKET}/run/", storage_options=uploaded.options(), jobs=1)
+    pooled = _load(f"s3://{BUCKET}/run/", storage_options=uploaded.options(), jobs=2)   # forked workers
+    _same_incident(serial, pooled, "", "")
+    assert pooled.sources["error"].isna().all()
+
+
 @pytest.mark.parametrize("prefix, rename", [
     ("gzrun", lambda f: f),                                            # same names, gzip inside
     ("zstrun", lambda f: f[:-4] if f.endswith(".zst") else f),        # .zst endings
