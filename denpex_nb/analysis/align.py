@@ -26,6 +26,9 @@ from ..vocab import ALIGNABLE_SEQ_KINDS, SEQ_KIND_PREFERENCE, State
 ALIGNABLE_KINDS = tuple(str(k) for k in ALIGNABLE_SEQ_KINDS)
 #: when one divergence shows in several counters, report it in the most precise one
 KIND_PREFERENCE = {str(k): i for i, k in enumerate(SEQ_KIND_PREFERENCE)}
+#: ranks of a group are listed one by one only up to this size: a world size of 2**31 in a corrupt
+#: or crafted log must not become a list (or a set) of two billion ranks
+MAX_LISTED_RANKS = 1 << 16
 _NO_SIZE = frozenset({"barrier", "all_to_all", "all_to_all_single", "coalesced", "unknown"})
 _STATE_DONE = str(State.COMPLETED)
 #: ops whose input tensors must have the same shape on every rank, not only the same element count
@@ -198,7 +201,7 @@ def align(events: pd.DataFrame) -> Alignment:
             for gc, w in pd.Series(wsv).groupby(g).max().items():
                 seen = members.get(names(gc), [])
                 # only when ranks are numbered 0..w-1 (default group): then absent ranks are known
-                if not np.isnan(w) and seen and max(seen) < int(w) and len(seen) < int(w):
+                if not np.isnan(w) and seen and max(seen) < int(w) and len(seen) < int(w) <= MAX_LISTED_RANKS:
                     missing_dumps[names(gc)] = sorted(set(range(int(w))) - set(seen))
     return Alignment(out, members, len(ev), len(cstart), missing_dumps)
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .align import KIND_PREFERENCE
+from .align import KIND_PREFERENCE, MAX_LISTED_RANKS
 from .rules import VICTIM_KINDS, is_failure, own_failures
 from ..vocab import ErrorKind, SeqKind, State
 
@@ -96,7 +96,7 @@ def rank_state(incident, size: GroupSize | None = None) -> pd.DataFrame:
         if len(frame) and "rank" in frame.columns:
             ranks.update(int(r) for r in frame["rank"].dropna().unique())
     present = set(ranks)
-    if size.size is not None and size.size <= 65536:
+    if size.size is not None and size.size <= MAX_LISTED_RANKS:
         ranks.update(range(size.size))
     rows = {r: {"rank": r, "present": r in present, "sources": ()} for r in sorted(ranks)}
     _fill_sources(rows, ev, er)

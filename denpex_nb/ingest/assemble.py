@@ -15,20 +15,21 @@ value for that row, and :func:`build_incident` adds one note per column saying h
 """
 from __future__ import annotations
 
+from enum import Enum
+
 from typing import Iterable
 
 import numpy as np
 import pandas as pd
 
 from ..incident import SCHEMAS, Incident, check_schema, coerce, empty_frame
+from ..vocab import SEQ_KIND_PREFERENCE, ErrorKind
 
 #: columns that identify "the same observation" when two files of one run report it
 EVENT_KEY = ("rank", "pg", "seq_kind", "seq", "op", "state", "source")
 ERROR_KEY = ("rank", "kind", "message")
 PROGRESS_KEY = ("rank", "pg", "seq_kind", "last_enqueued", "last_started", "last_completed")
 
-#: which progress counter feeds ranks.last_seq_* when several exist (most direct first)
-_PROGRESS_PREFERENCE = ("work", "trace", "fr", "detail", "desync", "nccl_opcount", "nccl_position")
 
 
 # --- column batches ------------------------------------------------------------------------------
@@ -285,9 +286,12 @@ def _typed(values, dtype: str | None, on_bad=None):
         if values.count(None) == n:               # no values: object categories, not pandas' float64
             return _missing_column(n, dtype)
         try:
-            return pd.Categorical(values)
+            column = pd.Categorical(values)
         except TypeError:
             return pd.Categorical([None if v is None else str(v) for v in values])
+        if any(isinstance(c, Enum) for c in column.categories):   # vocabulary members: store their plain strings
+            column = column.rename_categories([str.__str__(c) for c in column.categories])
+        return column
     if dtype in ("Int32", "Int64", "Float64"):
         try:   # fast path: no missing values, plain numbers
             arr = np.array(values, dtype=np.float64 if dtype == "Float64" else np.int64)
@@ -689,7 +693,7 @@ def summarise_ranks(frames: dict[str, pd.DataFrame], merged: dict[int, dict]) ->
     for name in ("events", "errors", "progress"):
         df = frames[name]
         if name == "errors" and len(df):     # a file that could not be read is no sign its rank ran
-            df = df[df["kind"].astype("object") != "load_error"]
+            df = df[df["kind"].astype("object") != ErrorKind.LOAD_ERROR]
         col = df["rank"]
         if len(col):
             for r in col.dropna().unique():
@@ -705,7 +709,7 @@ def summarise_ranks(frames: dict[str, pd.DataFrame], merged: dict[int, dict]) ->
 
     errors = frames["errors"]
     if len(errors):
-        real = errors[~errors["kind"].astype("object").isin(["warning", "load_error"]) & errors["rank"].notna()]
+        real = errors[~errors["kind"].astype("object").isin([ErrorKind.WARNING, ErrorKind.LOAD_ERROR]) & errors["rank"].notna()]
         if len(real):
             fill("first_error_t", real.groupby("rank")["t_wall"].min().to_dict())
             codes = real[real["exit_code"].notna()]
@@ -739,7 +743,7 @@ def _default_pg_progress(prog: pd.DataFrame) -> pd.DataFrame:
     default = prog[pg.isin(["0", "default_pg"]) | pg.isna()]
     if default.empty:
         return default
-    pref = {k: i for i, k in enumerate(_PROGRESS_PREFERENCE)}
+    pref = {k: i for i, k in enumerate(SEQ_KIND_PREFERENCE)}   # the one order: most precise first
     rank_kind = default["seq_kind"].astype("object").map(pref).fillna(len(pref))
     best = rank_kind.groupby(default["rank"]).transform("min")
     return default[rank_kind == best]

@@ -43,6 +43,7 @@ from ._text import (add_error, add_event, balanced, error_row, event_row, i32, i
                     parse_ranks, pg_of, progress_row)
 from .base import FileContext, Line, Output, TextReader, register_text_reader
 from .hardwrap import cut_at
+from ..vocab import ErrorKind, SeqKind, State
 
 SOURCE = "c10d"
 
@@ -136,7 +137,7 @@ def _work_fields(text: str, start: int) -> tuple[dict, int]:
     out: dict = {}
     if "SeqNum" in kv and kv["SeqNum"].lstrip("-").isdigit():
         out["seq"] = i64(kv["SeqNum"])
-        out["seq_kind"] = "work"
+        out["seq_kind"] = SeqKind.WORK
     if "OpType" in kv:
         out["op"] = normalize_op(kv["OpType"])
     for key, col in (("NumelIn", "numel_in"), ("NumelOut", "numel_out")):
@@ -175,20 +176,20 @@ class C10dReader(TextReader):
     def parse(self, block: list[Line], ctx: FileContext, out: Output) -> None:
         # No blanket try/except here: the loader catches a reader's exception, keeps the block's
         # unclaimed lines as unparsed and reports the failure, so a reader bug is seen, not hidden.
-        state = {"ddp": None, "snap_seq": None, "abort": None, "detail": None, "options": False}
+        state = {"ddp": None, "snap_seq": None, ErrorKind.ABORT: None, SeqKind.DETAIL: None, "options": False}
         for line in block:
-            if state["detail"] is not None:
-                if self._detail_more(line, state["detail"]):
+            if state[SeqKind.DETAIL] is not None:
+                if self._detail_more(line, state[SeqKind.DETAIL]):
                     continue
                 self._detail_flush(ctx, out, state)
             if _DETAIL_START.search(line.text) or ("Detected" in line.text and line.text.rstrip().endswith(
                     ("Detected", "Detected mismatch", "Detected mismatch between"))):
-                state["detail"] = {"lines": [line], "text": line.text.strip(), "rank": line.rank,
+                state[SeqKind.DETAIL] = {"lines": [line], "text": line.text.strip(), "rank": line.rank,
                                    "lens": [len(line.text.strip())]}
                 continue
             if self._line(line, ctx, out, state):
                 out.consume(line)
-        if state["detail"] is not None:
+        if state[SeqKind.DETAIL] is not None:
             self._detail_flush(ctx, out, state)
 
     # one logical line; True when consumed. Cheap literal tests gate every regex: Python's re
@@ -197,22 +198,22 @@ class C10dReader(TextReader):
         text = line.text
         if "what()" in text and (m := _WHAT.match(text)):
             text = m.group(1)
-            if st["abort"] is not None:             # the what() of the terminate line before it
-                st["abort"]["message"] += ": " + text
-                st["abort"] = None
+            if st[ErrorKind.ABORT] is not None:             # the what() of the terminate line before it
+                st[ErrorKind.ABORT]["message"] += ": " + text
+                st[ErrorKind.ABORT] = None
                 if self._gloo(line, text, ctx, out) or self._teardown(line, text, ctx, out):
                     return True
                 return True
-        st["abort"] = None
+        st[ErrorKind.ABORT] = None
         if "Exception raised from" in text or text.startswith("frame #"):
             return True
         if ("ProcessGroupNCCL" in text or "destroy" in text or ": " in text) and self._pg_nccl(line, text, ctx, out, st):
             return True
         st["options"] = False
         if "terminate called" in text and _TERMINATE.search(text):
-            row = error_row(line, ctx, SOURCE, "abort", text.strip(), signal="SIGABRT")
+            row = error_row(line, ctx, SOURCE, ErrorKind.ABORT, text.strip(), signal="SIGABRT")
             add_error(out, row)
-            st["abort"] = row
+            st[ErrorKind.ABORT] = row
             return True
         work = "WorkNCCL" in text
         if work and self._timeout(line, text, ctx, out):
@@ -262,7 +263,7 @@ class C10dReader(TextReader):
         if _PG_OPTION_LINE.match(text) or (st["options"] and _PG_OPTION_MORE.match(text)):
             return True            # "NCCL_ASYNC_ERROR_HANDLING: 0" (alone, or in the block after its header)
         if "destroy" in text and _NOT_DESTROYED.search(text):
-            add_error(out, error_row(line, ctx, SOURCE, "warning", text.strip(), rank=self._rank(line, text)))
+            add_error(out, error_row(line, ctx, SOURCE, ErrorKind.WARNING, text.strip(), rank=self._rank(line, text)))
             return True
         return False
 
@@ -283,9 +284,9 @@ class C10dReader(TextReader):
         pg, desc, _r = pg_of(text[: m.start()])
         rank = self._rank(line, text)
         ran = _RAN_FOR.search(text)
-        add_event(out, event_row(line, ctx, SOURCE, rank=rank, pg=pg, pg_desc=desc, state="timed_out", **fields))
+        add_event(out, event_row(line, ctx, SOURCE, rank=rank, pg=pg, pg_desc=desc, state=State.TIMED_OUT, **fields))
         msg = _clean(text)
-        add_error(out, error_row(line, ctx, SOURCE, "watchdog_timeout", msg, rank=rank, pg=pg,
+        add_error(out, error_row(line, ctx, SOURCE, ErrorKind.WATCHDOG_TIMEOUT, msg, rank=rank, pg=pg,
                                     op=fields.get("op"), seq=fields.get("seq"), seq_kind=fields.get("seq_kind"),
                                     ran_for_ms=i64(ran.group(1)) if ran else None))
         return True
@@ -298,9 +299,9 @@ class C10dReader(TextReader):
         s, e, c = i64(m.group("s")), i64(m.group("e")), i64(m.group("c"))
         rank = self._rank(line, text)
         out.progress.append(progress_row(line, ctx, SOURCE, rank=rank, pg=pg if pg is not None else "0",
-                                         seq_kind="work", last_enqueued=e, last_completed=c))
-        add_error(out, error_row(line, ctx, SOURCE, "watchdog_status", _clean(text), rank=rank, pg=pg,
-                                    seq=s, seq_kind="work"))
+                                         seq_kind=SeqKind.WORK, last_enqueued=e, last_completed=c))
+        add_error(out, error_row(line, ctx, SOURCE, ErrorKind.WATCHDOG_STATUS, _clean(text), rank=rank, pg=pg,
+                                    seq=s, seq_kind=SeqKind.WORK))
         return True
 
     def _teardown(self, line: Line, text: str, ctx: FileContext, out: Output) -> bool:
@@ -312,7 +313,7 @@ class C10dReader(TextReader):
         if w:
             fields, _ = _work_fields(text, w.end() - 1)
         pg, _desc, _r = pg_of(text[: m.start()])
-        add_error(out, error_row(line, ctx, SOURCE, "watchdog_abort", _clean(text), rank=self._rank(line, text),
+        add_error(out, error_row(line, ctx, SOURCE, ErrorKind.WATCHDOG_ABORT, _clean(text), rank=self._rank(line, text),
                                     pg=pg, op=fields.get("op"), seq=fields.get("seq"),
                                     seq_kind=fields.get("seq_kind")))
         return True
@@ -325,7 +326,7 @@ class C10dReader(TextReader):
         m = _DUMP_FROM.search(text)
         if m:
             related = (i32(m.group(1)),) if m.group(1) and i32(m.group(1)) is not None else ((line.rank,) if line.rank is not None else None)
-        add_error(out, error_row(line, ctx, SOURCE, "heartbeat", _clean(text), rank=self._rank(line, text),
+        add_error(out, error_row(line, ctx, SOURCE, ErrorKind.HEARTBEAT, _clean(text), rank=self._rank(line, text),
                                     pg=pg, related_ranks=related))
         return True
 
@@ -334,8 +335,8 @@ class C10dReader(TextReader):
         fields, _ = _work_fields(text, m.end() - 1)
         pg, desc, _r = pg_of(text[: m.start()])
         rank = self._rank(line, text)
-        add_event(out, event_row(line, ctx, SOURCE, rank=rank, pg=pg, pg_desc=desc, state="failed", **fields))
-        add_error(out, error_row(line, ctx, SOURCE, "nccl_error", _clean(text), rank=rank, pg=pg,
+        add_event(out, event_row(line, ctx, SOURCE, rank=rank, pg=pg, pg_desc=desc, state=State.FAILED, **fields))
+        add_error(out, error_row(line, ctx, SOURCE, ErrorKind.NCCL_ERROR, _clean(text), rank=rank, pg=pg,
                                     op=fields.get("op"), seq=fields.get("seq"), seq_kind=fields.get("seq_kind")))
         return True
 
@@ -344,25 +345,25 @@ class C10dReader(TextReader):
         if m:
             r, op, seq = i32(m.group(1)), normalize_op(m.group(2)), i64(m.group(3))
             rank = line.rank if line.rank is not None else r
-            add_event(out, event_row(line, ctx, SOURCE, rank=rank, op=op, seq=seq, seq_kind="desync",
-                                     state="timed_out"))
-            add_error(out, error_row(line, ctx, SOURCE, "desync_report", text.strip(), rank=rank, op=op,
-                                        seq=seq, seq_kind="desync"))
+            add_event(out, event_row(line, ctx, SOURCE, rank=rank, op=op, seq=seq, seq_kind=SeqKind.DESYNC,
+                                     state=State.TIMED_OUT))
+            add_error(out, error_row(line, ctx, SOURCE, ErrorKind.DESYNC_REPORT, text.strip(), rank=rank, op=op,
+                                        seq=seq, seq_kind=SeqKind.DESYNC))
             return True
         m = _DS_LAGGING.search(text)
         if m:
-            add_error(out, error_row(line, ctx, SOURCE, "desync_report", text.strip(),
+            add_error(out, error_row(line, ctx, SOURCE, ErrorKind.DESYNC_REPORT, text.strip(),
                                         related_ranks=parse_ranks(m.group(1))))
             return True
         m = _DS_JOINED.search(text)
         if m:
-            add_error(out, error_row(line, ctx, SOURCE, "desync_report", text.strip(), seq=i64(m.group(2)),
-                                        seq_kind="desync", related_ranks=parse_ranks(m.group(1))))
+            add_error(out, error_row(line, ctx, SOURCE, ErrorKind.DESYNC_REPORT, text.strip(), seq=i64(m.group(2)),
+                                        seq_kind=SeqKind.DESYNC, related_ranks=parse_ranks(m.group(1))))
             return True
         m = _DS_FINISHED.search(text)
         if m:
-            add_error(out, error_row(line, ctx, SOURCE, "desync_report", text.strip(), seq=i64(m.group(3)),
-                                        seq_kind="desync", related_ranks=parse_ranks(m.group(1))))
+            add_error(out, error_row(line, ctx, SOURCE, ErrorKind.DESYNC_REPORT, text.strip(), seq=i64(m.group(3)),
+                                        seq_kind=SeqKind.DESYNC, related_ranks=parse_ranks(m.group(1))))
             return True
         m = _DS_SNAP_HDR.search(text)
         if m:
@@ -371,10 +372,10 @@ class C10dReader(TextReader):
         m = _DS_SNAP.search(text)
         if m and st["snap_seq"] is not None:
             op = normalize_op(m.group(3))
-            state = "started" if m.group(2) == "started" else "completed"
+            state = State.STARTED if m.group(2) == State.STARTED else State.COMPLETED
             for r in parse_ranks(m.group(1)):
                 add_event(out, event_row(line, ctx, SOURCE, rank=r, op=op, seq=st["snap_seq"],
-                                         seq_kind="desync", state=state))
+                                         seq_kind=SeqKind.DESYNC, state=state))
             return True
         return bool(_DS_OTHER.search(text) or _DS_HEADER.match(text.strip()))
 
@@ -422,7 +423,7 @@ class C10dReader(TextReader):
         return True
 
     def _detail_flush(self, ctx: FileContext, out: Output, st: dict) -> None:
-        d, st["detail"] = st["detail"], None
+        d, st[SeqKind.DETAIL] = st[SeqKind.DETAIL], None
         first: Line = d["lines"][0]
         joined = Line(lineno=first.lineno, text=d["text"], raw=first.raw, rank=first.rank, local_rank=first.local_rank,
                       host=first.host, pid=first.pid, t_wall=first.t_wall, severity=first.severity,
@@ -453,7 +454,7 @@ class C10dReader(TextReader):
                 key = (r, fp.get("seq"), fp.get("op"), fp.get("in_shapes"), fp.get("dtype"))
                 row = seen.get(key)
                 if row is None:
-                    row = seen[key] = event_row(line, ctx, SOURCE, rank=r, seq_kind="detail", state="failed",
+                    row = seen[key] = event_row(line, ctx, SOURCE, rank=r, seq_kind=SeqKind.DETAIL, state=State.FAILED,
                                                 reported_by=own_rank, n_reports=1, **fp)
                     out.events.append(row)
                     continue
@@ -463,8 +464,8 @@ class C10dReader(TextReader):
             first = fps[0][1]
             # every rank the message names, the reporting rank included: the pair that differs
             related = tuple(sorted(named | {r for r, _ in fps}))
-            add_error(out, error_row(line, ctx, SOURCE, "detail_mismatch", _clean(text), rank=own_rank,
-                                        op=first.get("op"), seq=first.get("seq"), seq_kind="detail",
+            add_error(out, error_row(line, ctx, SOURCE, ErrorKind.DETAIL_MISMATCH, _clean(text), rank=own_rank,
+                                        op=first.get("op"), seq=first.get("seq"), seq_kind=SeqKind.DETAIL,
                                         related_ranks=related))
             return True
         m = _MB_WRAP.search(text)
@@ -473,16 +474,16 @@ class C10dReader(TextReader):
             fp = parse_fingerprint(text[m.end() - len("CollectiveFingerPrint("):end])
             fp.pop("op_raw", None)
             rank = self._rank(line, text)
-            out.events.append(event_row(line, ctx, SOURCE, rank=rank, seq_kind="detail", state="failed", **fp))
+            out.events.append(event_row(line, ctx, SOURCE, rank=rank, seq_kind=SeqKind.DETAIL, state=State.FAILED, **fp))
             mb = _MB.search(text)
-            add_error(out, error_row(line, ctx, SOURCE, "monitored_barrier", _clean(text), rank=rank,
-                                        op=fp.get("op"), seq=fp.get("seq"), seq_kind="detail",
+            add_error(out, error_row(line, ctx, SOURCE, ErrorKind.MONITORED_BARRIER, _clean(text), rank=rank,
+                                        op=fp.get("op"), seq=fp.get("seq"), seq_kind=SeqKind.DETAIL,
                                         related_ranks=parse_ranks(mb.group(2)) if mb else None))
             return True
         m = _MB.search(text)
         if m:
             rank = line.rank if line.rank is not None else (i32(m.group(1)) if m.group(1) else None)
-            add_error(out, error_row(line, ctx, SOURCE, "monitored_barrier", _clean(text), rank=rank,
+            add_error(out, error_row(line, ctx, SOURCE, ErrorKind.MONITORED_BARRIER, _clean(text), rank=rank,
                                         related_ranks=parse_ranks(m.group(2)), timeout_ms=i64(m.group(3))))
             return True
         m = _RUNNING.search(text)
@@ -490,8 +491,8 @@ class C10dReader(TextReader):
             end = balanced(text, m.end() - 1)
             fp = parse_fingerprint(text[m.end() - len("CollectiveFingerPrint("):end])
             fp.pop("op_raw", None)
-            out.events.append(event_row(line, ctx, SOURCE, rank=self._rank(line, text), seq_kind="detail",
-                                        state="scheduled", **fp))
+            out.events.append(event_row(line, ctx, SOURCE, rank=self._rank(line, text), seq_kind=SeqKind.DETAIL,
+                                        state=State.SCHEDULED, **fp))
             return True
         return False
 
@@ -503,7 +504,7 @@ class C10dReader(TextReader):
             rank = self._rank(line, text)
             row = st.get("nograd")
             if row is None or row["rank"] != rank:
-                row = st["nograd"] = error_row(line, ctx, SOURCE, "ddp_unused_parameters",
+                row = st["nograd"] = error_row(line, ctx, SOURCE, ErrorKind.DDP_UNUSED_PARAMETERS,
                                                f"Parameters that did not get gradient on rank {rank}: ",
                                                rank=rank, param_names=())
                 out.errors.append(row)
@@ -511,7 +512,7 @@ class C10dReader(TextReader):
             row["message"] = row["message"].split(": ", 1)[0] + ": " + ", ".join(row["param_names"])
             return True
         if _DDP_UNUSED.search(text):
-            row = error_row(line, ctx, SOURCE, "ddp_unused_parameters", _clean(text))
+            row = error_row(line, ctx, SOURCE, ErrorKind.DDP_UNUSED_PARAMETERS, _clean(text))
             add_error(out, row)
             st["ddp"] = row
             return True
@@ -524,7 +525,7 @@ class C10dReader(TextReader):
                 if row["rank"] is None:
                     row["rank"] = r
             else:
-                row = error_row(line, ctx, SOURCE, "ddp_unused_parameters", text.strip())
+                row = error_row(line, ctx, SOURCE, ErrorKind.DDP_UNUSED_PARAMETERS, text.strip())
                 row["rank"] = r if line.rank is None else line.rank
                 add_error(out, row)
                 st["ddp"] = row
@@ -534,7 +535,7 @@ class C10dReader(TextReader):
                 tuple(x.strip() for x in vals.strip("[]").split(",") if x.strip())
             return True
         if _DDP_ERR.search(text):
-            add_error(out, error_row(line, ctx, SOURCE, "ddp_error", _clean(text)))
+            add_error(out, error_row(line, ctx, SOURCE, ErrorKind.DDP_ERROR, _clean(text)))
             return True
         return False
 
@@ -544,7 +545,7 @@ class C10dReader(TextReader):
         m = _ENFORCE.search(text)
         if m:
             vs = _VS.search(m.group(1))
-            add_error(out, error_row(line, ctx, SOURCE, "gloo_enforce", _clean(text), signal="SIGABRT",
+            add_error(out, error_row(line, ctx, SOURCE, ErrorKind.GLOO_ENFORCE, _clean(text), signal="SIGABRT",
                                         bytes_got=i64(vs.group(1)) if vs else None,
                                         bytes_expected=i64(vs.group(2)) if vs else None))
             return True
@@ -552,17 +553,17 @@ class C10dReader(TextReader):
         if m:
             exp = parse_dims(m.group(4)) if m.group(4) is not None else None
             got = parse_dims(m.group(5)) if m.group(5) is not None else None
-            add_error(out, error_row(line, ctx, SOURCE, "gloo_invalid_size", _clean(text),
+            add_error(out, error_row(line, ctx, SOURCE, ErrorKind.GLOO_INVALID_SIZE, _clean(text),
                                         op=normalize_op(m.group(1)), index=i32(m.group(3)),
                                         expected_shape=exp, got_shape=got))
             return True
         m = _GLOO_TIMEOUT.search(text)
         if m:
-            add_error(out, error_row(line, ctx, SOURCE, "gloo_timeout", _clean(text), timeout_ms=i64(m.group(1))))
+            add_error(out, error_row(line, ctx, SOURCE, ErrorKind.GLOO_TIMEOUT, _clean(text), timeout_ms=i64(m.group(1))))
             return True
         if "gloo" in text and _PEER.search(text):
             a = _PEER_ADDR.search(text)
-            add_error(out, error_row(line, ctx, SOURCE, "gloo_peer_gone", _clean(text),
+            add_error(out, error_row(line, ctx, SOURCE, ErrorKind.GLOO_PEER_GONE, _clean(text),
                                         peer=f"{a.group(1)}:{a.group(2)}" if a else None))
             return True
         return False

@@ -56,6 +56,7 @@ import numpy as np
 from ..ops import normalize_op
 from ._text import dtype_name
 from .assemble import Coded, Const, Nullable
+from ..vocab import SeqKind, State
 
 INT, BOOL, STR, GROUP, DTYPES, SHAPES = "int", "bool", "str", "group", "dtypes", "shapes"
 #: the order kinds take in :data:`ENTRY_FIELDS` (the compiled walker tells them apart by position)
@@ -109,7 +110,7 @@ N_STR_ROWS = len(STR_KEYS) + 3
 
 P2P_OPS = frozenset({"send", "recv", "recv_anysource"})
 #: ``state`` values kept (anything else is missing)
-STATES = ("scheduled", "started", "completed")
+STATES = (State.SCHEDULED, State.STARTED, State.COMPLETED)
 I64_MIN, I64_MAX = -(1 << 63), (1 << 63) - 1
 #: a numel at or past this (in magnitude) is unknown: no tensor has that many elements
 NUMEL_MAX = 1 << 63
@@ -235,7 +236,7 @@ def progress_rows(pg_status: Any, *, rank: int | None, file: str, source: str) -
         for pg, st in pg_status.items():
             if not isinstance(st, dict):
                 continue
-            rows.append({"rank": rank, "pg": str(pg), "seq_kind": "fr",
+            rows.append({"rank": rank, "pg": str(pg), "seq_kind": SeqKind.FR,
                          "last_enqueued": as_int(st.get("last_enqueued_collective")),
                          "last_started": as_int(st.get("last_started_collective")),
                          "last_completed": as_int(st.get("last_completed_collective")),
@@ -459,7 +460,7 @@ def event_columns(a: EntryArrays, *, rank: int | None, file: str, source: str, p
     numel_ok = np.append(a.numel_ok, False)
     events = {
         "rank": Const(rank, n), "pg": pg_col, "pg_desc": desc_col, "seq": masked_int(seq, seq_ok),
-        "seq_kind": Const("fr", n), "op": op_col,
+        "seq_kind": Const(SeqKind.FR, n), "op": op_col,
         "in_shapes": _small_codes(Coded(in_ids, a.shape_list)),
         "out_shapes": _small_codes(Coded(out_ids, a.shape_list)),
         "numel_in": masked_int(numel[in_ids], numel_ok[in_ids]),

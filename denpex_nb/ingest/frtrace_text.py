@@ -43,6 +43,7 @@ import re
 from ..ops import normalize_op
 from ._text import add_error, dtype_name, error_row, event_row, i32, i64, numel, parse_ranks, parse_sizes
 from .base import FileContext, Line, Output, TextReader, register_text_reader
+from ..vocab import ErrorKind, SeqKind, State
 
 SOURCE = "frtrace"
 
@@ -115,7 +116,7 @@ class FrTraceTextReader(TextReader):
             m = _MISSING_DUMPS.search(text) or _UNDECIDED.search(text)
             if m:
                 ranks = parse_ranks(m.group(1))
-                add_error(out, error_row(line, ctx, SOURCE, "fr_finding", text, rank=None, related_ranks=ranks,
+                add_error(out, error_row(line, ctx, SOURCE, ErrorKind.FR_FINDING, text, rank=None, related_ranks=ranks,
                                          missing_ranks=ranks, mismatch_kind="missing_dumps"))
                 out.consume(line)
                 continue
@@ -199,11 +200,11 @@ class FrTraceTextReader(TextReader):
             else:
                 expected = parse_ranks(exp)
         state = cur.get("collective state")
-        state = state if state in ("scheduled", "started", "completed") else None
+        state = state if state in (State.SCHEDULED, State.STARTED, State.COMPLETED) else None
         msg = cur["_header"] + (f"; {err}" if err else "") + (f"; missing ranks: {cur['missing ranks']}"
                                                               if cur.get("missing ranks") and "Missing ranks" not in cur["_header"] else "")
-        add_error(out, error_row(line, ctx, SOURCE, "fr_finding", msg, rank=culprit_ranks[0] if culprit_ranks else None,
-                                 op=op, seq=cur["seq"], seq_kind="fr" if cur["seq"] is not None else None, pg=pg,
+        add_error(out, error_row(line, ctx, SOURCE, ErrorKind.FR_FINDING, msg, rank=culprit_ranks[0] if culprit_ranks else None,
+                                 op=op, seq=cur["seq"], seq_kind=SeqKind.FR if cur["seq"] is not None else None, pg=pg,
                                  pg_desc=pg_desc, related_ranks=related, mismatch_kind=kind, error_type=error_type,
                                  culprit_ranks=culprit_ranks or None, missing_ranks=missing or None,
                                  expected_ranks=expected or None, world_size=ws, record_id=cur.get("record_id"),
@@ -215,7 +216,7 @@ class FrTraceTextReader(TextReader):
             self._culprit_event(line, ctx, out, cur, rank, text, op, pg, pg_desc, state)
 
     def _culprit_event(self, line, ctx, out, cur, rank, text, op, pg, pg_desc, state) -> None:
-        ev = {"rank": rank, "op": op, "seq": cur["seq"], "seq_kind": "fr" if cur["seq"] is not None else None,
+        ev = {"rank": rank, "op": op, "seq": cur["seq"], "seq_kind": SeqKind.FR if cur["seq"] is not None else None,
               "pg": pg, "pg_desc": pg_desc, "state": state}
         dt = _DTYPES.search(text)
         if dt:
@@ -237,7 +238,7 @@ class FrTraceTextReader(TextReader):
         elif what == "collective type":
             ev["op"] = normalize_op(found)
         elif what == "state":
-            ev["state"] = found if found in ("scheduled", "started", "completed") else None
+            ev["state"] = found if found in (State.SCHEDULED, State.STARTED, State.COMPLETED) else None
         else:
             return
         out.events.append(event_row(line, ctx, SOURCE, **ev))

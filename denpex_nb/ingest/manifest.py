@@ -12,6 +12,7 @@ import json
 from datetime import datetime, timedelta
 
 from .base import FileContext, FileReader, Output, register_file_reader
+from ..vocab import ErrorKind
 
 
 class ReproManifestReader(FileReader):
@@ -45,7 +46,7 @@ class ReproManifestReader(FileReader):
                 t = started + timedelta(seconds=float(r["ended_after_s"]))
             killed = " (killed by the launcher)" if r.get("killed_by_launcher") else ""
             what = f"signal {sig}" if sig else f"exit code {code}"
-            out.errors.append({"rank": rank, "t_wall": t, "kind": "signal" if sig else "exit",
+            out.errors.append({"rank": rank, "t_wall": t, "kind": "signal" if sig else ErrorKind.EXIT,
                                "message": f"rank {rank} ended with {what}{killed}", "exit_code": code,
                                "signal": sig, "source": self.name, "file": ctx.file})
         return 0

@@ -49,6 +49,7 @@ from typing import Iterable
 from ..ops import normalize_op
 from ._text import NCCL_DTYPES, add_error, error_row, event_row, i32, i64
 from .base import FileContext, Line, Output, TextReader, register_text_reader
+from ..vocab import ErrorKind, SeqKind, State
 
 SOURCE = "nccl"
 
@@ -208,7 +209,7 @@ class NcclReader(TextReader):
             st["traces"].pop(proc, None)
             st["warns"][proc] = msg.strip()
             named = tuple(sorted({r for r in map(lambda x: _num(x, 31), _WARN_RANKS.findall(msg)) if r is not None}))
-            row = error_row(line, ctx, SOURCE, "nccl_warn", msg.strip(), rank=self._rank(line, proc, pid_rank),
+            row = error_row(line, ctx, SOURCE, ErrorKind.NCCL_WARN, msg.strip(), rank=self._rank(line, proc, pid_rank),
                             host=host, pid=pid, device=p.group("dev"), origin=p.group("src"),
                             related_ranks=named or None)
             add_error(out, row)
@@ -255,7 +256,7 @@ class NcclReader(TextReader):
         name, meaning = NCCL_RESULTS.get(code, (f"ncclResult {code}", "unknown result code"))
         where = m.group("loc") + (f" [{m.group('thread')}]" if m.group("thread") else "")
         msg = f"NCCL call failed with {name} ({code}: {meaning}) at {where}"
-        row = error_row(line, ctx, SOURCE, "nccl_error", msg, rank=self._rank(line, proc, pid_rank), host=proc[0],
+        row = error_row(line, ctx, SOURCE, ErrorKind.NCCL_ERROR, msg, rank=self._rank(line, proc, pid_rank), host=proc[0],
                         pid=proc[1], device=p.group("dev"), origin=m.group("loc"), nccl_result=name, nccl_code=code,
                         nccl_trace=m.group("loc"), last_warn=st["warns"].get(proc))
         out.errors.append(row)     # no fold by message: two processes may fail alike
@@ -286,8 +287,8 @@ class NcclReader(TextReader):
         opcount = _hexint(m.group("oc"))
         row = event_row(
             line, ctx, SOURCE, rank=rank, pg=(info["comm_id"] if info and info["comm_id"] else m.group("comm")),
-            seq=opcount, seq_kind="nccl_opcount", op=op, numel_in=numel_in, numel_out=numel_out,
-            dtype=NCCL_DTYPES.get(dt, f"nccl_dtype_{dt}") if dt is not None else None, state="scheduled",
+            seq=opcount, seq_kind=SeqKind.NCCL_OPCOUNT, op=op, numel_in=numel_in, numel_out=numel_out,
+            dtype=NCCL_DTYPES.get(dt, f"nccl_dtype_{dt}") if dt is not None else None, state=State.SCHEDULED,
             world_size=nranks, root=_num(m.group("root"), 31), comm=m.group("comm"),
             comm_rank=info["rank"] if info else None, redop=_REDOPS.get(_num(m.group("redop"))),
             host=host, pid=pid, device=line_device(line.text), nccl_position=position, nccl_opcount=opcount,
@@ -295,21 +296,21 @@ class NcclReader(TextReader):
         # two counters, two rows: opCount (a consistency check, may stay 0) and the position, which
         # is what alignment across ranks uses (docs/formats.md#nccl-coll); never one seq for both
         out.events.append(row)
-        out.events.append(dict(row, seq=position, seq_kind="nccl_position"))
+        out.events.append(dict(row, seq=position, seq_kind=SeqKind.NCCL_POSITION))
 
     # --- PyTorch's NCCL error trail and RAS reports (no NCCL prefix) ---------------------------
 
     def _pytorch(self, line: Line, text: str, ctx: FileContext, out: Output, st: dict) -> bool:
         m = _DIST_ERR.search(text) if "NCCL error in:" in text else None
         if m:
-            row = error_row(line, ctx, SOURCE, "nccl_error", text.strip(), nccl_version=m.group("ver"),
+            row = error_row(line, ctx, SOURCE, ErrorKind.NCCL_ERROR, text.strip(), nccl_version=m.group("ver"),
                             nccl_result=_RESULT_BY_TEXT.get(_what(m.group("what"))), host=line.host, pid=line.pid)
             add_error(out, row)
             st["dist"] = row
             return True
         m = _PYNCCL.search(text) if "NCCL error: " in text and not text[:1].isspace() else None
         if m:
-            row = error_row(line, ctx, SOURCE, "nccl_error", text.strip(), nccl_result=_RESULT_BY_TEXT.get(_what(m.group("what"))),
+            row = error_row(line, ctx, SOURCE, ErrorKind.NCCL_ERROR, text.strip(), nccl_result=_RESULT_BY_TEXT.get(_what(m.group("what"))),
                             host=line.host, pid=line.pid)
             add_error(out, row)
             st["dist"] = row
@@ -320,7 +321,7 @@ class NcclReader(TextReader):
                 st["dist"]["message"] += "\n" + text.strip()
                 st["dist"]["nccl_result"] = m.group(1)
             else:
-                row = error_row(line, ctx, SOURCE, "nccl_error", text.strip(), nccl_result=m.group(1),
+                row = error_row(line, ctx, SOURCE, ErrorKind.NCCL_ERROR, text.strip(), nccl_result=m.group(1),
                                 host=line.host, pid=line.pid)
                 add_error(out, row)
                 st["dist"] = row
@@ -342,7 +343,7 @@ class NcclReader(TextReader):
             return False
         m = _RAS_HDR.match(text.strip())
         if m:
-            row = error_row(line, ctx, SOURCE, "nccl_ras", text.strip(), pg=f"0x{m.group('hash')}",
+            row = error_row(line, ctx, SOURCE, ErrorKind.NCCL_RAS, text.strip(), pg=f"0x{m.group('hash')}",
                             related_ranks=(), ras_status=m.group("status"))
             add_error(out, row)
             st["ras"] = row

@@ -27,6 +27,7 @@ from .assemble import as_batches, batch_len, compact_batch, rows_to_batch
 from .base import FileContext, FileReader, Output, TextReader
 from .scan import NeedleMatcher, UnparsedSink, scan_text
 from .sources import FileSpec, StreamError, human, open_stream, read_fully, resolve_limits
+from ..vocab import ErrorKind
 
 HEAD_BYTES = 64 << 10
 _BUILTIN = ("c10d", "nccl", "python", "frtrace_text", "flight_recorder", "trace")
@@ -137,7 +138,7 @@ def _frames_from(out: Output, ctx: FileContext, sink: UnparsedSink | None, file:
 
 
 def _load_error_row(spec: FileSpec, message: str) -> dict:
-    return {"rank": spec.rank_hint, "kind": "load_error", "message": f"{spec.display}: {message}",
+    return {"rank": spec.rank_hint, "kind": ErrorKind.LOAD_ERROR, "message": f"{spec.display}: {message}",
             "source": "load", "file": spec.display}
 
 

@@ -51,6 +51,7 @@ from ..incident import TRUNCATED_TRACEBACK
 from ..ops import normalize_op
 from ._text import add_error, error_row, i32, i64, signal_name
 from .base import FileContext, Line, Output, TextReader, register_text_reader
+from ..vocab import ErrorKind
 
 SOURCE = "python"
 
@@ -311,7 +312,7 @@ class PythonReader(TextReader):
             # after a letter joins without a break; anything else is a line of the message itself
             msg += t if msg[-1:].isalpha() and t[:1].islower() and "\n" not in msg else "\n" + t
         fut = _FUTURE.search(f"{m.group('cat')}: {msg}") if "deprecated" in msg else None
-        add_error(out, error_row(head, ctx, SOURCE, "warning", f"{m.group('cat')}: {msg}",
+        add_error(out, error_row(head, ctx, SOURCE, ErrorKind.WARNING, f"{m.group('cat')}: {msg}",
                                  op=normalize_op(fut.group(1)) if fut else None,
                                  origin=f"{m.group('file')}:{m.group('line')}", warning_category=m.group("cat")))
         out.consume(head)
@@ -340,13 +341,13 @@ class PythonReader(TextReader):
             if m:
                 code = i32(m.group("code"))
                 lr = _DS_LOCAL.search(m.group("cmd") or "")
-                add_error(out, error_row(line, ctx, SOURCE, "agent", text.strip(), rank=None, exit_code=code,
+                add_error(out, error_row(line, ctx, SOURCE, ErrorKind.AGENT, text.strip(), rank=None, exit_code=code,
                                          signal=signal_name(code), pid=i64(m.group("pid")),
                                          local_rank=i32(lr.group(1)) if lr else None))
                 return True
             m = _DS_KILL.search(text) if "Killing" in text else None
             if m:
-                add_error(out, error_row(line, ctx, SOURCE, "agent", text.strip(), rank=None, pid=i64(m.group(1))))
+                add_error(out, error_row(line, ctx, SOURCE, ErrorKind.AGENT, text.strip(), rank=None, pid=i64(m.group(1))))
             return True
         if any(h in text for h in _ELASTIC_HINTS) and _ELASTIC.search(text):
             if text.rstrip().endswith(":"):      # a block of "  key=value" / "  key : value" lines follows
@@ -420,7 +421,7 @@ class PythonReader(TextReader):
         if m:
             # faulthandler: the process got a fatal signal (its dump of the stack follows)
             sig = _FATAL_SIGNALS.get(m.group("what"))
-            add_error(out, error_row(line, ctx, SOURCE, "signal" if sig else "abort", text.strip(), signal=sig,
+            add_error(out, error_row(line, ctx, SOURCE, "signal" if sig else ErrorKind.ABORT, text.strip(), signal=sig,
                                      pid=line.pid, host=line.host))
             out.consume(line)
             return
@@ -428,7 +429,7 @@ class PythonReader(TextReader):
         if m:
             # mp.spawn's child caught an exception, sent its traceback to the parent and exited 1
             idx = st["spawn"] = i32(m.group(1))
-            add_error(out, error_row(line, ctx, SOURCE, "exit", f"ProcessRaisedException: {text.strip()}",
+            add_error(out, error_row(line, ctx, SOURCE, ErrorKind.EXIT, f"ProcessRaisedException: {text.strip()}",
                                         rank=idx, exit_code=1, spawn_index=idx))
             out.consume(line)
             return
@@ -441,11 +442,11 @@ class PythonReader(TextReader):
             return
         m = _FUTURE.search(text) if "deprecated" in text else None
         if m:
-            add_error(out, error_row(line, ctx, SOURCE, "warning", text.strip(), op=normalize_op(m.group(1))))
+            add_error(out, error_row(line, ctx, SOURCE, ErrorKind.WARNING, text.strip(), op=normalize_op(m.group(1))))
             out.consume(line)
-            st["last"] = "warning"
+            st["last"] = ErrorKind.WARNING
             return
-        if st["last"] == "warning" and _WARN_LOC.match(text):
+        if st["last"] == ErrorKind.WARNING and _WARN_LOC.match(text):
             out.consume(line)
             return
         st["last"] = None
@@ -502,7 +503,7 @@ class PythonReader(TextReader):
                 return
             last = next((ln.text.strip() for ln in reversed(rec.lines[1:]) if ln.text.strip()), "")
             msg = f"{TRUNCATED_TRACEBACK} (last: {last})" if last else TRUNCATED_TRACEBACK
-            add_error(out, error_row(rec.first, ctx, SOURCE, "exception", msg, rank=rec.rank,
+            add_error(out, error_row(rec.first, ctx, SOURCE, ErrorKind.EXCEPTION, msg, rank=rec.rank,
                                         n_traceback_lines=len(rec.lines), op=op, collective_call=call,
                                         frames=frames_text(rec.lines)))
             return
@@ -519,9 +520,9 @@ class PythonReader(TextReader):
                         op=op, collective_call=call, frames=frames_text(rec.lines))
 
     def _exception(self, line: Line, ctx, out, exc_type, msg, rank, **extra) -> None:
-        kind = "oom" if _OOM.search(msg) else "exception"
+        kind = ErrorKind.OOM if _OOM.search(msg) else ErrorKind.EXCEPTION
         row = error_row(line, ctx, SOURCE, kind, msg, rank=rank, exc_type=exc_type, **extra)
-        if kind == "oom":
+        if kind == ErrorKind.OOM:
             g = _GPU.search(msg)
             row["device"] = f"cuda:{g.group(1)}" if g else None
         add_error(out, row)
@@ -534,14 +535,14 @@ class PythonReader(TextReader):
         m = _AGENT_FAILED.search(text)
         if m:
             code, lr, pid = i32(m.group(1)), i32(m.group(2)), i64(m.group(3))
-            add_error(out, error_row(line, ctx, SOURCE, "agent", text.strip(), rank=None, exit_code=code,
+            add_error(out, error_row(line, ctx, SOURCE, ErrorKind.AGENT, text.strip(), rank=None, exit_code=code,
                                         signal=signal_name(code), local_rank=lr, pid=pid))
             out.ranks.append({"rank": None, "local_rank": lr, "pid": pid, "exit_code": code, "signal": signal_name(code),
                               "host": line.host, "source": SOURCE, "file": ctx.file, "line": line.lineno})
             return True
         m = _CLOSING.search(text) or _SPAWN_TERM.search(text)
         if m:
-            add_error(out, error_row(line, ctx, SOURCE, "agent", text.strip(), rank=None, signal=m.group(2),
+            add_error(out, error_row(line, ctx, SOURCE, ErrorKind.AGENT, text.strip(), rank=None, signal=m.group(2),
                                         pid=i64(m.group(1))))
             return True
         m = _SPAWN_EXITED.search(text)
@@ -552,7 +553,7 @@ class PythonReader(TextReader):
                                             spawn_index=idx))
             else:
                 code = i32(m.group(3))
-                add_error(out, error_row(line, ctx, SOURCE, "exit", text.strip(), rank=idx, exit_code=code,
+                add_error(out, error_row(line, ctx, SOURCE, ErrorKind.EXIT, text.strip(), rank=idx, exit_code=code,
                                             signal=signal_name(code), spawn_index=idx))
             return True
         if _SPAWN_RAISED.search(text):
@@ -636,7 +637,7 @@ class PythonReader(TextReader):
         if cur["_root"]:
             parts.insert(0, "Root Cause (first observed failure)")
         msg = "; ".join(parts) + (f"; traceback: {tb}" if tb else "")
-        add_error(out, error_row(line, ctx, SOURCE, "child_failed", msg, rank=rank, t_wall=t, exit_code=code,
+        add_error(out, error_row(line, ctx, SOURCE, ErrorKind.CHILD_FAILED, msg, rank=rank, t_wall=t, exit_code=code,
                                     signal=sig, host=host, local_rank=local, pid=pid, root_cause=bool(cur["_root"]),
                                     error_file=cur.get("error_file")))
         out.ranks.append({"rank": rank, "host": host, "pid": pid, "local_rank": local, "exit_code": code,

@@ -21,6 +21,7 @@ import pandas as pd
 
 from ..ops import normalize_op
 from .base import FileContext, FileReader, Output, register_file_reader
+from ..vocab import ErrorKind, State
 
 _NAME = re.compile(r"denpex_trace_rank_?\d+", re.I)
 
@@ -103,7 +104,7 @@ class TraceReader(FileReader):
                 row = {"rank": rank, "pg": pg, "pg_desc": obj.get("pg_desc"), "seq": seq, "seq_kind": "trace",
                        "op": normalize_op(obj.get("op")), "in_shapes": in_s, "out_shapes": out_s,
                        "numel_in": _numel(in_s), "numel_out": _numel(out_s), "dtype": _dtype(obj.get("dtypes")),
-                       "state": "scheduled", "world_size": obj.get("world_size", meta.get("world_size")),
+                       "state": State.SCHEDULED, "world_size": obj.get("world_size", meta.get("world_size")),
                        "root": obj.get("peer", obj.get("root")), "t_wall": _ts(obj.get("t_wall")),
                        "t_mono": obj.get("t_mono"), "source": "trace", "file": ctx.file, "line": i,
                        "t_done_wall": None, "t_done_mono": None}
@@ -113,16 +114,16 @@ class TraceReader(FileReader):
                 if isinstance(seq, int):
                     last_issued[pg] = (max(seq, last_issued.get(pg, (seq, 0))[0]), i)
             elif kind == "done":
-                row["state"] = "completed"
+                row["state"] = State.COMPLETED
                 row["t_done_wall"] = _ts(obj.get("t_wall"))
                 row["t_done_mono"] = obj.get("t_mono")
                 if isinstance(seq, int):
                     last_done[pg] = (max(seq, last_done.get(pg, (seq, 0))[0]), i)
             else:
-                row["state"] = "failed"
+                row["state"] = State.FAILED
                 row["t_done_wall"] = _ts(obj.get("t_wall"))
                 row["t_done_mono"] = obj.get("t_mono")
-                out.errors.append({"rank": rank, "t_wall": _ts(obj.get("t_wall")), "kind": "exception",
+                out.errors.append({"rank": rank, "t_wall": _ts(obj.get("t_wall")), "kind": ErrorKind.EXCEPTION,
                                    "message": str(obj.get("error", "")), "op": normalize_op(obj.get("op")),
                                    "seq": seq, "seq_kind": "trace", "pg": pg, "source": "trace",
                                    "file": ctx.file, "line": i})

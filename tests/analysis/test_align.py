@@ -113,3 +113,27 @@ def test_numel_only_watchdog_rows_are_compared_by_numel():
 def test_empty_events():
     al = align(coerce("events", []))
     assert al.divergences == [] and al.n_events == 0
+
+
+def test_a_world_size_of_two_billion_is_not_listed_rank_by_rank():
+    """A corrupt or crafted world size (2**31 - 1) next to three ranks must not become a list of
+    the ranks without records (it once took 24 GB): past MAX_LISTED_RANKS nothing is listed."""
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent("""
+        import resource
+        resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+        from tests.analysis._frames import ev, incident
+        from denpex_nb.analysis.align import align
+        from denpex_nb import diagnose
+        inc = incident([ev(r, s, world_size=2**31 - 1) for r in range(3) for s in range(1, 4)])
+        a = align(inc.events)
+        assert a.missing_dumps == {}, a.missing_dumps
+        small = incident([ev(r, s, world_size=4) for r in range(3) for s in range(1, 4)])
+        assert list(align(small.events).missing_dumps.values()) == [[3]]
+        print(diagnose(inc).verdict)
+    """)
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]

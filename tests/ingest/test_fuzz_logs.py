@@ -35,7 +35,8 @@ def test_seeded_fuzz_subset_loads_every_case_and_conserves_lines():
     assert t["escaped_exceptions"] == 0, got["examples"]["escaped"]
     assert t["conservation_failures"] == 0, got["examples"]["conservation"]
     assert t["timeouts"] == 0 and t["memory_errors"] == 0, got["examples"]["timeouts"]
-    assert t["slowest_load_s"] < 5, got["examples"]["slowest_loads"]
+    # the < 5 s bar is the benchmark's (benchmarks/bench_fuzz.py); here only "nothing hangs"
+    assert t["slowest_load_s"] < 60, got["examples"]["slowest_loads"]
     # diagnose's time and memory grow with the largest rank number a log names (align._coverage
     # allocates groups x (max rank + 1)); the address-space cap keeps that below the limit
     assert t["peak_rss_mb"] < 1536, t

