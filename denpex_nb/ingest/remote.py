@@ -156,6 +156,7 @@ def expand_url(url: str, options: dict | None, keep, problems: list, *, add_spec
             add_spec(full, info, explicit, opts)
 
     def walk(root: str) -> int:
+        """Emit the objects under ``root``; add a Problem when it holds none to read."""
         found = fs.find(root, detail=True)
         n = 0
         for p in sorted(found, key=_walk_order):
@@ -167,6 +168,12 @@ def expand_url(url: str, options: dict | None, keep, problems: list, *, add_spec
                 continue
             emit(p, info, False)
             n += 1
+        if not n:
+            web = protocol_of(url) in ("http", "https")
+            what = ("links to no log files" if web else "holds no log files") if found else \
+                ("links to nothing" if web else "no objects under this prefix")
+            problems.append(Problem(url, what, "check the URL: pass the prefix (or page) that holds the logs",
+                                    missing=True))
         return n
 
     listing = True
@@ -181,18 +188,14 @@ def expand_url(url: str, options: dict | None, keep, problems: list, *, add_spec
                 else:
                     emit(p, matches[p], True)
             return
-        listing = path.endswith("/")
-        if listing and protocol_of(url) in ("http", "https"):
-            # a web server's folder is a page of links: a URL ending in / is walked, not read
-            if not walk(path):
-                problems.append(Problem(url, "links to no log files", "pass the page that lists the logs",
-                                        missing=True))
+        if url.endswith("/"):          # a prefix (or a web server's page of links): list it
+            walk(path)
             return
+        listing = False
         info = fs.info(path)
         listing = True
         if info.get("type") == "directory":
-            if not walk(path):
-                problems.append(Problem(url, "holds no log files", "pass the prefix that holds the logs", missing=True))
+            walk(path)
         else:
             emit(path, info, True)
     except InputError:

@@ -173,10 +173,20 @@ def test_a_missing_bucket_is_one_line(uploaded):
     assert "no such bucket" in res.stderr
 
 
+def test_credentials_the_store_does_not_know_are_one_line(uploaded):
+    opts = dict(uploaded.options(), key="AKIANOTAKEY000000000", secret="nope")
+    with pytest.raises(InputError) as e:
+        _load(f"s3://{BUCKET}/run/", storage_options=opts)
+    msg = str(e.value)
+    assert "the store rejected the credentials" in msg and "AWS_ACCESS_KEY_ID" in msg and "\n" not in msg, msg
+
+
 def test_a_missing_object_is_one_line_and_the_others_still_load(uploaded):
     with pytest.raises(InputError) as e:
         _load(f"s3://{BUCKET}/run/rank9.log", storage_options=uploaded.options())
     assert "no such object or prefix" in str(e.value) and "\n" not in str(e.value)
+    with pytest.raises(InputError, match="no objects under this prefix"):
+        _load(f"s3://{BUCKET}/no-such-run/", storage_options=uploaded.options())
     inc = _load(f"s3://{BUCKET}/run/combined.log", f"s3://{BUCKET}/run/rank9.log", storage_options=uploaded.options())
     src = inc.sources.set_index("file")
     assert pd.isna(src.loc[f"s3://{BUCKET}/run/combined.log", "error"])
