@@ -443,7 +443,7 @@ def run_case(files: list[tuple[str, bytes]], folder: str) -> dict:
         Path(p).write_bytes(data)
         paths.append(p)
     out = {"outcome": "ok", "escaped": None, "conservation": None, "memory_error": False, "verdict": None,
-           "reader_failure": None, "load_s": 0.0, "diagnose_s": 0.0}
+           "reader_failure": None, "rule_failure": None, "load_s": 0.0, "diagnose_s": 0.0}
     try:
         signal.alarm(CASE_TIMEOUT_S)
         try:
@@ -457,6 +457,10 @@ def run_case(files: list[tuple[str, bytes]], folder: str) -> dict:
             t0 = time.perf_counter()
             diag = dx.diagnose(inc)
             out["verdict"] = str(diag.verdict)
+            # a rule that raised is contained (the others still run), but it is a defect all the same
+            rule_failed = [n for n in diag.notes if n.startswith("rule ") and " failed on this input" in n]
+            if rule_failed:
+                out["rule_failure"] = rule_failed[0][:240]
             str(diag)
             out["diagnose_s"] = round(time.perf_counter() - t0, 4)
         finally:
@@ -633,6 +637,7 @@ def summarize(results: list[dict], crashes: list[dict], wall: float, seed: int, 
             "memory_errors": sum(r["memory_error"] for r in rs),
             "conservation": sum(r["conservation"] is not None for r in rs),
             "reader_failures": sum(r["reader_failure"] is not None for r in rs),
+            "rule_failures": sum(r["rule_failure"] is not None for r in rs),
             "crashes": sum(1 for c in crashes if c["kind"] == k),
             "slowest_s": max((r["s"] for r in rs), default=0.0),
             "mean_ms": round(1000 * sum(r["s"] for r in rs) / max(1, len(rs)), 1),
@@ -650,6 +655,7 @@ def summarize(results: list[dict], crashes: list[dict], wall: float, seed: int, 
         "memory_errors": sum(r["memory_error"] for r in results),
         "conservation_failures": sum(r["conservation"] is not None for r in results),
         "reader_failures": sum(r["reader_failure"] is not None for r in results),
+        "rule_failures": sum(r["rule_failure"] is not None for r in results),
         "crashes": len(crashes),
         "slowest_case_s": max((r["s"] for r in results), default=0.0),
         "slowest_load_s": max((r["load_s"] for r in results), default=0.0),
@@ -669,12 +675,14 @@ def summarize(results: list[dict], crashes: list[dict], wall: float, seed: int, 
         "slowest_loads": [{k: r[k] for k in ("i", "kind", "bytes", "load_s")}
                           for r in sorted(results, key=lambda r: -r["load_s"])[:5]],
         "reader_failures": _distinct(results),
+        "rule_failures": _distinct(results, "rule_failure"),
         "biggest_rss": [{k: r[k] for k in ("i", "kind", "bytes", "rss_mb")}
                         for r in sorted(results, key=lambda r: -r["rss_mb"]) if r["rss_grew"]][:5],
         "crashes": crashes[:20],
     }
     ok = (total["escaped_exceptions"] == 0 and total["crashes"] == 0 and total["timeouts"] == 0
           and total["conservation_failures"] == 0 and total["memory_errors"] == 0
+          and total["reader_failures"] == 0 and total["rule_failures"] == 0
           and total["slowest_case_s"] < BARS["slowest_case_s"] and total["peak_rss_mb"] < BARS["peak_rss_mb"])
     load_ok = (total["escaped_exceptions"] == 0 and total["crashes"] == 0 and total["timeouts"] == 0
                and total["conservation_failures"] == 0 and total["memory_errors"] == 0
@@ -686,11 +694,11 @@ def summarize(results: list[dict], crashes: list[dict], wall: float, seed: int, 
             "examples": examples}
 
 
-def _distinct(results: list[dict]) -> list[dict]:
-    """Reader failures grouped by reader and exception type: count and the first case."""
+def _distinct(results: list[dict], field: str = "reader_failure") -> list[dict]:
+    """Reader (or rule) failures grouped by reader and exception type: count and the first case."""
     seen: dict[str, dict] = {}
     for r in results:
-        msg = r["reader_failure"]
+        msg = r[field]
         if not msg:
             continue
         key = re.sub(r"\d+", "N", msg)[:120]
@@ -702,9 +710,9 @@ def _distinct(results: list[dict]) -> list[dict]:
 
 def print_table(summary: dict) -> None:
     cols = ["cases", "loaded", "input_error", "escaped", "timeouts", "memory_errors", "conservation",
-            "reader_failures", "crashes", "slowest_s", "mean_ms"]
+            "reader_failures", "rule_failures", "crashes", "slowest_s", "mean_ms"]
     short = {"input_error": "exit2", "memory_errors": "mem.err", "conservation": "lines.bad",
-             "reader_failures": "rdr.fail"}
+             "reader_failures": "rdr.fail", "rule_failures": "rule.fail"}
     print(f"{'kind':<14}" + "".join(f"{short.get(c, c):>10}" for c in cols))
     for k, row in summary["by_kind"].items():
         print(f"{k:<14}" + "".join(f"{row[c]:>10}" for c in cols))
@@ -712,12 +720,13 @@ def print_table(summary: dict) -> None:
     print(f"\ntotal cases {t['cases']} ({t['input_mb']} MB): loaded {t['loaded']}, exit-2 input errors "
           f"{t['input_errors']}, escaped exceptions {t['escaped_exceptions']}, timeouts {t['timeouts']}, memory errors "
           f"{t['memory_errors']}, line-conservation failures {t['conservation_failures']}, crashes {t['crashes']}, "
-          f"reader failures contained {t['reader_failures']}; "
+          f"reader failures contained {t['reader_failures']}, rule failures contained {t['rule_failures']}; "
           f"slowest case {t['slowest_case_s']:.3f} s (load {t['slowest_load_s']:.3f} s, diagnose "
           f"{t['slowest_diagnose_s']:.3f} s; mean {t['mean_case_ms']} ms), peak RSS {t['peak_rss_mb']:.0f} MB, "
           f"wall {t['wall_s']} s -> bars {'met' if summary['bars_met'] else 'MISSED'} "
           f"(load alone: {'met' if summary['load_bars_met'] else 'MISSED'})")
-    for name in ("escaped", "conservation", "timeouts", "crashes", "reader_failures", "slowest", "slowest_loads",
+    for name in ("escaped", "conservation", "timeouts", "crashes", "reader_failures", "rule_failures", "slowest",
+                 "slowest_loads",
                  "biggest_rss"):
         for ex in summary["examples"][name][:8]:
             print(f"  {name}: {ex}")

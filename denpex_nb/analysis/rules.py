@@ -288,6 +288,11 @@ def _evidence(rows: pd.DataFrame, texts: dict, culprits=()) -> list[Evidence]:
     return out
 
 
+def _seq_op_order(seq_op: tuple) -> tuple:
+    """Order (seq, op) pairs whose op may be unknown (None sorts first)."""
+    return seq_op[0], seq_op[1] or ""
+
+
 def fmt_ranks(ranks) -> str:
     ranks = sorted(ranks)
     return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(map(str, ranks))
@@ -666,14 +671,14 @@ def stuck_points(ctx: Context) -> list[Finding]:
             at.setdefault(int(r), set()).add((int(s), _s(op)))
         if pd.isna(pg) and any(len({s for s, _ in v}) > 1 for v in at.values()):
             continue
-        pos = {r: min(v) for r, v in at.items()}
+        pos = {r: min(v, key=_seq_op_order) for r, v in at.items()}
         if len({s for s, _ in pos.values()}) < 2:
             continue
         stated = ctx.group_size if pd.isna(pg) or str(pg) in ("0", "default_pg") else None
         culprits, basis = strict_minority({r: s for r, (s, _) in pos.items()}, ctx.group_of(len(pos), stated))
         groups = _group({r: p for r, p in pos.items()})
         desc = "; ".join(f"{fmt_ranks(rs)} timed out in {op or 'a collective'} at {sk} seq {s}"
-                         for (s, op), rs in sorted(groups.items()))
+                         for (s, op), rs in sorted(groups.items(), key=lambda kv: _seq_op_order(kv[0])))
         lo = min(s for s, _ in pos.values())
         behind = sorted(r for r, (s, _) in pos.items() if s == lo)
         out.append(Finding(

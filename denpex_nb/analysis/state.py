@@ -107,7 +107,8 @@ def rank_state(incident, size: GroupSize | None = None) -> pd.DataFrame:
         row["status"] = _status(row)
     out = pd.DataFrame([{c: row.get(c) for c in COLUMNS} for row in rows.values()], columns=list(COLUMNS))
     for c in ("rank", "last_seq", "last_completed_seq", "timeout_seq", "last_numel_in", "exit_code"):
-        out[c] = pd.to_numeric(out[c], errors="coerce").astype("Int64")
+        # straight to Int64: through float64 (to_numeric of a column with gaps) a 2**60 is inexact
+        out[c] = pd.array([_int64(v) for v in out[c].tolist()], dtype="Int64")
     out["first_error_t"] = pd.to_datetime(out["first_error_t"], utc=True, errors="coerce")
     for c in ("present", "own_failure", "failed"):
         out[c] = out[c].fillna(False).astype(bool)
@@ -261,6 +262,12 @@ def _status(row: dict) -> str:
 
 def _str(v):
     return None if v is None or (not isinstance(v, str) and pd.isna(v)) else str(v)
+
+
+def _int64(v):
+    """``v`` as an int that fits Int64, else None (a counter read through float64 may round past it)."""
+    v = _int(v)
+    return v if v is not None and -2 ** 63 <= v < 2 ** 63 else None
 
 
 def _int(v):

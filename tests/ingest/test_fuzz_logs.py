@@ -37,6 +37,7 @@ def test_seeded_fuzz_subset_loads_every_case_and_conserves_lines():
     assert t["timeouts"] == 0 and t["memory_errors"] == 0, got["examples"]["timeouts"]
     # the < 5 s bar is the benchmark's (benchmarks/bench_fuzz.py); here only "nothing hangs"
     assert t["slowest_load_s"] < 60, got["examples"]["slowest_loads"]
-    # diagnose's time and memory grow with the largest rank number a log names (align._coverage
-    # allocates groups x (max rank + 1)); the address-space cap keeps that below the limit
+    # no reader and no diagnosis rule raised on any case (both are contained, and both are defects)
+    assert t["reader_failures"] == 0, got["examples"]["reader_failures"]
+    assert t["rule_failures"] == 0, got["examples"]["rule_failures"]
     assert t["peak_rss_mb"] < 1536, t
