@@ -18,10 +18,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .vocab import SEQ_KIND_PREFERENCE as _SEQ_KIND_PREFERENCE
 from matplotlib.figure import Figure
 
 from .incident import OPS
+from .vocab import SEQ_KIND_PREFERENCE as _SEQ_KIND_PREFERENCE
+from .vocab import TIMEOUT_KINDS, SeqKind, State
 
 #: preference order of sequence counters when the caller does not choose
 SEQ_KIND_PREFERENCE = tuple(str(k) for k in _SEQ_KIND_PREFERENCE)   # the one order (denpex_nb.vocab)
@@ -31,7 +32,6 @@ HEATMAP_THRESHOLD = 64
 ANNOTATE_MAX_SEQS = 24
 ANNOTATE_MAX_RANKS = 16
 
-TIMEOUT_KINDS = frozenset({"watchdog_timeout", "gloo_timeout", "monitored_barrier", "heartbeat", "watchdog_status"})
 DIVERGE_COLOR = "#d62728"
 CULPRIT_COLOR = "#b00000"
 MISSING_COLOR = "#bbbbbb"
@@ -293,8 +293,8 @@ def _lanes_figure(incident, ln: Lanes, div_seq, culprits, x, annotate, title, di
                 transform=ax.transAxes, fontsize=11, color="#555555")
     else:
         ys = df["rank"].map(ypos).to_numpy()
-        failed = df["state"].isin(["timed_out", "failed"]).to_numpy()
-        pending = df["state"].isin(["scheduled", "started"]).to_numpy() & (ln.seq_kind != "fr")
+        failed = df["state"].isin([State.TIMED_OUT, State.FAILED]).to_numpy()
+        pending = df["state"].isin([State.SCHEDULED, State.STARTED]).to_numpy() & (ln.seq_kind != SeqKind.FR)
         for op, idx in df.groupby("op", sort=True, observed=True).indices.items():
             color = OP_COLORS.get(str(op), OP_COLORS["unknown"])
             sel = np.asarray(idx)
@@ -637,7 +637,7 @@ def progress_frame(incident, *, seq_kind: str | None = None, pg: str | None = No
             out = pd.DataFrame(columns=["last_enqueued", "last_completed"])
         else:
             enq = df.groupby("rank")["seq"].max()
-            done = df[df["state"].isin(["completed"]) | ((ln.seq_kind == "fr") & df["state"].isin(["scheduled"]))]
+            done = df[df["state"].isin([State.COMPLETED]) | ((ln.seq_kind == SeqKind.FR) & df["state"].isin([State.SCHEDULED]))]
             comp = done.groupby("rank")["seq"].max()
             out = pd.DataFrame({"last_enqueued": enq, "last_completed": comp.reindex(enq.index)})
     for r in _all_ranks(incident):

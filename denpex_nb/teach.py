@@ -17,6 +17,7 @@ import pandas as pd
 from . import plot
 from .incident import Incident, coerce
 from .report import HTML, display
+from .vocab import ErrorKind, SeqKind
 
 
 def synthetic_incident(n_ranks: int = 4, n_collectives: int = 10, *, mismatch_at: int | None = 6,
@@ -59,10 +60,10 @@ def synthetic_incident(n_ranks: int = 4, n_collectives: int = 10, *, mismatch_at
         t_err = base + pd.Timedelta(seconds=mismatch_at * 0.05 + 5)
         for r in range(n_ranks):
             if kind == "shape" and r == culprit:
-                errors.append({"rank": r, "t_wall": t_err - pd.Timedelta(seconds=4.9), "kind": "gloo_enforce",
+                errors.append({"rank": r, "t_wall": t_err - pd.Timedelta(seconds=4.9), "kind": ErrorKind.GLOO_ENFORCE,
                                "message": "op.preamble.length <= op.nbytes. 40 vs 24", "source": "synthetic"})
             elif kind == "skip" and r != culprit:
-                errors.append({"rank": r, "t_wall": t_err, "kind": "gloo_timeout", "seq": mismatch_at,
+                errors.append({"rank": r, "t_wall": t_err, "kind": ErrorKind.GLOO_TIMEOUT, "seq": mismatch_at,
                                "seq_kind": seq_kind, "message": "Timed out waiting 5000ms for recv operation",
                                "source": "synthetic"})
     ranks_df = coerce("ranks", {"rank": np.arange(n_ranks), "host": ["localhost"] * n_ranks})
@@ -310,8 +311,8 @@ def flight_recorder_view(lesson: Lesson) -> HTML:
              + (f"; no dump from rank(s) {', '.join(map(str, missing))} (a rank aborted by gloo or killed never "
                 "dumps)" if missing else "") + ".</p>"]
     ev = lesson.incident.events
-    if len(ev) and (ev["seq_kind"].astype("object") == "fr").any():
-        table = sequences_frame(lesson.incident, "fr")
+    if len(ev) and (ev["seq_kind"].astype("object") == SeqKind.FR).any():
+        table = sequences_frame(lesson.incident, SeqKind.FR)
         parts.append("<p>Each rank's recorded collectives (<code>collective_seq_id</code>):</p>" + table.to_html())
     else:
         parts.append("<p>The dumps hold no collective entries.</p>")

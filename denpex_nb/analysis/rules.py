@@ -22,7 +22,7 @@ from typing import Callable
 import pandas as pd
 
 from .. import vocab as _vocab
-from ..vocab import COMPLETE_RECORD_KINDS, ClassId, ErrorKind, SeqKind, TRUNCATED_TRACEBACK
+from ..vocab import COMPLETE_RECORD_KINDS, TRUNCATED_TRACEBACK, ClassId, ErrorKind, SeqKind, State
 from .align import Divergence
 from .model import Evidence, Finding, RankView
 
@@ -65,11 +65,11 @@ def is_crash_error(kind: str, message: str | None, signal: str | None = None, ex
         return True
     if message and _DEVICE_FAULT.search(message):
         return True
-    if kind == "exception":
+    if kind == ErrorKind.EXCEPTION:
         if not message or message.startswith(TRUNCATED_TRACEBACK) or in_collective:
             return False            # unknown, or raised inside a collective: not an own failure
         return not _DISTRIBUTED.search(message)
-    if kind in ("signal", ErrorKind.CHILD_FAILED, "agent", "exit"):
+    if kind in (ErrorKind.SIGNAL, ErrorKind.CHILD_FAILED, ErrorKind.AGENT, ErrorKind.EXIT):
         return (signal or _signal_of(exit_code)) in _CRASH_SIGNALS
     return False
 
@@ -241,8 +241,8 @@ def _i(v) -> int | None:
 def _view(row) -> RankView:
     dt = _s(row.get("dtype"))
     state = _s(row.get("state"))
-    if row.get("_done") and state != "completed":
-        state = "completed"
+    if row.get("_done") and state != State.COMPLETED:
+        state = State.COMPLETED
     return RankView(op=_s(row.get("op")), seq=_i(row.get("seq")), shapes=_shapes(row.get("in_shapes")),
                     dtypes=[dt] if dt else None, state=state)
 
@@ -687,7 +687,7 @@ def stuck_points(ctx: Context) -> list[Finding]:
                     f"{'is' if len(behind) == 1 else 'are'} behind the others.",
             pg=None if pd.isna(pg) else str(pg), seq_kind=None if pd.isna(sk) else str(sk),
             op=pos[culprits[0]][1] if culprits and len({pos[r] for r in culprits}) == 1 else None,
-            culprit_ranks=culprits, ranks={r: RankView(op=op, seq=s, state="timed_out") for r, (s, op) in pos.items()},
+            culprit_ranks=culprits, ranks={r: RankView(op=op, seq=s, state=State.TIMED_OUT) for r, (s, op) in pos.items()},
             evidence=_err_evidence(rows), t_wall=_tmin(rows), rule="stuck-points", culprit_basis=basis))
     return out
 

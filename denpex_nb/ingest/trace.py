@@ -21,7 +21,7 @@ import pandas as pd
 
 from ..ops import normalize_op
 from .base import FileContext, FileReader, Output, register_file_reader
-from ..vocab import ErrorKind, State
+from ..vocab import ErrorKind, SeqKind, State
 
 _NAME = re.compile(r"denpex_trace_rank_?\d+", re.I)
 
@@ -101,7 +101,7 @@ class TraceReader(FileReader):
             row = rows.get(key)
             if row is None:
                 in_s, out_s = _shapes(obj.get("in_shapes")), _shapes(obj.get("out_shapes"))
-                row = {"rank": rank, "pg": pg, "pg_desc": obj.get("pg_desc"), "seq": seq, "seq_kind": "trace",
+                row = {"rank": rank, "pg": pg, "pg_desc": obj.get("pg_desc"), "seq": seq, "seq_kind": SeqKind.TRACE,
                        "op": normalize_op(obj.get("op")), "in_shapes": in_s, "out_shapes": out_s,
                        "numel_in": _numel(in_s), "numel_out": _numel(out_s), "dtype": _dtype(obj.get("dtypes")),
                        "state": State.SCHEDULED, "world_size": obj.get("world_size", meta.get("world_size")),
@@ -125,13 +125,13 @@ class TraceReader(FileReader):
                 row["t_done_mono"] = obj.get("t_mono")
                 out.errors.append({"rank": rank, "t_wall": _ts(obj.get("t_wall")), "kind": ErrorKind.EXCEPTION,
                                    "message": str(obj.get("error", "")), "op": normalize_op(obj.get("op")),
-                                   "seq": seq, "seq_kind": "trace", "pg": pg, "source": "trace",
+                                   "seq": seq, "seq_kind": SeqKind.TRACE, "pg": pg, "source": "trace",
                                    "file": ctx.file, "line": i})
             out.parsed.add(i)
         out.events.extend(rows[k] for k in order)
         rank = meta.get("rank", ctx.rank_hint)
         for pg in sorted(set(last_issued) | set(last_done)):
-            out.progress.append({"rank": rank, "pg": pg, "seq_kind": "trace",
+            out.progress.append({"rank": rank, "pg": pg, "seq_kind": SeqKind.TRACE,
                                  "last_enqueued": last_issued.get(pg, (None, None))[0],
                                  "last_completed": last_done.get(pg, (None, None))[0],
                                  "source": "trace", "file": ctx.file,

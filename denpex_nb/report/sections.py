@@ -17,6 +17,7 @@ from functools import lru_cache
 import pandas as pd
 
 from .contract import SUMMARY_MIME
+from ..vocab import ClassId
 from .show import HTML, display
 
 #: the rank_state columns a reader of the report needs first (the frame has more)
@@ -84,7 +85,7 @@ def headline(incident, diagnosis, title: str | None = None) -> HTML:
             rows.append(("where", where))
     rows.append(("ranks seen", ", ".join(str(r) for r in diagnosis.ranks_seen) or "none"))
     summary = first.summary if first is not None else "Every rank's collectives agree and no rank failed."
-    return render_template("headline.html", heading=heading, empty=False, ok=diagnosis.verdict == "no-failure",
+    return render_template("headline.html", heading=heading, empty=False, ok=diagnosis.verdict == ClassId.NO_FAILURE,
                            verdict=diagnosis.verdict, confidence=diagnosis.confidence, name=name, summary=summary,
                            rows=rows, notes=list(diagnosis.notes))
 

@@ -152,25 +152,3 @@ def test_the_vocabulary_names_the_catalog_and_the_incident_schema():
     assert list(vocab.SEQ_KIND_PREFERENCE) == list(vocab.SeqKind)
     assert vocab.VICTIM_KINDS <= vocab.FAILURE_KINDS and vocab.TIMEOUT_KINDS <= vocab.VICTIM_KINDS
     assert str(vocab.SeqKind.TRACE) == "trace" and f"{vocab.ClassId.RANK_CRASH}" == "rank-crash"
-
-
-def test_no_vocabulary_name_is_spelled_as_a_bare_string_in_the_diagnosis():
-    """The diagnosis modules use denpex_nb.vocab for class ids, error kinds and counters."""
-    import ast
-    from pathlib import Path
-
-    from denpex_nb import vocab
-    names = {str(m) for e in (vocab.ClassId, vocab.ErrorKind, vocab.SeqKind) for m in e}
-    names -= {"signal", "exit", "exception", "trace", "warning", "abort", "agent"}   # also column / plain words
-    pkg = Path(vocab.__file__).parent / "diagnose"
-    offenders = []
-    for path in sorted(pkg.glob("*.py")):
-        tree = ast.parse(path.read_text())
-        docstrings = {id(n.body[0].value) for n in ast.walk(tree)
-                      if isinstance(n, (ast.Module, ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef))
-                      and n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in names \
-                    and id(node) not in docstrings:
-                offenders.append(f"{path.name}:{node.lineno}: {node.value!r}")
-    assert not offenders, offenders
