@@ -186,19 +186,20 @@ def _outer(line: bytes) -> tuple[bytes, int]:
     return line, _OUTER_RUN.match(line).end()
 
 
-def logical_start(buf: bytes, start: int, w: int, max_pieces: int = 8) -> bytes:
-    """The logical line whose first physical line starts at ``start`` in ``buf`` (whole lines), its
-    pieces joined (at most ``max_pieces``: enough for a test of how the line starts, such as the
+def logical_start(buf: bytes, start: int, w: int, max_pieces: int = 8, stop: int | None = None) -> bytes:
+    """The logical line whose first physical line starts at ``start`` in ``buf[:stop]`` (whole lines),
+    its pieces joined (at most ``max_pieces``: enough for a test of how the line starts, such as the
     loader's continuation test, which a wrap through a prefix (``[ran`` / ``k1]:``) would fool)."""
-    end = buf.find(b"\n", start)
+    n = len(buf) if stop is None else stop
+    end = buf.find(b"\n", start, n)
     if end < 0:
-        end = len(buf)
+        end = n
     last = buf[start:end].rstrip(b"\r")
     parts = [last]
-    while len(parts) < max_pieces and end + 1 < len(buf) and at_width_b(last, w):
-        nxt_end = buf.find(b"\n", end + 1)
+    while len(parts) < max_pieces and end + 1 < n and at_width_b(last, w):
+        nxt_end = buf.find(b"\n", end + 1, n)
         if nxt_end < 0:
-            nxt_end = len(buf)
+            nxt_end = n
         nxt = buf[end + 1:nxt_end].rstrip(b"\r")
         if not joins_b(last, nxt, w):
             break
@@ -207,10 +208,10 @@ def logical_start(buf: bytes, start: int, w: int, max_pieces: int = 8) -> bytes:
     return b"".join(parts)
 
 
-def _join_points(buf: bytes, w: int) -> list[int]:
-    """Offsets of the newlines (each with its CR) that a wrap at width ``w`` put into ``buf`` (whole
-    lines), flattened: the bytes to drop to get the unwrapped text."""
-    a = np.frombuffer(buf, np.uint8)
+def _join_points(buf: bytes, w: int, end: int | None = None) -> list[int]:
+    """Offsets of the newlines (each with its CR) that a wrap at width ``w`` put into ``buf[:end]``
+    (whole lines), flattened: the bytes to drop to get the unwrapped text."""
+    a = np.frombuffer(buf, np.uint8, count=len(buf) if end is None else end)
     nl = np.flatnonzero(a == 10)
     if nl.size < 2:
         return []
@@ -233,13 +234,14 @@ def _join_points(buf: bytes, w: int) -> list[int]:
     return out
 
 
-def line_hits(matcher, buf: bytes, w: int) -> tuple[list[int], list[int]]:
-    """``matcher.line_hits(buf)`` on the unwrapped text: (start offsets in ``buf`` of the *first*
+def line_hits(matcher, buf: bytes, w: int, end: int | None = None) -> tuple[list[int], list[int]]:
+    """``matcher.line_hits(buf[:end])`` on the unwrapped text: (start offsets in ``buf`` of the *first*
     physical line of each logical line holding a needle, reader bitmask per line)."""
-    drop = _join_points(buf, w)
+    n = len(buf) if end is None else end
+    drop = _join_points(buf, w, n)
     if not drop:
-        return matcher.line_hits(buf)
-    a = np.frombuffer(buf, np.uint8)
+        return matcher.line_hits(buf, n)
+    a = np.frombuffer(buf, np.uint8, count=n)
     keep = np.ones(a.size, dtype=bool)
     removed = np.asarray(drop, dtype=np.int64)
     keep[removed] = False
@@ -252,10 +254,10 @@ def line_hits(matcher, buf: bytes, w: int) -> tuple[list[int], list[int]]:
     return (st + np.searchsorted(shift, st, side="right")).tolist(), masks
 
 
-def safe_end(buf: bytes, w: int) -> int:
-    """Where ``buf`` (whole lines) may be cut without splitting a logical line: the start of its last
-    logical line when that line ends at the width (its tail may be in the next bytes), else its end."""
-    n = len(buf)
+def safe_end(buf: bytes, w: int, end: int | None = None) -> int:
+    """Where ``buf[:end]`` (whole lines) may be cut without splitting a logical line: the start of its
+    last logical line when that line ends at the width (its tail may be in the next bytes), else its end."""
+    n = len(buf) if end is None else end
     s = buf.rfind(b"\n", 0, n - 1) + 1
     if not at_width_b(buf[s:n - 1].rstrip(b"\r"), w):
         return n
@@ -263,7 +265,7 @@ def safe_end(buf: bytes, w: int) -> int:
         if s == 0:
             return 0
         p = buf.rfind(b"\n", 0, s - 1) + 1
-        if not joins_b(buf[p:s - 1], buf[s:buf.find(b"\n", s)], w):
+        if not joins_b(buf[p:s - 1], buf[s:buf.find(b"\n", s, n)], w):
             return s
         s = p
     return s

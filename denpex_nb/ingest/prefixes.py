@@ -367,10 +367,19 @@ _SPLIT_HINTS = ("[rank", "Traceback (", "terminate called", "[E", "[W", "[I", "[
                 ".cpp:", ".h:", " NCCL ")
 
 
+def _has_split_hint(tail: str) -> bool:
+    """``any(h in tail for h in _SPLIT_HINTS)``, unrolled (no generator per line)."""
+    if "[" in tail and ("[rank" in tail or "[E" in tail or "[W" in tail or "[I" in tail or "[F" in tail
+                        or "[V" in tail):
+        return True
+    return ("Traceback (" in tail or "terminate called" in tail or ".py:" in tail or ".cc:" in tail
+            or ".cpp:" in tail or ".h:" in tail or " NCCL " in tail)
+
+
 def _split_points(text: str, offset: int) -> list[int]:
     """Offsets > ``offset`` where a new record starts inside ``text`` (merged output)."""
     tail = text[offset + 1:]
-    if not any(h in tail for h in _SPLIT_HINTS):
+    if not _has_split_hint(tail):
         return []
     cuts = []
     for m in _SPLIT.finditer(text, offset + 1):
@@ -418,7 +427,7 @@ def _accepted_hosts(texts: list[str]) -> set[str]:
     counts: dict[str, int] = {}
     hosts: set[str] = set()
     for t in texts:
-        m = _PDSH.match(t)
+        m = _PDSH.match(t) if t[:1].isascii() and t[:1].isalpha() else None
         if not m or _NOT_HOST.search(m.group(1)):
             continue
         tok = m.group(1)
@@ -431,29 +440,37 @@ def _accepted_hosts(texts: list[str]) -> set[str]:
     return hosts
 
 
+def _role_start(c: str) -> bool:
+    """Can ``c`` start ``[A-Za-z_]`` (a torchrun role, a template's role, ``rank``, ``RANK``)?"""
+    return "a" <= c <= "z" or "A" <= c <= "Z" or c == "_"
+
+
 def _strip(text: str, hosts: set[str], ctx: FileContext, allow_srun: bool = True) -> _Parsed:
     """Peel every prefix layer off one logical line (no line numbers: already gone)."""
+    # Every pattern here is anchored at the start; a cheap test of the first characters skips the
+    # ones that cannot match there (this runs on every line of every block).
     p = _Parsed(message=text)
     s = text
-    m = _PDSH.match(s)
+    m = _PDSH.match(s) if hosts else None       # a pdsh label counts only when it is an accepted host
     if m and m.group(1) in hosts:
         p.host, p.node_label = m.group(1), True
         p.kinds.append("pdsh")
         s = s[m.end():]
-    m = _MPI.match(s)
+    c, c1 = s[:1], s[1:2]
+    m = _MPI.match(s) if c == "[" and c1.isdigit() else None
     if m:
         p.label_rank = _int32(m.group(2))
         p.kinds.append("mpi")
         s = s[m.end():]
-    elif allow_srun and (m := _SRUN.match(s)):
+    elif allow_srun and (c.isdigit() or c.isspace()) and (m := _SRUN.match(s)):
         p.label_rank, p.node_label = _int32(m.group(1)), True
         p.kinds.append("srun")
         s = s[m.end():]
-    elif m := _HYDRA.match(s):
+    elif c == "[" and c1.isdigit() and (m := _HYDRA.match(s)):
         p.label_rank = _int32(m.group(1))
         p.kinds.append("mpi")
         s = s[m.end():]
-    while m := _RAY.match(s):
+    while s[:1] == "(" and (m := _RAY.match(s)):
         p.pid = _int64(m.group("pid"))
         if m.group("ip"):
             p.host = m.group("ip")
@@ -467,24 +484,28 @@ def _strip(text: str, hosts: set[str], ctx: FileContext, allow_srun: bool = True
             p.repeat = int(r.group(1))
             p.kinds.append(f"ray_repeated={p.repeat}")
             s = s[: r.start()]
-    m = _TEMPLATE.match(s)
-    if m:
-        p.label_rank, p.local_rank = _int32(m.group("r")), _int32(m.group("lr"))
-        p.node_label = False
-        p.kinds.append("torchrun")
-        s = s[m.end():]
-    else:
-        m = _TORCHRUN.match(s)
-        if m and m.group("role") != "rank":
-            p.local_rank = _int32(m.group("lr"))
+    m = _RANK.match(s) if s.startswith("[rank") else None
+    # "[" then [A-Za-z_]: a torchrun or template tag may follow (never where ``[rankN]:`` starts the line:
+    # the template needs a "|", and torchrun's tag would be role "rank", which it leaves to _RANK)
+    if m is None and s[:1] == "[" and _role_start(s[1:2]):
+        m = _TEMPLATE.match(s)
+        if m:
+            p.label_rank, p.local_rank = _int32(m.group("r")), _int32(m.group("lr"))
+            p.node_label = False
             p.kinds.append("torchrun")
             s = s[m.end():]
-    m = _RANK.match(s)
+        else:
+            m = _TORCHRUN.match(s)
+            if m and m.group("role") != "rank":
+                p.local_rank = _int32(m.group("lr"))
+                p.kinds.append("torchrun")
+                s = s[m.end():]
+        m = _RANK.match(s) if s.startswith("[rank") else None
     if m:
         p.rank = _int32(m.group(1))
         p.kinds.append("rank")
         s = s[m.end():]
-    m = _APP_RANK.match(s)
+    m = _APP_RANK.match(s) if s[:1] == "[" and s[1:2] in ("R", "r") else None
     if m:
         p.label_rank = _int32(m.group(1))
         p.kinds.append("app_rank")
@@ -520,7 +541,7 @@ def _peel_inner(s: str, p: _Parsed, ctx: FileContext) -> str | None:
     if not (c == "[" or c.isdigit() or (c in "DIWECFV" and s[1:2].isdigit()) or s.startswith(_LEVEL_WORDS)
             or (s[:3] in _MONTHS and s[3:4] == " ")):
         return None                 # most messages: nothing here can be a layer
-    if s[0] == "[":
+    if s[0] == "[" and _role_start(s[1:2]):
         m = _TEMPLATE.match(s)
         if m:
             if p.local_rank is None:
@@ -534,19 +555,19 @@ def _peel_inner(s: str, p: _Parsed, ctx: FileContext) -> str | None:
                 p.local_rank = _int32(m.group("lr"))
             p.kinds.append("torchrun")
             return s[m.end():]
-        m = _RANK.match(s)
+        m = _RANK.match(s) if s.startswith("[rank") else None
         if m:
             if p.rank is None:
                 p.rank = _int32(m.group(1))
             p.kinds.append("rank")
             return s[m.end():]
-        m = _APP_RANK.match(s)
+        m = _APP_RANK.match(s) if s[1] in ("R", "r") else None
         if m:
             if p.label_rank is None:
                 p.label_rank = _int32(m.group(1))
             p.kinds.append("app_rank")
             return s[m.end():]
-    m = _OUT_ISO.match(s) if s[0].isdigit() else _OUT_SYSLOG.match(s)
+    m = _OUT_ISO.match(s) if s[0].isdigit() else (_OUT_SYSLOG.match(s) if s[:3] in _MONTHS else None)
     if m:
         if s[0].isdigit():
             p.t_wall = _rfc3339(m) or p.t_wall
@@ -564,15 +585,24 @@ def _peel_inner(s: str, p: _Parsed, ctx: FileContext) -> str | None:
     return None
 
 
+#: first characters the anchored header patterns below need (the patterns themselves decide)
+_CPP_SEV = frozenset("FEWIV")
+_GLOG_SEV = frozenset("DIWECFV")
+_PY_OLD_FIRST = frozenset("DIWEC")
+
+
 def _strip_header(s: str, p: _Parsed, ctx: FileContext) -> str:
-    m = _CPP.match(s)
+    c, c1 = s[:1], s[1:2]
+    bracket = c == "["
+    dated = bracket and c1.isdigit()          # "[2025-...": DeepSpeed, Python 2.3, app loggers, NCCL, sglang
+    m = _CPP.match(s) if bracket and c1 in _CPP_SEV else None
     if m:
         p.severity, p.origin = m.group("sev"), f"{m.group('file')}:{m.group('line')}"
         if m.group("md"):
             p.t_wall = _glog_time(m.group("md"), m.group("hms"), m.group("frac"), ctx)
         p.kinds.append("glog_cpp")
         return s[m.end():]
-    m = _GLOG.match(s)
+    m = _GLOG.match(s) if c in _GLOG_SEV else None
     if m:
         p.severity, p.origin = m.group("sev"), f"{m.group('file')}:{m.group('line')}"
         p.t_wall = _glog_time(m.group("md"), m.group("hms"), m.group("frac"), ctx)
@@ -581,7 +611,7 @@ def _strip_header(s: str, p: _Parsed, ctx: FileContext) -> str:
             p.pid = _int64(m.group("pid"))
         p.kinds.append("glog")
         return s[m.end():]
-    m = _DEEPSPEED.match(s)
+    m = _DEEPSPEED.match(s) if dated else None
     if m:
         p.severity, p.origin = _LEVELS.get(m.group("lvl"), m.group("lvl")[:1]), m.group("where")
         p.t_wall = _iso_time(m.group("date"), m.group("hms"), int(m.group("ms")) * 1000, ctx)
@@ -589,23 +619,23 @@ def _strip_header(s: str, p: _Parsed, ctx: FileContext) -> str:
             p.label_rank = _int32(m.group("r"))
         p.kinds.append("deepspeed")
         return s[m.end():]
-    m = _PY_23.match(s)
+    m = _PY_23.match(s) if dated else None
     if m:
         p.severity, p.origin = _LEVELS.get(m.group("lvl"), m.group("lvl")[:1]), m.group("logger")
         p.t_wall = _iso_time(m.group("date"), m.group("hms"), int(m.group("ms")) * 1000, ctx)
         p.kinds.append("pylog")
         return s[m.end():]
-    m = _PY_OLD.match(s)
+    m = _PY_OLD.match(s) if c in _PY_OLD_FIRST else None
     if m:
         p.severity, p.origin = _LEVELS[m.group("lvl")], m.group("logger")
         p.kinds.append("pylog")
         return s[m.end():]
-    m = _LIGHTNING.match(s)
+    m = _LIGHTNING.match(s) if s.startswith("[rank: ") else None
     if m:
         p.label_rank = _int32(m.group(1))
         p.kinds.append("lightning")
         return s[m.end():]
-    m = _APP.match(s) if s[:1] in "[0123456789" else None
+    m = _APP.match(s) if c in "[0123456789" and (dated or not bracket) else None
     if m:
         lvl = m.group("l1") or m.group("l2") or m.group("l3") or m.group("l4")
         p.severity = _LEVELS.get(lvl, lvl[:1])
@@ -641,7 +671,7 @@ def _strip_header(s: str, p: _Parsed, ctx: FileContext) -> str:
             p.kinds.append("rich_box")
             inner = m.group("inner").rstrip()
             return inner if inner.strip() else ""
-    m = _NCCL.match(s)
+    m = _NCCL.match(s) if (dated if bracket else (c.isalnum() or c in ("_", ".", "-"))) else None
     if m:
         p.host, p.pid, p.severity = m.group("host"), _int64(m.group("pid")), m.group("lvl")
         if m.group("ts"):
@@ -650,7 +680,7 @@ def _strip_header(s: str, p: _Parsed, ctx: FileContext) -> str:
             s = s[s.index("] ") + 2:]
         p.kinds.append("nccl")
         return s          # the NCCL prefix stays: the nccl reader needs tid and device
-    if s[:1] == "[" and (m := _SGLANG.match(s)):
+    if dated and (m := _SGLANG.match(s)):
         us = int((m.group("frac") or "0")[:6].ljust(6, "0"))
         p.t_wall = _iso_time(m.group("date"), m.group("hms"), us, ctx)
         tags = dict(_SG_TAG.findall(m.group("tags") or ""))

@@ -25,6 +25,7 @@ failure (reader, file:line, exception) becomes one note on the Incident. In stri
 """
 from __future__ import annotations
 
+import io
 import os
 import re
 from bisect import bisect_right
@@ -124,10 +125,12 @@ class NeedleMatcher:
         """Sorted, unique start offsets of the lines of ``buf`` that contain a needle."""
         return self.line_hits(buf)[0]
 
-    def line_hits(self, buf: bytes) -> tuple[list[int], list[int]]:
-        """(sorted line start offsets, reader bitmask per line) of the lines holding a needle."""
+    def line_hits(self, buf: bytes | bytearray, end: int | None = None) -> tuple[list[int], list[int]]:
+        """(sorted line start offsets, reader bitmask per line) of the lines holding a needle, in
+        ``buf[:end]`` (without copying it; ``end`` defaults to the whole buffer)."""
         if not self.needles:
             return [], []
+        n = len(buf) if end is None else end
         masks_of = self.masks
         starts: list[int] = []
         masks: list[int] = []
@@ -139,7 +142,7 @@ class NeedleMatcher:
             def on_match(nid, _frm, to, _flags, _ctx):
                 app(to * k + nid)          # one int per match: sorts by end offset, keeps the needle
 
-            self._db.scan(buf, match_event_handler=on_match)
+            self._db.scan(buf if n == len(buf) else memoryview(buf)[:n], match_event_handler=on_match)
             hits.sort()
             line_end = -1
             rfind, find = buf.rfind, buf.find
@@ -149,9 +152,9 @@ class NeedleMatcher:
                     masks[-1] |= masks_of[nid]
                     continue
                 s = rfind(b"\n", 0, p - 1) + 1
-                line_end = find(b"\n", p - 1)
+                line_end = find(b"\n", p - 1, n)
                 if line_end < 0:
-                    line_end = len(buf)
+                    line_end = n
                 starts.append(s)
                 masks.append(masks_of[nid])
             return starts, masks
@@ -159,14 +162,14 @@ class NeedleMatcher:
         find, rfind = buf.find, buf.rfind
         for nid, needle in enumerate(self.needles):
             m = masks_of[nid]
-            pos = find(needle)
+            pos = find(needle, 0, n)
             while pos >= 0:
                 s = rfind(b"\n", 0, pos) + 1
                 found[s] = found.get(s, 0) | m
-                e = find(b"\n", pos)
+                e = find(b"\n", pos, n)
                 if e < 0:
                     break
-                pos = find(needle, e)
+                pos = find(needle, e, n)
         starts = sorted(found)
         return starts, [found[s] for s in starts]
 
@@ -209,6 +212,35 @@ def is_continuation(prev: bytes, line: bytes) -> bool:
         prev = prev[:-1]
     prev = _peel(prev)
     return len(prev) in WRAP_WIDTHS or _balance_open(prev)
+
+
+def _continues(prev: bytes, line: bytes, app_b: re.Pattern) -> bool:
+    """``is_continuation(prev, line) or prefixes.continues_b(prev, line)`` (the block grower's test),
+    peeling ``line`` once (``app_b`` is :data:`denpex_nb.ingest.prefixes._APP_B`)."""
+    if line.endswith(b"\r"):
+        line = line[:-1]
+    if not line:
+        return False
+    s = _peel(line)
+    cut = _PREFIX_RUN.match(s).end()
+    rest = s[cut:]
+    c = rest[:1]
+    if c in (b" ", b"\t"):
+        return rest.strip() != b"" or cut > 0
+    if not rest:
+        return cut > 0            # a launcher tag with nothing after it (``[1,2]<stdout>:``): a blank line of the block
+    if rest.startswith(_CONT_STARTS):
+        return True
+    p = prev[:-1] if prev.endswith(b"\r") else prev
+    p = _peel(p)
+    if len(p) in WRAP_WIDTHS or _balance_open(p):
+        return True
+    # an application logger's header in the prefix chain: what follows it decides (continues_b)
+    m = app_b.match(s, cut) if c in (b"[", b"0", b"1", b"2") else None
+    if m is None:
+        return False
+    after = s[m.end():]
+    return is_continuation(prev, after) if after else True
 
 
 def _warning_opens(buf: bytes, s: int, e: int) -> int:
@@ -354,70 +386,100 @@ class BlockScanner:
     # of the carry); the rest is skipped up to its newline and only counted (``overlong``), so a
     # 100 MB line costs one pass and ``line_cap`` bytes of memory.
     def run(self, stream: BinaryIO, head: bytes = b"") -> None:
-        from .sources import read_fully
-
+        # One buffer serves the whole stream: the carry at its front, the next chunk read into it
+        # right after (``readinto`` for plain files), processed up to ``end`` without slicing. A 1 GB
+        # file so costs no copy of its bytes and no fresh memory per chunk.
         cap = self.line_cap
-        carry = b""
+        carry = b""            # bytes in front of the next read (copied out of ``buf``)
         pending = head
         lineno = 1             # number of the first line in ``carry``
         eof = False
         skipping = False       # inside an overlong line whose kept head ends ``carry``
         skipped = 0
         long_line = 0
+        buf = bytearray()
         while not eof:
+            k = len(carry)
+            need = k + (len(pending) if pending else self.chunk_size) + 1    # + 1: a last newline at EOF
+            if len(buf) < need:
+                buf = bytearray(need + need // 8)
+            if k:
+                buf[:k] = carry
             if pending:
-                data, pending = pending, b""
+                n = len(pending)
+                buf[k:k + n] = pending
+                pending = b""
             elif self.read_error is not None:
-                data = b""
+                n = 0
             else:
-                try:
-                    data = read_fully(stream, self.chunk_size)
-                except (OSError, EOFError, ValueError, LookupError) as e:  # truncated/corrupt stream: keep what came
-                    self.read_error = e
-                    data = getattr(e, "partial", b"")
-                except Exception as e:  # zlib.error, lzma.LZMAError ...
-                    self.read_error = e
-                    data = getattr(e, "partial", b"")
-                if self.on_bytes and data:
-                    self.on_bytes(len(data))
+                n = self._fill(stream, buf, k, self.chunk_size)
+                if self.on_bytes and n:
+                    self.on_bytes(n)
+            blen = k + n           # ``buf[:blen]`` is carry + the new data
             if skipping:
-                if data:
-                    nl = data.find(b"\n")
+                if n:
+                    nl = buf.find(b"\n", k, blen)
                     if nl < 0:
-                        skipped += len(data)
+                        skipped += n
                         continue
-                    skipped += nl
-                    data = data[nl:]
+                    skipped += nl - k
+                    if nl > k:     # drop the skipped bytes: the data resumes at the newline
+                        buf[k:blen - (nl - k)] = buf[nl:blen]
+                        blen -= nl - k
                 self.overlong.append((long_line, skipped))
                 skipping = False
-            if not data:
+            if blen == k:          # no data: the end of the stream
                 eof = True
-                if not carry:
+                if not k:
                     break
-                buf = carry if carry.endswith(b"\n") else carry + b"\n"   # a truncated last line still counts
-                carry = b""
+                if buf[k - 1] != 10:
+                    buf[k] = 10    # a truncated last line still counts
+                    blen = k + 1
+                end, carry = blen, b""
             else:
-                buf = carry + data if carry else data
-                cut = buf.rfind(b"\n") + 1
-                if len(buf) - cut > cap:          # the unfinished last line is past the cap already
+                cut = buf.rfind(b"\n", 0, blen) + 1
+                if blen - cut > cap:          # the unfinished last line is past the cap already
                     long_line = lineno + buf.count(b"\n", 0, cut)
-                    skipped = len(buf) - cut - cap
-                    kept = buf[cut:cut + cap]
+                    skipped = blen - cut - cap
+                    kept = bytes(buf[cut:cut + cap])
                     skipping = True
                     if cut == 0:
                         carry = kept
                         continue
-                    buf, carry = buf[:cut], kept
+                    end, carry = cut, kept
                 elif cut == 0:
-                    carry = buf
+                    carry = bytes(buf[:blen])
                     continue
-                elif cut < len(buf):
-                    buf, carry = buf[:cut], buf[cut:]
                 else:
-                    carry = b""
-            done_upto, lineno = self._process(buf, lineno, final=eof)
-            if done_upto < len(buf):
-                carry = buf[done_upto:] + carry
+                    end, carry = cut, bytes(buf[cut:blen])
+            done_upto, lineno = self._process(buf, lineno, final=eof, end=end)
+            if done_upto < end:
+                carry = bytes(buf[done_upto:end]) + carry
+
+    def _fill(self, stream: BinaryIO, buf: bytearray, k: int, size: int) -> int:
+        """Read up to ``size`` bytes of ``stream`` into ``buf[k:]`` (looping over short reads); the
+        number read. A read error keeps the bytes before it and goes to ``read_error``."""
+        if type(stream) not in (io.FileIO, io.BytesIO):
+            from .sources import read_fully
+
+            try:
+                data = read_fully(stream, size)
+            except Exception as e:  # truncated/corrupt stream (OSError, EOFError, zlib.error ...): keep what came
+                self.read_error = e
+                data = getattr(e, "partial", b"")
+            buf[k:k + len(data)] = data
+            return len(data)
+        got = 0
+        mv = memoryview(buf)
+        try:
+            while got < size:
+                r = stream.readinto(mv[k + got:k + size])
+                if not r:
+                    break
+                got += r
+        except Exception as e:  # an I/O error mid-file: keep what came
+            self.read_error = e
+        return got
 
     def _cap_lines(self, raw: bytes, ln: int) -> bytes:
         """``raw`` (whole lines from line ``ln``) with each line cut to ``line_cap`` bytes; what is
@@ -430,37 +492,49 @@ class BlockScanner:
                 parts[k] = part[:cap]
         return b"\n".join(parts)
 
-    def _process(self, buf: bytes, lineno: int, *, final: bool) -> tuple[int, int]:
-        """Process whole lines of ``buf`` (which ends with a newline) starting at line ``lineno``.
+    def _process(self, buf: bytes | bytearray, lineno: int, *, final: bool,
+                 end: int | None = None) -> tuple[int, int]:
+        """Process whole lines of ``buf[:end]`` (which ends with a newline; ``end`` defaults to the
+        whole buffer) starting at line ``lineno``.
 
         Returns (bytes processed, line number of the next unprocessed line). Stops before a last
-        block that touches the end of ``buf`` unless ``final`` or the block starts at offset 0.
+        block that touches ``end`` unless ``final`` or the block starts at offset 0.
         A hard-wrapped file (:mod:`denpex_nb.ingest.hardwrap`, width decided once from the file's
         first bytes) is searched unwrapped, its tails join blocks and no logical line is cut.
         """
         from dataclasses import replace
 
         from . import hardwrap
-        from .prefixes import continues_b
+        from .prefixes import _APP_B
 
+        n_buf = len(buf) if end is None else end
         if "wrap_width" not in self.ctx.options:
-            if len(buf) < hardwrap.WRAP_SAMPLE and not final:
+            if n_buf < hardwrap.WRAP_SAMPLE and not final:
                 return 0, lineno                 # the width is decided on the same bytes for any chunk size
             self.ctx = replace(self.ctx, options={**self.ctx.options, "wrap_width": hardwrap.detect_width(
-                buf[:buf.rfind(b"\n", 0, hardwrap.WRAP_SAMPLE) + 1])})
+                bytes(buf[:buf.rfind(b"\n", 0, min(hardwrap.WRAP_SAMPLE, n_buf)) + 1]))})
         wrap = self.ctx.options["wrap_width"]
         if wrap and not final:
-            cut = hardwrap.safe_end(buf, wrap)
-            if cut == 0 and len(buf) < CARRY_CAP:
+            cut = hardwrap.safe_end(buf, wrap, n_buf)
+            if cut == 0 and n_buf < CARRY_CAP:
                 return 0, lineno
-            buf = buf[:cut] if cut else buf
-        n_buf = len(buf)
-        starts, masks = hardwrap.line_hits(self.matcher, buf, wrap) if wrap else self.matcher.line_hits(buf)
+            n_buf = cut if cut else n_buf
+        starts, masks = hardwrap.line_hits(self.matcher, buf, wrap, n_buf) if wrap else \
+            self.matcher.line_hits(buf, n_buf)
+        count = _newline_counter(buf, n_buf)
+
+        def grows(prev_s: int, be: int, nxt_end: int) -> bool:
+            """Does the line ``buf[be:nxt_end]`` continue the block whose last line starts at ``prev_s``?"""
+            prev = buf[prev_s:be - 1]
+            if wrap:
+                return hardwrap.joins_b(prev, buf[be:nxt_end - 1], wrap) or \
+                    _continues(prev, hardwrap.logical_start(buf, be, wrap, stop=n_buf), _APP_B)
+            return _continues(prev, buf[be:nxt_end - 1], _APP_B)
+
         find = buf.find
         pos = 0            # first unprocessed byte (always a line start)
         ln = lineno        # its line number
         i = 0
-        count = buf.count
         while i < len(starts):
             bs = starts[i]
             if bs < pos:
@@ -483,10 +557,7 @@ class BlockScanner:
                     mask |= masks[i]
                     i += 1
                     warn_left = _warning_opens(buf, be, nxt_end) or _warning_next(buf, be, warn_left)
-                elif (wrap and hardwrap.joins_b(buf[prev_s:be - 1], buf[be:nxt_end - 1], wrap)) or \
-                        is_continuation(buf[prev_s:be - 1], nxt := (
-                            hardwrap.logical_start(buf, be, wrap) if wrap else buf[be:nxt_end - 1])) or \
-                        continues_b(buf[prev_s:be - 1], nxt):
+                elif grows(prev_s, be, nxt_end):
                     warn_left = _warning_next(buf, be, warn_left)
                 elif warn_left and _warning_body(buf[be:nxt_end - 1]):
                     warn_left -= 1           # a line of a multi-line warning message
@@ -604,6 +675,28 @@ class BlockScanner:
             return None
         more = f" ({self.n_failures} failures in this file)" if self.n_failures > 1 else ""
         return f"{self.reader_failures[0]}; the lines it could not read are kept as unparsed{more}"
+
+
+#: below this many bytes ``bytes.count`` beats numpy's call overhead
+_NUMPY_COUNT_MIN = 4096
+
+
+def _newline_counter(buf: bytes | bytearray, n: int) -> Callable[[bytes, int, int], int]:
+    """``buf.count`` for newlines in ``buf[:n]``, vectorised (numpy compares 16-32 bytes a step where
+    ``bytes.count`` takes one): counting the lines of the gaps between blocks is most of the work
+    left over a big log once the needles are found."""
+    import numpy as np
+
+    a = np.frombuffer(buf, np.uint8, count=n)
+    bcount = buf.count
+    nonzero = np.count_nonzero
+
+    def count(sub: bytes, start: int, end: int) -> int:   # sub is always b"\n"
+        if end - start < _NUMPY_COUNT_MIN:
+            return bcount(sub, start, end)
+        return int(nonzero(a[start:end] == 10))
+
+    return count
 
 
 def _has_long_line(buf: bytes, start: int, end: int, cap: int) -> bool:
