@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import glob
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -37,17 +38,21 @@ class ReportResult:
 
 
 def resolve_inputs(paths) -> list[str]:
-    """Absolute paths (``-``: standard input, copied to a temp file); a missing path or an empty glob is a
-    one-line InputError."""
+    """Absolute paths (``-``: standard input, streamed to a temp file; URLs as they are, for the
+    kernel's ``load`` to open); a missing path or an empty glob is a one-line InputError."""
+    from ..ingest.remote import is_url
+
     out = []
     for p in paths:
         p = str(p)
         if p == "-":
-            data = sys.stdin.buffer.read()
             fd, tmp = tempfile.mkstemp(prefix=_STDIN_PREFIX, suffix=".log")
             with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
+                shutil.copyfileobj(sys.stdin.buffer, fh, 1 << 20)     # in pieces: never whole in memory
             out.append(tmp)
+            continue
+        if is_url(p):
+            out.append(p)
             continue
         if any(c in p for c in "*?["):
             hits = sorted(glob.glob(p, recursive=True))

@@ -144,6 +144,16 @@ def test_the_cli_reads_s3_with_credentials_from_the_environment(uploaded):
     assert got["verdict"] == d.verdict and got["culprit_ranks"] == d.culprit_ranks == [3]
 
 
+def test_a_report_renders_from_s3(uploaded, tmp_path):
+    """``denpex-nb report s3://...``: the URL reaches the kernel's load(), credentials from the environment."""
+    out = tmp_path / "report.html"
+    res = _cli("report", f"s3://{BUCKET}/run/", "-o", str(out), env=uploaded.env(), timeout=240)
+    assert res.returncode == 0, res.stderr[-2000:]
+    html = out.read_text()
+    d = dx.diagnose(_load(str(RUN)))
+    assert d.verdict in html and f"s3://{BUCKET}/run/" in html
+
+
 def test_an_unreachable_store_is_one_line_exit_2_within_seconds(uploaded):
     env = uploaded.env()
     env["AWS_ENDPOINT_URL"] = f"http://127.0.0.1:{free_port()}"
