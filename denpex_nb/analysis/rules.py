@@ -22,6 +22,7 @@ from typing import Callable
 import pandas as pd
 
 from .. import vocab as _vocab
+from ..processes import signal_name
 from ..vocab import COMPLETE_RECORD_KINDS, TRUNCATED_TRACEBACK, ClassId, ErrorKind, SeqKind, State
 from .align import Divergence
 from .model import Evidence, Finding, RankView
@@ -70,7 +71,7 @@ def is_crash_error(kind: str, message: str | None, signal: str | None = None, ex
             return False            # unknown, or raised inside a collective: not an own failure
         return not _DISTRIBUTED.search(message)
     if kind in (ErrorKind.SIGNAL, ErrorKind.CHILD_FAILED, ErrorKind.AGENT, ErrorKind.EXIT):
-        return (signal or _signal_of(exit_code)) in _CRASH_SIGNALS
+        return (signal or signal_name(exit_code, shell=True)) in _CRASH_SIGNALS
     return False
 
 
@@ -118,22 +119,6 @@ def is_failure(kind: str, message: str | None = None) -> bool:
         m = str(message)
         return bool(_NCCL_WARN_FAILURE.search(m)) and not _NCCL_WARN_BENIGN.search(m)
     return False
-
-
-_SIGNUMS = {9: "SIGKILL", 11: "SIGSEGV", 7: "SIGBUS", 4: "SIGILL", 8: "SIGFPE", 6: "SIGABRT", 15: "SIGTERM"}
-
-
-def _signal_of(exit_code) -> str | None:
-    """A negative exit code is the signal that ended the process (-9: SIGKILL); 128+N from a shell."""
-    try:
-        code = int(exit_code)
-    except (TypeError, ValueError, OverflowError):
-        return None
-    if code < 0:
-        return _SIGNUMS.get(-code)
-    if 128 < code < 160:
-        return _SIGNUMS.get(code - 128)
-    return None
 
 
 # --- the registry ------------------------------------------------------------------------------

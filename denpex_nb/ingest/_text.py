@@ -31,10 +31,6 @@ NCCL_DTYPES = {
 }
 
 #: negative exit codes of elastic / spawn -> signal names
-SIGNALS = {1: "SIGHUP", 2: "SIGINT", 3: "SIGQUIT", 4: "SIGILL", 6: "SIGABRT", 7: "SIGBUS", 8: "SIGFPE",
-           9: "SIGKILL", 11: "SIGSEGV", 13: "SIGPIPE", 14: "SIGALRM", 15: "SIGTERM"}
-
-
 def dtype_name(name: str | None) -> str | None:
     """``'Float'`` -> ``'float32'``; ``'torch.bfloat16'`` -> ``'bfloat16'``; unknown spellings pass through lowered."""
     if not name:
@@ -45,12 +41,6 @@ def dtype_name(name: str | None) -> str | None:
     if not key:
         return None
     return DTYPES.get(key.lower(), key.lower())
-
-
-def signal_name(exit_code: int | None) -> str | None:
-    if exit_code is None or exit_code >= 0:
-        return None
-    return SIGNALS.get(-exit_code, f"SIG{-exit_code}")
 
 
 _INT = re.compile(r"-?\d+")

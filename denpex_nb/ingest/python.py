@@ -49,7 +49,8 @@ from datetime import datetime
 
 from ..incident import TRUNCATED_TRACEBACK
 from ..ops import normalize_op
-from ._text import add_error, error_row, i32, i64, signal_name
+from ..processes import signal_name
+from ._text import add_error, error_row, i32, i64
 from .base import FileContext, Line, Output, TextReader, register_text_reader
 from ..vocab import ErrorKind
 

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import MissingDependencyError, UsageError
+from ..processes import signal_group, signal_name
 from . import registry
 
 BACKENDS = ("gloo", "nccl")
@@ -230,22 +231,6 @@ class _Collector:
             self.combined.close()
 
 
-def _signal_name(code: int | None) -> str | None:
-    if code is None or code >= 0:
-        return None
-    try:
-        return signal.Signals(-code).name
-    except ValueError:
-        return f"SIG{-code}"
-
-
-def _kill_group(proc: subprocess.Popen, sig: int) -> None:
-    try:
-        os.killpg(proc.pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
 def run(scenario: str, *, fixed: bool = False, world_size: int = 2, backend: str = "gloo", debug: str = "off",
         flight_recorder: bool = False, trace: bool = False, timeout: float = 5.0, out=None,
         fr_stack_traces: bool = False, wall_limit: float | None = None, max_log_lines: int | None = None,
@@ -338,20 +323,20 @@ def run(scenario: str, *, fixed: bool = False, world_size: int = 2, backend: str
                     for r, p in enumerate(procs):
                         if r not in ended_at:
                             killed.add(r)
-                            _kill_group(p, signal.SIGTERM)
+                            signal_group(p, signal.SIGTERM)
                     term_sent_at = now
             elif now - term_sent_at > KILL_GRACE_S:
                 for r, p in enumerate(procs):
                     if r not in ended_at:
-                        _kill_group(p, signal.SIGKILL)
+                        signal_group(p, signal.SIGKILL)
             time.sleep(0.02)
     finally:
         for p in procs:  # on any launcher error (KeyboardInterrupt included) leave nothing behind
             if p.poll() is None:
-                _kill_group(p, signal.SIGKILL)
+                signal_group(p, signal.SIGKILL)
                 p.wait()
             else:
-                _kill_group(p, signal.SIGKILL)  # a rank's stray children, if any
+                signal_group(p, signal.SIGKILL)  # a rank's stray children, if any
         collector.close()
     wall = time.monotonic() - started
     if fr_dir is not None:
@@ -359,7 +344,7 @@ def run(scenario: str, *, fixed: bool = False, world_size: int = 2, backend: str
             tmp.unlink()
 
     exit_codes = [p.returncode for p in procs]
-    signals = [_signal_name(c) for c in exit_codes]
+    signals = [signal_name(c) for c in exit_codes]
     ranks = [{"rank": r, "local_rank": r, "pid": p.pid, "exit_code": p.returncode, "signal": signals[r],
               "killed_by_launcher": r in killed, "ended_after_s": round(ended_at.get(r, wall), 3),
               "last_line": collector.last_line.get(r)} for r, p in enumerate(procs)]

@@ -10,17 +10,18 @@ Used by ``tests/analysis/test_vs_torchfrtrace.py`` and ``benchmarks/bench_diagno
 """
 from __future__ import annotations
 
-import os
 import pickle
-import re
 import shutil
-import signal
 import subprocess
 import sys
 import time
-from ..vocab import ClassId
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import pandas as pd
+
+from ..processes import stop_group
+from ..vocab import ClassId, ErrorKind
 
 PREFIX = "comm_lib_trace_rank_"
 PLANTS = ("none", "size", "dtype", "op", "skip", "two")
@@ -176,7 +177,7 @@ def run_torchfrtrace(trace_dir, *, timeout: float = 120.0, prefix: str = PREFIX,
         out, err = proc.communicate(timeout=timeout)
         timed_out = False
     except subprocess.TimeoutExpired:
-        _kill_group(proc)
+        stop_group(proc)
         out, err = proc.communicate()
         timed_out = True
     wall = time.perf_counter() - t0
@@ -185,25 +186,6 @@ def run_torchfrtrace(trace_dir, *, timeout: float = 120.0, prefix: str = PREFIX,
                          parse_torchfrtrace((out or "") + "\n" + (err or "")))
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=3)
-            return
-        except subprocess.TimeoutExpired:
-            continue
-
-
-_BLOCK_START = re.compile(r"^(Not all ranks joining collective, sequence number: (\d+)|"
-                          r"Collective sequence number: (\d+) has errors|"
-                          r"Input/output mismatch in the collective sequence number: (\d+))", re.M)
-_CULPRIT = re.compile(r"Culprit rank (\d+); Error type: (\w+)")
-_MISSING = re.compile(r"missing ranks: \{([\d, ]*)\}")
-_COLLECTIVE = re.compile(r"^collective: (\S+)", re.M)
 _TYPE_CLASS = {"SIZE_OR_SYNTAX_MISMATCH": ClassId.SHAPE_MISMATCH, "COLLECTIVE_TYPE_MISMATCH": ClassId.OP_MISMATCH,
                "COLLECTIVE_DTYPE_MISMATCH": ClassId.DTYPE_MISMATCH,
                # one rank completed what another still has scheduled: they are at different places
@@ -212,22 +194,28 @@ _TYPE_CLASS = {"SIZE_OR_SYNTAX_MISMATCH": ClassId.SHAPE_MISMATCH, "COLLECTIVE_TY
 
 def parse_torchfrtrace(text: str) -> list[dict]:
     """One dict per finding block: seq, class (our catalog id; None where the analyzer's error type
-    has no counterpart), culprit_ranks, op, raw error type."""
-    starts = list(_BLOCK_START.finditer(text))
+    has no counterpart), culprit_ranks, op, raw error type.
+
+    The text is read by the loader's own torchfrtrace reader (:mod:`denpex_nb.ingest.frtrace_text`),
+    so there is one parser of that output; this only maps its rows onto the comparison's terms."""
+    import tempfile
+
+    from ..ingest import load
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "torchfrtrace.txt"
+        path.write_text(text, encoding="utf-8")
+        errors = load(str(path), format="frtrace", progress=False).errors
     out = []
-    for i, m in enumerate(starts):
-        block = text[m.start(): starts[i + 1].start() if i + 1 < len(starts) else len(text)]
-        seq = int(next(g for g in m.groups()[1:] if g))
-        c = _CULPRIT.search(block)
-        miss = _MISSING.search(block)
-        op = _COLLECTIVE.search(block)
-        if c:
-            cls, culprits, etype = _TYPE_CLASS.get(c.group(2)), [int(c.group(1))], c.group(2)
-        elif miss:
-            cls, etype = ClassId.RANK_DESYNC, "NOT_JOINING"
-            culprits = sorted(int(x) for x in miss.group(1).replace(" ", "").split(",") if x)
+    for row in errors[errors["kind"].astype(object) == ErrorKind.FR_FINDING].itertuples(index=False):
+        if pd.isna(row.seq):
+            continue                       # "missing dump files" and other findings without a collective
+        etype = None if pd.isna(row.error_type) else str(row.error_type)
+        missing = list(row.missing_ranks or ())
+        if etype is None and missing:
+            cls, etype, culprits = ClassId.RANK_DESYNC, "NOT_JOINING", sorted(missing)
         else:
-            cls, culprits, etype = None, [], None
-        out.append({"seq": seq, "class": cls, "culprit_ranks": culprits, "error_type": etype,
-                    "op": _norm(op.group(1)) if op else None})
+            cls, culprits = _TYPE_CLASS.get(etype), sorted(row.culprit_ranks or ())
+        out.append({"seq": int(row.seq), "class": cls, "culprit_ranks": culprits, "error_type": etype,
+                    "op": None if pd.isna(row.op) else str(row.op)})
     return out
