@@ -197,10 +197,10 @@ def _raise_nothing_loaded(failures, flat) -> None:
 
 
 def _problem_result(p: Problem) -> FileResult:
-    from .parse import _failed
+    from .parse import failed_result
 
     spec = FileSpec(display=p.path)
-    r = _failed(spec, p.problem + (f" (fix: {p.fix})" if p.fix else ""), fmt="missing")
+    r = failed_result(spec, p.problem + (f" (fix: {p.fix})" if p.fix else ""), fmt="missing")
     return r
 
 

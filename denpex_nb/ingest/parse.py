@@ -1,40 +1,35 @@
 """Parse one input file into frames: the pure, picklable unit of work behind :func:`load`.
 
-``parse_file(spec, options) -> FileResult`` opens the stream, picks a format (a FileReader whose
-``sniff`` accepts the head, a forced format, or text), runs the readers and returns frames plus
-the file's line accounting. It touches no global state, so it runs the same in this process, in a
-process pool or on a Dask worker.
+``parse_file(spec, options) -> FileResult`` opens the stream, reads its head, picks a format (a
+FileReader whose ``sniff`` accepts the head, a forced format, or text) and hands the stream to one
+of two paths, each returning the same :class:`Outcome`: :func:`_parse_structured` (a dump or a
+JSON file, read whole up to a cap) and :func:`_parse_text` (a log, scanned in chunks by
+:mod:`.scan`). It reads no global state but the reader registry and the ``DENPEX_*`` caps, so it
+runs the same in this process, in a process pool or on a Dask worker.
 
 Bounded: a compressed stream stops at the decompression caps (:func:`.sources.resolve_limits`),
 a structured file read whole at ``max_structured`` bytes (a line-oriented one keeps the whole
 lines before it and counts the rest; a pickle or JSON document past it is not read), and a text
-line at ``line_cap`` bytes (:mod:`.scan`). Whatever stopped a read is the file's ``error`` (a
-``load_error`` row, the ``sources`` row's ``error``); the rows read before it are kept.
+line at ``line_cap`` bytes (:mod:`.scan`). A read that breaks off arrives as
+:class:`~.sources.ReadStopped` with the bytes before it; what stopped it is the file's ``error``
+(a ``load_error`` row, the ``sources`` row's ``error``) and the rows read before it are kept.
+A reader that raises is contained by the scanner (its lines stay unparsed, one note per file);
+with ``strict`` its exception propagates from here unchanged.
 """
 from __future__ import annotations
 
-import bz2  # noqa: F401  (exceptions below)
-import importlib
-import lzma
 import warnings
-import zlib
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..errors import DenpexError, MissingDependencyError, UnsafePickleError
-from . import base
-from .assemble import as_batches, batch_len, compact_batch, rows_to_batch
-from .base import FileContext, FileReader, Output, TextReader
-from .scan import NeedleMatcher, UnparsedSink, scan_text
-from .sources import FileSpec, StreamError, human, open_stream, read_fully, resolve_limits
 from ..vocab import ErrorKind
+from .assemble import as_batches, batch_len, compact_batch, rows_to_batch
+from .base import FileContext, FileReader, Output, TextReader, file_readers, text_readers
+from .scan import NeedleMatcher, UnparsedSink, scan_text
+from .sources import FileSpec, ReadStopped, StreamError, human, open_stream, read_fully, resolve_limits
 
 HEAD_BYTES = 64 << 10
-_BUILTIN = ("c10d", "nccl", "python", "frtrace_text", "flight_recorder", "trace")
-_missing_warned: set[str] = set()
-
-#: errors raised by a truncated or corrupt (compressed) stream
-_READ_ERRORS = (OSError, EOFError, zlib.error, lzma.LZMAError, ValueError)
 
 
 @dataclass
@@ -56,31 +51,31 @@ class FileResult:
     reader_failure: str | None = None
 
 
-def _import_builtin() -> None:
-    from . import manifest  # noqa: F401  (registers the reproducer-manifest reader)
+@dataclass
+class Outcome:
+    """What either parsing path made of one stream, before it becomes a :class:`FileResult`."""
 
-    try:
-        base._ensure_builtin()
-        return
-    except ImportError:
-        pass
-    for name in _BUILTIN:   # some reader modules may not exist yet: load those that do
-        try:
-            importlib.import_module(f"denpex_nb.ingest.{name}")
-        except ImportError as e:
-            if name not in _missing_warned:
-                _missing_warned.add(name)
-                warnings.warn(f"reader module denpex_nb.ingest.{name} unavailable: {e}", RuntimeWarning, stacklevel=3)
+    format: str
+    out: Output
+    sink: UnparsedSink
+    n_lines: int = 0
+    bytes_read: int = 0
+    error: str | None = None          # what stopped the read, or a reader's refusal
+    fatal: bool = False
+    unsafe: bool = False
+    rank_info: dict = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    reader_failure: str | None = None
+    overlong: dict | None = None      # an ``unparsed`` batch for lines cut at the line cap
+    failed: str | None = None         # nothing could be read: the one-line reason
 
 
 def all_text_readers() -> list[TextReader]:
-    _import_builtin()
-    return list(base._TEXT_READERS.values())
+    return text_readers()
 
 
 def all_file_readers() -> list[FileReader]:
-    _import_builtin()
-    return list(base._FILE_READERS.values())
+    return file_readers()
 
 
 def format_names() -> list[str]:
@@ -153,135 +148,144 @@ def parse_file(spec: FileSpec, options: dict | None = None, on_bytes: Callable[[
     ctx = FileContext(file=spec.display, rank_hint=spec.rank_hint, local_rank_hint=spec.local_rank_hint,
                       year=options.get("year") or spec.year,
                       options=dict(options, mtime=spec.mtime) if spec.mtime and not options.get("year") else options)
-    out = Output()
     try:
         limits = resolve_limits(options)
     except ValueError as e:
-        return _failed(spec, f"bad cap: {e}")
-    budget = int(options.get("unparsed_text_budget_per_file", 1 << 20))
-    sink = UnparsedSink(budget)
-    fmt = "text"
-    n_lines = 0
-    error: str | None = None
-    fatal = False
-    unsafe = False
-    rank_info: dict = {}
-    notes: list[str] = []
-    reader_failure: str | None = None
-    bytes_read = 0
-    overlong = None
+        return failed_result(spec, f"bad cap: {e}")
     try:
         stream = open_stream(spec, limits)
     except MissingDependencyError as e:
-        return _failed(spec, str(e.problem))
+        return failed_result(spec, str(e.problem))
     except (OSError, ValueError) as e:
-        return _failed(spec, _os_message(e))
+        return failed_result(spec, _os_message(e))
+    sink = UnparsedSink(int(options.get("unparsed_text_budget_per_file", 1 << 20)))
     try:
-        with stream:
-            try:
-                head = read_fully(stream, HEAD_BYTES)
-            except _READ_ERRORS as e:
-                head = getattr(e, "partial", b"")
-                if not head:
-                    return _failed(spec, f"cannot read: {_os_message(e)}")
-                error = f"read stopped early: {_os_message(e)}"
-                stream = _Empty()
-            forced_file, forced_text = _readers_for(options)
-            file_reader = forced_file
-            if file_reader is None and forced_text is None:
-                file_reader = next((r for r in all_file_readers() if _safe_sniff(r, head, spec.name)), None)
-            if file_reader is not None:
-                fmt = file_reader.name
-                cap = limits["max_structured"]
-                try:
-                    data = head + read_fully(stream, max(0, cap + 1 - len(head)))
-                except _READ_ERRORS as e:
-                    data = head + getattr(e, "partial", b"")
-                    error = f"read stopped early: {_os_message(e)}"
-                skipped_lines = 0
-                if len(data) > cap:
-                    if not file_reader.line_oriented:
-                        return _failed(spec, f"larger than the cap for files read whole ({human(cap)}): not read "
-                                             f"(raise it: load(max_structured=...) or DENPEX_MAX_STRUCTURED)", fmt=fmt,
-                                       size=len(data))
-                    cut = data.rfind(b"\n", 0, cap) + 1
-                    skipped_lines, more_error = _count_lines(data[cut:], stream)
-                    data = data[:cut]
-                    error = error or more_error or (
-                        f"stopped at the cap for files read whole ({human(cap)}): the {skipped_lines} line(s) after "
-                        f"it are counted, not read (raise it: load(max_structured=...) or DENPEX_MAX_STRUCTURED)")
-                bytes_read = len(data)
-                if on_bytes:
-                    on_bytes(spec.size or len(data))
-                try:
-                    n_lines = file_reader.read(data, ctx, out) or 0
-                except UnsafePickleError as e:
-                    error, fatal, unsafe = f"refused: {e.problem}", True, True
-                except DenpexError as e:
-                    error, fatal = e.problem, not (out.events or out.errors or out.frames)
-                except Exception as e:  # corrupt / truncated dump: this rank's dump is lost, others load
-                    error, fatal = f"corrupt {fmt} input: {type(e).__name__}: {e}", True
-                if file_reader.line_oriented and (n_lines or skipped_lines):
-                    _unparsed_from_bytes(data, n_lines, out.parsed, sink)
-                    sink.add_run(n_lines + 1, skipped_lines)
-                    n_lines += skipped_lines
-                else:
-                    n_lines = 0
-            else:
-                if forced_text is None and looks_binary(head):
-                    return _failed(spec, "binary file: not a text log or a Flight Recorder dump", fmt="binary",
-                                   size=len(head))
-                readers = forced_text if forced_text is not None else all_text_readers()
-                matcher = NeedleMatcher.for_readers(readers)
-                counter = [len(head)]
+        try:
+            head, stopped = read_fully(stream, HEAD_BYTES), None
+        except ReadStopped as e:
+            if not e.partial:
+                return failed_result(spec, f"cannot read: {_os_message(e)}")
+            head, stopped = e.partial, e
+        forced_file, forced_text = _readers_for(options)
+        file_reader = forced_file
+        if file_reader is None and forced_text is None:
+            file_reader = next((r for r in all_file_readers() if _safe_sniff(r, head, spec.name)), None)
+        if file_reader is not None:
+            outcome = _parse_structured(file_reader, stream, head, stopped, ctx, sink, limits, spec, on_bytes)
+        else:
+            outcome = _parse_text(forced_text, stream, head, stopped, ctx, sink, limits, options, on_bytes)
+    finally:
+        _close(stream)
+    if outcome.failed:
+        return failed_result(spec, outcome.failed, fmt=outcome.format, size=outcome.bytes_read)
+    return _result(spec, ctx, outcome)
 
-                def count(n, _c=counter):
-                    _c[0] += n
-                    if on_bytes:
-                        on_bytes(n)
 
-                if on_bytes:
-                    on_bytes(len(head))
-                try:
-                    with warnings.catch_warnings(record=True) as caught:
-                        warnings.simplefilter("always")
-                        sc = scan_text(stream, readers, ctx, out, sink, head=head, matcher=matcher, on_bytes=count,
-                                       chunk_size=int(options.get("chunk_size", 16 << 20)),
-                                       line_cap=limits["line_cap"])
-                    notes += [str(w.message) for w in caught]
-                    n_lines = sc.lines_total
-                    rank_info = sc.rank_info
-                    reader_failure = sc.failure_note()
-                    overlong = sc.overlong_rows(spec.display)
-                    if sc.overlong:
-                        notes.append(sc.overlong_note())
-                    if sc.read_error is not None:
-                        error = f"read stopped early: {_os_message(sc.read_error)}"
-                except _READ_ERRORS as e:
-                    if getattr(e, "_denpex_reader_failure", False):
-                        raise                 # strict mode: a reader's ValueError is not a read error
-                    error = f"read stopped early: {_os_message(e)}"
-                    n_lines = sink.count + len(out.parsed)
-                bytes_read = counter[0]
-    except _READ_ERRORS as e:
-        if getattr(e, "_denpex_reader_failure", False):
-            raise
-        error = error or f"cannot read: {_os_message(e)}"
-    frames = _frames_from(out, ctx, sink, spec.display)
-    if overlong:
-        frames["unparsed"].append(overlong)
-    if error:
-        frames["errors"].append(rows_to_batch([_load_error_row(spec, error)]))
-    n_unparsed = sink.count
-    n_parsed = max(n_lines - n_unparsed, 0)
-    if n_lines < n_unparsed:  # cannot happen; keep the identity even so
-        n_lines = n_unparsed
-    source = {"file": spec.display, "format": fmt, "rank_hint": spec.rank_hint,
-              "bytes": spec.size or bytes_read, "lines_total": n_lines, "lines_parsed": n_parsed,
-              "lines_unparsed": n_unparsed, "error": error}
-    return FileResult(file=spec.display, format=fmt, frames=frames, source=source, rank_info=rank_info,
-                      warnings=notes, error=error, fatal=fatal, unsafe=unsafe, pid_hint=spec.pid_hint,
-                      run_root=spec.run_root, reader_failure=reader_failure)
+def _parse_structured(reader: FileReader, stream, head: bytes, stopped: ReadStopped | None, ctx: FileContext,
+                      sink: UnparsedSink, limits: dict, spec: FileSpec, on_bytes) -> Outcome:
+    """A dump or a structured file: read whole up to ``max_structured`` (a line-oriented one past
+    the cap keeps its whole lines and counts the rest), then handed to ``reader.read``."""
+    o = Outcome(format=reader.name, out=Output(), sink=sink)
+    cap = limits["max_structured"]
+    data = head
+    if stopped is not None:
+        o.error = f"read stopped early: {_os_message(stopped)}"
+    else:
+        try:
+            data = head + read_fully(stream, max(0, cap + 1 - len(head)))
+        except ReadStopped as e:
+            data = head + e.partial
+            o.error = f"read stopped early: {_os_message(e)}"
+    skipped_lines = 0
+    if len(data) > cap:
+        if not reader.line_oriented:
+            o.failed = (f"larger than the cap for files read whole ({human(cap)}): not read (raise it: "
+                        f"load(max_structured=...) or DENPEX_MAX_STRUCTURED)")
+            o.bytes_read = len(data)
+            return o
+        cut = data.rfind(b"\n", 0, cap) + 1
+        skipped_lines, more_error = _count_lines(data[cut:], stream)
+        data = data[:cut]
+        o.error = o.error or more_error or (
+            f"stopped at the cap for files read whole ({human(cap)}): the {skipped_lines} line(s) after "
+            f"it are counted, not read (raise it: load(max_structured=...) or DENPEX_MAX_STRUCTURED)")
+    o.bytes_read = len(data)
+    if on_bytes:
+        on_bytes(spec.size or len(data))
+    n_lines = 0
+    try:
+        n_lines = reader.read(data, ctx, o.out) or 0
+    except UnsafePickleError as e:
+        o.error, o.fatal, o.unsafe = f"refused: {e.problem}", True, True
+    except DenpexError as e:
+        o.error, o.fatal = e.problem, not (o.out.events or o.out.errors or o.out.frames)
+    except Exception as e:  # noqa: BLE001 - a corrupt or truncated dump: this rank's dump is lost, others load
+        o.error, o.fatal = f"corrupt {o.format} input: {type(e).__name__}: {e}", True
+    if reader.line_oriented and (n_lines or skipped_lines):
+        _unparsed_from_bytes(data, n_lines, o.out.parsed, sink)
+        sink.add_run(n_lines + 1, skipped_lines)
+        o.n_lines = n_lines + skipped_lines
+    return o
+
+
+def _parse_text(forced: list[TextReader] | None, stream, head: bytes, stopped: ReadStopped | None,
+                ctx: FileContext, sink: UnparsedSink, limits: dict, options: dict, on_bytes) -> Outcome:
+    """A log: candidate lines found by the scanner and handed to the text readers; the rest counted
+    (or kept) as unparsed."""
+    o = Outcome(format="text", out=Output(), sink=sink)
+    if forced is None and looks_binary(head):
+        o.failed, o.format, o.bytes_read = "binary file: not a text log or a Flight Recorder dump", "binary", len(head)
+        return o
+    readers = forced if forced is not None else all_text_readers()
+    o.bytes_read = len(head)
+
+    def count(n: int) -> None:
+        o.bytes_read += n
+        if on_bytes:
+            on_bytes(n)
+
+    if on_bytes:
+        on_bytes(len(head))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        sc = scan_text(_Empty() if stopped is not None else stream, readers, ctx, o.out, sink, head=head,
+                       matcher=NeedleMatcher.for_readers(readers), on_bytes=count,
+                       chunk_size=int(options.get("chunk_size", 16 << 20)), line_cap=limits["line_cap"])
+    o.notes += [str(w.message) for w in caught]
+    o.n_lines = sc.lines_total
+    o.rank_info = sc.rank_info
+    o.reader_failure = sc.failure_note()
+    o.overlong = sc.overlong_rows(ctx.file)
+    if sc.overlong:
+        o.notes.append(sc.overlong_note())
+    read_error = stopped.cause if stopped is not None else sc.read_error
+    if read_error is not None:
+        o.error = f"read stopped early: {_os_message(read_error)}"
+    return o
+
+
+def _result(spec: FileSpec, ctx: FileContext, o: Outcome) -> FileResult:
+    frames = _frames_from(o.out, ctx, o.sink, spec.display)
+    if o.overlong:
+        frames["unparsed"].append(o.overlong)
+    if o.error:
+        frames["errors"].append(rows_to_batch([_load_error_row(spec, o.error)]))
+    n_unparsed = o.sink.count
+    n_lines = max(o.n_lines, n_unparsed)          # the identity holds even for a reader that under-counts
+    source = {"file": spec.display, "format": o.format, "rank_hint": spec.rank_hint,
+              "bytes": spec.size or o.bytes_read, "lines_total": n_lines, "lines_parsed": n_lines - n_unparsed,
+              "lines_unparsed": n_unparsed, "error": o.error}
+    return FileResult(file=spec.display, format=o.format, frames=frames, source=source, rank_info=o.rank_info,
+                      warnings=o.notes, error=o.error, fatal=o.fatal, unsafe=o.unsafe, pid_hint=spec.pid_hint,
+                      run_root=spec.run_root, reader_failure=o.reader_failure)
+
+
+def _close(stream) -> None:
+    """Close a stream; a decompressor that complains only now has already said so on read."""
+    try:
+        stream.close()
+    except (OSError, EOFError, ValueError):
+        pass
 
 
 class _Empty:
@@ -292,12 +296,6 @@ class _Empty:
 
     def close(self):
         pass
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *a):
-        return False
 
 
 def _safe_sniff(reader: FileReader, head: bytes, name: str) -> bool:
@@ -325,8 +323,8 @@ def _count_lines(part: bytes, stream) -> tuple[int, str | None]:
     while True:
         try:
             block = read_fully(stream, 16 << 20)
-        except _READ_ERRORS as e:
-            block = getattr(e, "partial", b"")
+        except ReadStopped as e:
+            block = e.partial
             error = f"read stopped early: {_os_message(e)}"
         if block:
             n += block.count(b"\n")
@@ -337,6 +335,8 @@ def _count_lines(part: bytes, stream) -> tuple[int, str | None]:
 
 
 def _os_message(e: BaseException) -> str:
+    if isinstance(e, ReadStopped):
+        e = e.cause
     if isinstance(e, StreamError):
         return str(e)
     if isinstance(e, PermissionError):
@@ -351,7 +351,8 @@ def _os_message(e: BaseException) -> str:
     return text
 
 
-def _failed(spec: FileSpec, message: str, *, fmt: str = "unreadable", size: int = 0) -> FileResult:
+def failed_result(spec: FileSpec, message: str, *, fmt: str = "unreadable", size: int = 0) -> FileResult:
+    """The result of a file nothing could be read from: a ``load_error`` row and a ``sources`` row."""
     frames: dict[str, list] = {name: [] for name in ("events", "ranks", "progress", "unparsed")}
     frames["errors"] = [rows_to_batch([_load_error_row(spec, message)])]
     source = {"file": spec.display, "format": fmt, "rank_hint": spec.rank_hint, "bytes": spec.size or size,

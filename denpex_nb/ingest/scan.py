@@ -460,13 +460,13 @@ class BlockScanner:
         """Read up to ``size`` bytes of ``stream`` into ``buf[k:]`` (looping over short reads); the
         number read. A read error keeps the bytes before it and goes to ``read_error``."""
         if type(stream) not in (io.FileIO, io.BytesIO):
-            from .sources import read_fully
+            from .sources import ReadStopped, read_fully
 
             try:
                 data = read_fully(stream, size)
-            except Exception as e:  # truncated/corrupt stream (OSError, EOFError, zlib.error ...): keep what came
-                self.read_error = e
-                data = getattr(e, "partial", b"")
+            except ReadStopped as e:  # truncated/corrupt stream: keep what came
+                self.read_error = e.cause
+                data = e.partial
             buf[k:k + len(data)] = data
             return len(data)
         got = 0
@@ -663,7 +663,6 @@ class BlockScanner:
                 e.add_note(f"denpex_nb: reader {who!r} failed at {where}")
             except AttributeError:   # Python < 3.11
                 pass
-            e._denpex_reader_failure = True    # parse_file must not take it for a read error
             raise e
         self.n_failures += 1
         if len(self.reader_failures) < 20:

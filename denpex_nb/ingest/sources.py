@@ -9,8 +9,8 @@ Every decompressed stream is bounded (:class:`Limits`): its output stops at ``ma
 bytes, or earlier at ``max_ratio`` times its compressed size once past ``RATIO_FLOOR``; reaching a
 cap, a truncated stream (gz, bz2, xz, zst: a zstd frame that never ends is detected by walking the
 frame structure, as ``zstandard``'s stream reader ends silently there) and a corrupt one raise
-:class:`StreamError` (an ``OSError``) after the bytes before it, which :func:`read_fully` hands
-over in ``err.partial`` so the caller keeps them. Standard input is read into memory up to
+:class:`StreamError` (an ``OSError``) after the bytes before it; :func:`read_fully` turns any
+read that breaks off into :class:`ReadStopped`, which carries those bytes, so the caller keeps them. Standard input is read into memory up to
 ``STDIN_MEMORY`` bytes and spooled to a temporary file past that.
 
 Compression is recognised by content (the format's magic bytes: gzip, zstd, bz2, xz, zip), so a
@@ -117,7 +117,7 @@ def resolve_limits(options: dict | None = None) -> dict:
 
 class StreamError(OSError):
     """A (decompressed) stream that broke off: truncated, corrupt, or past a cap. Bytes before it
-    are good; :func:`read_fully` hands them over in ``err.partial``."""
+    are good; :func:`read_fully` hands them over in :class:`ReadStopped`."""
 
     def __init__(self, message: str):
         super().__init__(message)
@@ -530,7 +530,10 @@ def expand(paths, *, year: int | None = None, stdin: BinaryIO | None = None,
 def _stdin_spec(stream: BinaryIO, year: int | None) -> FileSpec:
     """Standard input as a spec: its bytes while they fit :data:`STDIN_MEMORY`, else a temporary
     file (``temp=True``; :func:`denpex_nb.ingest.load` deletes it) so memory stays bounded."""
-    data = read_fully(stream, STDIN_MEMORY + 1)
+    try:
+        data = read_fully(stream, STDIN_MEMORY + 1)
+    except ReadStopped as e:          # a pipe that broke: what arrived is the input
+        data = e.partial
     if len(data) <= STDIN_MEMORY:
         return FileSpec(display="<stdin>", data=data, size=len(data), year=year, run_root="<stdin>")
     fd, tmp = tempfile.mkstemp(prefix="denpex-stdin-", suffix=".log")
@@ -539,7 +542,14 @@ def _stdin_spec(stream: BinaryIO, year: int | None) -> FileSpec:
         fh.write(data)
         del data
         while True:
-            block = read_fully(stream, 16 << 20)
+            try:
+                block = read_fully(stream, 16 << 20)
+            except ReadStopped as e:
+                block = e.partial or b""
+                if block:
+                    fh.write(block)
+                    size += len(block)
+                break
             if not block:
                 break
             fh.write(block)
@@ -582,7 +592,8 @@ def _peek(raw: BinaryIO, kind: str | None = None) -> tuple[bytes, BinaryIO]:
     ``kind``: what ``raw`` decompresses (a zip member), for the message when that fails."""
     try:
         head = read_fully(raw, MAGIC_BYTES)
-    except Exception as e:             # the first read of the caller meets it, as without a peek
+    except ReadStopped as stopped:     # the first read of the caller meets it, as without a peek
+        e = stopped.cause
         if kind is not None and not isinstance(e, (StreamError, _remote_error())):
             e = StreamError(_stream_message(kind, e))
         return b"", _Failing(e, raw)
@@ -1035,11 +1046,22 @@ class _ZstdReader(io.RawIOBase):
             super().close()
 
 
+class ReadStopped(Exception):
+    """A read that broke off: ``partial`` holds the bytes that arrived before ``cause`` (a truncated
+    or corrupt stream, a cap reached, a connection lost) stopped it. Raised by :func:`read_fully`,
+    so a caller can keep what was read and report why the rest was not."""
+
+    def __init__(self, partial: bytes, cause: BaseException):
+        super().__init__(f"{type(cause).__name__}: {cause}")
+        self.partial = partial
+        self.cause = cause
+
+
 def read_fully(f: BinaryIO, n: int) -> bytes:
     """Read up to ``n`` bytes, looping over short reads (raw files, pipes, decompressors).
 
-    A read error after some bytes arrived (a truncated .gz) is re-raised with the bytes read so
-    far in ``err.partial``, so callers can keep them.
+    Whatever stops a read (a truncated .gz, a cap, a lost connection) is raised as
+    :class:`ReadStopped` with the bytes read so far, so callers can keep them.
     """
     parts = []
     got = 0
@@ -1048,9 +1070,8 @@ def read_fully(f: BinaryIO, n: int) -> bytes:
     while got < n:
         try:
             c = read(n - got)
-        except Exception as e:
-            e.partial = b"".join(parts)  # type: ignore[attr-defined]
-            raise
+        except Exception as e:  # noqa: BLE001 - every way a stream can break off is the same to a caller
+            raise ReadStopped(b"".join(parts), e) from e
         if not c:
             break
         parts.append(c)

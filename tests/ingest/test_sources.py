@@ -189,7 +189,7 @@ def test_unreadable_file_and_folder_are_reported_even_as_root(tmp_path):
 
 # --- bounded decompression (issue #10) --------------------------------------------------------------
 
-from denpex_nb.ingest.sources import (CapReached, StreamError, human, parse_size, read_fully,  # noqa: E402
+from denpex_nb.ingest.sources import (CapReached, ReadStopped, StreamError, human, parse_size, read_fully,  # noqa: E402
                                       resolve_limits)
 
 TEXT = b"".join(b"[rank%d]: step %d loss=2.31\n" % (i % 4, i) for i in range(20000))
@@ -212,9 +212,9 @@ def _read_all(spec: FileSpec, limits=None) -> tuple[bytes, BaseException | None]
                 if not c:
                     return b"".join(got), None
                 got.append(c)
-    except StreamError as e:
-        got.append(getattr(e, "partial", b""))
-        return b"".join(got), e
+    except ReadStopped as e:              # what stopped the read, with the bytes that came before it
+        got.append(e.partial)
+        return b"".join(got), e.cause
 
 
 def _spec(tmp_path, kind: str, blob: bytes) -> FileSpec:
