@@ -18,7 +18,6 @@ with ``strict`` its exception propagates from here unchanged.
 """
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -246,12 +245,9 @@ def _parse_text(forced: list[TextReader] | None, stream, head: bytes, stopped: R
 
     if on_bytes:
         on_bytes(len(head))
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        sc = scan_text(_Empty() if stopped is not None else stream, readers, ctx, o.out, sink, head=head,
-                       matcher=NeedleMatcher.for_readers(readers), on_bytes=count,
-                       chunk_size=int(options.get("chunk_size", 16 << 20)), line_cap=limits["line_cap"])
-    o.notes += [str(w.message) for w in caught]
+    sc = scan_text(_Empty() if stopped is not None else stream, readers, ctx, o.out, sink, head=head,
+                   matcher=NeedleMatcher.for_readers(readers), on_bytes=count,
+                   chunk_size=int(options.get("chunk_size", 16 << 20)), line_cap=limits["line_cap"])
     o.n_lines = sc.lines_total
     o.rank_info = sc.rank_info
     o.reader_failure = sc.failure_note()
