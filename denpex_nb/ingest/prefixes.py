@@ -171,7 +171,7 @@ _OUT_QUOTE = re.compile(r"^(?:>{1,2}(?: |$))+(?: (?=\[))?")
 _OUT_CUT_TIME = re.compile(r"^\d{1,9}Z ")
 
 
-@dataclass
+@dataclass(slots=True)
 class _Outer:
     """What the outer wrappers of one physical line said."""
 
@@ -406,7 +406,7 @@ _WRAP_WIDTHS = frozenset({80, 100, 120, 160, 200})
 _CPP_CONT = re.compile(r"^(?:\s+what\(\):|terminate called|Exception raised from|frame #|\t)")
 
 
-@dataclass
+@dataclass(slots=True)
 class _Parsed:
     message: str
     kinds: list[str] = field(default_factory=list)
@@ -784,6 +784,10 @@ def _iso_time(date: str, hms: str, us: int, ctx: FileContext) -> datetime | None
 
 # --- the block -------------------------------------------------------------------------------
 
+#: the level word after an NCCL prefix (a merged line is split only past it)
+_NCCL_LEVEL = re.compile(r" NCCL [A-Z]+\b")
+
+
 def _split_merged(text: str, hosts: set[str], ctx: FileContext) -> list[tuple[str, _Parsed | None]]:
     """Split a physical line where a second rank's output starts (offset > 0 past the prefixes).
 
@@ -794,8 +798,8 @@ def _split_merged(text: str, hosts: set[str], ctx: FileContext) -> list[tuple[st
         return [(text, p)]
     offset = len(text) - len(p.message)
     if "nccl" in p.kinds:   # the NCCL prefix stays in the message: skip past it
-        m = re.search(r" NCCL [A-Z]+\b", text[offset:])
-        offset += m.end() if m else 0
+        m = _NCCL_LEVEL.search(text, offset)
+        offset = m.end() if m else offset
     cuts = _split_points(text, offset)
     if not cuts:
         return [(text, p)]
