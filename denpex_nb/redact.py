@@ -85,7 +85,7 @@ _TOKEN_PREFIXED = re.compile(
     r"|eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,})")
 # key=value / key: value / "key": "value" secrets whatever their shape
 _SECRET_ASSIGN = re.compile(
-    r"(?i)((?<![A-Za-z0-9])[A-Za-z0-9_.-]*?(?:api[_-]?key|access[_-]?key|secret|token|password|passwd|pwd"
+    r"(?i)((?<![A-Za-z0-9_.-])[A-Za-z0-9_.-]*?(?:api[_-]?key|access[_-]?key|secret|token|password|passwd|pwd"
     r"|auth|credential|private[_-]?key|session[_-]?key|cookie)[A-Za-z0-9_.-]*['\"]?\s*[=:]\s*)"
     r"(['\"]?)(?!\[token\])(?!(?:Bearer|Basic|Token)\s)([^\s'\",;]{4,})\2")
 _SECRET_FLAG = re.compile(

@@ -456,7 +456,7 @@ def from_divergences(divs: list[Divergence], texts: dict, group_size: int | None
 
 # --- text evidence that names its class ----------------------------------------------------------
 
-_ENFORCE = re.compile(r"(\d+) vs (\d+)")
+_ENFORCE = re.compile(r"(?<!\d)(\d+) vs (\d+)")   # (?<!\d): linear on a long run of digits
 _FR_CLASS = (("COLLECTIVE_TYPE_MISMATCH", ClassId.OP_MISMATCH), ("COLLECTIVE_DTYPE_MISMATCH", ClassId.DTYPE_MISMATCH),
              ("SIZE_OR_SYNTAX_MISMATCH", ClassId.SHAPE_MISMATCH), ("Not all ranks joining", ClassId.RANK_DESYNC),
              ("missing ranks", ClassId.RANK_DESYNC))

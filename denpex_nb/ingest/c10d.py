@@ -82,7 +82,7 @@ _DS_HEADER = re.compile(r"^\[(?:PG [^\]]*)?Rank \d+\]\s*Rank \d+\s*$")   # the r
 _MISMATCH = re.compile(r"Rank\s*(\d+)\s*is\s*running\s*(?:inconsistent\s*)?collective:\s*CollectiveFingerPrint\(")
 _NAMED = re.compile(r"Rank\s*(\d+)\s*is\s*running\b")
 _DETAIL_START = re.compile(r"Detected mismatch between|is running (?:inconsistent )?collective")
-_DETAIL_TAIL = re.compile(r"^\s*(?:Collectives differ in the following aspects|(?:\t\s*)?Sequence number:|Op type:"
+_DETAIL_TAIL = re.compile(r"^\s*(?:Collectives differ in the following aspects|Sequence number:|Op type:"
                           r"|Tensor Tensor (?:shapes|dtypes|devices):)")
 _DETAIL_BREAK = re.compile(r"^(?:Traceback \(|During handling|The above exception|terminate called|\s*what\(\):"
                            r"|Exception raised from|frame #|\s+File \")")
@@ -105,7 +105,7 @@ _DDP_ERR = re.compile(
 )
 # gloo (§5)
 _ENFORCE = re.compile(r"enforce fail at [^\]]*gloo[^\]]*\] (.*)")
-_VS = re.compile(r"(\d+) vs (\d+)")
+_VS = re.compile(r"(?<!\d)(\d+) vs (\d+)")   # (?<!\d): linear on a long run of digits
 _INVALID = re.compile(r"ProcessGroupGloo::(\w+): invalid tensor (size|type) at index (\d+)(?: \(expected \(([^)]*)\), got \(([^)]*)\)\))?")
 _PEER = re.compile(r"Connection reset by peer|Connection closed by peer|Socket closed|Read timeout|Write timeout|Connect timeout")
 _GLOO_TIMEOUT = re.compile(r"Timed out waiting (\d+)ms for (\w+) operation to complete")

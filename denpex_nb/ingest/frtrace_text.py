@@ -72,7 +72,10 @@ _FIELD = re.compile(r"^(internal record id|group info|collective|missing ranks|t
                     r"|input sizes|output sizes|world size|expected ranks|collective state|error msg|error message"
                     r"|Found errors|collective stack traces?|Collective stack traces?)\s*:\s?(.*)$")
 # the first release's positional tail: "[[3, 4]] [[3, 4]] 2 scheduled"
-_OLD_REST = re.compile(r"(?P<ins>\[\[.*?\]\]|\[\])\s+(?P<outs>\[\[.*?\]\]|\[\])\s+(?P<n>\d+)\s+(?P<state>\w+)")
+#: one size list of the old table, ``[[16, 64], [3]]`` or ``[]``: brackets never nested deeper, each step
+#: unambiguous, so a line of brackets costs linear time
+_SIZES = r"\[(?:\[[^\[\]]*\](?:,\s*\[[^\[\]]*\])*)?\]"
+_OLD_REST = re.compile(rf"(?P<ins>{_SIZES})\s+(?P<outs>{_SIZES})\s+(?P<n>\d+)\s+(?P<state>\w+)")
 _CULPRIT_SPLIT = re.compile(r"(?:Culprit|Error) rank (\d+)[;,]\s*")
 _ERRTYPE = re.compile(r"(?:Error type: |MatchState\.)(\w+)")
 _DETAIL = re.compile(r"Expected ([\w ]+?): '([^']*)' does not match found ([\w ]+?): '([^']*)'")

@@ -288,7 +288,7 @@ _HYDRA = re.compile(r"^\[(\d+)\] (?=\S)")
 _RAY = re.compile(
     r"^\((?P<name>[\w.:-]+)(?: (?:rank=(?P<rank>\d+)|[A-Za-z_]+\d+))* pid=(?P<pid>\d+)(?:, ip=(?P<ip>[^)\s]+))?\)\s?"
 )
-_RAY_REPEAT = re.compile(r"\s*\[repeated (\d{1,18})x across cluster\]\s*$")
+_RAY_REPEAT = re.compile(r"\[repeated (\d{1,18})x across cluster\]\s*$")   # spaces before it: rstrip
 #: an SGR colour code whose escape byte was lost in a paste (`` [36m(RayWorker pid=1) [0m ...``): at
 #: the line start or after a space, with the space that stood for the escape byte
 _SGR_HINT = re.compile(r"\[\d{1,3}(?:;\d{1,3})*m")
@@ -345,7 +345,7 @@ _SG_TAG = re.compile(r"([A-Z][A-Z_]{1,9})(\d+)")
 # Rich's logging handler (accelerate, typer CLIs): an optional "[time]" column, the level left-justified
 # in 8 columns plus a space, the message, then the emitting "file.py:NN" right-aligned (>= 2 spaces)
 _RICH = re.compile(r"^ ?(?:\[[^\]]{4,40}\] ?)?(?P<lvl>DEBUG|INFO|WARNING|ERROR|CRITICAL)(?P<pad> +)(?=\S)")
-_RICH_FILE = re.compile(r" {2,}(?P<file>[\w.-]+\.py):(?P<line>\d+)\s*$")
+_RICH_FILE = re.compile(r"(?<! ) {2,}(?P<file>[\w.-]+\.py):(?P<line>\d+)\s*$")   # (?<! ): linear on spaces
 # Rich's traceback box: "╭─── Traceback (most recent call last) ───╮", "│ frame │", "╰───╯"
 _BOX_TOP = re.compile(r"^[╭┏]─*[─━] ?Traceback \(most recent call last\) ?[─━]*[╮┓]\s*$")
 _BOX_SIDE = re.compile(r"^[│┃](?P<inner>.*?)(?:[│┃]\s*)?$")
@@ -483,7 +483,7 @@ def _strip(text: str, hosts: set[str], ctx: FileContext, allow_srun: bool = True
         if r:
             p.repeat = int(r.group(1))
             p.kinds.append(f"ray_repeated={p.repeat}")
-            s = s[: r.start()]
+            s = s[: r.start()].rstrip()
     m = _RANK.match(s) if s.startswith("[rank") else None
     # "[" then [A-Za-z_]: a torchrun or template tag may follow (never where ``[rankN]:`` starts the line:
     # the template needs a "|", and torchrun's tag would be role "rank", which it leaves to _RANK)
@@ -999,7 +999,8 @@ def _to_lines(physical: list[tuple[int, str]], ctx: FileContext) -> list[Line]:
             # Rich wrapped its message column: the tail goes before the right-aligned file column
             prev = logical[-1]
             f = _RICH_FILE.search(prev[2])
-            prev[2] = prev[2][:f.start()] + " " + first.strip() + prev[2][f.start():]
+            at = f.start() if f else len(prev[2])      # no file column after all: the tail goes last
+            prev[2] = prev[2][:at] + " " + first.strip() + prev[2][at:]
             prev[3] = first
             prev[1] += 1
             prev[5] = None

@@ -59,7 +59,9 @@ SOURCE = "python"
 _TB_START = re.compile(r"^Traceback \(most recent call last\):")
 #: a message that announces the traceback after it on the same line (vLLM's worker: "Exception in
 #: worker X while processing method M: <exception message>, Traceback (most recent call last):")
-_TB_TAIL = re.compile(r"^(?P<msg>\S.*?\w.*?), Traceback \(most recent call last\):\s*$")
+#: a message that ends in the start of a traceback (greedy: one pass; the message must hold a word)
+_TB_TAIL = re.compile(r"^(?P<msg>\S.*), Traceback \(most recent call last\):\s*$")
+_WORD = re.compile(r"\w")
 _CHAIN = re.compile(r"^(?:During handling of the above exception|The above exception was the direct cause)")
 _FRAME = re.compile(r"^\s")
 _EXC = re.compile(r"^(?P<type>[A-Za-z_][\w.]*)(?::\s?(?P<msg>.*))?$")
@@ -74,8 +76,8 @@ _SPAWN_RAISED = re.compile(r"ProcessRaisedException:")
 _SPAWN_PROC = re.compile(r"^-- Process (\d+) terminated with the following error:")
 _CFE = re.compile(r"ChildFailedError:")
 _FIELD = re.compile(r"^\s+(time|host|rank|exitcode|error_file|traceback)\s*: ?(.*)$")
-_CFE_RANK = re.compile(r"(-?\d+) \(local_rank: (\d+)\)")
-_CFE_EXIT = re.compile(r"(-?\d+) \(pid: (\d+)\)(?:\s+\((SIG\w+)\))?")
+_CFE_RANK = re.compile(r"(?<!\d)(-?\d+) \(local_rank: (\d+)\)")
+_CFE_EXIT = re.compile(r"(?<!\d)(-?\d+) \(pid: (\d+)\)(?:\s+\((SIG\w+)\))?")
 _CFE_TIME = re.compile(r"(\d{4})-(\d\d)-(\d\d)_(\d\d):(\d\d):(\d\d)")
 _ROOT = re.compile(r"^Root Cause \(first observed failure\):")
 _TABLE_MISC = re.compile(r"^(?:Failures:|\s*<NO_OTHER_FAILURES>)\s*$")
@@ -104,7 +106,11 @@ _ANY_WARNING = re.compile(r"\.py:\d+: [A-Z]\w*Warning: ")
 _DS_LAUNCHER = ("runner.py:", "launch.py:")
 _DS_MAPPING = re.compile(r"global_rank_mapping=.*?\{(?P<body>.*)\}")
 _DS_HOST_RANKS = re.compile(r"'(?P<host>[^']+)':\s*\[(?P<ranks>[\d,\s]*)\]")
-_DS_RETURN = re.compile(r"(?:Process (?P<pid>\d+)|(?P<cmd>\[.*\])) exits with return code = (?P<code>-?\d+)")
+#: DeepSpeed's "Process N exits with return code = C" / "[cmd] exits with ...": the literal tail is
+#: found first and the part before it read backwards (a pattern that starts with ``\[.*`` is
+#: quadratic on a line of brackets)
+_DS_RETURN = re.compile(r" exits with return code = (?P<code>-?\d+)")
+_DS_PROCESS = re.compile(r"Process (\d+)$")
 _DS_KILL = re.compile(r"Killing subprocess (\d+)")
 _DS_LOCAL = re.compile(r"--local_rank=(\d+)")
 _ELASTIC = re.compile(r"Starting elastic_operator with launch configs|Rendezvous complete for workers"
@@ -339,11 +345,14 @@ class PythonReader(TextReader):
                                           "source": SOURCE, "file": ctx.file, "line": line.lineno})
                 return True
             m = _DS_RETURN.search(text) if "return code" in text else None
-            if m:
+            head = text[:m.start()] if m else ""
+            proc = _DS_PROCESS.search(head) if head.endswith(tuple("0123456789")) else None
+            cmd = head[head.find("["):] if head.endswith("]") and "[" in head else None
+            if m and (proc or cmd):
                 code = i32(m.group("code"))
-                lr = _DS_LOCAL.search(m.group("cmd") or "")
+                lr = _DS_LOCAL.search(cmd or "")
                 add_error(out, error_row(line, ctx, SOURCE, ErrorKind.AGENT, text.strip(), rank=None, exit_code=code,
-                                         signal=signal_name(code), pid=i64(m.group("pid")),
+                                         signal=signal_name(code), pid=i64(proc.group(1)) if proc else None,
                                          local_rank=i32(lr.group(1)) if lr else None))
                 return True
             m = _DS_KILL.search(text) if "Killing" in text else None
@@ -391,6 +400,8 @@ class PythonReader(TextReader):
                 return
             rec = None                      # it ended before this line
         tail = _TB_TAIL.match(text) if text.endswith("(most recent call last):") and not _TB_START.match(text) else None
+        if tail is not None and not _WORD.search(tail.group("msg")):
+            tail = None
         if tail is not None or _TB_START.match(text):
             old = st["open"].get(key)
             if old is not None:
