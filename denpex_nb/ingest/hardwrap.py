@@ -157,10 +157,10 @@ def joins_b(prev: bytes, line: bytes, w: int) -> bool:
 
 def _prefixed(line: bytes) -> bool:
     """Does ``line`` start with a collector wrapper, a launcher/rank tag or an app logger's header?"""
-    from .prefixes import _APP_B
+    from .prefixes import APP_B
 
     line, k = _outer(line)
-    return bool(k) or _tag(line) or _APP_B.match(line) is not None
+    return bool(k) or _tag(line) or APP_B.match(line) is not None
 
 
 #: launcher/rank tags at a line start (the bytes twin of the tags prefixes._strip peels): ``[rank1]:``,
@@ -179,11 +179,11 @@ def _tag(line: bytes) -> bool:
 
 def _outer(line: bytes) -> tuple[bytes, int]:
     """(``line`` without ANSI codes, length of its collector wrapper)."""
-    from .scan import _ANSI_B, _OUTER_RUN
+    from .scan import ANSI_B, OUTER_RUN
 
     if b"\x1b" in line:
-        line = _ANSI_B.sub(b"", line)
-    return line, _OUTER_RUN.match(line).end()
+        line = ANSI_B.sub(b"", line)
+    return line, OUTER_RUN.match(line).end()
 
 
 def logical_start(buf: bytes, start: int, w: int, max_pieces: int = 8, stop: int | None = None) -> bytes:

@@ -331,7 +331,7 @@ _APP = re.compile(
     r")"
 )
 #: the bytes twin of ``[RANK N] `` + :data:`_APP` for the loader's continuation test (:func:`continues_b`)
-_APP_B = re.compile(rb"(?:\[(?:RANK|Rank|rank)[ :]?\d+\] ?)?" + _APP.pattern[1:].encode())
+APP_B = re.compile(rb"(?:\[(?:RANK|Rank|rank)[ :]?\d+\] ?)?" + _APP.pattern[1:].encode())
 # vLLM's logger: "ERROR 07-24 08:26:01 multiproc_worker_utils.py:226] " (newer: "[file.py:NN] ")
 _VLLM = re.compile(
     r"^(?P<lvl>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL) (?P<md>\d\d-\d\d) (?P<hms>\d\d:\d\d:\d\d)(?:[.,](?P<frac>\d{1,9}))? "
@@ -698,11 +698,11 @@ def continues_b(prev: bytes, line: bytes) -> bool:
     whose prefix chain holds an application logger's header (``[RANK 1] 2025-01-01 12:00:00 [ERROR]
     trainer: [rank1]:     body(...)``, also after collector wrappers and torchrun tags): what
     follows the header decides, as it would without the header."""
-    from .scan import _PREFIX_RUN, _peel, is_continuation
+    from .scan import PREFIX_RUN, peel, is_continuation
 
-    s = _peel(line[:-1] if line.endswith(b"\r") else line)
-    cut = _PREFIX_RUN.match(s).end()
-    m = _APP_B.match(s, cut) if s[cut:cut + 1] in (b"[", b"0", b"1", b"2") else None
+    s = peel(line[:-1] if line.endswith(b"\r") else line)
+    cut = PREFIX_RUN.match(s).end()
+    m = APP_B.match(s, cut) if s[cut:cut + 1] in (b"[", b"0", b"1", b"2") else None
     if m is None:
         return False
     rest = s[m.end():]
@@ -746,7 +746,7 @@ def _year_of(month: int, mtime: Any, year: int | None) -> int:
     return datetime.now(timezone.utc).year
 
 
-def _local_to_utc(dt: datetime, ctx: FileContext) -> datetime:
+def local_to_utc(dt: datetime, ctx: FileContext) -> datetime:
     tz = _zone(ctx.options.get("tz"))
     if tz is timezone.utc:
         return dt.replace(tzinfo=tz)
@@ -777,7 +777,7 @@ def _iso_time(date: str, hms: str, us: int, ctx: FileContext) -> datetime | None
     try:
         y, mo, d = (int(x) for x in date.split("-"))
         h, mi, s = (int(x) for x in hms.split(":"))
-        return _local_to_utc(datetime(y, mo, d, h, mi, s, us), ctx)
+        return local_to_utc(datetime(y, mo, d, h, mi, s, us), ctx)
     except (ValueError, OverflowError):
         return None
 

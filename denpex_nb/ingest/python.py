@@ -635,9 +635,9 @@ class PythonReader(TextReader):
         m = _CFE_TIME.search(cur.get("time", ""))
         if m:
             try:
-                from .prefixes import _local_to_utc   # same tz rule as every header
+                from .prefixes import local_to_utc   # same tz rule as every header
 
-                t = _local_to_utc(datetime(*(int(x) for x in m.groups())), ctx)
+                t = local_to_utc(datetime(*(int(x) for x in m.groups())), ctx)
             except ValueError:
                 t = None
         host = cur.get("host") or None

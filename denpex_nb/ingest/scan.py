@@ -44,7 +44,7 @@ WRAP_WIDTHS = frozenset({80, 100, 120, 160, 200})
 #: layers): ``[rank3]:`` / ``[default0]:`` / Open MPI ``[1,3]<stdout>:``, a colour code that lost its
 #: escape byte (`` [36m``), a Ray / vLLM worker tag ``(VllmWorker rank=3 pid=406) `` and vLLM's logger
 #: header ``ERROR 07-24 08:26:01 [file.py:226] `` (one space after ``]`` belongs to it)
-_PREFIX_RUN = re.compile(
+PREFIX_RUN = re.compile(
     rb"^(?:\s*\[[^\]\n]{1,64}\](?:<std(?:out|err|diag)>)?:"
     rb"|\s?\[\d{1,3}(?:;\d{1,3})*m ?"
     rb"|\([\w.:-]+(?: [\w=]+)* pid=\d+(?:, ip=[^)\s]+)?\) ?"
@@ -53,25 +53,25 @@ _PREFIX_RUN = re.compile(
 )
 #: collector wrappers in front of a whole line (the bytes twin of prefixes._peel_outer): grep -H
 #: file name, docker-compose label, kubectl/docker RFC 3339 time, syslog/journald header
-_OUTER_RUN = re.compile(
+OUTER_RUN = re.compile(
     rb"^(?:(?:>{1,2}(?: |$))+(?: (?=\[))?)?"
     rb"(?:[^\s:\[\]()]*?(?:\.(?:log|txt|out|err|stdout|stderr)(?:\.\d+)?|[/_.-](?:stdout|stderr))(?P<sep>[:-])(?:\d+(?P=sep))?)?"
     rb"(?:[A-Za-z0-9][\w.-]* +\| )?"
     rb"(?:\d{1,9}Z |\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d) (?:[\w.-]+ [\w./@-]+?\[\d+\]: )?"
     rb"|(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) {1,2}\d{1,2} \d\d:\d\d:\d\d [\w.-]+ [\w./@-]+?(?:\[\d+\])?: )?"
 )
-_ANSI_B = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]")
+ANSI_B = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]")
 #: a Python warning's first line (``warnings.formatwarning``: ``file.py:12: UserWarning: message``); its
 #: message may run over several unindented lines, up to the indented source line
 _PY_WARNING = re.compile(rb"\.py:\d+: [A-Z]\w*Warning: ")
 _WARNING_BODY_MAX = 20
 
 
-def _peel(line: bytes) -> bytes:
+def peel(line: bytes) -> bytes:
     """``line`` without ANSI codes and collector wrappers."""
     if b"\x1b" in line:
-        line = _ANSI_B.sub(b"", line)
-    m = _OUTER_RUN.match(line)
+        line = ANSI_B.sub(b"", line)
+    m = OUTER_RUN.match(line)
     return line[m.end():] if m and m.end() else line
 _CONT_STARTS = (b"frame #", b"what():", b"Exception raised from",
                 "│".encode(), "┃".encode(), "╰".encode(), "┗".encode())   # Rich traceback box sides and bottom
@@ -199,8 +199,8 @@ def is_continuation(prev: bytes, line: bytes) -> bool:
         line = line[:-1]
     if not line:
         return False
-    line = _peel(line)
-    cut = _PREFIX_RUN.match(line).end()
+    line = peel(line)
+    cut = PREFIX_RUN.match(line).end()
     rest = line[cut:]
     if rest[:1] in (b" ", b"\t"):
         return rest.strip() != b"" or cut > 0
@@ -210,19 +210,19 @@ def is_continuation(prev: bytes, line: bytes) -> bool:
         return True
     if prev.endswith(b"\r"):
         prev = prev[:-1]
-    prev = _peel(prev)
+    prev = peel(prev)
     return len(prev) in WRAP_WIDTHS or _balance_open(prev)
 
 
 def _continues(prev: bytes, line: bytes, app_b: re.Pattern) -> bool:
     """``is_continuation(prev, line) or prefixes.continues_b(prev, line)`` (the block grower's test),
-    peeling ``line`` once (``app_b`` is :data:`denpex_nb.ingest.prefixes._APP_B`)."""
+    peeling ``line`` once (``app_b`` is :data:`denpex_nb.ingest.prefixes.APP_B`)."""
     if line.endswith(b"\r"):
         line = line[:-1]
     if not line:
         return False
-    s = _peel(line)
-    cut = _PREFIX_RUN.match(s).end()
+    s = peel(line)
+    cut = PREFIX_RUN.match(s).end()
     rest = s[cut:]
     c = rest[:1]
     if c in (b" ", b"\t"):
@@ -232,7 +232,7 @@ def _continues(prev: bytes, line: bytes, app_b: re.Pattern) -> bool:
     if rest.startswith(_CONT_STARTS):
         return True
     p = prev[:-1] if prev.endswith(b"\r") else prev
-    p = _peel(p)
+    p = peel(p)
     if len(p) in WRAP_WIDTHS or _balance_open(p):
         return True
     # an application logger's header in the prefix chain: what follows it decides (continues_b)
@@ -505,7 +505,7 @@ class BlockScanner:
         from dataclasses import replace
 
         from . import hardwrap
-        from .prefixes import _APP_B
+        from .prefixes import APP_B
 
         n_buf = len(buf) if end is None else end
         if "wrap_width" not in self.ctx.options:
@@ -528,8 +528,8 @@ class BlockScanner:
             prev = buf[prev_s:be - 1]
             if wrap:
                 return hardwrap.joins_b(prev, buf[be:nxt_end - 1], wrap) or \
-                    _continues(prev, hardwrap.logical_start(buf, be, wrap, stop=n_buf), _APP_B)
-            return _continues(prev, buf[be:nxt_end - 1], _APP_B)
+                    _continues(prev, hardwrap.logical_start(buf, be, wrap, stop=n_buf), APP_B)
+            return _continues(prev, buf[be:nxt_end - 1], APP_B)
 
         find = buf.find
         pos = 0            # first unprocessed byte (always a line start)
