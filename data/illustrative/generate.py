@@ -1,7 +1,7 @@
 """Write the ILLUSTRATIVE NCCL-side logs of the teaching scenarios (python data/illustrative/generate.py).
 
 No GPU was available when these were written, so there are no recorded NCCL runs of the lessons.
-These logs are assembled from the message templates documented in docs/log-formats.md
+These logs are assembled from the message templates documented in docs/formats.md
 (NCCL_DEBUG=INFO with NCCL_DEBUG_SUBSYS=INIT,COLL, ProcessGroupNCCL watchdog, status and
 teardown lines, the torchrun ChildFailedError table) for what a 2-rank job on one node with the
 same bug would print. They are labelled as illustrative in their first line, and the teaching
@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-LABEL = ("# ILLUSTRATIVE NCCL LOG: written from the documented message templates (docs/log-formats.md), "
+LABEL = ("# ILLUSTRATIVE NCCL LOG: written from the documented message templates (docs/formats.md), "
          "NOT the output of a real NCCL run. Scenario: {scenario}. {story}")
 HOST = "gpu-node-0"
 PIDS = (4101, 4102)

@@ -1,5 +1,5 @@
 """c10d lines: ProcessGroupNCCL watchdog / status / teardown / heartbeat / desync report, DETAIL
-fingerprints and monitoredBarrier, the DDP reducer, and gloo's errors (log-formats.md §3-§5).
+fingerprints and monitoredBarrier, the DDP reducer, and gloo's errors (docs/formats.md §3-§6).
 
 These are the lines that say *which collective* a rank was in when things went wrong, so each
 one becomes an ``errors`` row and, where it names a collective, an ``events`` row too. Counters
@@ -64,7 +64,7 @@ _HEARTBEAT = re.compile(
     r"|Received a dump signal due to a collective timeout"
 )
 _DUMP_FROM = re.compile(r"collective timeout from (?:this local rank|rank (\d+))")
-# desync report body (§3.6)
+# desync report body (docs/formats.md §3.7)
 _DS_TIMEOUT = re.compile(r"- \[(\d+)\] Timeout at collective: (\w+), #(\d+)")
 _DS_LAGGING = re.compile(r"ranks \[([\d, ]*)\] are the lagging ranks")
 _DS_JOINED = re.compile(r"\[([\d, ]*)\] joined but didn't finish collective #(\d+)")
@@ -73,7 +73,7 @@ _DS_SNAP_HDR = re.compile(r"#(\d+) (started|finished) ranks:")
 _DS_SNAP = re.compile(r"\[([\d, ]*)\] (started|finished) (\w+)")
 _DS_OTHER = re.compile(r"lagging/dead/mismatched ranks|Snapshot of ranks' latest states")
 _DS_HEADER = re.compile(r"^\[(?:PG [^\]]*)?Rank \d+\]\s*Rank \d+\s*$")   # the report's first line: "<pg> Rank <r>"
-# DETAIL (§4)
+# DETAIL (docs/formats.md §4)
 # ProcessGroupWrapper.cpp: "Detected mismatch between collectives on ranks. Rank <me> is running
 # collective: <fp>, but Rank <r> is running collective: <fp>.Collectives differ in the following
 # aspects: \t Sequence number: 12vs 13  Op type: ALLREDUCEvs BARRIER  Tensor Tensor shapes: ..."
@@ -94,7 +94,7 @@ _RUNNING = re.compile(r"Running collective: CollectiveFingerPrint\(")
 _MB = re.compile(r"(?:\[Rank (\d+)\]: )?Ranks? ([\d, ]+) failed to pass monitoredBarrier in (\d+) ms")
 _MB_WRAP = re.compile(r"Monitored Barrier encountered error running collective: CollectiveFingerPrint\(")
 _RANK_TAG = re.compile(r"\[Rank (\d+)\]")
-# DDP reducer (§4.3)
+# DDP reducer (docs/formats.md §5)
 _DDP_UNUSED = re.compile(r"Expected to have finished reduction in the prior iteration")
 _DDP_NAMES = re.compile(r"Parameters which did not receive grad for rank (\d+): (.*)")
 _DDP_IDX = re.compile(r"Parameter indices which did not receive grad for rank (\d+): ([\d ]*)")
@@ -103,7 +103,7 @@ _DDP_ERR = re.compile(
     r"Expected to mark a variable ready only once|has been marked as ready twice|DDP expects same model across all ranks"
     r"|appears not to match sizes of the same param|Parameter at index \d+"
 )
-# gloo (§5)
+# gloo (docs/formats.md §6)
 _ENFORCE = re.compile(r"enforce fail at [^\]]*gloo[^\]]*\] (.*)")
 _VS = re.compile(r"(?<!\d)(\d+) vs (\d+)")   # (?<!\d): linear on a long run of digits
 _INVALID = re.compile(r"ProcessGroupGloo::(\w+): invalid tensor (size|type) at index (\d+)(?: \(expected \(([^)]*)\), got \(([^)]*)\)\))?")

@@ -4,7 +4,7 @@ Real logs arrive wrapped in layers: a line number from ``cat -n``/``grep -n``, a
 a task label from ``srun -l`` or Open MPI, a Ray actor tag, torchrun's ``[default3]:``, torch's own
 ``[rank5]:``, and finally the message's header (C++ glog, Python ``torch._logging``, DeepSpeed,
 Lightning, NCCL). Every reader wants only the message and *which rank said it*, so this module
-peels the layers in the order of log-formats.md §1, keeps each value on the Line, and repairs the
+peels the layers in the order of docs/formats.md §2.1, keeps each value on the Line, and repairs the
 two kinds of damage seen in pasted logs: two ranks' output run together on one line (``mp.spawn``
 children share a pipe) and hard-wrapped long lines (DETAIL messages reach ~700 characters).
 
@@ -297,7 +297,7 @@ _TEMPLATE = re.compile(r"^\[(?P<role>[A-Za-z_][\w-]*)\|(?P<r>\d+)\|(?P<lr>\d+)\]
 _TORCHRUN = re.compile(r"^\[(?P<role>[A-Za-z_][\w-]*?)(?P<lr>\d+)\]:")
 _RANK = re.compile(r"^\[rank(\d+)\]: ?")
 
-# --- message-level markers (log-formats.md §2, §6.1) -----------------------------------------
+# --- message-level markers (docs/formats.md §2.5-§2.6) -----------------------------------------
 
 _CPP = re.compile(
     r"^\[(?P<sev>[FEWIV])(?:(?P<md>\d{3,4}) (?P<hms>\d\d:\d\d:\d\d)\.(?P<frac>\d+) )?\s*"
@@ -316,7 +316,7 @@ _DEEPSPEED = re.compile(
     r"\[(?P<where>[^\]]*)\] (?:\[Rank (?P<r>-?\d+)\] )?"
 )
 _LIGHTNING = re.compile(r"^\[rank: (\d+)\] ")
-# application loggers (log-formats.md §2): an optional "[RANK 1] " then a dated header, e.g.
+# application loggers (docs/formats.md §2.6): an optional "[RANK 1] " then a dated header, e.g.
 # "[RANK 1] 2025-01-01 12:00:00 [ERROR] trainer: ", "2024-01-01 12:00:00,123 - root - ERROR - ",
 # "2024-01-01 12:00:00.123 | ERROR    | mod:fn:12 - " (loguru), "[2024-01-01 12:00:00,123] [INFO] "
 _LVL = r"(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL|EXCEPTION|TRACE|SUCCESS)"

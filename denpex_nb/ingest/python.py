@@ -1,6 +1,6 @@
 """Python-side evidence: tracebacks (attached to their rank), OOM, the torchrun agent's lines and
 ChildFailedError table, ``mp.spawn`` exceptions, Lightning's rank banner and deprecation
-warnings for collectives (log-formats.md §7).
+warnings for collectives (docs/formats.md §8).
 
 Tracebacks of several ranks interleave in a torchrun stream, so records are kept per rank while
 a block is read; each finished traceback becomes one ``exception`` row (``oom`` when it is an

@@ -1,4 +1,4 @@
-"""Prefix stripping and rank attribution (log-formats.md §1-§2), one test per variant."""
+"""Prefix stripping and rank attribution (docs/formats.md §2), one test per variant."""
 from __future__ import annotations
 
 from datetime import datetime, timezone

@@ -1,4 +1,4 @@
-"""Python reader: tracebacks per rank, OOM, torchrun agent, ChildFailedError table, spawn (log-formats.md §7)."""
+"""Python reader: tracebacks per rank, OOM, torchrun agent, ChildFailedError table, spawn (docs/formats.md §8)."""
 from __future__ import annotations
 
 from datetime import datetime, timezone
