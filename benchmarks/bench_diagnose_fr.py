@@ -33,8 +33,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from denpex_nb.testing.frcompare import run_torchfrtrace, write_synthetic_dumps  # noqa: E402
 from denpex_nb.ingest.flight_recorder import DECODER_ENV, compiled_decoder_enabled  # noqa: E402
+from denpex_nb.testing.frcompare import run_torchfrtrace, write_synthetic_dumps  # noqa: E402
 
 
 def pickle_floor(files) -> float:

@@ -212,7 +212,7 @@ def number(rng: random.Random) -> str:
 
 
 def hexnum(rng: random.Random) -> str:
-    return rng.choice(("0", "1a", "ffffffffffffffff", "f" * rng.choice((17, 32, 200)), "%x" % rng.randrange(1 << 40), "zz", ""))
+    return rng.choice(("0", "1a", "ffffffffffffffff", "f" * rng.choice((17, 32, 200)), f"{rng.randrange(1 << 40):x}", "zz", ""))
 
 
 def grammar_line(rng: random.Random, tpl: str | None = None, prefix: str | None = None) -> str:

@@ -353,11 +353,10 @@ def _frames_equal(fast, slow) -> str | None:
 
 def run_case(data: bytes, folder: str) -> dict:
     """Both paths, the scanners, and denpex_nb.load over one case: a dict of what happened."""
+    import denpex_nb as dx
     from denpex_nb.errors import DenpexError
     from denpex_nb.ingest import flight_recorder as fr
     from denpex_nb.ingest import fr_columns
-
-    import denpex_nb as dx
 
     out: dict = {"compiled": None, "unpickler": None, "problem": None, "escaped": None, "memory_error": False}
     fast = slow = None

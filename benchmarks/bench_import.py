@@ -47,7 +47,7 @@ def import_cost(module: str) -> dict:
 
 
 def small_incident_wall(folder: str) -> float:
-    code = "import denpex_nb as dx; d = dx.diagnose(dx.load(%r, progress=False)); print(d.verdict)" % folder
+    code = f"import denpex_nb as dx; d = dx.diagnose(dx.load({folder!r}, progress=False)); print(d.verdict)"
     t0 = time.perf_counter()
     subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, timeout=120, cwd=ROOT)
     return time.perf_counter() - t0

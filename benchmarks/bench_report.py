@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import os
 import platform
+import resource
 import shutil
 import subprocess
 import sys

@@ -25,8 +25,9 @@ per communicator), ``trace`` (denpex_nb.trace per-pg counter, 1-based like ``wor
 """
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 import numpy as np
 import pandas as pd

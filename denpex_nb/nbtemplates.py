@@ -11,7 +11,6 @@ Notebooks stay thin: every code cell is a call into ``denpex_nb``; explanations 
 """
 from __future__ import annotations
 
-
 import sys
 from pathlib import Path
 

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-
 from matplotlib.figure import Figure
 
 from .incident import OPS
@@ -342,9 +341,9 @@ def _lanes_figure(incident, ln: Lanes, div_seq, culprits, x, annotate, title, di
     handles, labels = ax.get_legend_handles_labels()
     if handles:
         seen = {}
-        for h, l in zip(handles, labels):
-            if l and not l.startswith("_") and l not in seen:
-                seen[l] = h
+        for h, label in zip(handles, labels):
+            if label and not label.startswith("_") and label not in seen:
+                seen[label] = h
         ax.legend(seen.values(), seen.keys(), loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8,
                   frameon=False)
     return fig

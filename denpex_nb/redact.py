@@ -46,8 +46,9 @@ import os
 import re
 import socket
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import fields, is_dataclass, replace
-from typing import Any, Iterable
+from typing import Any
 
 #: mask prefixes (a mask is ``[host-3]``); ``TOKEN`` and ``INPUTS`` are whole masks
 HOST = "[host-"
@@ -326,7 +327,7 @@ class Redactor:
         return out
 
     @classmethod
-    def from_state(cls, state: dict) -> "Redactor":
+    def from_state(cls, state: dict) -> Redactor:
         """A Redactor that masks like the one whose :meth:`state` this is (same numbers)."""
         r = cls(mask_local_host=False)
         for k in KINDS:
@@ -345,13 +346,13 @@ class Redactor:
 
     # --- learning ---------------------------------------------------------------------------------
 
-    def learn(self, text) -> "Redactor":
+    def learn(self, text) -> Redactor:
         """Collect the hosts, users, e-mails and addresses ``text`` names (nothing is masked)."""
         if isinstance(text, str) and text:
             self._run(text, learn_only=True)
         return self
 
-    def learn_files(self, paths: Iterable[str], scan_bytes: int = 2 << 20) -> "Redactor":
+    def learn_files(self, paths: Iterable[str], scan_bytes: int = 2 << 20) -> Redactor:
         """Learn from file names and the head and tail of each text file."""
         for p in paths:
             self.learn(str(p))
@@ -692,7 +693,7 @@ def redact_frame(df, r: Redactor):
         elif s.dtype == object or isinstance(s.dtype, pd.StringDtype):
             memo: dict = {}
 
-            def one(v):
+            def one(v, memo=memo):
                 if v is None or (not isinstance(v, (str, tuple, list, dict)) and pd.isna(v)):
                     return v
                 try:

@@ -36,7 +36,8 @@ import os
 import socket
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 ENV_VAR = "DENPEX_TRACE_DIR"
 FORMAT_VERSION = 1

@@ -20,7 +20,7 @@ def tmp_root() -> Path:
     return _TMP
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def run_dir(scenario: str = "allgather-shape-mismatch", fixed: bool = False, world_size: int = 2) -> Path:
     """A folder holding one real run of ``scenario`` (recorded if available, else run now)."""
     variant = "fixed" if fixed else "broken"
@@ -36,7 +36,7 @@ def run_dir(scenario: str = "allgather-shape-mismatch", fixed: bool = False, wor
     return out
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def rendered_report():
     """``denpex_nb.report.render`` of the all_gather run, HTML and executed notebook kept."""
     from denpex_nb import report

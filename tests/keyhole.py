@@ -58,10 +58,10 @@ import pickle
 import random
 import re
 import tempfile
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterator
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORDED = ROOT / "data" / "recorded"
@@ -146,7 +146,7 @@ class Recipe:
         return ";".join(parts)
 
     @classmethod
-    def parse(cls, name: str) -> "Recipe":
+    def parse(cls, name: str) -> Recipe:
         kw: dict = {}
         for part in filter(None, name.split(";")):
             key, _, val = part.partition("=")

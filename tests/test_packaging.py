@@ -4,9 +4,9 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
+import tomllib
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -21,7 +21,7 @@ def _name(req: str) -> str:
 def _pyproject_packages() -> set[str]:
     meta = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     names = {_name(r) for r in meta["dependencies"]}
-    for extra, reqs in meta["optional-dependencies"].items():
+    for reqs in meta["optional-dependencies"].values():
         names |= {_name(r) for r in reqs if not r.startswith("denpex_nb")}
     return names
 
@@ -109,8 +109,9 @@ def test_cli_unknown_command_is_one_line_exit_2():
 def test_version_is_written_once_and_the_cli_prints_it():
     import subprocess
     import sys
-    import tomllib
     from importlib.metadata import version
+
+    import tomllib
 
     import denpex_nb
     declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]

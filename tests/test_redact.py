@@ -14,8 +14,22 @@ import pytest
 
 from denpex_nb.analysis.model import Diagnosis, Evidence, Finding, RankView
 from denpex_nb.incident import Incident, coerce
-from denpex_nb.redact import (EMAIL, HOST, INPUTS, IP, MASK_RE, TOKEN, USER, Redactor, hosts_in_text, redact,
-                              redact_diagnosis, redact_incident, redact_notebook, redactor_for)
+from denpex_nb.redact import (
+    EMAIL,
+    HOST,
+    INPUTS,
+    IP,
+    MASK_RE,
+    TOKEN,
+    USER,
+    Redactor,
+    hosts_in_text,
+    redact,
+    redact_diagnosis,
+    redact_incident,
+    redact_notebook,
+    redactor_for,
+)
 
 
 def red(text: str, *hosts: str) -> str:

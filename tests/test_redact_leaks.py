@@ -17,7 +17,6 @@ import re
 import shutil
 from pathlib import Path
 
-import pandas as pd
 import pytest
 
 import denpex_nb as dx
@@ -186,7 +185,7 @@ def test_the_html_report_keeps_no_secret_and_still_shows_the_evidence(rendered, 
     assert _leaks(rendered.error) == []
     assert "Verdict:" in html and diag.verdict in html
     assert diag.first.op in html
-    for r, v in diag.first.ranks.items():
+    for v in diag.first.ranks.values():
         if v.shapes:
             assert str(v.shapes[0]).replace(" ", "") in html.replace(" ", ""), v.shapes
     assert "[host-" in html and "[inputs]" in html and "[user-" in html

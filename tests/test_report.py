@@ -1,7 +1,6 @@
 """``denpex-nb report``: papermill + nbconvert HTML, redaction, bad input, failing cells, the demo."""
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil

@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 import fnmatch
-import tomllib
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import tomllib
 
 import denpex_nb as dx
 from denpex_nb import report
@@ -46,7 +46,7 @@ def test_long_evidence_is_cut_with_a_count():
 
 @pytest.mark.parametrize("class_id", catalog.IDS)
 def test_fix_shows_the_catalog_entry(class_id):
-    from markupsafe import escape          # the escaping Jinja2's autoescape applies
+    from markupsafe import escape  # the escaping Jinja2's autoescape applies
 
     entry = catalog.get(class_id)
     html = report.fix(SimpleNamespace(verdict=class_id)).html

@@ -31,8 +31,8 @@ def _cpp(rank, sev, clock, src, text):
 
 def _init(rank):
     return [
-        _nccl(rank, f"cudaDriverVersion 12040"),
-        _nccl(rank, f"NCCL version 2.21.5+cuda12.4"),
+        _nccl(rank, "cudaDriverVersion 12040"),
+        _nccl(rank, "NCCL version 2.21.5+cuda12.4"),
         _nccl(rank, f"ncclCommInitRank comm {COMMS[rank]} rank {rank} nranks 2 cudaDev {rank} nvmlDev {rank} "
                     f"busId {'1b000' if rank == 0 else '1c000'} commId {COMM_ID} - Init COMPLETE",
               tid=PIDS[rank] + 59),

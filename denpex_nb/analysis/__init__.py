@@ -16,19 +16,17 @@ how, the verdict is ``timeout-undetermined``; when nothing distributed could be 
 """
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pandas as pd
 
+from ..vocab import ClassId, SeqKind
 from . import catalog
 from . import explain as _explain  # noqa: F401 - registers the explain rules
+from . import rules as _rules
 from .align import Alignment, align
 from .initiator import initiating_rank
 from .model import Diagnosis, Evidence, Finding, RankView
-from . import rules as _rules
 from .rules import Context, undetermined_failure
 from .state import group_size, rank_state
-from ..vocab import ClassId, SeqKind
 
 __all__ = ["diagnose", "Diagnosis", "Finding", "Evidence", "RankView", "catalog"]
 
@@ -76,7 +74,7 @@ def diagnose(incident, *, strict: bool = False) -> Diagnosis:
             findings += _checked(r, safely(r.name, lambda r=r: r.fn(ctx), []), strict, diag)
     for r in _rules.RULES:
         if r.stage == "explain":
-            findings = _checked(r, safely(r.name, lambda r=r: r.fn(ctx, findings), findings), strict, diag,
+            findings = _checked(r, safely(r.name, lambda r=r, found=findings: r.fn(ctx, found), findings), strict, diag,
                                 passthrough=True)
     from .explain import merge, order
     findings = safely("merge", lambda: merge(findings), findings)

@@ -78,7 +78,6 @@ def align(events: pd.DataFrame) -> Alignment:
     s = ev["seq"].to_numpy(np.int64)
 
     op_cat = _as_cat(ev["op"])
-    op_names = np.asarray(op_cat.cat.categories, dtype=object)
     opc = op_cat.cat.codes.to_numpy(np.int64)
     size = _size_key(ev, op_cat)
     shape = _shape_key(ev, op_cat)

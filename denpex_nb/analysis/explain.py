@@ -14,10 +14,10 @@ from dataclasses import replace
 
 import pandas as pd
 
+from ..vocab import ClassId
 from .align import KIND_PREFERENCE
 from .model import Finding, RankView
 from .rules import Context, fmt_ranks, own_failures, rule
-from ..vocab import ClassId
 
 _SYNCBN = re.compile(r"sync_batch_norm|SyncBatchNorm")
 _CONF = {"high": 0, "medium": 1, "low": 2}

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .rules import own_failures
 from ..vocab import ErrorKind
+from .rules import own_failures
 
 #: kinds that are a rank's own failure (tier 0) when present
 _OWN = {ErrorKind.OOM, ErrorKind.ABORT, ErrorKind.GLOO_ENFORCE, ErrorKind.NCCL_ERROR, ErrorKind.GLOO_INVALID_SIZE, ErrorKind.DETAIL_MISMATCH,

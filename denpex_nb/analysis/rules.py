@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import dataclass, field, replace
-from typing import Callable
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import pandas as pd
 
@@ -527,7 +527,7 @@ def fr_analyzer_text(ctx: Context) -> list[Finding]:
     out = []
     for cls in sorted({c for m in fr["message"].astype(str) for key, c in _FR_CLASS if key in m}):
         keys = [k for k, c in _FR_CLASS if c == cls]
-        rows = fr[fr["message"].astype(str).apply(lambda m: any(k in m for k in keys))]
+        rows = fr[fr["message"].astype(str).apply(lambda m, keys=keys: any(k in m for k in keys))]
         seq = rows["seq"].dropna()
         named = _related(rows)
         out.append(_text_finding(cls, "torchfrtrace reported: " + str(rows["message"].iloc[0])[:200], rows,

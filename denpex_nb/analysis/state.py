@@ -17,9 +17,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ..vocab import ErrorKind, SeqKind, State
 from .align import KIND_PREFERENCE, MAX_LISTED_RANKS
 from .rules import VICTIM_KINDS, is_failure, own_failures
-from ..vocab import ErrorKind, SeqKind, State
 
 #: columns of the rank_state frame, in order (documented in README's data model)
 COLUMNS = (

@@ -16,13 +16,20 @@ import warnings
 from typing import BinaryIO
 
 from ..errors import InputError, UnsafePickleError, UsageError
-from ..incident import Incident, coerce
-from .assemble import build_incident, concat
-from .parse import FileResult, format_names, parse_file
+from ..incident import Incident
+from .assemble import build_incident
 from .parallel import run_all
+from .parse import FileResult, format_names, parse_file
 from .scan import DEFAULT_LINE_CAP
-from .sources import (DEFAULT_MAX_DECOMPRESSED, DEFAULT_MAX_RATIO, DEFAULT_MAX_STRUCTURED, FileSpec, Problem,
-                      expand, resolve_limits)
+from .sources import (
+    DEFAULT_MAX_DECOMPRESSED,
+    DEFAULT_MAX_RATIO,
+    DEFAULT_MAX_STRUCTURED,
+    FileSpec,
+    Problem,
+    expand,
+    resolve_limits,
+)
 
 __all__ = ["load", "parse_file", "FileSpec", "FileResult", "DEFAULT_UNPARSED_TEXT_BUDGET", "DEFAULT_LINE_CAP",
            "DEFAULT_MAX_DECOMPRESSED", "DEFAULT_MAX_RATIO", "DEFAULT_MAX_STRUCTURED"]

@@ -17,8 +17,6 @@ from __future__ import annotations
 
 from enum import Enum
 
-from typing import Iterable
-
 import numpy as np
 import pandas as pd
 

@@ -17,9 +17,10 @@ into ``unparsed`` rows, so ``lines_total == lines_parsed + lines_unparsed`` for 
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, ClassVar, Iterable
+from typing import Any, ClassVar
 
 
 @dataclass(slots=True)
@@ -96,7 +97,7 @@ class Output:
             if n not in parsed_before:
                 self.parsed.discard(n)
 
-    def extend(self, other: "Output") -> None:
+    def extend(self, other: Output) -> None:
         self.events += other.events
         self.errors += other.errors
         self.ranks += other.ranks

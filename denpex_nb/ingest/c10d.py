@@ -39,11 +39,23 @@ from __future__ import annotations
 import re
 
 from ..ops import normalize_op
-from ._text import (add_error, add_event, balanced, error_row, event_row, i32, i64, parse_dims, parse_fingerprint,
-                    parse_ranks, pg_of, progress_row)
+from ..vocab import ErrorKind, SeqKind, State
+from ._text import (
+    add_error,
+    add_event,
+    balanced,
+    error_row,
+    event_row,
+    i32,
+    i64,
+    parse_dims,
+    parse_fingerprint,
+    parse_ranks,
+    pg_of,
+    progress_row,
+)
 from .base import FileContext, Line, Output, TextReader, register_text_reader
 from .hardwrap import cut_at
-from ..vocab import ErrorKind, SeqKind, State
 
 SOURCE = "c10d"
 

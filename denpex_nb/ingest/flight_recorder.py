@@ -40,9 +40,8 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError, UnsafePickleError
-from .fr_fields import as_int, event_columns, progress_rows, python_entry_arrays, ranks_of
 from .base import FileContext, FileReader, Output, register_file_reader
-
+from .fr_fields import as_int, event_columns, progress_rows, python_entry_arrays, ranks_of
 
 _FR_NAME = re.compile(r"(?:nccl|comm_lib|fr)_trace_rank_?\d+|^trace_\d+$", re.I)
 
@@ -480,7 +479,7 @@ def refusal(status: int, at: int) -> Exception:
                            fix="this is no dump torch wrote; do not load dumps from untrusted sources")
     if status in (E_TRUNCATED, E_NO_STOP):
         return pickle.UnpicklingError("pickle data was truncated")
-    return pickle.UnpicklingError(f"{PICKLE_ERRORS.get(status, 'status %d' % status)} at byte {at}")
+    return pickle.UnpicklingError(f"{PICKLE_ERRORS.get(status, f'status {status}')} at byte {at}")
 
 
 def check_pickle(data: bytes, compiled: bool | None = None) -> None:

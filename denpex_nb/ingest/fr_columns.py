@@ -26,9 +26,8 @@ import numpy as np
 
 from . import fr_fields as ff
 from . import pickle_nodes as pn
-from .flight_recorder import compiled_failed, dump_to_columns, refusal
+from .flight_recorder import MIN_EXPANSION, REFUSALS, compiled_failed, dump_to_columns, refusal
 from .pickle_nodes import K_BOOL, K_DICT, K_INT, K_LIST, K_NONE, K_STR, K_TUPLE, njit
-
 
 #: the walker's key table, generated from :data:`.fr_fields.ENTRY_FIELDS` (kinds in their order:
 #: ints, bools, strings, process_group, input_dtypes, input_sizes, output_sizes). The counts are
@@ -379,7 +378,7 @@ class Scratch:
             sh[:str_slots], sv[:str_slots], ph[:shape_slots], pv[:shape_slots])
 
 
-def entry_arrays(nodes: "pn.Nodes", entries_node: int, scratch: Scratch | None = None):
+def entry_arrays(nodes: pn.Nodes, entries_node: int, scratch: Scratch | None = None):
     """Run the compiled walker over one ``entries`` list node; ``None`` when it declines."""
     scratch = scratch or Scratch()
     out = _entry_columns(nodes.buf, nodes.kind, nodes.val, nodes.size, nodes.first_edge, nodes.edge_node,
@@ -410,7 +409,7 @@ def _warm_up() -> None:
     entries = nodes.children(nodes.root)[1]
     if entry_arrays(nodes, entries) is None:
         raise RuntimeError("the compiled entry walker declines a known-good dump")
-    status, _ = pn.scan_compiled(np.frombuffer(data, dtype=np.uint8), len(data), pn.MIN_EXPANSION,
+    status, _ = pn.scan_compiled(np.frombuffer(data, dtype=np.uint8), len(data), MIN_EXPANSION,
                                  *(np.empty(len(data) + 2, dt) for dt in (np.int8, np.int8, np.int64, np.int8,
                                                                           np.int32, np.int32, np.int32)))
     if status != pn.OK:
@@ -450,7 +449,7 @@ def fast_dump_columns(data: bytes, *, rank: int | None, file: str, source: str):
         _LOCAL.workspace, _LOCAL.scratch = pn.Workspace(), Scratch()
     nodes = pn.decode(data, _LOCAL.workspace)   # valid until this thread's next decode: used only here
     if isinstance(nodes, tuple):
-        if nodes[0] in pn.REFUSALS:          # past a bound: refused here, as the unpickler path would
+        if nodes[0] in REFUSALS:          # past a bound: refused here, as the unpickler path would
             raise refusal(*nodes)
         return None
     if nodes.kind[nodes.root] != K_DICT:

@@ -54,9 +54,9 @@ from typing import Any
 import numpy as np
 
 from ..ops import normalize_op
+from ..vocab import SeqKind, State
 from ._text import dtype_name
 from .assemble import Coded, Const, Nullable
-from ..vocab import SeqKind, State
 
 INT, BOOL, STR, GROUP, DTYPES, SHAPES = "int", "bool", "str", "group", "dtypes", "shapes"
 #: the order kinds take in :data:`ENTRY_FIELDS` (the compiled walker tells them apart by position)

@@ -41,9 +41,9 @@ from __future__ import annotations
 import re
 
 from ..ops import normalize_op
+from ..vocab import ErrorKind, SeqKind, State
 from ._text import add_error, dtype_name, error_row, event_row, i32, i64, numel, parse_ranks, parse_sizes
 from .base import FileContext, Line, Output, TextReader, register_text_reader
-from ..vocab import ErrorKind, SeqKind, State
 
 SOURCE = "frtrace"
 

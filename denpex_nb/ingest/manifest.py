@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 from datetime import datetime, timedelta
 
-from .base import FileContext, FileReader, Output, register_file_reader
 from ..vocab import ErrorKind
+from .base import FileContext, FileReader, Output, register_file_reader
 
 
 class ReproManifestReader(FileReader):

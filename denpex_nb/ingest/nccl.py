@@ -44,12 +44,12 @@ locations, newline-joined), ``last_warn`` (the process's last WARN text before t
 from __future__ import annotations
 
 import re
-from typing import Iterable
+from collections.abc import Iterable
 
 from ..ops import normalize_op
+from ..vocab import ErrorKind, SeqKind, State
 from ._text import NCCL_DTYPES, add_error, error_row, event_row, i32, i64
 from .base import FileContext, Line, Output, TextReader, register_text_reader
-from ..vocab import ErrorKind, SeqKind, State
 
 SOURCE = "nccl"
 

@@ -24,8 +24,8 @@ import multiprocessing as mp
 import os
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from typing import Callable
 
 from ..errors import DenpexError, UsageError, require
 from .parse import FileResult, parse_file

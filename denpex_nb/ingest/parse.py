@@ -18,8 +18,9 @@ with ``strict`` its exception propagates from here unchanged.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from ..errors import DenpexError, MissingDependencyError, UnsafePickleError
 from ..vocab import ErrorKind

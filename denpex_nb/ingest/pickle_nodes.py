@@ -51,9 +51,25 @@ K_NONE, K_BOOL, K_INT, K_BIGINT, K_FLOAT, K_STR, K_LIST, K_TUPLE, K_DICT = range
 CONTAINERS = (K_LIST, K_TUPLE, K_DICT)
 
 # decoder status, and the bounds: shared with the unpickler path's scanner (one definition)
-from .flight_recorder import (E_CAPACITY, E_CYCLE, E_DEPTH, E_EXPANSION, E_MEMO, E_MEMO_INDEX,  # noqa: E402
-                              E_MUTATED, E_NO_STOP, E_UNHASHABLE, E_UTF8, E_OPCODE, E_STACK, E_TRUNCATED, EXPANSION_FACTOR, MAX_DEPTH,
-                              MIN_EXPANSION, OK, REFUSALS, expansion_cap, scan_opcodes)
+from .flight_recorder import (  # noqa: E402
+    E_CAPACITY,
+    E_CYCLE,
+    E_DEPTH,
+    E_EXPANSION,
+    E_MEMO,
+    E_MEMO_INDEX,
+    E_MUTATED,
+    E_NO_STOP,
+    E_OPCODE,
+    E_STACK,
+    E_TRUNCATED,
+    E_UNHASHABLE,
+    E_UTF8,
+    MAX_DEPTH,
+    OK,
+    expansion_cap,
+    scan_opcodes,
+)
 from .flight_recorder import PICKLE_ERRORS as ERRORS  # noqa: E402
 
 #: the unpickler path's scanner (:func:`.flight_recorder.scan_opcodes`) compiled: a separate walker from
@@ -512,4 +528,4 @@ def decode(data: bytes, workspace: Workspace | None = None) -> Nodes | tuple[int
 
 def message(status: int, position: int) -> str:
     """One line saying why a pickle was declined or refused."""
-    return f"{ERRORS.get(status, 'status %d' % status)} at byte {position}"
+    return f"{ERRORS.get(status, f'status {status}')} at byte {position}"

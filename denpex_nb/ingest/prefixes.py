@@ -698,7 +698,7 @@ def continues_b(prev: bytes, line: bytes) -> bool:
     whose prefix chain holds an application logger's header (``[RANK 1] 2025-01-01 12:00:00 [ERROR]
     trainer: [rank1]:     body(...)``, also after collector wrappers and torchrun tags): what
     follows the header decides, as it would without the header."""
-    from .scan import PREFIX_RUN, peel, is_continuation
+    from .scan import PREFIX_RUN, is_continuation, peel
 
     s = peel(line[:-1] if line.endswith(b"\r") else line)
     cut = PREFIX_RUN.match(s).end()

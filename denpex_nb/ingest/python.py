@@ -50,9 +50,9 @@ from datetime import datetime
 from ..incident import TRUNCATED_TRACEBACK
 from ..ops import normalize_op
 from ..processes import signal_name
+from ..vocab import ErrorKind
 from ._text import add_error, error_row, i32, i64
 from .base import FileContext, Line, Output, TextReader, register_text_reader
-from ..vocab import ErrorKind
 
 SOURCE = "python"
 
@@ -635,7 +635,7 @@ class PythonReader(TextReader):
         m = _CFE_TIME.search(cur.get("time", ""))
         if m:
             try:
-                from .prefixes import local_to_utc   # same tz rule as every header
+                from .prefixes import local_to_utc  # same tz rule as every header
 
                 t = local_to_utc(datetime(*(int(x) for x in m.groups())), ctx)
             except ValueError:

@@ -238,7 +238,7 @@ def info_size(info: dict) -> int:
 
 # --- reading ---------------------------------------------------------------------------------------
 
-def open_raw(spec) -> "RemoteFile":
+def open_raw(spec) -> RemoteFile:
     """A raw binary stream over the object ``spec.path`` (a URL), read in ``BLOCK_SIZE`` blocks.
     Every failure, at open or mid-read, is a :class:`RemoteError` with a one-line message."""
     try:

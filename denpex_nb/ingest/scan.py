@@ -29,8 +29,9 @@ import io
 import os
 import re
 from bisect import bisect_right
+from collections.abc import Callable, Iterable
 from itertools import accumulate
-from typing import BinaryIO, Callable, Iterable
+from typing import BinaryIO
 
 from .base import FileContext, Line, Output, TextReader
 
@@ -114,7 +115,7 @@ class NeedleMatcher:
                 self._db = None
 
     @classmethod
-    def for_readers(cls, readers, **kw) -> "NeedleMatcher":
+    def for_readers(cls, readers, **kw) -> NeedleMatcher:
         return cls((n for r in readers for n in r.needles), groups=[tuple(r.needles) for r in readers], **kw)
 
     @property

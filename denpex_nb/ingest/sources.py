@@ -24,13 +24,14 @@ their specs carry the URL and the storage options, and every reader opens the ob
 from __future__ import annotations
 
 import bz2
+import collections
 import glob
 import gzip
 import io
 import lzma
 import os
-import stat
 import re
+import stat
 import sys
 import tempfile
 import zipfile
@@ -562,12 +563,16 @@ def _source(spec: FileSpec) -> BinaryIO:
     object, or a zip member (decompressed by zipfile; bounded by the caller)."""
     if spec.data is not None:
         return io.BytesIO(spec.data)
+    if spec.member is not None and not spec.remote:
+        try:
+            zf = _local_archive(spec.path)
+            return _ZipMember(zf, zf.open(spec.member), owns_archive=False)
+        except (zipfile.BadZipFile, zlib.error, EOFError) as e:
+            raise StreamError(_stream_message("zip", e)) from e
     if spec.remote:
         from .remote import open_raw
 
         raw = open_raw(spec)
-    elif spec.member is not None:
-        raw = open(spec.path, "rb")
     else:
         return open(spec.path, "rb", buffering=0)
     if spec.member is None:
@@ -831,11 +836,34 @@ def _stream_message(kind: str, e: BaseException) -> str:
     return f"corrupt {kind} data: {text}"
 
 
-class _ZipMember(io.RawIOBase):
-    """A zip member stream that also closes its archive (and the file the archive was opened on)."""
+#: local zip archives this process has open, by path: their member list is read once, not once per
+#: member (a zip of 2,000 logs cost 2,000 x 2,000 directory entries); a forked worker opens its own
+_ARCHIVES: collections.OrderedDict = collections.OrderedDict()
+_ARCHIVES_KEPT = 4
 
-    def __init__(self, zf: zipfile.ZipFile, member, raw=None):
-        self._zf, self._m, self._raw = zf, member, raw
+
+def _local_archive(path: str) -> zipfile.ZipFile:
+    st = os.stat(path)                  # an archive rewritten in place is a new archive
+    key = (os.getpid(), path, st.st_ino, st.st_size, st.st_mtime_ns)
+    zf = _ARCHIVES.get(key)
+    if zf is not None:
+        _ARCHIVES.move_to_end(key)
+        return zf
+    zf = zipfile.ZipFile(path)
+    _ARCHIVES[key] = zf
+    while len(_ARCHIVES) > _ARCHIVES_KEPT:
+        (pid, *_), old = _ARCHIVES.popitem(last=False)
+        if pid == os.getpid():
+            old.close()             # a member still open keeps the file open until it is closed
+    return zf
+
+
+class _ZipMember(io.RawIOBase):
+    """A zip member stream that also closes its archive (and the file the archive was opened on),
+    unless the archive is shared (``owns_archive=False``: :func:`_local_archive` keeps it)."""
+
+    def __init__(self, zf: zipfile.ZipFile, member, raw=None, owns_archive: bool = True):
+        self._zf, self._m, self._raw, self._owns = zf, member, raw, owns_archive
         self.name = getattr(member, "name", "")
 
     def readable(self):
@@ -864,7 +892,8 @@ class _ZipMember(io.RawIOBase):
     def close(self):
         try:
             self._m.close()
-            self._zf.close()
+            if self._owns:
+                self._zf.close()
             if self._raw is not None:
                 self._raw.close()
         finally:

@@ -20,8 +20,8 @@ import re
 import pandas as pd
 
 from ..ops import normalize_op
-from .base import FileContext, FileReader, Output, register_file_reader
 from ..vocab import ErrorKind, SeqKind, State
+from .base import FileContext, FileReader, Output, register_file_reader
 
 _NAME = re.compile(r"denpex_trace_rank_?\d+", re.I)
 

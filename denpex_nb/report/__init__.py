@@ -26,9 +26,23 @@ from .convert import to_html
 from .execute import execute, read_summary
 from .pipeline import ReportResult, render, resolve_inputs
 from .prepare import prepare
-from .sections import (RANK_STATE_COLUMNS, errors_frame, errors_section, evidence, fix, headline, inputs,
-                       other_findings, pictures, rank_state_section, ranks_text, record, render_template, summary,
-                       verdict_text)
+from .sections import (
+                       RANK_STATE_COLUMNS,
+                       errors_frame,
+                       errors_section,
+                       evidence,
+                       fix,
+                       headline,
+                       inputs,
+                       other_findings,
+                       pictures,
+                       rank_state_section,
+                       ranks_text,
+                       record,
+                       render_template,
+                       summary,
+                       verdict_text,
+)
 from .show import HTML, display
 
 __all__ = [

@@ -16,8 +16,8 @@ from functools import lru_cache
 
 import pandas as pd
 
-from .contract import SUMMARY_MIME
 from ..vocab import ClassId
+from .contract import SUMMARY_MIME
 from .show import HTML, display
 
 #: the rank_state columns a reader of the report needs first (the frame has more)

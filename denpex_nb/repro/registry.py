@@ -11,9 +11,9 @@ manifest's ``expected``: ``{"class", "op", "culprit_ranks", "seq": {"trace", "fr
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Callable
 
 from ..errors import UsageError
 

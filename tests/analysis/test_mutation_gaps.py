@@ -3,9 +3,9 @@ which rank started a failure when several failed, a crash known only by its exit
 opCount comparison's later classes and culprits, and what a timeout-undetermined verdict still says."""
 from __future__ import annotations
 
-from denpex_nb import diagnose
 import pandas as pd
 
+from denpex_nb import diagnose
 from denpex_nb.incident import Incident, coerce
 from tests.analysis._frames import T0, err, ev, incident, steps
 

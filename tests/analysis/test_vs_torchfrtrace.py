@@ -6,16 +6,19 @@ runs of this module start together in a small thread pool to keep the wall time 
 """
 from __future__ import annotations
 
-import glob
 import json
-import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 import denpex_nb as dx
-from denpex_nb.testing.frcompare import parse_torchfrtrace, run_torchfrtrace, torchfrtrace_command, write_synthetic_dumps
+from denpex_nb.testing.frcompare import (
+    parse_torchfrtrace,
+    run_torchfrtrace,
+    torchfrtrace_command,
+    write_synthetic_dumps,
+)
 
 pytestmark = pytest.mark.skipif(torchfrtrace_command() is None, reason="torchfrtrace (torch) is not installed")
 

@@ -1,7 +1,7 @@
 """Run a text reader on literal lines, the way the loader does: to_lines, then parse."""
 from __future__ import annotations
 
-from denpex_nb.incident import ERROR_KINDS, SEQ_KINDS, OPS, STATES, coerce, check_schema
+from denpex_nb.incident import ERROR_KINDS, OPS, SEQ_KINDS, STATES, check_schema, coerce
 from denpex_nb.ingest.base import FileContext, Output
 from denpex_nb.ingest.prefixes import to_lines
 
@@ -55,7 +55,8 @@ FUZZ_FRAGMENTS = [
 
 def fuzz(reader, examples: int = 25) -> None:
     """Random soups of the reader's own vocabulary never raise and only claim lines of the block."""
-    from hypothesis import given, settings, strategies as st
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
 
     @settings(max_examples=examples, deadline=None)
     @given(st.lists(st.lists(st.sampled_from(FUZZ_FRAGMENTS) | st.text(max_size=6), max_size=7).map("".join),

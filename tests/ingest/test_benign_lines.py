@@ -67,6 +67,7 @@ def test_pg_nccl_one_line_options_give_the_world_size(tmp_path):
 def test_lone_option_words_elsewhere_are_not_taken():
     inc_lines = ["size: 8", "ID=3"]
     from denpex_nb.ingest.c10d import C10dReader
+
     from ._text_helpers import run
     assert run(C10dReader(), inc_lines).parsed == set()
 

@@ -19,7 +19,7 @@ import pytest
 import denpex_nb as dx
 from denpex_nb.errors import DenpexError
 
-from .s3server import BUCKET, free_port, s3_server  # noqa: F401  (the fixture)
+from .s3server import BUCKET, free_port  # the s3_server fixture comes from tests/ingest/conftest.py
 
 distributed = pytest.importorskip("distributed")
 

@@ -5,14 +5,18 @@ import os
 import pickle
 import shutil
 import subprocess
-import sys
 
 import pytest
 
 import denpex_nb as dx
 from denpex_nb.errors import InputError, UnsafePickleError
-from denpex_nb.ingest.flight_recorder import (dump_to_frames, read_dump, repair_pg_config, safe_loads,
-                                              write_repaired_dumps)
+from denpex_nb.ingest.flight_recorder import (
+    dump_to_frames,
+    read_dump,
+    repair_pg_config,
+    safe_loads,
+    write_repaired_dumps,
+)
 
 FR = os.path.join(os.path.dirname(__file__), "data", "fr")
 

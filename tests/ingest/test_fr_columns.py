@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 pytest.importorskip("numba")
 
 import denpex_nb as dx  # noqa: E402
-from denpex_nb.testing.frcompare import PLANTS, write_synthetic_dumps  # noqa: E402
 from denpex_nb.ingest import fr_columns  # noqa: E402
 from denpex_nb.ingest.assemble import build_frame  # noqa: E402
 from denpex_nb.ingest.flight_recorder import DECODER_ENV, dump_to_columns, parse_dump_bytes  # noqa: E402
+from denpex_nb.testing.frcompare import PLANTS, write_synthetic_dumps  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RECORDED = sorted(glob.glob(os.path.join(ROOT, "data", "recorded", "gloo", "*", "*", "fr", "comm_lib_trace_rank_*")))
@@ -135,7 +135,7 @@ def test_load_is_the_same_whichever_decoder_reads(tmp_path, monkeypatch):
     for decoder in ("unpickle", "python", "compiled", "auto", ""):
         monkeypatch.setenv(DECODER_ENV, decoder)
         runs[decoder] = dx.load(str(tmp_path / "fr"), progress=False, jobs=2)
-    for decoder, inc in runs.items():
+    for inc in runs.values():
         pd.testing.assert_frame_equal(inc.events, runs["compiled"].events)
         pd.testing.assert_frame_equal(inc.progress, runs["compiled"].progress)
     d = dx.diagnose(runs[""])

@@ -10,8 +10,8 @@ import sys
 import pytest
 
 import denpex_nb as dx
-from denpex_nb.testing.frcompare import write_synthetic_dumps
 from denpex_nb.ingest import flight_recorder as fr
+from denpex_nb.testing.frcompare import write_synthetic_dumps
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SMALL = os.path.join(ROOT, "data", "recorded", "gloo", "allgather-shape-mismatch", "broken-detail-w2", "fr")

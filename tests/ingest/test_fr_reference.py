@@ -22,9 +22,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from denpex_nb.testing.frcompare import PLANTS, write_synthetic_dumps
 from denpex_nb.ingest.assemble import build_frame
 from denpex_nb.ingest.flight_recorder import dump_to_columns, parse_dump_bytes
+from denpex_nb.testing.frcompare import PLANTS, write_synthetic_dumps
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RECORDED = sorted(glob.glob(os.path.join(ROOT, "data", "recorded", "gloo", "*", "*", "fr", "*")))
@@ -149,12 +149,12 @@ def reference(dump: dict, rank):
         })
     progress = []
     status = dump.get("pg_status")
-    for pg, st in (status.items() if isinstance(status, dict) else ()):
-        if isinstance(st, dict):
+    for pg, pg_status in (status.items() if isinstance(status, dict) else ()):
+        if isinstance(pg_status, dict):
             progress.append({"rank": rank, "pg": str(pg), "seq_kind": "fr",
-                             "last_enqueued": ref_status_int(st.get("last_enqueued_collective")),
-                             "last_started": ref_status_int(st.get("last_started_collective")),
-                             "last_completed": ref_status_int(st.get("last_completed_collective"))})
+                             "last_enqueued": ref_status_int(pg_status.get("last_enqueued_collective")),
+                             "last_started": ref_status_int(pg_status.get("last_started_collective")),
+                             "last_completed": ref_status_int(pg_status.get("last_completed_collective"))})
     return rows, progress
 
 

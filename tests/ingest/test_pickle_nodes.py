@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 pytest.importorskip("numba")
 
 from denpex_nb.ingest import pickle_nodes as pn  # noqa: E402
+from denpex_nb.ingest.flight_recorder import REFUSALS  # noqa: E402
 
 FR = os.path.join(os.path.dirname(__file__), "data", "fr")
 
@@ -119,9 +120,9 @@ def test_a_value_that_contains_itself_is_refused_not_recursed():
     loop: list = [1]
     loop.append(loop)
     got = pn.decode(pickle.dumps({"pg_config": loop}, protocol=2))
-    assert isinstance(got, tuple) and got[0] == pn.E_CYCLE and got[0] in pn.REFUSALS
-    from denpex_nb.ingest.fr_columns import fast_dump_columns
+    assert isinstance(got, tuple) and got[0] == pn.E_CYCLE and got[0] in REFUSALS
     from denpex_nb.ingest.flight_recorder import DumpRefused, safe_loads
+    from denpex_nb.ingest.fr_columns import fast_dump_columns
 
     data = pickle.dumps({"pg_config": loop, "entries": []}, protocol=2)
     with pytest.raises(DumpRefused, match="contains itself"):

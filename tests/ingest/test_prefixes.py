@@ -215,7 +215,8 @@ _FRAGMENTS = ["[rank1]:", "[default0]:", " 3: ", "\t", "[E1129 22:27:23.88 x.cpp
 
 
 def test_random_fragment_soup_never_raises_and_keeps_every_line():
-    from hypothesis import given, settings, strategies as st
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
 
     @settings(max_examples=30, deadline=None)
     @given(st.lists(st.lists(st.sampled_from(_FRAGMENTS) | st.text(max_size=8), max_size=6).map("".join),

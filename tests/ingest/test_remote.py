@@ -20,7 +20,7 @@ import pytest
 import denpex_nb as dx
 from denpex_nb.errors import InputError
 
-from .s3server import BUCKET, DENIED_KEY, free_port, s3_server  # noqa: F401  (the fixture)
+from .s3server import BUCKET, DENIED_KEY, free_port  # the s3_server fixture comes from tests/ingest/conftest.py
 
 pytest.importorskip("s3fs")
 pytest.importorskip("moto")

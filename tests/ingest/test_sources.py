@@ -189,8 +189,7 @@ def test_unreadable_file_and_folder_are_reported_even_as_root(tmp_path):
 
 # --- bounded decompression (issue #10) --------------------------------------------------------------
 
-from denpex_nb.ingest.sources import (CapReached, ReadStopped, StreamError, human, parse_size, read_fully,  # noqa: E402
-                                      resolve_limits)
+from denpex_nb.ingest.sources import CapReached, ReadStopped, StreamError, human, parse_size, read_fully, resolve_limits  # noqa: E402
 
 TEXT = b"".join(b"[rank%d]: step %d loss=2.31\n" % (i % 4, i) for i in range(20000))
 

@@ -53,7 +53,7 @@ _EV = ["rank", "pg", "seq_kind", "seq", "op", "state", "source", "line", "in_sha
 _ER = ["rank", "kind", "op", "seq", "seq_kind", "related_ranks", "message", "line"]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _plain_rows(path: str):
     return _rows(path)
 
