@@ -1,4 +1,5 @@
 """Helper for the gloo micro-benchmarks: run ``fn(rank, world)`` in N real processes, collect rank 0's dict."""
+
 from __future__ import annotations
 
 import json
@@ -18,8 +19,16 @@ def launch(script: str, world: int = 2, timeout: float = 600.0) -> dict:
         result = os.path.join(tmp, "result.json")
         procs = []
         for r in range(world):
-            env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(r),
-                       WORLD_SIZE=str(world), LOCAL_RANK=str(r), BENCH_RESULT=result, OMP_NUM_THREADS="1")
+            env = dict(
+                os.environ,
+                MASTER_ADDR="127.0.0.1",
+                MASTER_PORT=str(port),
+                RANK=str(r),
+                WORLD_SIZE=str(world),
+                LOCAL_RANK=str(r),
+                BENCH_RESULT=result,
+                OMP_NUM_THREADS="1",
+            )
             procs.append(subprocess.Popen([sys.executable, script, "--rank-worker"], env=env, start_new_session=True))
         try:
             for p in procs:

@@ -10,6 +10,7 @@ which ``tests/analysis/test_wild.py`` holds the code to (the totals may not regr
     python benchmarks/bench_accuracy.py            # every case
     python benchmarks/bench_accuracy.py --filter vllm --no-write
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,18 +40,27 @@ def main(argv=None) -> int:
     for s in scores:
         mark = "ok" if s.right and not s.invented_culprit and not s.false_all_clear else "XX"
         flags = ("  INVENTED" if s.invented_culprit else "") + ("  FALSE-ALL-CLEAR" if s.false_all_clear else "")
-        print(f"{s.id:<{w}}  {mark:<3} {s.verdict:<21} {s.confidence:<6} {str(s.culprits):<10} "
-              f"{'/'.join(s.truth_classes)} culprit={s.truth_culprits}{flags}")
+        print(
+            f"{s.id:<{w}}  {mark:<3} {s.verdict:<21} {s.confidence:<6} {str(s.culprits):<10} "
+            f"{'/'.join(s.truth_classes)} culprit={s.truth_culprits}{flags}"
+        )
     tot = wild.totals(scores)
     print()
-    print(f"cases {tot['cases']}: right {tot['right']} ({100 * tot['right_share']:.1f} %), invented culprits "
-          f"{tot['invented_culprits']}, false all-clears {tot['false_all_clears']}, high-confidence right "
-          f"{tot['high_confidence_right']}/{tot['high_confidence']}"
-          + (f" ({100 * tot['high_confidence_right_share']:.1f} %)" if tot["high_confidence"] else "")
-          + f"; {wall:.1f} s")
+    print(
+        f"cases {tot['cases']}: right {tot['right']} ({100 * tot['right_share']:.1f} %), invented culprits "
+        f"{tot['invented_culprits']}, false all-clears {tot['false_all_clears']}, high-confidence right "
+        f"{tot['high_confidence_right']}/{tot['high_confidence']}"
+        + (f" ({100 * tot['high_confidence_right_share']:.1f} %)" if tot["high_confidence"] else "")
+        + f"; {wall:.1f} s"
+    )
     if not args.no_write and not args.filter:
-        out = {"totals": tot, "cases": [wild.as_dict(s) for s in scores], "wall_s": round(wall, 2),
-               "how": "python benchmarks/bench_accuracy.py", "python": platform.python_version()}
+        out = {
+            "totals": tot,
+            "cases": [wild.as_dict(s) for s in scores],
+            "wall_s": round(wall, 2),
+            "how": "python benchmarks/bench_accuracy.py",
+            "python": platform.python_version(),
+        }
         os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
         with open(os.path.join(HERE, "results", "bench_accuracy.json"), "w") as f:
             json.dump(out, f, indent=1, default=str)

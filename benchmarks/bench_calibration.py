@@ -9,6 +9,7 @@ right at ``high``. A rule whose high verdicts miss the bar should drop to medium
 
     python benchmarks/bench_accuracy.py && python benchmarks/bench_keyhole.py && python benchmarks/bench_calibration.py
 """
+
 from __future__ import annotations
 
 import collections

@@ -3,6 +3,7 @@
 check_same_shapes costs one all_gather of (2 + MAX_DIMS) int64 per rank. Run: python benchmarks/bench_check_same_shapes.py
 Writes benchmarks/results/bench_check_same_shapes.json.
 """
+
 from __future__ import annotations
 
 import json
@@ -43,7 +44,9 @@ def rank_worker():
         per["all_reduce_16_floats"].append((time.perf_counter() - t) / CALLS)
     if dist.get_rank() == 0:
         with open(os.environ["BENCH_RESULT"], "w") as fh:
-            json.dump({k: {"median_us": statistics.median(v) * 1e6, "min_us": min(v) * 1e6} for k, v in per.items()}, fh)
+            json.dump(
+                {k: {"median_us": statistics.median(v) * 1e6, "min_us": min(v) * 1e6} for k, v in per.items()}, fh
+            )
     dist.destroy_process_group()
 
 

@@ -17,6 +17,7 @@ fresh process (Python start and imports included, as torchfrtrace's time include
 
 Prints a table and writes benchmarks/results/bench_diagnose_fr.json.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -57,8 +58,9 @@ def ensure_compiled() -> float:
     import subprocess
 
     t = time.perf_counter()
-    subprocess.run([sys.executable, "-c", "from denpex_nb.ingest.fr_columns import warm; warm()"], check=True,
-                   timeout=600)
+    subprocess.run(
+        [sys.executable, "-c", "from denpex_nb.ingest.fr_columns import warm; warm()"], check=True, timeout=600
+    )
     return time.perf_counter() - t
 
 
@@ -81,24 +83,40 @@ def measure(ranks: int, entries: int, data: Path, frtrace_timeout: float, plant_
     ours = load_s + diag_s
     cli_s, cli_ok = _denpex_cli(folder, planted, plant_rank)
     first = diagnosis.first
-    correct = (diagnosis.verdict == "shape-mismatch" and diagnosis.culprit_ranks == [plant_rank]
-               and first is not None and first.seq == planted.seq)
+    correct = (
+        diagnosis.verdict == "shape-mismatch"
+        and diagnosis.culprit_ranks == [plant_rank]
+        and first is not None
+        and first.seq == planted.seq
+    )
 
     fr = run_torchfrtrace(folder, timeout=frtrace_timeout)
     theirs_correct = any(f["seq"] == planted.seq and f["culprit_ranks"] == [plant_rank] for f in fr.findings)
     row = {
-        "ranks": ranks, "entries": entries, "events": int(len(incident.events)), "dump_mb": round(size_mb, 1),
-        "generate_s": round(gen_s, 2), "pickle_floor_s": round(floor_s, 2),
-        "denpex_unpickle_total_s": round(before_s, 2), "denpex_unpickle_correct": before_ok,
+        "ranks": ranks,
+        "entries": entries,
+        "events": int(len(incident.events)),
+        "dump_mb": round(size_mb, 1),
+        "generate_s": round(gen_s, 2),
+        "pickle_floor_s": round(floor_s, 2),
+        "denpex_unpickle_total_s": round(before_s, 2),
+        "denpex_unpickle_correct": before_ok,
         "decoder": "compiled" if compiled_decoder_enabled() else "unpickle (numba missing)",
         "decoder_cache_check_s": None if compile_s is None else round(compile_s, 2),
-        "denpex_load_s": round(load_s, 2), "denpex_diagnose_s": round(diag_s, 2), "denpex_total_s": round(ours, 2),
+        "denpex_load_s": round(load_s, 2),
+        "denpex_diagnose_s": round(diag_s, 2),
+        "denpex_total_s": round(ours, 2),
         "speedup_vs_unpickle_path": round(before_s / ours, 2) if ours > 0 else None,
-        "denpex_cli_s": round(cli_s, 2), "denpex_cli_correct": cli_ok,
-        "denpex_correct": bool(correct), "verdict": diagnosis.verdict, "culprit_ranks": diagnosis.culprit_ranks,
+        "denpex_cli_s": round(cli_s, 2),
+        "denpex_cli_correct": cli_ok,
+        "denpex_correct": bool(correct),
+        "verdict": diagnosis.verdict,
+        "culprit_ranks": diagnosis.culprit_ranks,
         "seq": None if first is None else first.seq,
-        "torchfrtrace_s": round(fr.wall_s, 2), "torchfrtrace_capped": fr.timed_out,
-        "torchfrtrace_rc": fr.rc, "torchfrtrace_correct": bool(theirs_correct),
+        "torchfrtrace_s": round(fr.wall_s, 2),
+        "torchfrtrace_capped": fr.timed_out,
+        "torchfrtrace_rc": fr.rc,
+        "torchfrtrace_correct": bool(theirs_correct),
         "ratio": round(fr.wall_s / ours, 1) if ours > 0 else None,
         "ratio_is_lower_bound": fr.timed_out,
     }
@@ -131,13 +149,28 @@ def _denpex_cli(folder, planted, plant_rank) -> tuple[float, bool]:
     import subprocess
 
     t = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-c", "import sys; from denpex_nb.cli import main; sys.exit(main())",
-                           "diagnose", str(folder), "--json"], capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from denpex_nb.cli import main; sys.exit(main())",
+            "diagnose",
+            str(folder),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     wall = time.perf_counter() - t
     try:
         out = json.loads(proc.stdout)
-        ok = (proc.returncode == 0 and out["verdict"] == "shape-mismatch" and out["culprit_ranks"] == [plant_rank]
-              and out["findings"][0]["seq"] == planted.seq)
+        ok = (
+            proc.returncode == 0
+            and out["verdict"] == "shape-mismatch"
+            and out["culprit_ranks"] == [plant_rank]
+            and out["findings"][0]["seq"] == planted.seq
+        )
     except (ValueError, KeyError, IndexError):
         ok = False
     return wall, bool(ok)
@@ -146,8 +179,12 @@ def _denpex_cli(folder, planted, plant_rank) -> tuple[float, bool]:
 def _denpex(dx, folder, jobs, planted, plant_rank, decoder: str) -> tuple[float, bool]:
     incident, diagnosis, load_s, diag_s = _denpex_run(dx, folder, jobs, decoder)
     first = diagnosis.first
-    ok = (diagnosis.verdict == "shape-mismatch" and diagnosis.culprit_ranks == [plant_rank]
-          and first is not None and first.seq == planted.seq)
+    ok = (
+        diagnosis.verdict == "shape-mismatch"
+        and diagnosis.culprit_ranks == [plant_rank]
+        and first is not None
+        and first.seq == planted.seq
+    )
     del incident
     gc.collect()
     return load_s + diag_s, bool(ok)
@@ -181,20 +218,43 @@ def main(argv=None) -> int:
         rows.append(row)
         print(json.dumps(row), flush=True)
 
-    hdr = ["ranks", "events", "dump_mb", "pickle_floor_s", "denpex_unpickle_total_s", "denpex_load_s",
-           "denpex_diagnose_s", "denpex_total_s", "denpex_cli_s",
-           "torchfrtrace_s", "ratio", "torchfrtrace_analysis_est_s", "analysis_ratio_est", "denpex_correct",
-           "torchfrtrace_correct"]
+    hdr = [
+        "ranks",
+        "events",
+        "dump_mb",
+        "pickle_floor_s",
+        "denpex_unpickle_total_s",
+        "denpex_load_s",
+        "denpex_diagnose_s",
+        "denpex_total_s",
+        "denpex_cli_s",
+        "torchfrtrace_s",
+        "ratio",
+        "torchfrtrace_analysis_est_s",
+        "analysis_ratio_est",
+        "denpex_correct",
+        "torchfrtrace_correct",
+    ]
     print("\n" + " | ".join(hdr))
     for r in rows:
-        cells = [str(r[h]) + ("+" if h in ("torchfrtrace_s", "ratio", "torchfrtrace_analysis_est_s",
-                                            "analysis_ratio_est") and r["torchfrtrace_capped"] else "")
-                 for h in hdr]
+        cells = [
+            str(r[h])
+            + (
+                "+"
+                if h in ("torchfrtrace_s", "ratio", "torchfrtrace_analysis_est_s", "analysis_ratio_est")
+                and r["torchfrtrace_capped"]
+                else ""
+            )
+            for h in hdr
+        ]
         print(" | ".join(cells))
     print("(+ = torchfrtrace hit the cap: its time and the ratio are lower bounds)")
-    out = {"benchmark": "bench_diagnose_fr", "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                                                         "load_avg_at_end": os.getloadavg()},
-           "bars": {"denpex_total_s_1024x2000": 10.0, "ratio": 10.0}, "rows": rows}
+    out = {
+        "benchmark": "bench_diagnose_fr",
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "load_avg_at_end": os.getloadavg()},
+        "bars": {"denpex_total_s_1024x2000": 10.0, "ratio": 10.0},
+        "rows": rows,
+    }
     res = HERE / "results"
     res.mkdir(exist_ok=True)
     (res / "bench_diagnose_fr.json").write_text(json.dumps(out, indent=2) + "\n")

@@ -12,6 +12,7 @@ dump; ``unpickle`` is the unpickler with the compiled scanner (numba loaded, not
 ``auto`` is what a user gets. The crossover is reported by total pickle bytes and dump count.
 Writes benchmarks/results/bench_fr_decoder_choice.json.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,8 +36,20 @@ MODES = ("compiled", "python", "unpickle", "auto")
 def cli(folder: Path, mode: str) -> tuple[float, str | None]:
     env = dict(os.environ, DENPEX_FR_DECODER=mode)
     t = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-c", "import sys; from denpex_nb.cli import main; sys.exit(main())",
-                           "diagnose", str(folder), "--json"], capture_output=True, text=True, env=env, timeout=600)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from denpex_nb.cli import main; sys.exit(main())",
+            "diagnose",
+            str(folder),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     wall = time.perf_counter() - t
     try:
         verdict = json.loads(proc.stdout)["verdict"] if proc.returncode == 0 else None
@@ -49,8 +62,10 @@ def crossover(rows: list[dict]) -> dict:
     """The smallest measured incident where compiled beats python, and the largest where it does not."""
     wins = sorted((r for r in rows if r["compiled_s"] < r["python_s"]), key=lambda r: r["mb"])
     losses = sorted((r for r in rows if r["compiled_s"] >= r["python_s"]), key=lambda r: r["mb"])
-    return {"compiled_wins_from_mb": wins[0]["mb"] if wins else None,
-            "python_wins_up_to_mb": losses[-1]["mb"] if losses else None}
+    return {
+        "compiled_wins_from_mb": wins[0]["mb"] if wins else None,
+        "python_wins_up_to_mb": losses[-1]["mb"] if losses else None,
+    }
 
 
 def main(argv=None) -> int:
@@ -74,21 +89,30 @@ def main(argv=None) -> int:
             best = {m: float("inf") for m in MODES}
             verdicts = set()
             for _ in range(args.repeat):
-                for m in MODES:                     # interleaved: the modes see the same machine state
+                for m in MODES:  # interleaved: the modes see the same machine state
                     wall, verdict = cli(folder, m)
                     best[m] = min(best[m], wall)
                     verdicts.add(verdict)
-            row = {"dumps": count, "entries": entries, "mb": round(mb, 2),
-                   **{f"{m}_s": round(best[m], 2) for m in MODES}, "verdicts": sorted(map(str, verdicts)),
-                   "load_avg": round(os.getloadavg()[0], 1)}
+            row = {
+                "dumps": count,
+                "entries": entries,
+                "mb": round(mb, 2),
+                **{f"{m}_s": round(best[m], 2) for m in MODES},
+                "verdicts": sorted(map(str, verdicts)),
+                "load_avg": round(os.getloadavg()[0], 1),
+            }
             rows.append(row)
             print(json.dumps(row), flush=True)
             shutil.rmtree(folder, ignore_errors=True)
     from denpex_nb.ingest.flight_recorder import COMPILED_MIN_BYTES
 
-    out = {"benchmark": "bench_fr_decoder_choice", "machine": {"cpus": os.cpu_count(),
-                                                               "python": platform.python_version()},
-           "COMPILED_MIN_BYTES": COMPILED_MIN_BYTES, "crossover": crossover(rows), "rows": rows}
+    out = {
+        "benchmark": "bench_fr_decoder_choice",
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "COMPILED_MIN_BYTES": COMPILED_MIN_BYTES,
+        "crossover": crossover(rows),
+        "rows": rows,
+    }
     print(json.dumps(out["crossover"]))
     res = HERE / "results"
     res.mkdir(exist_ok=True)

@@ -33,6 +33,7 @@ Prints a table per case kind and totals; writes benchmarks/results/bench_fuzz.js
 Bars: escaped 0, crashes 0, timeouts 0, conservation failures 0, slowest case < 5 s, peak RSS < 1.5 GB
 (``load_bars_met``: the same with the slowest ``load`` instead of the whole case).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -57,8 +58,22 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
-KINDS = ("flip", "truncate", "splice", "garbage", "crlf", "ansi", "interleave", "huge_numbers", "long_line",
-         "invalid_utf8", "nul", "compressed", "grammar", "multi_file")
+KINDS = (
+    "flip",
+    "truncate",
+    "splice",
+    "garbage",
+    "crlf",
+    "ansi",
+    "interleave",
+    "huge_numbers",
+    "long_line",
+    "invalid_utf8",
+    "nul",
+    "compressed",
+    "grammar",
+    "multi_file",
+)
 WEIGHTS = (8, 6, 6, 6, 4, 5, 6, 10, 3, 5, 4, 10, 20, 7)
 BARS = {"escaped": 0, "crashes": 0, "timeouts": 0, "conservation": 0, "slowest_case_s": 5.0, "peak_rss_mb": 1536}
 RLIMIT_AS = 1536 << 20
@@ -66,6 +81,7 @@ CASE_TIMEOUT_S = 30
 
 
 # --- corpus ---------------------------------------------------------------------------------------
+
 
 def corpus_files() -> tuple[list[str], list[list[str]]]:
     """(every text log, the per-rank log groups of each recorded run)."""
@@ -92,9 +108,27 @@ def corpus() -> tuple[list[bytes], list[list[bytes]]]:
 
 # --- the grammar ----------------------------------------------------------------------------------
 
-OPS = ("ALLREDUCE", "ALLGATHER", "_ALLGATHER_BASE", "REDUCE_SCATTER", "BROADCAST", "BARRIER", "ALLTOALL", "SEND",
-       "RECV", "all_reduce", "all_gather", "gloo:all_reduce", "AllReduce", "AllGather", "ReduceScatter", "Broadcast",
-       "nccl:all_reduce", "", "???")
+OPS = (
+    "ALLREDUCE",
+    "ALLGATHER",
+    "_ALLGATHER_BASE",
+    "REDUCE_SCATTER",
+    "BROADCAST",
+    "BARRIER",
+    "ALLTOALL",
+    "SEND",
+    "RECV",
+    "all_reduce",
+    "all_gather",
+    "gloo:all_reduce",
+    "AllReduce",
+    "AllGather",
+    "ReduceScatter",
+    "Broadcast",
+    "nccl:all_reduce",
+    "",
+    "???",
+)
 TEMPLATES = (
     "[E1129 22:27:23.883942729 ProcessGroupNCCL.cpp:{n}] [Rank {r}] Watchdog caught collective operation timeout: "
     "WorkNCCL(SeqNum={n}, OpType={op}, NumelIn={n}, NumelOut={n}, Timeout(ms)={n}) ran for {n} milliseconds before "
@@ -187,12 +221,43 @@ TEMPLATES = (
     '{{"v":1,"event":"error","rank":{n},"pg":"{n}","seq":{n},"op":"{op}","error":"x {n}","t_wall":{n}}}',
     "process group has NOT been destroyed before it is being destructed",
 )
-PREFIXES = ("", "", "[rank{r}]:", "[rank{r}]: ", "[default{r}]:", "[{r},{r}]<stdout>:", "(RayWorkerWrapper pid={pid}, "
-            "ip=10.0.0.1) ", "(VllmWorker rank={r} pid={pid}) ", "2024-01-01T00:00:00.123456789Z ",
-            "May  1 12:00:00 {host} python[{pid}]: ", "rank{r}.log:", "> ", "{r}: ", "[{r}]:", "\x1b[36m[rank{r}]:\x1b[0m ",
-            "worker-{r}  | ", "ERROR 07-24 08:26:01 [worker.py:{n}] ")
-BIG = (0, 1, -1, 7, 2 ** 31 - 1, 2 ** 31, -(2 ** 31) - 1, 2 ** 32, 2 ** 63 - 1, 2 ** 63, -(2 ** 63) - 1, 2 ** 64,
-       10 ** 20, 10 ** 30, -(10 ** 20), 10 ** 100)
+PREFIXES = (
+    "",
+    "",
+    "[rank{r}]:",
+    "[rank{r}]: ",
+    "[default{r}]:",
+    "[{r},{r}]<stdout>:",
+    "(RayWorkerWrapper pid={pid}, ip=10.0.0.1) ",
+    "(VllmWorker rank={r} pid={pid}) ",
+    "2024-01-01T00:00:00.123456789Z ",
+    "May  1 12:00:00 {host} python[{pid}]: ",
+    "rank{r}.log:",
+    "> ",
+    "{r}: ",
+    "[{r}]:",
+    "\x1b[36m[rank{r}]:\x1b[0m ",
+    "worker-{r}  | ",
+    "ERROR 07-24 08:26:01 [worker.py:{n}] ",
+)
+BIG = (
+    0,
+    1,
+    -1,
+    7,
+    2**31 - 1,
+    2**31,
+    -(2**31) - 1,
+    2**32,
+    2**63 - 1,
+    2**63,
+    -(2**63) - 1,
+    2**64,
+    10**20,
+    10**30,
+    -(10**20),
+    10**100,
+)
 
 
 def number(rng: random.Random) -> str:
@@ -203,7 +268,7 @@ def number(rng: random.Random) -> str:
     if k < 0.7:
         return str(rng.choice(BIG))
     if k < 0.78:
-        return "9" * rng.choice((19, 20, 40, 300, 4301, 5000))      # past Python's int-string digit limit too
+        return "9" * rng.choice((19, 20, 40, 300, 4301, 5000))  # past Python's int-string digit limit too
     if k < 0.84:
         return "-" + str(rng.randrange(0, 10 ** rng.randrange(1, 25)))
     if k < 0.9:
@@ -212,28 +277,43 @@ def number(rng: random.Random) -> str:
 
 
 def hexnum(rng: random.Random) -> str:
-    return rng.choice(("0", "1a", "ffffffffffffffff", "f" * rng.choice((17, 32, 200)), f"{rng.randrange(1 << 40):x}", "zz", ""))
+    return rng.choice(
+        ("0", "1a", "ffffffffffffffff", "f" * rng.choice((17, 32, 200)), f"{rng.randrange(1 << 40):x}", "zz", "")
+    )
 
 
 def grammar_line(rng: random.Random, tpl: str | None = None, prefix: str | None = None) -> str:
     tpl = rng.choice(TEMPLATES) if tpl is None else tpl
     prefix = rng.choice(PREFIXES) if prefix is None else prefix
-    fields = {"r": lambda: number(rng) if rng.random() < 0.5 else str(rng.randrange(8)),
-              "n": lambda: number(rng), "h": lambda: hexnum(rng), "op": lambda: rng.choice(OPS),
-              "pid": lambda: number(rng) if rng.random() < 0.3 else str(rng.randrange(1000, 99999)),
-              "host": lambda: rng.choice(("node-1", "h", "", "x" * 70, "10.0.0.1", "ñode"))}
+    fields = {
+        "r": lambda: number(rng) if rng.random() < 0.5 else str(rng.randrange(8)),
+        "n": lambda: number(rng),
+        "h": lambda: hexnum(rng),
+        "op": lambda: rng.choice(OPS),
+        "pid": lambda: number(rng) if rng.random() < 0.3 else str(rng.randrange(1000, 99999)),
+        "host": lambda: rng.choice(("node-1", "h", "", "x" * 70, "10.0.0.1", "ñode")),
+    }
 
     def fill(t: str) -> str:
-        return re.sub(r"\{(r|n|h|op|pid|host)\}", lambda m: fields[m.group(1)](), t.replace("{{", "\x00").replace(
-            "}}", "\x01")).replace("\x00", "{").replace("\x01", "}")
+        return (
+            re.sub(
+                r"\{(r|n|h|op|pid|host)\}",
+                lambda m: fields[m.group(1)](),
+                t.replace("{{", "\x00").replace("}}", "\x01"),
+            )
+            .replace("\x00", "{")
+            .replace("\x01", "}")
+        )
 
     return fill(prefix) + fill(tpl)
 
 
 def grammar_log(rng: random.Random) -> bytes:
-    if rng.random() < 0.1:               # a tracer JSONL file: every line from the tracer's templates
-        lines = [grammar_line(rng, rng.choice([t for t in TEMPLATES if t.startswith('{{"v"')]), prefix="")
-                 for _ in range(rng.randrange(1, 60))]
+    if rng.random() < 0.1:  # a tracer JSONL file: every line from the tracer's templates
+        lines = [
+            grammar_line(rng, rng.choice([t for t in TEMPLATES if t.startswith('{{"v"')]), prefix="")
+            for _ in range(rng.randrange(1, 60))
+        ]
         return ("\n".join(lines) + "\n").encode("utf-8", "surrogatepass")
     n = rng.randrange(1, 120)
     lines = []
@@ -246,6 +326,7 @@ def grammar_log(rng: random.Random) -> bytes:
 
 
 # --- mutations ------------------------------------------------------------------------------------
+
 
 def _flip(rng, d: bytes) -> bytes:
     b = bytearray(d)
@@ -260,7 +341,7 @@ def _truncate(rng, d: bytes) -> bytes:
 
 
 def _splice(rng, a: bytes, b: bytes) -> bytes:
-    return a[: rng.randrange(len(a) + 1)] + b[rng.randrange(len(b) + 1):]
+    return a[: rng.randrange(len(a) + 1)] + b[rng.randrange(len(b) + 1) :]
 
 
 def _garbage(rng, d: bytes) -> bytes:
@@ -314,7 +395,7 @@ def _long_line(rng, d: bytes) -> bytes:
     size = rng.choice((1 << 20, (1 << 20) + 1, 3 << 20, 5 << 19))
     filler = rng.choice((b"x", b"[rank1]: gloo ", b"(", b" ", b"\xff", b"NCCL INFO "))
     lines[i] = lines[i] + (filler * (size // len(filler) + 1))[:size]
-    if rng.random() < 0.3:                   # no newline at the end: the long line ends the file
+    if rng.random() < 0.3:  # no newline at the end: the long line ends the file
         lines = lines[: i + 1]
     return b"\n".join(lines)
 
@@ -350,11 +431,11 @@ def compress(rng, d: bytes) -> tuple[str, bytes]:
         c = zstandard.ZstdCompressor(level=3).compress(d)
     k = rng.random()
     if k < 0.35 and c:
-        c = c[: rng.randrange(len(c))]            # truncated
+        c = c[: rng.randrange(len(c))]  # truncated
     elif k < 0.55:
-        c = _flip(rng, c)                           # corrupt
+        c = _flip(rng, c)  # corrupt
     elif k < 0.6:
-        c = c + bytes(rng.randrange(256) for _ in range(rng.randrange(1, 50)))    # trailing garbage
+        c = c + bytes(rng.randrange(256) for _ in range(rng.randrange(1, 50)))  # trailing garbage
     return kind, c
 
 
@@ -398,7 +479,7 @@ def make_case(seed: int, index: int) -> tuple[str, list[tuple[str, bytes]]]:
         files = [(f"{name()}.{ext}", blob)]
     elif kind == "grammar":
         files = [(name(i), grammar_log(rng)) for i in range(rng.randrange(1, 4))]
-    else:   # multi_file: good files next to broken ones
+    else:  # multi_file: good files next to broken ones
         files = []
         for i in range(rng.randrange(2, 5)):
             d = base()
@@ -417,6 +498,7 @@ def make_case(seed: int, index: int) -> tuple[str, list[tuple[str, bytes]]]:
 
 
 # --- one case -------------------------------------------------------------------------------------
+
 
 class CaseTimeout(BaseException):
     """Raised by the per-case alarm (a BaseException: no ``except Exception`` swallows it)."""
@@ -442,8 +524,17 @@ def run_case(files: list[tuple[str, bytes]], folder: str) -> dict:
         p = os.path.join(sub, name)
         Path(p).write_bytes(data)
         paths.append(p)
-    out = {"outcome": "ok", "escaped": None, "conservation": None, "memory_error": False, "verdict": None,
-           "reader_failure": None, "rule_failure": None, "load_s": 0.0, "diagnose_s": 0.0}
+    out = {
+        "outcome": "ok",
+        "escaped": None,
+        "conservation": None,
+        "memory_error": False,
+        "verdict": None,
+        "reader_failure": None,
+        "rule_failure": None,
+        "load_s": 0.0,
+        "diagnose_s": 0.0,
+    }
     try:
         signal.alarm(CASE_TIMEOUT_S)
         try:
@@ -471,7 +562,7 @@ def run_case(files: list[tuple[str, bytes]], folder: str) -> dict:
         out["outcome"] = "memory_error"
         out["memory_error"] = True
     except DenpexError as e:
-        out["outcome"] = "input_error"          # the CLI's one line and exit 2
+        out["outcome"] = "input_error"  # the CLI's one line and exit 2
         if "MemoryError" in str(e):
             out["memory_error"] = True
     except Exception as e:
@@ -492,8 +583,9 @@ def check_conservation(inc, files, paths) -> str | None:
     """None when every line is accounted for, else what is wrong."""
     s = inc.sources
     for row in s.itertuples(index=False):
-        total, parsed, unparsed = (int(x) if x == x and x is not None else 0 for x in
-                                   (row.lines_total, row.lines_parsed, row.lines_unparsed))
+        total, parsed, unparsed = (
+            int(x) if x == x and x is not None else 0 for x in (row.lines_total, row.lines_parsed, row.lines_unparsed)
+        )
         if total != parsed + unparsed:
             return f"{os.path.basename(str(row.file))}: total {total} != parsed {parsed} + unparsed {unparsed}"
     un = inc.unparsed
@@ -511,7 +603,7 @@ def check_conservation(inc, files, paths) -> str | None:
         data = by_path.get(str(row.file))
         if data is None or str(row.format) != "text" or str(row.file).endswith((".gz", ".zst", ".bz2", ".xz")):
             continue
-        if isinstance(row.error, str) and row.error:   # a read that stopped: fewer lines is honest
+        if isinstance(row.error, str) and row.error:  # a read that stopped: fewer lines is honest
             continue
         if int(row.lines_total) != physical_lines(data):
             return f"{os.path.basename(str(row.file))}: {int(row.lines_total)} lines counted, the file has {physical_lines(data)}"
@@ -543,8 +635,13 @@ def worker(seed: int, start: int, count: int, progress_file: str) -> None:
             got = run_case(files, folder)
             got["s"] = round(time.perf_counter() - t, 4)
             rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-            got.update(i=i, kind=kind, bytes=sum(len(d) for _, d in files), rss_mb=round(rss / 1024, 1),
-                       rss_grew=rss > rss_before)
+            got.update(
+                i=i,
+                kind=kind,
+                bytes=sum(len(d) for _, d in files),
+                rss_mb=round(rss / 1024, 1),
+                rss_grew=rss > rss_before,
+            )
             rss_before = rss
             results.append(got)
     import shutil
@@ -554,6 +651,7 @@ def worker(seed: int, start: int, count: int, progress_file: str) -> None:
 
 
 # --- the parent -----------------------------------------------------------------------------------
+
 
 def run_chunk(seed, start, count, timeout) -> tuple[list[dict], list[dict]]:
     with tempfile.NamedTemporaryFile("w+", delete=False, suffix=".progress") as pf:
@@ -668,30 +766,57 @@ def summarize(results: list[dict], crashes: list[dict], wall: float, seed: int, 
     slowest = sorted(results, key=lambda r: -r["s"])[:5]
     examples = {
         "escaped": [{k: r[k] for k in ("i", "kind", "bytes", "escaped")} for r in results if r["escaped"]][:20],
-        "conservation": [{k: r[k] for k in ("i", "kind", "bytes", "conservation")} for r in results
-                         if r["conservation"]][:20],
+        "conservation": [
+            {k: r[k] for k in ("i", "kind", "bytes", "conservation")} for r in results if r["conservation"]
+        ][:20],
         "timeouts": [{k: r[k] for k in ("i", "kind", "bytes")} for r in results if r["outcome"] == "timeout"][:20],
         "slowest": [{k: r[k] for k in ("i", "kind", "bytes", "s", "load_s", "diagnose_s")} for r in slowest],
-        "slowest_loads": [{k: r[k] for k in ("i", "kind", "bytes", "load_s")}
-                          for r in sorted(results, key=lambda r: -r["load_s"])[:5]],
+        "slowest_loads": [
+            {k: r[k] for k in ("i", "kind", "bytes", "load_s")} for r in sorted(results, key=lambda r: -r["load_s"])[:5]
+        ],
         "reader_failures": _distinct(results),
         "rule_failures": _distinct(results, "rule_failure"),
-        "biggest_rss": [{k: r[k] for k in ("i", "kind", "bytes", "rss_mb")}
-                        for r in sorted(results, key=lambda r: -r["rss_mb"]) if r["rss_grew"]][:5],
+        "biggest_rss": [
+            {k: r[k] for k in ("i", "kind", "bytes", "rss_mb")}
+            for r in sorted(results, key=lambda r: -r["rss_mb"])
+            if r["rss_grew"]
+        ][:5],
         "crashes": crashes[:20],
     }
-    ok = (total["escaped_exceptions"] == 0 and total["crashes"] == 0 and total["timeouts"] == 0
-          and total["conservation_failures"] == 0 and total["memory_errors"] == 0
-          and total["reader_failures"] == 0 and total["rule_failures"] == 0
-          and total["slowest_case_s"] < BARS["slowest_case_s"] and total["peak_rss_mb"] < BARS["peak_rss_mb"])
-    load_ok = (total["escaped_exceptions"] == 0 and total["crashes"] == 0 and total["timeouts"] == 0
-               and total["conservation_failures"] == 0 and total["memory_errors"] == 0
-               and total["slowest_load_s"] < BARS["slowest_case_s"])
-    return {"benchmark": "bench_fuzz", "seed": seed, "workers": workers,
-            "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
-            "rlimit_as_mb": RLIMIT_AS >> 20, "case_timeout_s": CASE_TIMEOUT_S,
-            "bars": BARS, "bars_met": ok, "load_bars_met": load_ok, "totals": total, "by_kind": rows, "verdicts": verdicts,
-            "examples": examples}
+    ok = (
+        total["escaped_exceptions"] == 0
+        and total["crashes"] == 0
+        and total["timeouts"] == 0
+        and total["conservation_failures"] == 0
+        and total["memory_errors"] == 0
+        and total["reader_failures"] == 0
+        and total["rule_failures"] == 0
+        and total["slowest_case_s"] < BARS["slowest_case_s"]
+        and total["peak_rss_mb"] < BARS["peak_rss_mb"]
+    )
+    load_ok = (
+        total["escaped_exceptions"] == 0
+        and total["crashes"] == 0
+        and total["timeouts"] == 0
+        and total["conservation_failures"] == 0
+        and total["memory_errors"] == 0
+        and total["slowest_load_s"] < BARS["slowest_case_s"]
+    )
+    return {
+        "benchmark": "bench_fuzz",
+        "seed": seed,
+        "workers": workers,
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "rlimit_as_mb": RLIMIT_AS >> 20,
+        "case_timeout_s": CASE_TIMEOUT_S,
+        "bars": BARS,
+        "bars_met": ok,
+        "load_bars_met": load_ok,
+        "totals": total,
+        "by_kind": rows,
+        "verdicts": verdicts,
+        "examples": examples,
+    }
 
 
 def _distinct(results: list[dict], field: str = "reader_failure") -> list[dict]:
@@ -709,25 +834,52 @@ def _distinct(results: list[dict], field: str = "reader_failure") -> list[dict]:
 
 
 def print_table(summary: dict) -> None:
-    cols = ["cases", "loaded", "input_error", "escaped", "timeouts", "memory_errors", "conservation",
-            "reader_failures", "rule_failures", "crashes", "slowest_s", "mean_ms"]
-    short = {"input_error": "exit2", "memory_errors": "mem.err", "conservation": "lines.bad",
-             "reader_failures": "rdr.fail", "rule_failures": "rule.fail"}
+    cols = [
+        "cases",
+        "loaded",
+        "input_error",
+        "escaped",
+        "timeouts",
+        "memory_errors",
+        "conservation",
+        "reader_failures",
+        "rule_failures",
+        "crashes",
+        "slowest_s",
+        "mean_ms",
+    ]
+    short = {
+        "input_error": "exit2",
+        "memory_errors": "mem.err",
+        "conservation": "lines.bad",
+        "reader_failures": "rdr.fail",
+        "rule_failures": "rule.fail",
+    }
     print(f"{'kind':<14}" + "".join(f"{short.get(c, c):>10}" for c in cols))
     for k, row in summary["by_kind"].items():
         print(f"{k:<14}" + "".join(f"{row[c]:>10}" for c in cols))
     t = summary["totals"]
-    print(f"\ntotal cases {t['cases']} ({t['input_mb']} MB): loaded {t['loaded']}, exit-2 input errors "
-          f"{t['input_errors']}, escaped exceptions {t['escaped_exceptions']}, timeouts {t['timeouts']}, memory errors "
-          f"{t['memory_errors']}, line-conservation failures {t['conservation_failures']}, crashes {t['crashes']}, "
-          f"reader failures contained {t['reader_failures']}, rule failures contained {t['rule_failures']}; "
-          f"slowest case {t['slowest_case_s']:.3f} s (load {t['slowest_load_s']:.3f} s, diagnose "
-          f"{t['slowest_diagnose_s']:.3f} s; mean {t['mean_case_ms']} ms), peak RSS {t['peak_rss_mb']:.0f} MB, "
-          f"wall {t['wall_s']} s -> bars {'met' if summary['bars_met'] else 'MISSED'} "
-          f"(load alone: {'met' if summary['load_bars_met'] else 'MISSED'})")
-    for name in ("escaped", "conservation", "timeouts", "crashes", "reader_failures", "rule_failures", "slowest",
-                 "slowest_loads",
-                 "biggest_rss"):
+    print(
+        f"\ntotal cases {t['cases']} ({t['input_mb']} MB): loaded {t['loaded']}, exit-2 input errors "
+        f"{t['input_errors']}, escaped exceptions {t['escaped_exceptions']}, timeouts {t['timeouts']}, memory errors "
+        f"{t['memory_errors']}, line-conservation failures {t['conservation_failures']}, crashes {t['crashes']}, "
+        f"reader failures contained {t['reader_failures']}, rule failures contained {t['rule_failures']}; "
+        f"slowest case {t['slowest_case_s']:.3f} s (load {t['slowest_load_s']:.3f} s, diagnose "
+        f"{t['slowest_diagnose_s']:.3f} s; mean {t['mean_case_ms']} ms), peak RSS {t['peak_rss_mb']:.0f} MB, "
+        f"wall {t['wall_s']} s -> bars {'met' if summary['bars_met'] else 'MISSED'} "
+        f"(load alone: {'met' if summary['load_bars_met'] else 'MISSED'})"
+    )
+    for name in (
+        "escaped",
+        "conservation",
+        "timeouts",
+        "crashes",
+        "reader_failures",
+        "rule_failures",
+        "slowest",
+        "slowest_loads",
+        "biggest_rss",
+    ):
         for ex in summary["examples"][name][:8]:
             print(f"  {name}: {ex}")
 
@@ -743,7 +895,9 @@ def main(argv=None) -> int:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--chunk", type=int, default=500)
     ap.add_argument("--timeout", type=float, default=1800.0, help="seconds per chunk before it counts as a hang")
-    ap.add_argument("--show", type=int, default=None, metavar="I", help="write case I's files to ./fuzz_case_I/ and stop")
+    ap.add_argument(
+        "--show", type=int, default=None, metavar="I", help="write case I's files to ./fuzz_case_I/ and stop"
+    )
     ap.add_argument("--no-write", action="store_true", help="print the JSON summary instead of writing the results")
     args = ap.parse_args(argv)
     if args.show is not None:

@@ -31,6 +31,7 @@ fails as a MemoryError rather than taking the machine. Never is a fuzzed case gi
 Prints a table per case kind and totals; writes benchmarks/results/bench_fuzz_pickles.json.
 Bars: crashes 0, escaped exceptions 0, disagreements 0, slowest case < 5 s, peak RSS < 1.5 GB.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -52,14 +53,28 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
-KINDS = ("random_bytes", "flip", "truncate", "splice", "insert_delete", "length_inflate", "memo_inflate",
-         "deep", "bomb", "plain_object", "fr_random", "synthetic", "opcode_program")
+KINDS = (
+    "random_bytes",
+    "flip",
+    "truncate",
+    "splice",
+    "insert_delete",
+    "length_inflate",
+    "memo_inflate",
+    "deep",
+    "bomb",
+    "plain_object",
+    "fr_random",
+    "synthetic",
+    "opcode_program",
+)
 WEIGHTS = (4, 14, 8, 6, 6, 8, 8, 6, 6, 8, 12, 4, 10)
 BARS = {"crashes": 0, "escaped": 0, "disagreements": 0, "slowest_case_s": 5.0, "peak_rss_mb": 1536}
 RLIMIT_AS = 3 << 30
 
 
 # --- corpus ----------------------------------------------------------------------------------------
+
 
 def build_corpus(folder: Path) -> None:
     """Recorded dumps + a few synthetic ones, as files in ``folder`` (done once by the parent)."""
@@ -77,11 +92,14 @@ def build_corpus(folder: Path) -> None:
 
 def load_corpus(folder: Path) -> tuple[list[bytes], list[bytes]]:
     files = sorted(folder.iterdir())
-    return ([f.read_bytes() for f in files if f.name.startswith("rec_")],
-            [f.read_bytes() for f in files if f.name.startswith("syn_")])
+    return (
+        [f.read_bytes() for f in files if f.name.startswith("rec_")],
+        [f.read_bytes() for f in files if f.name.startswith("syn_")],
+    )
 
 
 # --- case generators -------------------------------------------------------------------------------
+
 
 def _s(text: str) -> bytes:
     b = text.encode()
@@ -101,17 +119,40 @@ def _opcode_positions(data: bytes):
     return out
 
 
-_LEN_OPS = {"BINUNICODE": 4, "SHORT_BINUNICODE": 1, "BINUNICODE8": 8, "LONG1": 1, "LONG4": 4, "BINSTRING": 4,
-            "SHORT_BINSTRING": 1, "BINBYTES": 4, "SHORT_BINBYTES": 1, "BINBYTES8": 8, "BYTEARRAY8": 8, "FRAME": 8}
+_LEN_OPS = {
+    "BINUNICODE": 4,
+    "SHORT_BINUNICODE": 1,
+    "BINUNICODE8": 8,
+    "LONG1": 1,
+    "LONG4": 4,
+    "BINSTRING": 4,
+    "SHORT_BINSTRING": 1,
+    "BINBYTES": 4,
+    "SHORT_BINBYTES": 1,
+    "BINBYTES8": 8,
+    "BYTEARRAY8": 8,
+    "FRAME": 8,
+}
 _MEMO_OPS = {"BINPUT": 1, "LONG_BINPUT": 4, "BINGET": 1, "LONG_BINGET": 4}
 
 
 def _random_value(rng: random.Random, depth: int = 0):
     r = rng.random()
     if depth > 4 or r < 0.45:
-        return rng.choice([None, True, False, rng.randint(-300, 300), rng.randint(-2**70, 2**70), rng.random(),
-                           "".join(rng.choice("ab:->0123 \u00e9\U0001f600") for _ in range(rng.randint(0, 12))),
-                           bytes(rng.randint(0, 255) for _ in range(rng.randint(0, 6))), 2**31, -2**31 - 1])
+        return rng.choice(
+            [
+                None,
+                True,
+                False,
+                rng.randint(-300, 300),
+                rng.randint(-(2**70), 2**70),
+                rng.random(),
+                "".join(rng.choice("ab:->0123 \u00e9\U0001f600") for _ in range(rng.randint(0, 12))),
+                bytes(rng.randint(0, 255) for _ in range(rng.randint(0, 6))),
+                2**31,
+                -(2**31) - 1,
+            ]
+        )
     n = rng.randint(0, 5)
     kind = rng.randrange(6)
     items = [_random_value(rng, depth + 1) for _ in range(n)]
@@ -142,14 +183,34 @@ _FIELD_VALUES = {
     "timeout_ms": lambda r: r.choice([600000, None, 0]),
     "retired": lambda r: r.choice([True, False, None]),
     "is_p2p": lambda r: r.choice([True, False, None]),
-    "profiling_name": lambda r: r.choice(["nccl:all_reduce", "nccl:send 0->1", "gloo:recv 2->0", "nccl:broadcast",
-                                          "nccl:_ALLGATHER_BASE", None, "", "weird", 5 if r.random() < 0.05 else "x"]),
+    "profiling_name": lambda r: r.choice(
+        [
+            "nccl:all_reduce",
+            "nccl:send 0->1",
+            "gloo:recv 2->0",
+            "nccl:broadcast",
+            "nccl:_ALLGATHER_BASE",
+            None,
+            "",
+            "weird",
+            5 if r.random() < 0.05 else "x",
+        ]
+    ),
     "state": lambda r: r.choice(["scheduled", "started", "completed", None, "odd"]),
-    "process_group": lambda r: r.choice([("0", "default_pg"), ("1", None), ["2", ""], None, (), ("0",),
-                                         (1, "x") if r.random() < 0.1 else ("3", "sub")]),
+    "process_group": lambda r: r.choice(
+        [("0", "default_pg"), ("1", None), ["2", ""], None, (), ("0",), (1, "x") if r.random() < 0.1 else ("3", "sub")]
+    ),
     "input_dtypes": lambda r: r.choice([["Float"], ["BFloat16", "Float"], [], None, ["torch.int64"]]),
-    "input_sizes": lambda r: r.choice([[[4, 2]], [[r.randint(0, 9) for _ in range(r.randint(0, 3))]], [], None,
-                                       [[2**40, 2]], [[1, "x"]] if r.random() < 0.05 else [[3]]]),
+    "input_sizes": lambda r: r.choice(
+        [
+            [[4, 2]],
+            [[r.randint(0, 9) for _ in range(r.randint(0, 3))]],
+            [],
+            None,
+            [[2**40, 2]],
+            [[1, "x"]] if r.random() < 0.05 else [[3]],
+        ]
+    ),
     "output_sizes": lambda r: r.choice([[[4, 2]], [[8, 2]], [], None, [[0]]]),
 }
 
@@ -166,28 +227,39 @@ def _fr_random(rng: random.Random) -> bytes:
             e["frames"] = [{"name": "f", "filename": "x.py", "line": 1}]
         entries.append(e)
     if entries and rng.random() < 0.2:
-        entries = entries + [entries[0]] * rng.randint(1, 20)          # one entry object, many times
+        entries = entries + [entries[0]] * rng.randint(1, 20)  # one entry object, many times
     if rng.random() < 0.05:
         entries.append("not a dict")
     dump = {"version": "2.10", "entries": entries}
     if rng.random() < 0.8:
-        dump["pg_config"] = rng.choice([{"0": {"name": "0", "desc": "default_pg", "ranks": "[0, 1, 2]"}},
-                                        {"": {"name": "", "desc": "", "ranks": "[0, 1]"}},
-                                        {"0": {"ranks": [0, 1, 2, 3]}}, {}, None])
+        dump["pg_config"] = rng.choice(
+            [
+                {"0": {"name": "0", "desc": "default_pg", "ranks": "[0, 1, 2]"}},
+                {"": {"name": "", "desc": "", "ranks": "[0, 1]"}},
+                {"0": {"ranks": [0, 1, 2, 3]}},
+                {},
+                None,
+            ]
+        )
     if rng.random() < 0.7:
-        dump["pg_status"] = rng.choice([{"0": {"last_enqueued_collective": 3, "last_started_collective": 2,
-                                               "last_completed_collective": 2}}, {"0": "x"}, {}])
+        dump["pg_status"] = rng.choice(
+            [
+                {"0": {"last_enqueued_collective": 3, "last_started_collective": 2, "last_completed_collective": 2}},
+                {"0": "x"},
+                {},
+            ]
+        )
     return pickle.dumps(dump, protocol=rng.choice([2, 3, 4, 5]))
 
 
 def _deep(rng: random.Random) -> bytes:
     depth = rng.choice([rng.randint(1, 80), rng.randint(60, 70), 10**4, 10**5, 10**6])
     style = rng.randrange(3)
-    if style == 0:                            # tuples: ) then TUPLE1 * depth
+    if style == 0:  # tuples: ) then TUPLE1 * depth
         value = b")" + b"\x85" * depth
-    elif style == 1:                          # lists: ]( ... nested through APPEND
+    elif style == 1:  # lists: ]( ... nested through APPEND
         value = b"]" * depth + b"a" * (depth - 1)
-    else:                                     # dicts: }K\x01 ... SETITEM
+    else:  # dicts: }K\x01 ... SETITEM
         value = b"}K\x01" * depth + b"N" + b"s" * depth
     key = rng.choice(["profiling_name", "process_group", "input_sizes", "pg_config", "state"])
     if key == "pg_config":
@@ -202,24 +274,76 @@ def _bomb(rng: random.Random) -> bytes:
     for i in range(1, levels):
         out += b"](" + (b"j" + struct.pack("<I", i - 1)) * fan + b"e" + b"r" + struct.pack("<I", i)
     where = rng.randrange(3)
-    if where == 0:       # pg_config: a list holding the last level
+    if where == 0:  # pg_config: a list holding the last level
         return b"\x80\x02}(" + _s("version") + _s("2.10") + _s("pg_config") + b"(" + out + b"l" + _s("entries") + b"]u."
-    if where == 1:       # input_sizes of one entry
-        return (b"\x80\x02}(" + _s("version") + _s("2.10") + _s("entries") + b"](}(" + _s("input_sizes") + out
-                + b"ueu.")
+    if where == 1:  # input_sizes of one entry
+        return b"\x80\x02}(" + _s("version") + _s("2.10") + _s("entries") + b"](}(" + _s("input_sizes") + out + b"ueu."
     # entries: the same entry (with shared shapes) many times
     n = rng.choice([10, 1000, 20000, 80000])
-    return (b"\x80\x02}(" + _s("version") + _s("2.10") + _s("entries") + b"](}(" + _s("profiling_name")
-            + _s("nccl:all_reduce") + _s("input_sizes") + b"](](K\x01K\x02eq\x00" + b"h\x00" * (n - 1) + b"eu"
-            + b"q\x01" + b"h\x01" * (n - 1) + b"eu.")
+    return (
+        b"\x80\x02}("
+        + _s("version")
+        + _s("2.10")
+        + _s("entries")
+        + b"](}("
+        + _s("profiling_name")
+        + _s("nccl:all_reduce")
+        + _s("input_sizes")
+        + b"](](K\x01K\x02eq\x00"
+        + b"h\x00" * (n - 1)
+        + b"eu"
+        + b"q\x01"
+        + b"h\x01" * (n - 1)
+        + b"eu."
+    )
 
 
-_PROGRAM_OPS = [b"N", b"\x88", b"\x89", b"K\x05", b"M\x01\x02", b"J\xff\xff\xff\xff", b"G" + b"\x00" * 8,
-                b"\x8a\x01\x07", b"\x8a\x09" + b"\x01" * 9, b"\x8b\x02\x00\x00\x00\x01\x02", b"U\x01a", b"T\x01\x00\x00\x00b",
-                b"C\x02ab", b"B\x01\x00\x00\x00c", b"\x8c\x01k", b"X\x01\x00\x00\x00v",
-                b"I12\n", b"I01\n", b"L5L\n", b"F1.5\n", b"S'x'\n", b"Vu\n",
-                b"]", b"}", b")", b"\x8f", b"(", b"a", b"e", b"s", b"u", b"t", b"\x85", b"\x86", b"\x87", b"l", b"d",
-                b"\x90", b"\x91", b"0", b"1", b"2", b"\x94", b"\x98"]
+_PROGRAM_OPS = [
+    b"N",
+    b"\x88",
+    b"\x89",
+    b"K\x05",
+    b"M\x01\x02",
+    b"J\xff\xff\xff\xff",
+    b"G" + b"\x00" * 8,
+    b"\x8a\x01\x07",
+    b"\x8a\x09" + b"\x01" * 9,
+    b"\x8b\x02\x00\x00\x00\x01\x02",
+    b"U\x01a",
+    b"T\x01\x00\x00\x00b",
+    b"C\x02ab",
+    b"B\x01\x00\x00\x00c",
+    b"\x8c\x01k",
+    b"X\x01\x00\x00\x00v",
+    b"I12\n",
+    b"I01\n",
+    b"L5L\n",
+    b"F1.5\n",
+    b"S'x'\n",
+    b"Vu\n",
+    b"]",
+    b"}",
+    b")",
+    b"\x8f",
+    b"(",
+    b"a",
+    b"e",
+    b"s",
+    b"u",
+    b"t",
+    b"\x85",
+    b"\x86",
+    b"\x87",
+    b"l",
+    b"d",
+    b"\x90",
+    b"\x91",
+    b"0",
+    b"1",
+    b"2",
+    b"\x94",
+    b"\x98",
+]
 
 
 def _opcode_program(rng: random.Random) -> bytes:
@@ -266,10 +390,10 @@ def make_case(seed: int, index: int, corpus: tuple[list[bytes], list[bytes]]) ->
         return kind, bytes(b)
     if kind == "truncate":
         b = base()
-        return kind, b[:rng.randrange(len(b) + 1)]
+        return kind, b[: rng.randrange(len(b) + 1)]
     if kind == "splice":
         a, b = rng.choice(pool), base()
-        return kind, a[:rng.randrange(len(a) + 1)] + b[rng.randrange(len(b) + 1):]
+        return kind, a[: rng.randrange(len(a) + 1)] + b[rng.randrange(len(b) + 1) :]
     if kind == "insert_delete":
         b = bytearray(base())
         for _ in range(rng.randint(1, 4)):
@@ -277,32 +401,43 @@ def make_case(seed: int, index: int, corpus: tuple[list[bytes], list[bytes]]) ->
             if rng.random() < 0.5:
                 b[i:i] = rng.randbytes(rng.randint(1, 8))
             else:
-                del b[i:i + rng.randint(1, 8)]
+                del b[i : i + rng.randint(1, 8)]
         return kind, bytes(b)
     if kind == "length_inflate":
         b = bytearray(base())
         spots = [(name, pos) for name, pos in _opcode_positions(bytes(b)) if name in _LEN_OPS]
         if spots:
-            for name, pos in rng.sample(spots, min(len(spots), rng.randint(1, 3))):   # same-size edits
+            for name, pos in rng.sample(spots, min(len(spots), rng.randint(1, 3))):  # same-size edits
                 w = _LEN_OPS[name]
                 limit = (1 << (8 * w)) - 1
                 left = len(b) - pos - 1 - w
-                value = rng.choice([left + 1, left, left - 1, limit, limit >> 1, (limit >> 1) + 1,
-                                    rng.randint(0, limit), 0x7FFFFFFFFFFFFFF7 & limit, 2**28])
-                b[pos + 1:pos + 1 + w] = (max(0, value) & limit).to_bytes(w, "little")
+                value = rng.choice(
+                    [
+                        left + 1,
+                        left,
+                        left - 1,
+                        limit,
+                        limit >> 1,
+                        (limit >> 1) + 1,
+                        rng.randint(0, limit),
+                        0x7FFFFFFFFFFFFFF7 & limit,
+                        2**28,
+                    ]
+                )
+                b[pos + 1 : pos + 1 + w] = (max(0, value) & limit).to_bytes(w, "little")
         return kind, bytes(b)
     if kind == "memo_inflate":
         b = bytearray(base())
         spots = [(name, pos) for name, pos in _opcode_positions(bytes(b)) if name in _MEMO_OPS]
         if spots:
             picked = rng.sample(spots, min(len(spots), rng.randint(1, 3)))
-            for name, pos in sorted(picked, key=lambda x: -x[1]):     # from the end: widening shifts what follows
+            for name, pos in sorted(picked, key=lambda x: -x[1]):  # from the end: widening shifts what follows
                 w = _MEMO_OPS[name]
                 value = rng.choice([2**28, 2**32 - 1, 2**31, rng.randint(0, 300), rng.randint(0, 2**32 - 1), 0, 255])
-                if w == 1 and value > 255:               # widen BINPUT/BINGET to their 4-byte forms
-                    b[pos:pos + 2] = bytes([b[pos] + 1]) + struct.pack("<I", value)
+                if w == 1 and value > 255:  # widen BINPUT/BINGET to their 4-byte forms
+                    b[pos : pos + 2] = bytes([b[pos] + 1]) + struct.pack("<I", value)
                 else:
-                    b[pos + 1:pos + 1 + w] = (value & ((1 << (8 * w)) - 1)).to_bytes(w, "little")
+                    b[pos + 1 : pos + 1 + w] = (value & ((1 << (8 * w)) - 1)).to_bytes(w, "little")
         return kind, bytes(b)
     if kind == "deep":
         return kind, _deep(rng)
@@ -326,6 +461,7 @@ def make_case(seed: int, index: int, corpus: tuple[list[bytes], list[bytes]]) ->
 
 # --- one case --------------------------------------------------------------------------------------
 
+
 def _frames_equal(fast, slow) -> str | None:
     import pandas as pd
 
@@ -340,8 +476,11 @@ def _frames_equal(fast, slow) -> str | None:
     except Exception as e:
         b = f"build_frame failed: {type(e).__name__}"
     if isinstance(a, str) or isinstance(b, str):
-        return None if a == b else f"events: compiled {a if isinstance(a, str) else 'ok'}, unpickler " \
-                                   f"{b if isinstance(b, str) else 'ok'}"
+        return (
+            None
+            if a == b
+            else f"events: compiled {a if isinstance(a, str) else 'ok'}, unpickler {b if isinstance(b, str) else 'ok'}"
+        )
     try:
         pd.testing.assert_frame_equal(a, b)
     except AssertionError as e:
@@ -367,7 +506,7 @@ def run_case(data: bytes, folder: str) -> dict:
         out["compiled"] = "refused"
     except MemoryError:
         out["compiled"], out["memory_error"] = "declined", True
-    except Exception as e:                 # the loader turns this into a decline of this dump
+    except Exception as e:  # the loader turns this into a decline of this dump
         out["compiled"] = f"declined ({type(e).__name__})"
     try:
         dump, kind = fr.parse_dump_bytes(data)
@@ -426,7 +565,7 @@ def worker(seed: int, start: int, count: int, corpus_dir: str, progress_file: st
             prog.write(f"{i:012d}\n")
             prog.flush()
             kind, data = make_case(seed, i, corpus)
-            if os.environ.get("FUZZ_SELFTEST_SEGFAULT_AT") == str(i):     # the harness's own check
+            if os.environ.get("FUZZ_SELFTEST_SEGFAULT_AT") == str(i):  # the harness's own check
                 import signal
 
                 os.kill(os.getpid(), signal.SIGSEGV)
@@ -445,13 +584,22 @@ def worker(seed: int, start: int, count: int, corpus_dir: str, progress_file: st
 
 # --- the parent ------------------------------------------------------------------------------------
 
+
 def run_chunk(seed, start, count, corpus_dir, crash_dir, timeout) -> tuple[list[dict], list[dict]]:
     """One worker over cases [start, start + count): (case results, []) when it finishes, or
     ([], [the crash]) when it dies or hangs (the case it was on is saved to ``crash_dir``)."""
     with tempfile.NamedTemporaryFile("w+", delete=False, suffix=".progress") as pf:
         progress = pf.name
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", str(seed), str(start), str(count),
-           corpus_dir, progress]
+    cmd = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--worker",
+        str(seed),
+        str(start),
+        str(count),
+        corpus_dir,
+        progress,
+    ]
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", NUMBA_NUM_THREADS="1")
     try:
         run = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
@@ -557,36 +705,74 @@ def summarize(results: list[dict], crashes: list[dict], wall: float, seed: int, 
         "wall_s": round(wall, 1),
     }
     examples = {
-        "disagreements": [{k: r[k] for k in ("i", "kind", "bytes", "compiled", "unpickler", "problem")}
-                          for r in results if r["problem"] is not None][:20],
+        "disagreements": [
+            {k: r[k] for k in ("i", "kind", "bytes", "compiled", "unpickler", "problem")}
+            for r in results
+            if r["problem"] is not None
+        ][:20],
         "escaped": [{k: r[k] for k in ("i", "kind", "bytes", "escaped")} for r in results if r["escaped"]][:20],
         "declined_with_exception": sorted({r["compiled"] for r in results if "(" in r["compiled"]}),
         "slowest": [{k: r[k] for k in ("i", "kind", "bytes", "s", "compiled", "unpickler")} for r in slowest],
-        "biggest_rss": [{k: r[k] for k in ("i", "kind", "bytes", "rss_mb")}
-                        for r in sorted(results, key=lambda r: -r["rss_mb"]) if r["rss_grew"]][:5],
+        "biggest_rss": [
+            {k: r[k] for k in ("i", "kind", "bytes", "rss_mb")}
+            for r in sorted(results, key=lambda r: -r["rss_mb"])
+            if r["rss_grew"]
+        ][:5],
         "crashes": crashes[:20],
     }
-    ok = (total["crashes"] == 0 and total["escaped_exceptions"] == 0 and total["disagreements"] == 0
-          and total["memory_errors"] == 0 and total["slowest_case_s"] < BARS["slowest_case_s"]
-          and total["peak_rss_mb"] < BARS["peak_rss_mb"])
-    return {"benchmark": "bench_fuzz_pickles", "seed": seed, "workers": workers,
-            "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
-            "bars": BARS, "bars_met": ok, "totals": total, "by_kind": rows, "examples": examples}
+    ok = (
+        total["crashes"] == 0
+        and total["escaped_exceptions"] == 0
+        and total["disagreements"] == 0
+        and total["memory_errors"] == 0
+        and total["slowest_case_s"] < BARS["slowest_case_s"]
+        and total["peak_rss_mb"] < BARS["peak_rss_mb"]
+    )
+    return {
+        "benchmark": "bench_fuzz_pickles",
+        "seed": seed,
+        "workers": workers,
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "bars": BARS,
+        "bars_met": ok,
+        "totals": total,
+        "by_kind": rows,
+        "examples": examples,
+    }
 
 
 def print_table(summary: dict) -> None:
-    cols = ["cases", "both_frame", "compiled_declined", "compiled_refused", "unpickler_refused", "crashes", "escaped",
-            "disagreements", "memory_errors", "slowest_s", "total_s"]
-    short = {"both_frame": "frame", "compiled_declined": "c.declined", "compiled_refused": "c.refused",
-             "unpickler_refused": "u.refused", "disagreements": "disagree", "memory_errors": "mem.err"}
+    cols = [
+        "cases",
+        "both_frame",
+        "compiled_declined",
+        "compiled_refused",
+        "unpickler_refused",
+        "crashes",
+        "escaped",
+        "disagreements",
+        "memory_errors",
+        "slowest_s",
+        "total_s",
+    ]
+    short = {
+        "both_frame": "frame",
+        "compiled_declined": "c.declined",
+        "compiled_refused": "c.refused",
+        "unpickler_refused": "u.refused",
+        "disagreements": "disagree",
+        "memory_errors": "mem.err",
+    }
     print(f"{'kind':<15}" + "".join(f"{short.get(c, c):>11}" for c in cols))
     for k, row in summary["by_kind"].items():
         print(f"{k:<15}" + "".join(f"{row[c]:>11}" for c in cols))
     t = summary["totals"]
-    print(f"\ntotal cases {t['cases']}: crashes {t['crashes']}, escaped exceptions {t['escaped_exceptions']}, "
-          f"disagreements {t['disagreements']}, memory errors {t['memory_errors']}, slowest case "
-          f"{t['slowest_case_s']:.3f} s, peak RSS {t['peak_rss_mb']:.0f} MB, wall {t['wall_s']} s "
-          f"-> bars {'met' if summary['bars_met'] else 'MISSED'}")
+    print(
+        f"\ntotal cases {t['cases']}: crashes {t['crashes']}, escaped exceptions {t['escaped_exceptions']}, "
+        f"disagreements {t['disagreements']}, memory errors {t['memory_errors']}, slowest case "
+        f"{t['slowest_case_s']:.3f} s, peak RSS {t['peak_rss_mb']:.0f} MB, wall {t['wall_s']} s "
+        f"-> bars {'met' if summary['bars_met'] else 'MISSED'}"
+    )
     for name in ("disagreements", "escaped", "crashes"):
         for ex in summary["examples"][name][:5]:
             print(f"  {name}: {ex}")

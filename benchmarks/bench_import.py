@@ -13,6 +13,7 @@ Bars (issue 11): trace import < 50 ms with no pandas; a 2-dump incident < 1.5 s.
 
 Writes benchmarks/results/bench_import.json.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,14 +29,21 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 RESULTS = os.path.join(HERE, "results")
 
-PROBE = ("import sys, {module}; print('MODULES', int('pandas' in sys.modules), "
-         "int(any(m.startswith('denpex_nb.analysis') for m in sys.modules)))")
+PROBE = (
+    "import sys, {module}; print('MODULES', int('pandas' in sys.modules), "
+    "int(any(m.startswith('denpex_nb.analysis') for m in sys.modules)))"
+)
 
 
 def import_cost(module: str) -> dict:
     """One fresh process: ``-X importtime`` cumulative microseconds of ``module`` and what got loaded."""
-    run = subprocess.run([sys.executable, "-X", "importtime", "-c", PROBE.format(module=module)],
-                         capture_output=True, text=True, timeout=120, cwd=ROOT)
+    run = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", PROBE.format(module=module)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
     run.check_returncode()
     cumulative = None
     for line in run.stderr.splitlines():
@@ -61,23 +69,35 @@ def main(argv=None) -> int:
     sys.path.insert(0, ROOT)
     from denpex_nb.testing.frcompare import write_synthetic_dumps
 
-    out: dict = {"benchmark": "bench_import", "runs": args.runs, "python": sys.version.split()[0],
-                 "load_average": list(os.getloadavg())}
+    out: dict = {
+        "benchmark": "bench_import",
+        "runs": args.runs,
+        "python": sys.version.split()[0],
+        "load_average": list(os.getloadavg()),
+    }
     for module in ("denpex_nb.trace", "denpex_nb"):
         runs = [import_cost(module) for _ in range(args.runs)]
-        out[module] = {"median_ms": round(statistics.median(r["ms"] for r in runs), 1),
-                       "min_ms": round(min(r["ms"] for r in runs), 1),
-                       "loads_pandas": any(r["pandas"] for r in runs),
-                       "loads_analysis": any(r["analysis"] for r in runs)}
+        out[module] = {
+            "median_ms": round(statistics.median(r["ms"] for r in runs), 1),
+            "min_ms": round(min(r["ms"] for r in runs), 1),
+            "loads_pandas": any(r["pandas"] for r in runs),
+            "loads_analysis": any(r["analysis"] for r in runs),
+        }
     with tempfile.TemporaryDirectory() as tmp:
         write_synthetic_dumps(tmp, world_size=2, entries=200)
         walls = [small_incident_wall(tmp) for _ in range(args.runs)]
     out["two_dump_incident"] = {"median_s": round(statistics.median(walls), 3), "min_s": round(min(walls), 3)}
     t = out["denpex_nb.trace"]
-    out["bars_met"] = bool(t["median_ms"] < 50 and not t["loads_pandas"] and not t["loads_analysis"]
-                           and out["two_dump_incident"]["median_s"] < 1.5)
-    print(f"import denpex_nb.trace: median {t['median_ms']} ms (min {t['min_ms']}), pandas loaded: "
-          f"{t['loads_pandas']}, analysis loaded: {t['loads_analysis']}")
+    out["bars_met"] = bool(
+        t["median_ms"] < 50
+        and not t["loads_pandas"]
+        and not t["loads_analysis"]
+        and out["two_dump_incident"]["median_s"] < 1.5
+    )
+    print(
+        f"import denpex_nb.trace: median {t['median_ms']} ms (min {t['min_ms']}), pandas loaded: "
+        f"{t['loads_pandas']}, analysis loaded: {t['loads_analysis']}"
+    )
     f = out["denpex_nb"]
     print(f"import denpex_nb:       median {f['median_ms']} ms (min {f['min_ms']}), pandas loaded: {f['loads_pandas']}")
     print(f"2-dump FR incident, load + diagnose in a fresh process: median {out['two_dump_incident']['median_s']} s")

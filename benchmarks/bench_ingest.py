@@ -22,6 +22,7 @@ Optionally (``--fr-dumps N``) times the load of N Flight Recorder dumps x 2000 e
 Results: a table on stdout and ``benchmarks/results/bench_ingest.json``. The data lives in
 ``benchmarks/_data/`` (git-ignored) and is reused when the size matches.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -70,8 +71,10 @@ TRACEBACK = [
 def ordinary(rng: random.Random, local: int, i: int) -> str:
     k = rng.random()
     if k < 0.7:
-        return (f"[default{local}]:step {i} loss={rng.uniform(1.5, 3.5):.4f} lr={rng.uniform(1e-5, 3e-4):.3e} "
-                f"grad_norm={rng.uniform(0.1, 5):.3f} tokens/s={rng.randint(9000, 14000)}")
+        return (
+            f"[default{local}]:step {i} loss={rng.uniform(1.5, 3.5):.4f} lr={rng.uniform(1e-5, 3e-4):.3e} "
+            f"grad_norm={rng.uniform(0.1, 5):.3f} tokens/s={rng.randint(9000, 14000)}"
+        )
     if k < 0.85:
         return f"[default{local}]:eval step {i} ppl={rng.uniform(5, 40):.2f} acc={rng.random():.4f}"
     if k < 0.95:
@@ -126,8 +129,12 @@ def generate(size_mb: int, n_files: int, share: float, n_ranks: int = 256) -> li
     unit = min(8 << 20, max(per_file // 2, 1 << 16))
     for f, path in enumerate(files):
         ranks = range(f * per_node, (f + 1) * per_node)
-        units = [interleave([make_records(r, r - ranks[0], seed=r * 100 + k, target=unit // per_node, share=share)
-                             for r in ranks]) for k in range(2)]
+        units = [
+            interleave(
+                [make_records(r, r - ranks[0], seed=r * 100 + k, target=unit // per_node, share=share) for r in ranks]
+            )
+            for k in range(2)
+        ]
         written, k = 0, 0
         with open(path, "wb") as fh:
             while written < per_file:
@@ -189,8 +196,9 @@ def timed(cmd: list[str], env=None, timeout=1800) -> tuple[float, int, str]:
 
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                         start_new_session=True)
+    p = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True
+    )
     mon = PeakRSS(p.pid)
     try:
         out, err = p.communicate(timeout=timeout)
@@ -202,7 +210,7 @@ def timed(cmd: list[str], env=None, timeout=1800) -> tuple[float, int, str]:
     peak = mon.stop()
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     timed.last_cpu_s = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    if p.returncode not in (0, 1):   # grep -c exits 1 when there is no match
+    if p.returncode not in (0, 1):  # grep -c exits 1 when there is no match
         raise RuntimeError(f"{cmd[:3]} failed: {err[-2000:]}")
     return wall, peak, out
 
@@ -250,10 +258,18 @@ def bench_logs(args) -> dict:
         for jobs in args.jobs:
             wall, rss, out = timed([sys.executable, "-c", LOAD_SNIPPET, str(jobs), *files])
             info = json.loads(out.strip().splitlines()[-1])
-            runs[jobs] = dict(info, wall_s=wall, cpu_s=timed.last_cpu_s, peak_rss_mb=rss / (1 << 20),
-                              mb_per_s=mb / info["load_s"], process_mb_per_s=mb / wall)
-        rnd = {"grep": {"wall_s": g_wall, "cpu_s": g_cpu, "peak_rss_mb": g_rss / (1 << 20), "matching_lines": grep_hits},
-               "load": runs}
+            runs[jobs] = dict(
+                info,
+                wall_s=wall,
+                cpu_s=timed.last_cpu_s,
+                peak_rss_mb=rss / (1 << 20),
+                mb_per_s=mb / info["load_s"],
+                process_mb_per_s=mb / wall,
+            )
+        rnd = {
+            "grep": {"wall_s": g_wall, "cpu_s": g_cpu, "peak_rss_mb": g_rss / (1 << 20), "matching_lines": grep_hits},
+            "load": runs,
+        }
         one = runs.get(1)
         if one:
             # the bar: whole fresh processes (interpreter start, imports, load, exit) against grep's
@@ -263,41 +279,65 @@ def bench_logs(args) -> dict:
             # on a shared machine wall time mixes in other people's work; CPU time does not
             rnd["ratio_cpu_time"] = g_cpu / one["cpu_s"]
         rounds.append(rnd)
-        print(f"round {len(rounds)}: grep {g_wall:.2f} s" + "".join(
-            f", load(jobs={j}) {r['wall_s']:.2f} s process / {r['load_s']:.2f} s load, {r['peak_rss_mb']:.0f} MB"
-            for j, r in runs.items()) + (f", ratio {rnd['ratio_process']:.3f}" if one else ""), file=sys.stderr)
-    r3 = lambda v: round(v, 3) if isinstance(v, float) else v   # noqa: E731
-    med = lambda xs: round(_median(xs), 3)                      # noqa: E731
+        print(
+            f"round {len(rounds)}: grep {g_wall:.2f} s"
+            + "".join(
+                f", load(jobs={j}) {r['wall_s']:.2f} s process / {r['load_s']:.2f} s load, {r['peak_rss_mb']:.0f} MB"
+                for j, r in runs.items()
+            )
+            + (f", ratio {rnd['ratio_process']:.3f}" if one else ""),
+            file=sys.stderr,
+        )
+    r3 = lambda v: round(v, 3) if isinstance(v, float) else v  # noqa: E731
+    med = lambda xs: round(_median(xs), 3)  # noqa: E731
     g_walls = [r["grep"]["wall_s"] for r in rounds]
     res = {
-        "input_mb": round(mb, 1), "files": len(files), "ranks": args.ranks, "distributed_share": args.share,
-        "cpus": os.cpu_count(), "rounds": len(rounds),
-        "grep": {"wall_s": med(g_walls), "cpu_s": med([r["grep"]["cpu_s"] for r in rounds]),
-                 "mb_per_s": round(mb / _median(g_walls), 1),
-                 "peak_rss_mb": med([r["grep"]["peak_rss_mb"] for r in rounds]),
-                 "matching_lines": rounds[0]["grep"]["matching_lines"],
-                 "pattern_alternatives": pattern.count("|") + 1},
+        "input_mb": round(mb, 1),
+        "files": len(files),
+        "ranks": args.ranks,
+        "distributed_share": args.share,
+        "cpus": os.cpu_count(),
+        "rounds": len(rounds),
+        "grep": {
+            "wall_s": med(g_walls),
+            "cpu_s": med([r["grep"]["cpu_s"] for r in rounds]),
+            "mb_per_s": round(mb / _median(g_walls), 1),
+            "peak_rss_mb": med([r["grep"]["peak_rss_mb"] for r in rounds]),
+            "matching_lines": rounds[0]["grep"]["matching_lines"],
+            "pattern_alternatives": pattern.count("|") + 1,
+        },
         "load": {},
     }
     for j in args.jobs:
         rs = [r["load"][j] for r in rounds]
-        summary = {k: med([x[k] for x in rs]) for k in ("import_s", "load_s", "load_cpu_main_s", "wall_s", "cpu_s",
-                                                          "mb_per_s", "process_mb_per_s")}
+        summary = {
+            k: med([x[k] for x in rs])
+            for k in ("import_s", "load_s", "load_cpu_main_s", "wall_s", "cpu_s", "mb_per_s", "process_mb_per_s")
+        }
         summary.update({k: rs[0][k] for k in ("events", "errors", "lines", "parsed", "unparsed_rows", "ranks_seen")})
-        summary["peak_rss_mb"] = round(max(x["peak_rss_mb"] for x in rs), 1)   # the worst round
+        summary["peak_rss_mb"] = round(max(x["peak_rss_mb"] for x in rs), 1)  # the worst round
         res["load"][str(j)] = summary
     if 1 in args.jobs:
         for key in ("ratio_process", "ratio_load_call", "ratio_cpu_time"):
             res[f"{key}_median"] = med([r[key] for r in rounds])
             res[f"{key}_rounds"] = [round(r[key], 3) for r in rounds]
-        res["ratio_to_grep_1_core"] = res["ratio_process_median"]   # the bar's figure (issue 11)
+        res["ratio_to_grep_1_core"] = res["ratio_process_median"]  # the bar's figure (issue 11)
         if 2 in args.jobs:
-            res["speedup_2_processes"] = round(_median([r["load"][1]["load_s"] / r["load"][2]["load_s"]
-                                                         for r in rounds]), 2)
-    res["rounds_detail"] = [{"grep": {k: r3(v) for k, v in r["grep"].items()},
-                             "load": {str(j): {k: r3(v) for k, v in x.items() if k in (
-                                 "import_s", "load_s", "wall_s", "cpu_s", "peak_rss_mb")} for j, x in r["load"].items()}}
-                            for r in rounds]
+            res["speedup_2_processes"] = round(
+                _median([r["load"][1]["load_s"] / r["load"][2]["load_s"] for r in rounds]), 2
+            )
+    res["rounds_detail"] = [
+        {
+            "grep": {k: r3(v) for k, v in r["grep"].items()},
+            "load": {
+                str(j): {
+                    k: r3(v) for k, v in x.items() if k in ("import_s", "load_s", "wall_s", "cpu_s", "peak_rss_mb")
+                }
+                for j, x in r["load"].items()
+            },
+        }
+        for r in rounds
+    ]
     return res
 
 
@@ -321,16 +361,30 @@ def bench_fr(n_dumps: int) -> dict:
         src = pickle.load(open(fixture, "rb"))
         proto = src["entries"]
         for r in range(n_dumps):
-            entries = [dict(proto[i % len(proto)], frames=[], collective_seq_id=i + 1, record_id=i,
-                            time_created_ns=proto[0]["time_created_ns"] + i * 1000) for i in range(2000)]
+            entries = [
+                dict(
+                    proto[i % len(proto)],
+                    frames=[],
+                    collective_seq_id=i + 1,
+                    record_id=i,
+                    time_created_ns=proto[0]["time_created_ns"] + i * 1000,
+                )
+                for i in range(2000)
+            ]
             with open(os.path.join(folder, f"comm_lib_trace_rank_{r}"), "wb") as f:
                 pickle.dump(dict(src, entries=entries), f, protocol=2)
         open(os.path.join(folder, ".complete"), "w").close()
     wall, rss, out = timed([sys.executable, "-c", FR_SNIPPET, folder])
     info = json.loads(out.strip().splitlines()[-1])
-    return {"dumps": n_dumps, "entries_per_dump": 2000, "load_s": round(info["load_s"], 2),
-            "events": info["events"], "process_wall_s": round(wall, 2), "process_tree_cpu_s": round(timed.last_cpu_s, 2),
-            "peak_rss_mb": round(rss / (1 << 20), 1)}
+    return {
+        "dumps": n_dumps,
+        "entries_per_dump": 2000,
+        "load_s": round(info["load_s"], 2),
+        "events": info["events"],
+        "process_wall_s": round(wall, 2),
+        "process_tree_cpu_s": round(timed.last_cpu_s, 2),
+        "peak_rss_mb": round(rss / (1 << 20), 1),
+    }
 
 
 def main(argv=None) -> int:
@@ -353,11 +407,10 @@ def main(argv=None) -> int:
     if not args.no_logs:
         res["logs"] = dict(bench_logs(args), when=res["when"], load_average=res.get("load_average"))
     if args.fr_dumps:
-        res["flight_recorder"] = dict(bench_fr(args.fr_dumps), when=res["when"],
-                                      load_average=list(os.getloadavg()))
+        res["flight_recorder"] = dict(bench_fr(args.fr_dumps), when=res["when"], load_average=list(os.getloadavg()))
     os.makedirs(RESULTS, exist_ok=True)
     path = args.results or os.path.join(RESULTS, "bench_ingest.json")
-    try:   # keep the sections this run did not measure
+    try:  # keep the sections this run did not measure
         with open(path) as f:
             res = dict(json.load(f), **res)
     except (OSError, ValueError):
@@ -367,18 +420,49 @@ def main(argv=None) -> int:
     rows = []
     if "logs" in res:
         lg = res["logs"]
-        rows.append(["grep -c -E (LC_ALL=C)", f"{lg['grep']['wall_s']:.2f}", f"{lg['grep']['cpu_s']:.2f}",
-                     f"{lg['grep']['mb_per_s']:.0f}", f"{lg['grep'].get('peak_rss_mb', 0):.0f}", "-"])
+        rows.append(
+            [
+                "grep -c -E (LC_ALL=C)",
+                f"{lg['grep']['wall_s']:.2f}",
+                f"{lg['grep']['cpu_s']:.2f}",
+                f"{lg['grep']['mb_per_s']:.0f}",
+                f"{lg['grep'].get('peak_rss_mb', 0):.0f}",
+                "-",
+            ]
+        )
         for j, r in lg["load"].items():
-            rows.append([f"denpex_nb.load jobs={j} (process)", f"{r.get('wall_s', 0):.2f}", f"{r['cpu_s']:.2f}",
-                         f"{r.get('process_mb_per_s', 0):.0f}", f"{r['peak_rss_mb']:.0f}", "-"])
-            rows.append([f"denpex_nb.load jobs={j} (call)", f"{r['load_s']:.2f}", "-", f"{r['mb_per_s']:.0f}",
-                         f"{r['peak_rss_mb']:.0f}", f"{r['events']} ev / {r['errors']} err"])
+            rows.append(
+                [
+                    f"denpex_nb.load jobs={j} (process)",
+                    f"{r.get('wall_s', 0):.2f}",
+                    f"{r['cpu_s']:.2f}",
+                    f"{r.get('process_mb_per_s', 0):.0f}",
+                    f"{r['peak_rss_mb']:.0f}",
+                    "-",
+                ]
+            )
+            rows.append(
+                [
+                    f"denpex_nb.load jobs={j} (call)",
+                    f"{r['load_s']:.2f}",
+                    "-",
+                    f"{r['mb_per_s']:.0f}",
+                    f"{r['peak_rss_mb']:.0f}",
+                    f"{r['events']} ev / {r['errors']} err",
+                ]
+            )
     if "flight_recorder" in res:
         fr = res["flight_recorder"]
-        rows.append([f"FR {fr['dumps']} dumps x 2000", f"{fr['load_s']:.2f}", f"{fr.get('process_tree_cpu_s', '-')}", "-",
-                     f"{fr['peak_rss_mb']:.0f}",
-                     f"{fr['events']} ev"])
+        rows.append(
+            [
+                f"FR {fr['dumps']} dumps x 2000",
+                f"{fr['load_s']:.2f}",
+                f"{fr.get('process_tree_cpu_s', '-')}",
+                "-",
+                f"{fr['peak_rss_mb']:.0f}",
+                f"{fr['events']} ev",
+            ]
+        )
     try:
         from tabulate import tabulate
 

@@ -17,6 +17,7 @@ abstentions, and the share of ``high``-confidence verdicts that are right. Write
     python benchmarks/bench_keyhole.py                 # all runs, process pool of 2
     python benchmarks/bench_keyhole.py --workers 1 --filter rank-crash
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,7 +33,7 @@ from dataclasses import replace
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path.append(ROOT)             # after PYTHONPATH: a snapshot of denpex_nb there wins
+sys.path.append(ROOT)  # after PYTHONPATH: a snapshot of denpex_nb there wins
 
 from tests import keyhole  # noqa: E402
 
@@ -64,6 +65,7 @@ def bench_run(args: tuple[str, int, int, bool]) -> list[dict]:
     """
     run_dir, seed, n_random, shrink = args
     import warnings
+
     warnings.simplefilter("ignore")
     manifest = keyhole.load_manifest(run_dir)
     exp = manifest["expected"]
@@ -79,12 +81,25 @@ def bench_run(args: tuple[str, int, int, bool]) -> list[dict]:
                 try:
                     d = keyhole.diagnose_view(files)
                 except Exception as e:  # a crash of load/diagnose is a failure of its own kind
-                    cache[rec.name] = (f"CRASH {type(e).__name__}", [], None, None, time.perf_counter() - t0,
-                                       str(e)[:200], None)
+                    cache[rec.name] = (
+                        f"CRASH {type(e).__name__}",
+                        [],
+                        None,
+                        None,
+                        time.perf_counter() - t0,
+                        str(e)[:200],
+                        None,
+                    )
                 else:
-                    cache[rec.name] = (d.verdict, [int(r) for r in d.culprit_ranks], d.confidence,
-                                       keyhole.judge(d, manifest, files), time.perf_counter() - t0, None,
-                                       d.first.rule if d.first is not None else "")
+                    cache[rec.name] = (
+                        d.verdict,
+                        [int(r) for r in d.culprit_ranks],
+                        d.confidence,
+                        keyhole.judge(d, manifest, files),
+                        time.perf_counter() - t0,
+                        None,
+                        d.first.rule if d.first is not None else "",
+                    )
         return cache[rec.name]
 
     def failure_of(res):
@@ -111,13 +126,27 @@ def bench_run(args: tuple[str, int, int, bool]) -> list[dict]:
                         break
                 else:
                     break
-        rows.append(dict(run=keyhole.run_id(run_dir), view=rec.name, family=rec.family,
-                         minimal=minimal.name if fail else None, minimal_family=minimal.family if fail else None,
-                         scenario=manifest["scenario"], expected=exp["class"],
-                         expected_culprits=exp.get("culprit_ranks") or [], verdict=verdict, culprits=culprits,
-                         confidence=conf, rule=rule, outcome="crash" if j is None else j.outcome,
-                         invented=[] if j is None else list(j.invented), failure=fail,
-                         evidence=[crash] if crash else list(j.evidence[:1]), seconds=round(secs, 4)))
+        rows.append(
+            dict(
+                run=keyhole.run_id(run_dir),
+                view=rec.name,
+                family=rec.family,
+                minimal=minimal.name if fail else None,
+                minimal_family=minimal.family if fail else None,
+                scenario=manifest["scenario"],
+                expected=exp["class"],
+                expected_culprits=exp.get("culprit_ranks") or [],
+                verdict=verdict,
+                culprits=culprits,
+                confidence=conf,
+                rule=rule,
+                outcome="crash" if j is None else j.outcome,
+                invented=[] if j is None else list(j.invented),
+                failure=fail,
+                evidence=[crash] if crash else list(j.evidence[:1]),
+                seconds=round(secs, 4),
+            )
+        )
     return rows
 
 
@@ -150,26 +179,45 @@ def main(argv=None) -> int:
     failing = [r for r in rows if r["failure"]]
     print(f"{'run':44} {'view':70} {'expected':22} {'verdict':22} culprits  failure  (minimal failing view)")
     for r in failing:
-        print(f"{r['run']:44} {r['view'][:70]:70} {r['expected']:22} {r['verdict']:22} "
-              f"{str(r['culprits']):9} {r['failure']}" + (f" {r['invented']}" if r["invented"] else "")
-              + (f"  ({r['minimal']})" if r["minimal"] != r["view"] else ""))
+        print(
+            f"{r['run']:44} {r['view'][:70]:70} {r['expected']:22} {r['verdict']:22} "
+            f"{str(r['culprits']):9} {r['failure']}"
+            + (f" {r['invented']}" if r["invented"] else "")
+            + (f"  ({r['minimal']})" if r["minimal"] != r["view"] else "")
+        )
 
     # kinds: (view family, planted class, run mode, verdict, failure) -> runs; one reproducer each
     kinds: dict[tuple, dict] = {}
     for r in failing:
         fam = r["minimal_family"] or r["family"]
         key = (r["failure"], fam, r["expected"], _mode(r["run"]), r["verdict"])
-        k = kinds.setdefault(key, {"failure": r["failure"], "family": fam, "expected": r["expected"],
-                                   "mode": _mode(r["run"]), "verdict": r["verdict"], "runs": [], "views": 0,
-                                   "example": None})
+        k = kinds.setdefault(
+            key,
+            {
+                "failure": r["failure"],
+                "family": fam,
+                "expected": r["expected"],
+                "mode": _mode(r["run"]),
+                "verdict": r["verdict"],
+                "runs": [],
+                "views": 0,
+                "example": None,
+            },
+        )
         k["views"] += 1
         if r["run"] not in k["runs"]:
             k["runs"].append(r["run"])
         if k["example"] is None or len(r["minimal"] or r["view"]) < len(k["example"]["view"]):
             view = r["minimal"] or r["view"]
-            k["example"] = {"run": r["run"], "view": view, "failing_view": r["view"], "culprits": r["culprits"],
-                            "invented": r["invented"], "evidence": r["evidence"],
-                            "reproducer": keyhole.reproducer(os.path.join(keyhole.RECORDED, r["run"]), view)}
+            k["example"] = {
+                "run": r["run"],
+                "view": view,
+                "failing_view": r["view"],
+                "culprits": r["culprits"],
+                "invented": r["invented"],
+                "evidence": r["evidence"],
+                "reproducer": keyhole.reproducer(os.path.join(keyhole.RECORDED, r["run"]), view),
+            }
     kind_list = sorted(kinds.values(), key=lambda k: (-k["views"], k["failure"], k["family"]))
 
     # coarser: by damage only (the minimal failing recipe, rank subsets by size only), across
@@ -178,8 +226,18 @@ def main(argv=None) -> int:
     for k in kind_list:
         fam = re.sub(r"ranks=<\d+>", "ranks=<subset>", k["family"])
         key = (k["failure"], fam, k["verdict"] if k["failure"] != "invented-culprit" else "")
-        g = damage.setdefault(key, {"failure": k["failure"], "damage": fam, "verdict": key[2], "views": 0,
-                                    "runs": [], "planted": [], "example": k["example"]})
+        g = damage.setdefault(
+            key,
+            {
+                "failure": k["failure"],
+                "damage": fam,
+                "verdict": key[2],
+                "views": 0,
+                "runs": [],
+                "planted": [],
+                "example": k["example"],
+            },
+        )
         g["views"] += k["views"]
         g["runs"] += [r for r in k["runs"] if r not in g["runs"]]
         if f"{k['expected']} ({k['mode']})" not in g["planted"]:
@@ -187,13 +245,17 @@ def main(argv=None) -> int:
     damage_list = sorted(damage.values(), key=lambda g: (-len(g["runs"]), -g["views"]))
     print(f"\nfailing views by damage ({len(damage_list)}; planted class (run kind) -> verdict):")
     for g in damage_list:
-        print(f"  {g['views']:4d} views / {len(g['runs']):2d} runs  {g['failure']:16} {g['damage']:44} "
-              f"{', '.join(g['planted'])} -> {g['verdict'] or 'culprit outside planted/view'}")
+        print(
+            f"  {g['views']:4d} views / {len(g['runs']):2d} runs  {g['failure']:16} {g['damage']:44} "
+            f"{', '.join(g['planted'])} -> {g['verdict'] or 'culprit outside planted/view'}"
+        )
         print(f"        {g['example']['reproducer']}")
     print(f"\nfailing views by kind ({len(kind_list)} kinds: damage x planted class x run kind x verdict):")
     for k in kind_list:
-        print(f"  {k['views']:4d} views / {len(k['runs']):2d} runs  {k['failure']:16} {k['family']:52} "
-              f"{k['mode']:13} {k['expected']} -> {k['verdict']}")
+        print(
+            f"  {k['views']:4d} views / {len(k['runs']):2d} runs  {k['failure']:16} {k['family']:52} "
+            f"{k['mode']:13} {k['expected']} -> {k['verdict']}"
+        )
 
     n = len(rows)
     count = collections.Counter(r["outcome"] for r in rows)
@@ -222,7 +284,7 @@ def main(argv=None) -> int:
         "failure_kinds": len(kind_list),
         "failure_damages": len(damage_list),
     }
-    by_rule: dict[str, list[int]] = {}          # "rule|confidence" -> [verdicts, right] (bench_calibration)
+    by_rule: dict[str, list[int]] = {}  # "rule|confidence" -> [verdicts, right] (bench_calibration)
     for r in rows:
         if r["confidence"] is not None:
             cell = by_rule.setdefault(f"{r.get('rule') or '(none)'}|{r['confidence']}", [0, 0])
@@ -236,10 +298,14 @@ def main(argv=None) -> int:
     import subprocess
 
     import denpex_nb
+
     pkg = os.path.dirname(os.path.abspath(denpex_nb.__file__))
     git = lambda *c: subprocess.run(["git", *c], cwd=ROOT, capture_output=True, text=True).stdout.strip()  # noqa: E731
-    code = {"denpex_nb": pkg, "repo_head": git("rev-parse", "--short", "HEAD"),
-            "working_tree_dirty": bool(git("status", "--porcelain", "denpex_nb")) if pkg.startswith(ROOT) else None}
+    code = {
+        "denpex_nb": pkg,
+        "repo_head": git("rev-parse", "--short", "HEAD"),
+        "working_tree_dirty": bool(git("status", "--porcelain", "denpex_nb")) if pkg.startswith(ROOT) else None,
+    }
     print(f"  {'code':32} {code}")
 
     os.makedirs(os.path.dirname(a.out), exist_ok=True)
@@ -248,11 +314,28 @@ def main(argv=None) -> int:
     except OSError:
         load = None
     with open(a.out, "w") as fh:
-        json.dump({"benchmark": "bench_keyhole", "command": "python benchmarks/bench_keyhole.py " + " ".join(argv or sys.argv[1:]),
-                   "acceptance_rule": "tests/keyhole.py: judge()", "seed": a.seed, "random_per_run": a.random,
-                   "workers": a.workers, "label": a.label, "code": code, "wall_s": round(wall, 1), "loadavg": load, "python": platform.python_version(),
-                   "totals": totals, "by_rule": by_rule, "damage": damage_list, "kinds": kind_list,
-                   "failing": failing}, fh, indent=1)
+        json.dump(
+            {
+                "benchmark": "bench_keyhole",
+                "command": "python benchmarks/bench_keyhole.py " + " ".join(argv or sys.argv[1:]),
+                "acceptance_rule": "tests/keyhole.py: judge()",
+                "seed": a.seed,
+                "random_per_run": a.random,
+                "workers": a.workers,
+                "label": a.label,
+                "code": code,
+                "wall_s": round(wall, 1),
+                "loadavg": load,
+                "python": platform.python_version(),
+                "totals": totals,
+                "by_rule": by_rule,
+                "damage": damage_list,
+                "kinds": kind_list,
+                "failing": failing,
+            },
+            fh,
+            indent=1,
+        )
     print(f"wrote {os.path.relpath(a.out, ROOT)}")
     return 0
 

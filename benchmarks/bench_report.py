@@ -8,6 +8,7 @@ papermill import (~2.5 s of which ~1.7 s is nbformat's jsonschema format checks)
 notebook's cells (load, diagnose, pictures), nbconvert HTML. The per-cell split is read back from the
 executed notebook (--ipynb).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,8 +40,12 @@ def bench_report(runs: int) -> dict:
         for i in range(runs):
             html, nb = Path(tmp) / f"r{i}.html", Path(tmp) / f"r{i}.ipynb"
             t0, c0 = time.perf_counter(), _child_cpu()
-            res = subprocess.run(_cli() + ["report", str(RUN), "-o", str(html), "--ipynb", str(nb)],
-                                 capture_output=True, text=True, timeout=300)
+            res = subprocess.run(
+                _cli() + ["report", str(RUN), "-o", str(html), "--ipynb", str(nb)],
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
             times.append(time.perf_counter() - t0)
             cpu.append(_child_cpu() - c0)
             if res.returncode != 0:
@@ -48,13 +53,24 @@ def bench_report(runs: int) -> dict:
         import nbformat
 
         executed = nbformat.read(str(nb), as_version=4)
-        cells = [{"cell": c.source.splitlines()[-1][:60], "s": round(c.metadata.get("papermill", {}).get("duration") or 0, 3)}
-                 for c in executed.cells if c.cell_type == "code"]
+        cells = [
+            {
+                "cell": c.source.splitlines()[-1][:60],
+                "s": round(c.metadata.get("papermill", {}).get("duration") or 0, 3),
+            }
+            for c in executed.cells
+            if c.cell_type == "code"
+        ]
         verdict = res.stdout.splitlines()[0]
-    return {"run": str(RUN.relative_to(ROOT)), "times_s": [round(t, 2) for t in times],
-            "median_s": round(sorted(times)[len(times) // 2], 2), "goal_s": 15.0, "verdict_line": verdict,
-            "cpu_s": [round(c, 2) for c in cpu],
-            "cells": cells}
+    return {
+        "run": str(RUN.relative_to(ROOT)),
+        "times_s": [round(t, 2) for t in times],
+        "median_s": round(sorted(times)[len(times) // 2], 2),
+        "goal_s": 15.0,
+        "verdict_line": verdict,
+        "cpu_s": [round(c, 2) for c in cpu],
+        "cells": cells,
+    }
 
 
 def _child_cpu() -> float:
@@ -69,8 +85,13 @@ def bench_demo() -> dict:
         res = subprocess.run(_cli() + ["demo", "--out", tmp], capture_output=True, text=True, timeout=300)
         took = time.perf_counter() - t0
         cpu = _child_cpu() - c0
-    return {"seconds": round(took, 2), "cpu_s": round(cpu, 2), "rc": res.returncode, "goal_s": 60.0,
-            "verdict_line": next((ln for ln in res.stdout.splitlines() if ln.startswith("verdict:")), None)}
+    return {
+        "seconds": round(took, 2),
+        "cpu_s": round(cpu, 2),
+        "rc": res.returncode,
+        "goal_s": 60.0,
+        "verdict_line": next((ln for ln in res.stdout.splitlines() if ln.startswith("verdict:")), None),
+    }
 
 
 def main() -> None:
@@ -80,14 +101,18 @@ def main() -> None:
     args = ap.parse_args()
     result = {"cpus": os.cpu_count(), "load_avg_before": os.getloadavg(), "python": platform.python_version()}
     result["report"] = rep = bench_report(args.runs)
-    print(f"denpex-nb report on {rep['run']}: {rep['times_s']} s wall (median {rep['median_s']} s, goal < 15 s); "
-          f"CPU {rep['cpu_s']} s; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    print(
+        f"denpex-nb report on {rep['run']}: {rep['times_s']} s wall (median {rep['median_s']} s, goal < 15 s); "
+        f"CPU {rep['cpu_s']} s; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+    )
     for c in rep["cells"]:
         print(f"  {c['s']:6.2f} s  {c['cell']}")
     if not args.no_demo:
         result["demo"] = demo = bench_demo()
-        print(f"denpex-nb demo: {demo['seconds']} s wall, {demo['cpu_s']} s CPU (rc {demo['rc']}, goal < 60 s); "
-              f"{demo['verdict_line']}")
+        print(
+            f"denpex-nb demo: {demo['seconds']} s wall, {demo['cpu_s']} s CPU (rc {demo['rc']}, goal < 60 s); "
+            f"{demo['verdict_line']}"
+        )
     result["load_avg_after"] = os.getloadavg()
     out = ROOT / "benchmarks" / "results" / "bench_report.json"
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -5,6 +5,7 @@ The time covers building the figure from the Incident and rendering it to PNG (w
 report pays). The incident is synthetic (denpex_nb.teach.synthetic_incident): one shape mismatch at
 the last collective on rank 300.
 """
+
 from __future__ import annotations
 
 import json
@@ -27,23 +28,41 @@ def bench(n_ranks: int, n_coll: int, repeat: int = 3) -> dict:
         fig = plot.swimlane(inc)
         png = plot.to_png(fig)
         times.append(time.perf_counter() - t0)
-    return {"ranks": n_ranks, "collectives": n_coll, "events": int(len(inc.events)),
-            "best_s": round(min(times), 3), "median_s": round(sorted(times)[len(times) // 2], 3),
-            "png_bytes": len(png), "mode": "heatmap" if n_ranks > plot.HEATMAP_THRESHOLD else "lanes"}
+    return {
+        "ranks": n_ranks,
+        "collectives": n_coll,
+        "events": int(len(inc.events)),
+        "best_s": round(min(times), 3),
+        "median_s": round(sorted(times)[len(times) // 2], 3),
+        "png_bytes": len(png),
+        "mode": "heatmap" if n_ranks > plot.HEATMAP_THRESHOLD else "lanes",
+    }
 
 
 def main() -> None:
     plot.to_png(plot.swimlane(synthetic_incident(2, 4)))  # warm matplotlib's font cache
     rows = [bench(n, c) for n, c in CASES]
     for r in rows:
-        print(f"swimlane {r['ranks']:>4} ranks x {r['collectives']} collectives ({r['events']} events, {r['mode']}): "
-              f"best {r['best_s']:.2f} s, median {r['median_s']:.2f} s")
+        print(
+            f"swimlane {r['ranks']:>4} ranks x {r['collectives']} collectives ({r['events']} events, {r['mode']}): "
+            f"best {r['best_s']:.2f} s, median {r['median_s']:.2f} s"
+        )
     goal = next(r for r in rows if r["ranks"] == 512)
     print(f"goal: 512 x 200 under 3 s -> {'met' if goal['median_s'] < 3 else 'NOT met'} ({goal['median_s']:.2f} s)")
     out = Path(__file__).resolve().parent / "results" / "bench_swimlane.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"cases": rows, "goal_s": 3.0, "cpus": os.cpu_count(),
-                               "load_avg": os.getloadavg(), "python": platform.python_version()}, indent=1))
+    out.write_text(
+        json.dumps(
+            {
+                "cases": rows,
+                "goal_s": 3.0,
+                "cpus": os.cpu_count(),
+                "load_avg": os.getloadavg(),
+                "python": platform.python_version(),
+            },
+            indent=1,
+        )
+    )
     print(f"wrote {out}")
 
 

@@ -4,6 +4,7 @@ Interleaves untraced and traced blocks (the tracer is switched on and off betwee
 machine load hits both alike. Run: python benchmarks/bench_trace_overhead.py
 Writes benchmarks/results/bench_trace_overhead.json.
 """
+
 from __future__ import annotations
 
 import json
@@ -66,11 +67,16 @@ def rank_worker():
     trace.disable()
     lines = sum(1 for _ in open(trace.trace_path(tmp, dist.get_rank())))
     if dist.get_rank() == 0:
-        res = {"untraced_median_us": statistics.median(plain) * 1e6, "traced_median_us": statistics.median(traced) * 1e6,
-               "untraced_blocks_us": [x * 1e6 for x in plain], "traced_blocks_us": [x * 1e6 for x in traced],
-               "trace_lines_written": lines, "tracer_cpu_only_us": statistics.median(cpu) * 1e6,
-               "tracer_cpu_only_best_us": min(cpu) * 1e6,
-               "tracer_process_cpu_time_us": statistics.median(cpu_time) * 1e6}
+        res = {
+            "untraced_median_us": statistics.median(plain) * 1e6,
+            "traced_median_us": statistics.median(traced) * 1e6,
+            "untraced_blocks_us": [x * 1e6 for x in plain],
+            "traced_blocks_us": [x * 1e6 for x in traced],
+            "trace_lines_written": lines,
+            "tracer_cpu_only_us": statistics.median(cpu) * 1e6,
+            "tracer_cpu_only_best_us": min(cpu) * 1e6,
+            "tracer_process_cpu_time_us": statistics.median(cpu_time) * 1e6,
+        }
         res["overhead_us_per_collective"] = res["traced_median_us"] - res["untraced_median_us"]
         with open(os.environ["BENCH_RESULT"], "w") as fh:
             json.dump(res, fh)
@@ -85,9 +91,11 @@ def main():
     print(f"untraced: {res['untraced_median_us']:.1f} us/collective (median of {BLOCKS} blocks of {CALLS})")
     print(f"traced:   {res['traced_median_us']:.1f} us/collective")
     print(f"overhead: {res['overhead_us_per_collective']:.1f} us/collective (2 JSON lines, 2 os.write calls)")
-    print(f"tracer CPU cost alone (wrapping a no-op): {res['tracer_cpu_only_us']:.1f} us/call "
-          f"(best block {res['tracer_cpu_only_best_us']:.1f}); process CPU time "
-          f"{res['tracer_process_cpu_time_us']:.1f} us/call (not inflated by waiting for a core)")
+    print(
+        f"tracer CPU cost alone (wrapping a no-op): {res['tracer_cpu_only_us']:.1f} us/call "
+        f"(best block {res['tracer_cpu_only_best_us']:.1f}); process CPU time "
+        f"{res['tracer_process_cpu_time_us']:.1f} us/call (not inflated by waiting for a core)"
+    )
     print("written", save("bench_trace_overhead", res))
 
 

@@ -10,6 +10,7 @@ training rank) loads neither pandas nor the analysis; each name below is importe
 The analysis lives in the sub-package :mod:`denpex_nb.analysis`, so the function
 :func:`diagnose` never collides with a module of the same name.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -20,9 +21,10 @@ from .errors import DenpexError, InputError, UsageError
 def _version() -> str:
     """The installed distribution's version (pyproject.toml is the one place it is written)."""
     from importlib.metadata import PackageNotFoundError, version
+
     try:
         return version("denpex_nb")
-    except PackageNotFoundError:      # a source tree that was never installed
+    except PackageNotFoundError:  # a source tree that was never installed
         return "0+unknown"
 
 
@@ -51,9 +53,24 @@ def diagnose(incident, **options):
 _LAZY = {
     "Incident": (".incident", "Incident"),
     "Diagnosis": (".analysis.model", "Diagnosis"),
-    **{name: (f".{name}", None) for name in (
-        "analysis", "ingest", "plot", "widgets", "report", "repro", "fixes", "trace", "catalog",
-        "redact", "teach", "vocab", "incident")},
+    **{
+        name: (f".{name}", None)
+        for name in (
+            "analysis",
+            "ingest",
+            "plot",
+            "widgets",
+            "report",
+            "repro",
+            "fixes",
+            "trace",
+            "catalog",
+            "redact",
+            "teach",
+            "vocab",
+            "incident",
+        )
+    },
 }
 
 

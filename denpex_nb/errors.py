@@ -2,6 +2,7 @@
 
 The CLI turns any :class:`DenpexError` into one line on stderr and exit code 2, never a traceback.
 """
+
 from __future__ import annotations
 
 

@@ -8,6 +8,7 @@ on sizes first (one tiny collective), pad to the largest, run the real collectiv
 All functions take ``group=None`` (the default process group) and work on gloo (CPU tensors) and
 NCCL (CUDA tensors: the small size tensors are created on the input's device). Imports torch.
 """
+
 from __future__ import annotations
 
 from .errors import DenpexError
@@ -17,8 +18,23 @@ from .errors import DenpexError
 MAX_DIMS = 16
 
 _DTYPE_NAMES = (
-    "float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool",
-    "complex64", "complex128", "float8_e4m3fn", "float8_e5m2", "uint16", "uint32", "uint64",
+    "float32",
+    "float64",
+    "float16",
+    "bfloat16",
+    "int64",
+    "int32",
+    "int16",
+    "int8",
+    "uint8",
+    "bool",
+    "complex64",
+    "complex128",
+    "float8_e4m3fn",
+    "float8_e5m2",
+    "uint16",
+    "uint32",
+    "uint64",
 )
 
 
@@ -40,8 +56,9 @@ def _describe(tensor):
     import torch
 
     if tensor.dim() > MAX_DIMS:
-        raise DenpexError(f"tensor has {tensor.dim()} dimensions, more than {MAX_DIMS}",
-                          fix="reshape it before the collective")
+        raise DenpexError(
+            f"tensor has {tensor.dim()} dimensions, more than {MAX_DIMS}", fix="reshape it before the collective"
+        )
     row = [tensor.dim(), _dtype_code(tensor.dtype)] + list(tensor.shape) + [-1] * (MAX_DIMS - tensor.dim())
     return torch.tensor(row, dtype=torch.int64, device=tensor.device)
 
@@ -58,7 +75,7 @@ def _gather_descriptions(tensor, group) -> list[tuple[tuple[int, ...], str]]:
     out = []
     for row in table.cpu().tolist():
         ndim, code = row[0], row[1]
-        out.append((tuple(row[2:2 + ndim]), _dtype_name(code)))
+        out.append((tuple(row[2 : 2 + ndim]), _dtype_name(code)))
     return out
 
 
@@ -93,7 +110,8 @@ def check_same_shapes(tensor, group=None) -> tuple[int, ...]:
         raise CollectiveMismatchError(
             f"check_same_shapes: ranks disagree on the tensor passed to the next collective: {_format_table(descs, ranks)}",
             fix="make every rank pass the same shape and dtype, or use denpex_nb.fixes.all_gather_uneven / "
-                "all_reduce_padded when the leading dimension depends on the data")
+            "all_reduce_padded when the leading dimension depends on the data",
+        )
     return descs[0][0]
 
 
@@ -109,8 +127,10 @@ def all_gather_uneven(tensor, group=None) -> list:
     import torch.distributed as dist
 
     if tensor.dim() == 0:
-        raise DenpexError("all_gather_uneven needs a tensor with at least one dimension",
-                          fix="use tensor.reshape(1) or a plain all_gather for scalars")
+        raise DenpexError(
+            "all_gather_uneven needs a tensor with at least one dimension",
+            fix="use tensor.reshape(1) or a plain all_gather for scalars",
+        )
     descs = _gather_descriptions(tensor, group)
     world = len(descs)
     tails = {(shape[1:], dt) for shape, dt in descs}
@@ -118,7 +138,8 @@ def all_gather_uneven(tensor, group=None) -> list:
         raise CollectiveMismatchError(
             "all_gather_uneven: ranks disagree on the trailing dimensions or dtype: "
             + _format_table(descs, _group_ranks(group, world)),
-            fix="only the leading dimension may differ between ranks")
+            fix="only the leading dimension may differ between ranks",
+        )
     lengths = [shape[0] for shape, _ in descs]
     longest = max(lengths)
     if longest == 0:
@@ -144,15 +165,18 @@ def all_reduce_padded(tensor, op=None, group=None, pad_value=0):
     import torch.distributed as dist
 
     if tensor.dim() == 0:
-        raise DenpexError("all_reduce_padded needs a tensor with at least one dimension",
-                          fix="use a plain all_reduce for scalars")
+        raise DenpexError(
+            "all_reduce_padded needs a tensor with at least one dimension", fix="use a plain all_reduce for scalars"
+        )
     op = dist.ReduceOp.SUM if op is None else op
     length = torch.tensor([tensor.shape[0]], dtype=torch.int64, device=tensor.device)
     dist.all_reduce(length, op=dist.ReduceOp.MAX, group=group)
     longest = int(length.item())
     out = tensor.contiguous().clone()
     if out.shape[0] < longest:
-        pad = torch.full((longest - out.shape[0],) + tuple(out.shape[1:]), pad_value, dtype=out.dtype, device=out.device)
+        pad = torch.full(
+            (longest - out.shape[0],) + tuple(out.shape[1:]), pad_value, dtype=out.dtype, device=out.device
+        )
         out = torch.cat([out, pad], dim=0)
     dist.all_reduce(out, op=op, group=group)
     return out

@@ -23,6 +23,7 @@ other: ``work`` (WorkNCCL SeqNum / status-line ids), ``fr`` (Flight Recorder col
 ``nccl_opcount`` (NCCL COLL opCount, per communicator), ``nccl_position`` (ordinal of a COLL line
 per communicator), ``trace`` (denpex_nb.trace per-pg counter, 1-based like ``work``).
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
@@ -47,30 +48,30 @@ ERROR_KINDS = tuple(str(k) for k in ErrorKind)
 #: Python objects (tuples of shapes, tuples of ranks); nullable integer dtypes for optional ints.
 SCHEMAS: dict[str, dict[str, str]] = {
     "events": {
-        "rank": "Int32",            # global rank; <NA> when unknown
-        "pg": "category",           # process-group id as the source names it ("0", "1", NCCL commId)
-        "pg_desc": "category",      # "default_pg", "tp_group" ...
+        "rank": "Int32",  # global rank; <NA> when unknown
+        "pg": "category",  # process-group id as the source names it ("0", "1", NCCL commId)
+        "pg_desc": "category",  # "default_pg", "tp_group" ...
         "seq": "Int64",
-        "seq_kind": "category",     # one of SEQ_KINDS
-        "op": "category",           # one of OPS
-        "in_shapes": "object",      # tuple[tuple[int, ...], ...] or None
+        "seq_kind": "category",  # one of SEQ_KINDS
+        "op": "category",  # one of OPS
+        "in_shapes": "object",  # tuple[tuple[int, ...], ...] or None
         "out_shapes": "object",
         "numel_in": "Int64",
         "numel_out": "Int64",
-        "dtype": "category",        # first input tensor's dtype, torch spelling: "float32"
-        "state": "category",        # one of STATES
-        "world_size": "Int32",      # size of the process group when the source says
-        "root": "Int32",            # broadcast/reduce root, p2p peer
+        "dtype": "category",  # first input tensor's dtype, torch spelling: "float32"
+        "state": "category",  # one of STATES
+        "world_size": "Int32",  # size of the process group when the source says
+        "root": "Int32",  # broadcast/reduce root, p2p peer
         "t_wall": "datetime64[ns, UTC]",
-        "t_mono": "Float64",        # seconds on a per-process monotonic clock
-        "source": "category",       # reader name: "c10d", "fr_pickle", "trace", "nccl" ...
+        "t_mono": "Float64",  # seconds on a per-process monotonic clock
+        "source": "category",  # reader name: "c10d", "fr_pickle", "trace", "nccl" ...
         "file": "category",
-        "line": "Int64",            # 1-based line in file; FR entry index for dumps
+        "line": "Int64",  # 1-based line in file; FR entry index for dumps
     },
     "errors": {
         "rank": "Int32",
         "t_wall": "datetime64[ns, UTC]",
-        "kind": "category",         # one of ERROR_KINDS
+        "kind": "category",  # one of ERROR_KINDS
         "message": "string",
         "op": "category",
         "seq": "Int64",
@@ -78,7 +79,7 @@ SCHEMAS: dict[str, dict[str, str]] = {
         "pg": "category",
         "related_ranks": "object",  # tuple[int, ...]: ranks the message names (missing, lagging, peer)
         "exit_code": "Int32",
-        "signal": "category",       # "SIGABRT" ...
+        "signal": "category",  # "SIGABRT" ...
         "source": "category",
         "file": "category",
         "line": "Int64",
@@ -108,14 +109,14 @@ SCHEMAS: dict[str, dict[str, str]] = {
     },
     "unparsed": {
         "file": "category",
-        "line": "Int64",            # first line of the row
-        "n_lines": "Int64",         # 1, or the length of a collapsed run
-        "text": "string",           # <NA> for collapsed runs past the text budget
+        "line": "Int64",  # first line of the row
+        "n_lines": "Int64",  # 1, or the length of a collapsed run
+        "text": "string",  # <NA> for collapsed runs past the text budget
     },
     "sources": {
         "file": "category",
         "format": "category",
-        "rank_hint": "Int32",       # rank taken from the file name / directory, if any
+        "rank_hint": "Int32",  # rank taken from the file name / directory, if any
         "bytes": "Int64",
         "lines_total": "Int64",
         "lines_parsed": "Int64",
@@ -171,7 +172,7 @@ def _as_dtype(s: pd.Series, dtype: str) -> pd.Series:
     return s.astype(dtype)
 
 
-_INT_RANGE = {"Int32": (-(2 ** 31), 2 ** 31 - 1), "Int64": (-(2 ** 63), 2 ** 63 - 1)}
+_INT_RANGE = {"Int32": (-(2**31), 2**31 - 1), "Int64": (-(2**63), 2**63 - 1)}
 
 
 def _bounded_numbers(s: pd.Series, dtype: str) -> pd.Series:
@@ -186,7 +187,7 @@ def _bounded_numbers(s: pd.Series, dtype: str) -> pd.Series:
         num = num.where(pd.Series(np.isfinite(num.to_numpy(dtype="float64", na_value=np.nan)), index=s.index))
         return num.astype("Float64")
     lo, hi = _INT_RANGE[dtype]
-    if pd.api.types.is_integer_dtype(s.dtype):            # numpy or nullable integers: vectorised
+    if pd.api.types.is_integer_dtype(s.dtype):  # numpy or nullable integers: vectorised
         ok = s.between(lo, hi).fillna(False).to_numpy(bool)
         if ok.all():
             return s.astype(dtype)
@@ -197,8 +198,9 @@ def _bounded_numbers(s: pd.Series, dtype: str) -> pd.Series:
         ok = np.isfinite(f) & (f == np.floor(np.where(np.isfinite(f), f, 0))) & (f >= lo) & (f <= hi)
         return pd.Series(pd.arrays.IntegerArray(np.where(ok, f, 0).astype(dtype.lower()), ~ok), index=s.index)
     vals = [_int_or_none(v) for v in s]
-    return pd.Series(pd.array([v if v is not None and lo <= v <= hi else None for v in vals], dtype=dtype),
-                     index=s.index)
+    return pd.Series(
+        pd.array([v if v is not None and lo <= v <= hi else None for v in vals], dtype=dtype), index=s.index
+    )
 
 
 def _int_or_none(v):
@@ -282,11 +284,14 @@ class Incident:
 
     def __repr__(self) -> str:
         lc = self.lines
-        return (f"<Incident ranks={self.ranks_seen} events={len(self.events)} errors={len(self.errors)} "
-                f"files={len(self.sources)} lines={lc.total} parsed={lc.parsed} unparsed={lc.unparsed}>")
+        return (
+            f"<Incident ranks={self.ranks_seen} events={len(self.events)} errors={len(self.errors)} "
+            f"files={len(self.sources)} lines={lc.total} parsed={lc.parsed} unparsed={lc.unparsed}>"
+        )
 
     def _repr_html_(self) -> str:
         from html import escape
+
         lc = self.lines
         kinds = self.errors["kind"].value_counts() if len(self.errors) else pd.Series(dtype=int)
         err = ", ".join(f"{escape(str(k))}: {v}" for k, v in kinds.items() if v) or "none"

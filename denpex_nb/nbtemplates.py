@@ -9,8 +9,10 @@ output, so an edit to one without the other fails CI.
 
 Notebooks stay thin: every code cell is a call into ``denpex_nb``; explanations are markdown.
 """
+
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -24,39 +26,69 @@ timeout = 5.0
 out = None  # folder for the runs; None: a new temporary folder"""
 
 
+def _q(text: str) -> str:
+    """A string literal as the formatter writes it in the notebooks' code (double quotes)."""
+    return json.dumps(text)
+
+
 def _teach(scenario: str, catalog_id: str, title: str, story: str, mechanism: str, fix: str) -> list[Cell]:
     return [
-        ("md", f"# {title}\n\n{story}\n\nEvery run below is a real multi-process job on the gloo backend, started as "
-               "separate OS processes with a short collective timeout and a hard kill, never inside this kernel."),
+        (
+            "md",
+            f"# {title}\n\n{story}\n\nEvery run below is a real multi-process job on the gloo backend, started as "
+            "separate OS processes with a short collective timeout and a hard kill, never inside this kernel.",
+        ),
         ("code", TEACH_PARAMS, ["parameters"]),
         ("code", "from denpex_nb import teach"),
-        ("md", "## 1. Run the broken reproducer\n\nEach rank runs the same training step; the tracer "
-               "(`denpex_nb.trace`) writes every collective to a file before it is issued, so we see what "
-               "each rank asked for even when a rank is aborted mid-collective."),
-        ("code", f"broken = teach.run_lesson({scenario!r}, fixed=False, world_size=world_size, timeout=timeout, out=out)"),
+        (
+            "md",
+            "## 1. Run the broken reproducer\n\nEach rank runs the same training step; the tracer "
+            "(`denpex_nb.trace`) writes every collective to a file before it is issued, so we see what "
+            "each rank asked for even when a rank is aborted mid-collective.",
+        ),
+        (
+            "code",
+            f"broken = teach.run_lesson({_q(scenario)}, fixed=False, world_size=world_size, timeout=timeout, out=out)",
+        ),
         ("code", "teach.outcome(broken)"),
-        ("md", "## 2. Each rank's collectives, side by side\n\nOne column per rank, one row per collective "
-               "(the tracer's sequence number). The row where the columns differ is the bug."),
+        (
+            "md",
+            "## 2. Each rank's collectives, side by side\n\nOne column per rank, one row per collective "
+            "(the tracer's sequence number). The row where the columns differ is the bug.",
+        ),
         ("code", "teach.sequences(broken)"),
         ("code", "teach.swimlane(broken)"),
         ("code", "broken.diagnosis"),
         ("md", f"## 3. Why it fails\n\n{mechanism}"),
-        ("code", f"teach.mechanism({catalog_id!r})"),
-        ("md", "## 4. What NCCL does with the same bug\n\nOn GPUs the same program fails differently. "
-               "If this repository holds a recorded NCCL run it is shown; otherwise an NCCL-side log written "
-               "from NCCL's and PyTorch's documented message templates, **labelled as illustrative**: it was "
-               "not produced by a real NCCL run."),
-        ("code", f"teach.nccl_view({scenario!r})"),
-        ("md", "## 5. What DETAIL mode and Flight Recorder would have told you\n\n"
-               "`TORCH_DISTRIBUTED_DEBUG=DETAIL` checks every collective's fingerprint (op, shape, dtype) across "
-               "ranks before running it. Flight Recorder keeps a ring buffer of each rank's recent collectives "
-               "(dumped per rank); comparing the dumps across ranks shows the odd one out."),
-        ("code", f"debugged = teach.run_lesson({scenario!r}, fixed=False, world_size=world_size, timeout=timeout, "
-                 "out=out, debug='detail', flight_recorder=True)"),
+        ("code", f"teach.mechanism({_q(catalog_id)})"),
+        (
+            "md",
+            "## 4. What NCCL does with the same bug\n\nOn GPUs the same program fails differently. "
+            "If this repository holds a recorded NCCL run it is shown; otherwise an NCCL-side log written "
+            "from NCCL's and PyTorch's documented message templates, **labelled as illustrative**: it was "
+            "not produced by a real NCCL run.",
+        ),
+        ("code", f"teach.nccl_view({_q(scenario)})"),
+        (
+            "md",
+            "## 5. What DETAIL mode and Flight Recorder would have told you\n\n"
+            "`TORCH_DISTRIBUTED_DEBUG=DETAIL` checks every collective's fingerprint (op, shape, dtype) across "
+            "ranks before running it. Flight Recorder keeps a ring buffer of each rank's recent collectives "
+            "(dumped per rank); comparing the dumps across ranks shows the odd one out.",
+        ),
+        (
+            "code",
+            # written as ruff formats it (the committed notebooks pass the format check)
+            f"debugged = teach.run_lesson(\n    {_q(scenario)},\n    fixed=False,\n    world_size=world_size,\n"
+            '    timeout=timeout,\n    out=out,\n    debug="detail",\n    flight_recorder=True,\n)',
+        ),
         ("code", "teach.detail_view(debugged)"),
         ("code", "teach.flight_recorder_view(debugged)"),
         ("md", f"## 6. The fix\n\n{fix}"),
-        ("code", f"fixed = teach.run_lesson({scenario!r}, fixed=True, world_size=world_size, timeout=timeout, out=out)"),
+        (
+            "code",
+            f"fixed = teach.run_lesson({_q(scenario)}, fixed=True, world_size=world_size, timeout=timeout, out=out)",
+        ),
         ("code", "teach.sequences(fixed)"),
         ("code", "teach.compare(broken, fixed)"),
         ("code", "teach.record(broken=broken, debugged=debugged, fixed=fixed)", ["denpex-summary"]),
@@ -65,7 +97,8 @@ def _teach(scenario: str, catalog_id: str, title: str, story: str, mechanism: st
 
 def _allgather() -> list[Cell]:
     return _teach(
-        "allgather-shape-mismatch", "shape-mismatch",
+        "allgather-shape-mismatch",
+        "shape-mismatch",
         "Lesson: `all_gather` with a different number of detections per rank",
         "A detector finds a different number of boxes on each rank's images: rank 0 finds 5, rank 1 finds 3. "
         "Each rank then calls `dist.all_gather` on its `[n, 4]` box tensor. The code looks symmetric; the "
@@ -86,13 +119,14 @@ def _allgather() -> list[Cell]:
 
 def _allreduce() -> list[Cell]:
     return _teach(
-        "allreduce-shape-mismatch", "shape-mismatch",
+        "allreduce-shape-mismatch",
+        "shape-mismatch",
         "Lesson: `all_reduce` over dynamic sequence lengths",
         "Each rank pads its batch to *its own* longest sequence, so rank 0 reduces a tensor of 8 tokens and "
         "rank 1 one of 6. `dist.all_reduce` is called with tensors of different sizes.",
         "`all_reduce` assumes every rank passes the same number of elements. On **gloo** the smaller rank "
         "often returns a **wrong result without any error**, and the larger one waits for data that never "
-        "arrives: it fails when the peer exits (\"Connection closed by peer\") or **hangs until the "
+        'arrives: it fails when the peer exits ("Connection closed by peer") or **hangs until the '
         "collective timeout**. On **NCCL** the mismatch is a hang until the watchdog fires "
         "(`Watchdog caught collective operation timeout: WorkNCCL(SeqNum=..., OpType=ALLREDUCE, "
         "NumelIn=...)`): only the different `NumelIn` across ranks at the same SeqNum reveals the cause.",
@@ -103,13 +137,14 @@ def _allreduce() -> list[Cell]:
 
 def _desync() -> list[Cell]:
     return _teach(
-        "skipped-collective", "rank-desync",
+        "skipped-collective",
+        "rank-desync",
         "Lesson: a skipped collective (ranks out of step)",
         "The data is split unevenly, so one rank runs one training step fewer than the others. The ranks with "
         "the extra step issue a collective that the short rank never joins.",
         "Collectives are matched by **order**, not by name: the n-th collective on one rank is paired with the "
         "n-th on every other. When one rank skips a collective, the others wait in it forever. On **gloo** "
-        "they fail with a recv timeout (or \"Connection closed by peer\" if the short rank has already "
+        'they fail with a recv timeout (or "Connection closed by peer" if the short rank has already '
         "exited). On **NCCL** they hang until the watchdog fires, and the ranks' `last enqueued` counters "
         "differ: the rank that is behind is the culprit, even though it reports nothing itself.",
         "Make every rank run the same number of collectives: drop or pad the uneven tail of the data "
@@ -120,34 +155,49 @@ def _desync() -> list[Cell]:
 
 def _postmortem() -> list[Cell]:
     return [
-        ("md", "# Post-mortem: why did this multi-rank job fail?\n\nSet `logs` to the files or folders of the "
-               "failed job (torchrun output, per-rank logs, Flight Recorder dumps, `denpex_nb.trace` files) and "
-               "run all cells."),
-        ("code", "# papermill parameters\n"
-                 "logs = ['../data/recorded/gloo/allgather-shape-mismatch/broken-plain-w2']\n"
-                 "interactive = None  # None: widgets in JupyterLab, static tables when run headless (papermill)",
-         ["parameters"]),
+        (
+            "md",
+            "# Post-mortem: why did this multi-rank job fail?\n\nSet `logs` to the files or folders of the "
+            "failed job (torchrun output, per-rank logs, Flight Recorder dumps, `denpex_nb.trace` files) and "
+            "run all cells.",
+        ),
+        (
+            "code",
+            "# papermill parameters\n"
+            'logs = ["../data/recorded/gloo/allgather-shape-mismatch/broken-plain-w2"]\n'
+            "interactive = None  # None: widgets in JupyterLab, static tables when run headless (papermill)",
+            ["parameters"],
+        ),
         ("code", "import denpex_nb as dx"),
         ("code", "incident = dx.load(*logs)"),
         ("code", "incident"),
         ("code", "diagnosis = dx.diagnose(incident)"),
         ("code", "diagnosis"),
-        ("md", "## Every rank's collectives\n\nOne lane per rank, one mark per collective coloured by op; the "
-               "divergent collective is outlined in red, missing entries are dotted, errors (✖) and timeouts (▼) "
-               "sit on the lane of the rank that reported them."),
+        (
+            "md",
+            "## Every rank's collectives\n\nOne lane per rank, one mark per collective coloured by op; the "
+            "divergent collective is outlined in red, missing entries are dotted, errors (✖) and timeouts (▼) "
+            "sit on the lane of the rank that reported them.",
+        ),
         ("code", "dx.plot.swimlane(incident, diagnosis)"),
-        ("code", "dx.plot.swimlane(incident, diagnosis, x='time')"),
-        ("md", "## Where each rank stopped\n\nOne row per rank from every source that speaks of it: its last "
-               "collective issued and completed, where it timed out, the last collective call in its traceback, "
-               "its first error and how it ended. Ranks known to exist but silent are rows too (`absent`)."),
+        ("code", 'dx.plot.swimlane(incident, diagnosis, x="time")'),
+        (
+            "md",
+            "## Where each rank stopped\n\nOne row per rank from every source that speaks of it: its last "
+            "collective issued and completed, where it timed out, the last collective call in its traceback, "
+            "its first error and how it ended. Ranks known to exist but silent are rows too (`absent`).",
+        ),
         ("code", "diagnosis.rank_state"),
         ("md", "## At the divergence"),
         ("code", "dx.plot.shapes_table(incident, diagnosis)"),
         ("code", "dx.plot.progress_bars(incident)"),
         ("md", "## Errors, per rank"),
         ("code", "dx.report.errors_frame(incident)"),
-        ("md", "## Explore\n\nPick a rank and a process group, slide through the sequence numbers: every rank's "
-               "entry at that seq. Executed headless (papermill, nbconvert) this shows a static table instead."),
+        (
+            "md",
+            "## Explore\n\nPick a rank and a process group, slide through the sequence numbers: every rank's "
+            "entry at that seq. Executed headless (papermill, nbconvert) this shows a static table instead.",
+        ),
         ("code", "dx.widgets.explorer(incident, diagnosis, interactive=interactive)"),
         ("code", "dx.report.record(incident, diagnosis)", ["denpex-summary"]),
     ]
@@ -155,8 +205,12 @@ def _postmortem() -> list[Cell]:
 
 def _incident_report() -> list[Cell]:
     return [
-        ("md", "This notebook is the template of `denpex-nb report`: it is executed by papermill with the "
-               "parameters below and rendered to HTML without its input cells.", ["remove_cell"]),
+        (
+            "md",
+            "This notebook is the template of `denpex-nb report`: it is executed by papermill with the "
+            "parameters below and rendered to HTML without its input cells.",
+            ["remove_cell"],
+        ),
         ("code", "# papermill parameters\nlogs = []\ntitle = None\nredact = False", ["parameters"]),
         ("code", "import denpex_nb as dx"),
         ("code", "incident, diagnosis = dx.report.prepare(logs, redact=redact)"),
@@ -228,4 +282,3 @@ def write_all(folder: str | Path = "notebooks") -> list[Path]:
 if __name__ == "__main__":  # python -m denpex_nb.nbtemplates [folder]
     for p in write_all(sys.argv[1] if len(sys.argv) > 1 else "notebooks"):
         print(p)
-

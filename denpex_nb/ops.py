@@ -4,6 +4,7 @@ Sources spell the same collective many ways: ``ALLGATHER`` (WorkNCCL, DETAIL), `
 (all_gather_into_tensor), ``gloo:all_gather`` / ``nccl:all_gather`` (Flight Recorder),
 ``AllGather`` (NCCL COLL lines), ``allgather`` (ProcessGroupGloo errors).
 """
+
 from __future__ import annotations
 
 import re

@@ -10,6 +10,7 @@ Which sequence counter to draw (``seq_kind``) matters: counters from different s
 comparable (see :mod:`denpex_nb.incident`). :func:`choose_seq_kind` takes the diagnosis' counter if
 it has one, else the most complete one (trace > fr > work > detail > ...); callers may pick.
 """
+
 from __future__ import annotations
 
 import io
@@ -24,7 +25,7 @@ from .vocab import SEQ_KIND_PREFERENCE as _SEQ_KIND_PREFERENCE
 from .vocab import TIMEOUT_KINDS, SeqKind, State
 
 #: preference order of sequence counters when the caller does not choose
-SEQ_KIND_PREFERENCE = tuple(str(k) for k in _SEQ_KIND_PREFERENCE)   # the one order (denpex_nb.vocab)
+SEQ_KIND_PREFERENCE = tuple(str(k) for k in _SEQ_KIND_PREFERENCE)  # the one order (denpex_nb.vocab)
 #: above this many ranks the swimlane becomes a heatmap (one pixel row per rank)
 HEATMAP_THRESHOLD = 64
 #: below this many marks per lane, shapes are written next to every mark
@@ -41,10 +42,28 @@ def _op_colors() -> dict[str, tuple]:
 
     cmap = colormaps["tab20"]
     # the common ops get the most distinct colours
-    order = ["all_reduce", "all_gather", "broadcast", "reduce_scatter", "barrier", "all_gather_into_tensor",
-             "reduce_scatter_tensor", "all_to_all", "all_to_all_single", "send", "recv", "reduce", "gather",
-             "scatter", "all_reduce_coalesced", "all_gather_coalesced", "coalesced", "recv_anysource",
-             "all_reduce_sparse", "unknown"]
+    order = [
+        "all_reduce",
+        "all_gather",
+        "broadcast",
+        "reduce_scatter",
+        "barrier",
+        "all_gather_into_tensor",
+        "reduce_scatter_tensor",
+        "all_to_all",
+        "all_to_all_single",
+        "send",
+        "recv",
+        "reduce",
+        "gather",
+        "scatter",
+        "all_reduce_coalesced",
+        "all_gather_coalesced",
+        "coalesced",
+        "recv_anysource",
+        "all_reduce_sparse",
+        "unknown",
+    ]
     order += [o for o in OPS if o not in order]
     picks = [0, 2, 4, 6, 8, 1, 3, 5, 7, 9, 10, 12, 14, 16, 18, 11, 13, 15, 17, 19]
     return {op: cmap(picks[i % len(picks)]) for i, op in enumerate(order)}
@@ -81,6 +100,7 @@ def _new_figure(w: float, h: float) -> DenpexFigure:
 
 
 # --- choosing what to draw -------------------------------------------------------------------
+
 
 def choose_seq_kind(incident, diagnosis=None, prefer: str | None = None) -> str | None:
     """The sequence counter to align on: ``prefer`` if present, the diagnosis' one, else the best."""
@@ -123,7 +143,7 @@ _STATE_RANK = {"scheduled": 0, "started": 1, "completed": 2, "timed_out": 3, "fa
 class Lanes:
     """The events of one (pg, seq_kind) reduced to one row per (rank, seq): what a lane shows."""
 
-    frame: pd.DataFrame          # rank, seq, op, in_shapes, out_shapes, dtype, state, t_wall, t_mono, sig
+    frame: pd.DataFrame  # rank, seq, op, in_shapes, out_shapes, dtype, state, t_wall, t_mono, sig
     ranks: list[int]
     seqs: np.ndarray
     seq_kind: str | None
@@ -169,8 +189,25 @@ def lanes(incident, seq_kind: str | None = None, pg: str | None = None, diagnosi
 
 
 def _empty_lane_frame() -> pd.DataFrame:
-    return pd.DataFrame({c: [] for c in ["rank", "seq", "op", "in_shapes", "out_shapes", "dtype", "state",
-                                          "t_wall", "t_mono", "numel_in", "label", "sig"]})
+    return pd.DataFrame(
+        {
+            c: []
+            for c in [
+                "rank",
+                "seq",
+                "op",
+                "in_shapes",
+                "out_shapes",
+                "dtype",
+                "state",
+                "t_wall",
+                "t_mono",
+                "numel_in",
+                "label",
+                "sig",
+            ]
+        }
+    )
 
 
 def _isnan(v) -> bool:
@@ -229,6 +266,7 @@ def diagnosis_of(incident, diagnosis=None):
     if diagnosis is not None:
         return diagnosis
     from .analysis import diagnose
+
     return diagnose(incident)
 
 
@@ -247,8 +285,18 @@ def divergence(lanes_: Lanes, diagnosis=None) -> tuple[int | None, list[int]]:
 
 # --- the swimlane ------------------------------------------------------------------------------
 
-def swimlane(incident, diagnosis=None, x: str = "seq", *, seq_kind: str | None = None, pg: str | None = None,
-             max_lanes: int = HEATMAP_THRESHOLD, annotate: bool | None = None, title: str | None = None) -> Figure:
+
+def swimlane(
+    incident,
+    diagnosis=None,
+    x: str = "seq",
+    *,
+    seq_kind: str | None = None,
+    pg: str | None = None,
+    max_lanes: int = HEATMAP_THRESHOLD,
+    annotate: bool | None = None,
+    title: str | None = None,
+) -> Figure:
     """One lane per rank, one mark per collective, coloured by op; the divergence highlighted.
 
     ``x="seq"`` places marks by sequence number (gaps are missing entries); ``x="time"`` by wall
@@ -288,8 +336,16 @@ def _lanes_figure(incident, ln: Lanes, div_seq, culprits, x, annotate, title, di
 
     xcol = _x_values(df, x)
     if df.empty:
-        ax.text(0.5, 0.5, "no collective events in this evidence", ha="center", va="center",
-                transform=ax.transAxes, fontsize=11, color="#555555")
+        ax.text(
+            0.5,
+            0.5,
+            "no collective events in this evidence",
+            ha="center",
+            va="center",
+            transform=ax.transAxes,
+            fontsize=11,
+            color="#555555",
+        )
     else:
         ys = df["rank"].map(ypos).to_numpy()
         failed = df["state"].isin([State.TIMED_OUT, State.FAILED]).to_numpy()
@@ -300,23 +356,65 @@ def _lanes_figure(incident, ln: Lanes, div_seq, culprits, x, annotate, title, di
             solid = sel[~pending[sel]]
             hollow = sel[pending[sel]]
             if len(solid):
-                ax.scatter(xcol[solid], ys[solid], s=140, marker="s", color=color, edgecolors="black",
-                           linewidths=0.4, label=str(op), zorder=3)
+                ax.scatter(
+                    xcol[solid],
+                    ys[solid],
+                    s=140,
+                    marker="s",
+                    color=color,
+                    edgecolors="black",
+                    linewidths=0.4,
+                    label=str(op),
+                    zorder=3,
+                )
             if len(hollow):
-                ax.scatter(xcol[hollow], ys[hollow], s=140, marker="s", facecolors="white", edgecolors=color,
-                           linewidths=1.6, label=None if len(solid) else str(op), zorder=3)
+                ax.scatter(
+                    xcol[hollow],
+                    ys[hollow],
+                    s=140,
+                    marker="s",
+                    facecolors="white",
+                    edgecolors=color,
+                    linewidths=1.6,
+                    label=None if len(solid) else str(op),
+                    zorder=3,
+                )
         if pending.any():
-            ax.scatter([], [], s=140, marker="s", facecolors="white", edgecolors="black", linewidths=1.2,
-                       label="hollow: issued, never completed")
+            ax.scatter(
+                [],
+                [],
+                s=140,
+                marker="s",
+                facecolors="white",
+                edgecolors="black",
+                linewidths=1.2,
+                label="hollow: issued, never completed",
+            )
         if failed.any():
-            ax.scatter(xcol[failed], ys[failed], s=60, marker="x", color=DIVERGE_COLOR, linewidths=2, zorder=4,
-                       label="timed out / failed")
+            ax.scatter(
+                xcol[failed],
+                ys[failed],
+                s=60,
+                marker="x",
+                color=DIVERGE_COLOR,
+                linewidths=2,
+                zorder=4,
+                label="timed out / failed",
+            )
         if x == "seq":
             _draw_missing(ax, ln, ypos)
         if annotate:
             for xi, yi, lab in zip(xcol, ys, df["label"]):
-                ax.annotate(lab, (xi, yi), xytext=(0, 11), textcoords="offset points", ha="center",
-                            fontsize=7, color="#333333", zorder=5)
+                ax.annotate(
+                    lab,
+                    (xi, yi),
+                    xytext=(0, 11),
+                    textcoords="offset points",
+                    ha="center",
+                    fontsize=7,
+                    color="#333333",
+                    zorder=5,
+                )
         if div_seq is not None:
             _highlight_divergence(ax, ln, df, xcol, div_seq, ypos, x, annotate)
     _draw_errors(ax, incident, ln, ypos, x, xcol)
@@ -344,8 +442,7 @@ def _lanes_figure(incident, ln: Lanes, div_seq, culprits, x, annotate, title, di
         for h, label in zip(handles, labels):
             if label and not label.startswith("_") and label not in seen:
                 seen[label] = h
-        ax.legend(seen.values(), seen.keys(), loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8,
-                  frameon=False)
+        ax.legend(seen.values(), seen.keys(), loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     return fig
 
 
@@ -387,35 +484,77 @@ def _draw_missing(ax, ln: Lanes, ypos: dict[int, int]) -> None:
                 xs.append(s)
                 ys.append(ypos[r])
     if xs:
-        ax.scatter(xs, ys, s=140, marker="s", facecolors="none", edgecolors=MISSING_COLOR, linestyle=":",
-                   linewidths=1.0, zorder=2, label="missing")
+        ax.scatter(
+            xs,
+            ys,
+            s=140,
+            marker="s",
+            facecolors="none",
+            edgecolors=MISSING_COLOR,
+            linestyle=":",
+            linewidths=1.0,
+            zorder=2,
+            label="missing",
+        )
 
 
 def _highlight_divergence(ax, ln, df, xcol, div_seq, ypos, x, annotate) -> None:
     at = (df["seq"] == div_seq).to_numpy()
     if x == "seq":
         ax.axvspan(div_seq - 0.45, div_seq + 0.45, color=DIVERGE_COLOR, alpha=0.12, zorder=1)
-        ax.text(div_seq, -0.6, f"diverges at seq {div_seq}", ha="center", va="bottom", fontsize=8,
-                color=DIVERGE_COLOR, fontweight="bold")
+        ax.text(
+            div_seq,
+            -0.6,
+            f"diverges at seq {div_seq}",
+            ha="center",
+            va="bottom",
+            fontsize=8,
+            color=DIVERGE_COLOR,
+            fontweight="bold",
+        )
     elif at.any():
         xs = xcol[at]
         ax.axvspan(xs.min() - 0.01, xs.max() + 0.01, color=DIVERGE_COLOR, alpha=0.12, zorder=1)
     if at.any():
-        ax.scatter(xcol[at], df.loc[at, "rank"].map(ypos).to_numpy(), s=260, marker="s", facecolors="none",
-                   edgecolors=DIVERGE_COLOR, linewidths=2.0, zorder=4)
+        ax.scatter(
+            xcol[at],
+            df.loc[at, "rank"].map(ypos).to_numpy(),
+            s=260,
+            marker="s",
+            facecolors="none",
+            edgecolors=DIVERGE_COLOR,
+            linewidths=2.0,
+            zorder=4,
+        )
         if not annotate:  # always show the shapes where it matters
             sigs = df.loc[at, "sig"]
             majority = sigs.value_counts().index[0]
             few = len(ypos) <= ANNOTATE_MAX_RANKS
             for xi, r, lab, op, sig in zip(xcol[at], df.loc[at, "rank"], df.loc[at, "label"], df.loc[at, "op"], sigs):
                 if few or sig != majority:  # many ranks: write only the odd ones, and the majority once
-                    ax.annotate(f"{op} {lab}", (xi, ypos[int(r)]), xytext=(0, 11),
-                                textcoords="offset points", ha="center", fontsize=7, color=DIVERGE_COLOR, zorder=5)
+                    ax.annotate(
+                        f"{op} {lab}",
+                        (xi, ypos[int(r)]),
+                        xytext=(0, 11),
+                        textcoords="offset points",
+                        ha="center",
+                        fontsize=7,
+                        color=DIVERGE_COLOR,
+                        zorder=5,
+                    )
             if not few:
                 maj = df.loc[at][sigs == majority].iloc[0]
-                ax.annotate(f"others: {maj['op']} {maj['label']}", (xcol[at].max(), len(ypos) - 0.5),
-                            xytext=(4, 4), textcoords="offset points", ha="left", va="bottom", fontsize=7,
-                            color="#333333", zorder=5)
+                ax.annotate(
+                    f"others: {maj['op']} {maj['label']}",
+                    (xcol[at].max(), len(ypos) - 0.5),
+                    xytext=(4, 4),
+                    textcoords="offset points",
+                    ha="left",
+                    va="bottom",
+                    fontsize=7,
+                    color="#333333",
+                    zorder=5,
+                )
 
 
 def _draw_errors(ax, incident, ln: Lanes, ypos, x, xcol) -> None:
@@ -443,11 +582,27 @@ def _draw_errors(ax, incident, ln: Lanes, ypos, x, xcol) -> None:
             placed[kind][0].append(pos)
             placed[kind][1].append(ypos[r])
     if placed["error"][0]:
-        ax.scatter(*placed["error"], s=170, marker="X", color=DIVERGE_COLOR, edgecolors="white", linewidths=0.8,
-                   zorder=6, label="error")
+        ax.scatter(
+            *placed["error"],
+            s=170,
+            marker="X",
+            color=DIVERGE_COLOR,
+            edgecolors="white",
+            linewidths=0.8,
+            zorder=6,
+            label="error",
+        )
     if placed["timeout"][0]:
-        ax.scatter(*placed["timeout"], s=150, marker="v", color="#ff7f0e", edgecolors="black", linewidths=0.6,
-                   zorder=6, label="timeout")
+        ax.scatter(
+            *placed["timeout"],
+            s=150,
+            marker="v",
+            color="#ff7f0e",
+            edgecolors="black",
+            linewidths=0.6,
+            zorder=6,
+            label="timeout",
+        )
 
 
 def _error_x(e, lane: pd.DataFrame, x: str, t0) -> float | None:
@@ -502,8 +657,15 @@ def _heatmap(incident, ln: Lanes, div_seq, culprits, title) -> Figure:
     grid[r_idx[off], s_idx[off]] = n_ops
     colors = [OP_COLORS.get(o, OP_COLORS["unknown"]) for o in op_names] + [DIVERGE_COLOR]
     cmap = ListedColormap(["white"] + colors)
-    ax.imshow(grid + 1, aspect="auto", interpolation="nearest", cmap=cmap, vmin=-0.5, vmax=n_ops + 1.5,
-              extent=(seqs[0] - 0.5, seqs[-1] + 0.5, len(ranks) - 0.5, -0.5))
+    ax.imshow(
+        grid + 1,
+        aspect="auto",
+        interpolation="nearest",
+        cmap=cmap,
+        vmin=-0.5,
+        vmax=n_ops + 1.5,
+        extent=(seqs[0] - 0.5, seqs[-1] + 0.5, len(ranks) - 0.5, -0.5),
+    )
     if off.any():  # one pixel row is too thin to see: mark the odd cells
         ax.scatter(seqs[s_idx[off]], r_idx[off], marker="s", s=18, color=DIVERGE_COLOR, zorder=4)
     # top strip: per seq, how many ranks differ from the majority or are missing
@@ -518,8 +680,15 @@ def _heatmap(incident, ln: Lanes, div_seq, culprits, title) -> Figure:
     if div_seq is not None:
         for a in (top, ax):
             a.axvline(div_seq, color=DIVERGE_COLOR, linewidth=1.2, linestyle="--")
-        top.text(div_seq, top.get_ylim()[1], f" diverges at seq {div_seq}", color=DIVERGE_COLOR, fontsize=9,
-                 va="top", fontweight="bold")
+        top.text(
+            div_seq,
+            top.get_ylim()[1],
+            f" diverges at seq {div_seq}",
+            color=DIVERGE_COLOR,
+            fontsize=9,
+            va="top",
+            fontweight="bold",
+        )
     ticks = np.linspace(0, len(ranks) - 1, 9).astype(int).tolist()
     culprit_rows = [int(np.searchsorted(ranks, c)) for c in culprits[:12] if c in set(ranks.tolist())]
     gap = max(1, len(ranks) // 30)
@@ -527,8 +696,15 @@ def _heatmap(incident, ln: Lanes, div_seq, culprits, title) -> Figure:
     for row in culprit_rows:
         labels[row] = f"rank {ranks[row]} ◀"
     if culprit_rows:
-        ax.scatter(np.full(len(culprit_rows), seqs[-1] + 0.5 + 0.01 * max(len(seqs), 1)), culprit_rows,
-                   marker="<", color=CULPRIT_COLOR, s=40, clip_on=False, zorder=6)
+        ax.scatter(
+            np.full(len(culprit_rows), seqs[-1] + 0.5 + 0.01 * max(len(seqs), 1)),
+            culprit_rows,
+            marker="<",
+            color=CULPRIT_COLOR,
+            s=40,
+            clip_on=False,
+            zorder=6,
+        )
     ax.set_yticks(list(labels))
     ax.set_yticklabels(list(labels.values()), fontsize=8)
     for lab in ax.get_yticklabels():
@@ -546,14 +722,17 @@ def _heatmap(incident, ln: Lanes, div_seq, culprits, title) -> Figure:
     ax.set_xlabel("sequence number")
     ax.set_ylabel(f"{len(ranks)} ranks")
     handles = [Patch(color=c, label=o) for o, c in zip(op_names, colors[:-1])]
-    handles += [Patch(color=DIVERGE_COLOR, label="differs from majority"),
-                Patch(facecolor="white", edgecolor="#999999", label="missing")]
+    handles += [
+        Patch(color=DIVERGE_COLOR, label="differs from majority"),
+        Patch(facecolor="white", edgecolor="#999999", label="missing"),
+    ]
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     top.set_title(_title(ln, title), fontsize=10, loc="left")
     return fig
 
 
 # --- the table at the divergence ---------------------------------------------------------------
+
 
 def shapes_frame(incident, diagnosis=None, *, seq_kind: str | None = None, pg: str | None = None) -> pd.DataFrame:
     """Every rank's entry at the divergent collective, one row per rank (``minority`` marks culprits).
@@ -572,16 +751,39 @@ def shapes_frame(incident, diagnosis=None, *, seq_kind: str | None = None, pg: s
     for r in sorted(set(ln.ranks) | set(int(k) for k in views)):
         if r in by_rank:
             e = by_rank[r]
-            rows.append({"rank": r, "op": e["op"], "in_shapes": e["label"],
-                         "out_shapes": shape_label(e["out_shapes"]), "dtype": value_label(e["dtype"]),
-                         "state": value_label(e["state"])})
+            rows.append(
+                {
+                    "rank": r,
+                    "op": e["op"],
+                    "in_shapes": e["label"],
+                    "out_shapes": shape_label(e["out_shapes"]),
+                    "dtype": value_label(e["dtype"]),
+                    "state": value_label(e["state"]),
+                }
+            )
         elif r in views and views[r].state != "absent":
             v = views[r]
-            rows.append({"rank": r, "op": v.op or "?", "in_shapes": shape_label(v.shapes),
-                         "out_shapes": "?", "dtype": ",".join(v.dtypes or []) or "?", "state": v.state or "?"})
+            rows.append(
+                {
+                    "rank": r,
+                    "op": v.op or "?",
+                    "in_shapes": shape_label(v.shapes),
+                    "out_shapes": "?",
+                    "dtype": ",".join(v.dtypes or []) or "?",
+                    "state": v.state or "?",
+                }
+            )
         else:
-            rows.append({"rank": r, "op": "missing", "in_shapes": "–", "out_shapes": "–", "dtype": "–",
-                         "state": "never reached"})
+            rows.append(
+                {
+                    "rank": r,
+                    "op": "missing",
+                    "in_shapes": "–",
+                    "out_shapes": "–",
+                    "dtype": "–",
+                    "state": "never reached",
+                }
+            )
     out = pd.DataFrame(rows, columns=["rank", "op", "in_shapes", "out_shapes", "dtype", "state"])
     out["minority"] = out["rank"].isin(minority)
     out = out.set_index("rank")
@@ -598,19 +800,25 @@ def shapes_table(incident, diagnosis=None, **kw):
     """:func:`shapes_frame` as a styled table: the minority (culprit) ranks highlighted in red."""
     df = shapes_frame(incident, diagnosis, **kw)
     seq = df.attrs.get("seq")
-    caption = (f"Each rank at the divergence: pg {df.attrs.get('pg')}, {df.attrs.get('seq_kind')} seq {seq}"
-               if seq is not None else "No divergent collective found in the events")
+    caption = (
+        f"Each rank at the divergence: pg {df.attrs.get('pg')}, {df.attrs.get('seq_kind')} seq {seq}"
+        if seq is not None
+        else "No divergent collective found in the events"
+    )
 
     def _row_style(row):
         style = "background-color: #fdd; color: #900; font-weight: bold" if row["minority"] else ""
         return [style] * len(row)
 
-    return (df.style.apply(_row_style, axis=1)
-            .set_caption(caption)
-            .set_table_styles([{"selector": "caption", "props": "caption-side: top; font-weight: bold;"}]))
+    return (
+        df.style.apply(_row_style, axis=1)
+        .set_caption(caption)
+        .set_table_styles([{"selector": "caption", "props": "caption-side: top; font-weight: bold;"}])
+    )
 
 
 # --- who is behind ------------------------------------------------------------------------------
+
 
 def progress_frame(incident, *, seq_kind: str | None = None, pg: str | None = None) -> pd.DataFrame:
     """Per rank: last seq enqueued and completed (from ``progress``, else derived from events)."""
@@ -621,13 +829,15 @@ def progress_frame(incident, *, seq_kind: str | None = None, pg: str | None = No
         p = prog[prog["rank"].notna()]
         if kind is not None and (p["seq_kind"].astype("object") == kind).any():
             p = p[p["seq_kind"].astype("object") == kind]
-        group = pg if pg is not None else (p["pg"].dropna().astype(str).value_counts().index[0]
-                                           if p["pg"].notna().any() else None)
+        group = (
+            pg
+            if pg is not None
+            else (p["pg"].dropna().astype(str).value_counts().index[0] if p["pg"].notna().any() else None)
+        )
         if group is not None:
             p = p[p["pg"].astype("object").astype(str) == str(group)]
         if not p.empty:
-            out = (p.assign(rank=p["rank"].astype("int64"))
-                   .groupby("rank")[["last_enqueued", "last_completed"]].max())
+            out = p.assign(rank=p["rank"].astype("int64")).groupby("rank")[["last_enqueued", "last_completed"]].max()
             kind = str(p["seq_kind"].dropna().iloc[0]) if p["seq_kind"].notna().any() else kind
     if out is None:
         ln = lanes(incident, kind, pg)
@@ -636,7 +846,10 @@ def progress_frame(incident, *, seq_kind: str | None = None, pg: str | None = No
             out = pd.DataFrame(columns=["last_enqueued", "last_completed"])
         else:
             enq = df.groupby("rank")["seq"].max()
-            done = df[df["state"].isin([State.COMPLETED]) | ((ln.seq_kind == SeqKind.FR) & df["state"].isin([State.SCHEDULED]))]
+            done = df[
+                df["state"].isin([State.COMPLETED])
+                | ((ln.seq_kind == SeqKind.FR) & df["state"].isin([State.SCHEDULED]))
+            ]
             comp = done.groupby("rank")["seq"].max()
             out = pd.DataFrame({"last_enqueued": enq, "last_completed": comp.reindex(enq.index)})
     for r in _all_ranks(incident):
@@ -663,8 +876,7 @@ def progress_bars(incident, *, seq_kind: str | None = None, pg: str | None = Non
     fig = _new_figure(8.0, min(12.0, max(2.2, 0.3 * n + 1.2)) if n <= HEATMAP_THRESHOLD else 8.0)
     ax = fig.add_subplot(1, 1, 1)
     if df.empty:
-        ax.text(0.5, 0.5, "no progress information in this evidence", ha="center", va="center",
-                transform=ax.transAxes)
+        ax.text(0.5, 0.5, "no progress information in this evidence", ha="center", va="center", transform=ax.transAxes)
         ax.set_axis_off()
         return fig
     y = np.arange(len(df))
@@ -676,10 +888,8 @@ def progress_bars(incident, *, seq_kind: str | None = None, pg: str | None = Non
         ax.barh(y, comp, height=0.45, color=np.where(behind, DIVERGE_COLOR, "#2171b5"), label="last completed")
     else:  # hundreds of bars: one line collection each is much faster than patches
         lw = max(0.5, 400.0 / n)
-        ax.hlines(y, 0, enq, colors=np.where(behind, "#f4a6a6", "#c6dbef"), linewidth=lw * 1.6,
-                  label="last enqueued")
-        ax.hlines(y, 0, comp, colors=np.where(behind, DIVERGE_COLOR, "#2171b5"), linewidth=lw,
-                  label="last completed")
+        ax.hlines(y, 0, enq, colors=np.where(behind, "#f4a6a6", "#c6dbef"), linewidth=lw * 1.6, label="last enqueued")
+        ax.hlines(y, 0, comp, colors=np.where(behind, DIVERGE_COLOR, "#2171b5"), linewidth=lw, label="last completed")
     if n <= HEATMAP_THRESHOLD:
         ax.set_yticks(y)
         ax.set_yticklabels([f"rank {r}" for r in df.index])

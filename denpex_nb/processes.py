@@ -3,6 +3,7 @@
 Signal names come from a fixed Linux table rather than the running platform's ``signal`` module:
 the logs describe Linux training nodes wherever they are read.
 """
+
 from __future__ import annotations
 
 import os
@@ -10,8 +11,20 @@ import signal
 import subprocess
 
 #: Linux signal numbers a training process dies of (and the harmless ones a launcher sends)
-SIGNALS = {1: "SIGHUP", 2: "SIGINT", 3: "SIGQUIT", 4: "SIGILL", 6: "SIGABRT", 7: "SIGBUS", 8: "SIGFPE",
-           9: "SIGKILL", 11: "SIGSEGV", 13: "SIGPIPE", 14: "SIGALRM", 15: "SIGTERM"}
+SIGNALS = {
+    1: "SIGHUP",
+    2: "SIGINT",
+    3: "SIGQUIT",
+    4: "SIGILL",
+    6: "SIGABRT",
+    7: "SIGBUS",
+    8: "SIGFPE",
+    9: "SIGKILL",
+    11: "SIGSEGV",
+    13: "SIGPIPE",
+    14: "SIGALRM",
+    15: "SIGTERM",
+}
 
 
 def signal_name(exit_code, *, shell: bool = False) -> str | None:

@@ -37,6 +37,7 @@ What is recognised
 ANSI colour codes and control characters are set aside before matching, so a token right after
 ``ESC[31m`` is found; text already masked is never masked again (redaction is idempotent).
 """
+
 from __future__ import annotations
 
 import copy
@@ -65,16 +66,18 @@ MASK_RE = re.compile(r"\[(?:host|ip|user|email)-\d+\]|\[token\]|\[inputs\]")
 # --- protected spans: masks, ANSI sequences, control characters, data URIs -------------------------
 
 #: what scrub() leaves alone in a finished page: styles, scripts, embedded images
-_NOT_PROSE = re.compile(r"(<style\b.*?</style>|<script\b.*?</script>|data:[\w.+/-]+;base64,[A-Za-z0-9+/=]+)",
-                        re.S | re.I)
-_PH_BASE = 0xF0000                        # Supplementary Private Use Area-A: one char per held span
-_PH_RE = re.compile("[\U000F0000-\U000FFFFD]")
+_NOT_PROSE = re.compile(
+    r"(<style\b.*?</style>|<script\b.*?</script>|data:[\w.+/-]+;base64,[A-Za-z0-9+/=]+)", re.S | re.I
+)
+_PH_BASE = 0xF0000  # Supplementary Private Use Area-A: one char per held span
+_PH_RE = re.compile("[\U000f0000-\U000ffffd]")
 _PROTECT = re.compile(
     r"\[(?:host|ip|user|email)-\d+\]|\[token\]|\[inputs\]"
     r"|\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]"
-    r"|\^\[\[[0-9;]*[A-Za-z]|(?<![\w\]])\[[0-9;]{0,12}m"                # ESC shown as ^[ or lost
+    r"|\^\[\[[0-9;]*[A-Za-z]|(?<![\w\]])\[[0-9;]{0,12}m"  # ESC shown as ^[ or lost
     r"|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]"
-    r"|data:[\w.+/-]+;base64,[A-Za-z0-9+/=]+")                          # embedded images
+    r"|data:[\w.+/-]+;base64,[A-Za-z0-9+/=]+"
+)  # embedded images
 
 # --- secrets ---------------------------------------------------------------------------------------
 
@@ -83,14 +86,17 @@ _TOKEN_PREFIXED = re.compile(
     r"|glpat-[A-Za-z0-9_-]{20,}|xox[abposr]-[A-Za-z0-9-]{10,}|sk-(?:proj-|ant-)?[A-Za-z0-9_-]{20,}"
     r"|(?:AKIA|ASIA)[0-9A-Z]{16}|AIza[0-9A-Za-z_-]{35}|ya29\.[0-9A-Za-z_-]{20,}|npm_[A-Za-z0-9]{36}"
     r"|pypi-[A-Za-z0-9_-]{40,}|dckr_pat_[A-Za-z0-9_-]{20,}"
-    r"|eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,})")
+    r"|eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,})"
+)
 # key=value / key: value / "key": "value" secrets whatever their shape
 _SECRET_ASSIGN = re.compile(
     r"(?i)((?<![A-Za-z0-9_.-])[A-Za-z0-9_.-]*?(?:api[_-]?key|access[_-]?key|secret|token|password|passwd|pwd"
     r"|auth|credential|private[_-]?key|session[_-]?key|cookie)[A-Za-z0-9_.-]*['\"]?\s*[=:]\s*)"
-    r"(['\"]?)(?!\[token\])(?!(?:Bearer|Basic|Token)\s)([^\s'\",;]{4,})\2")
+    r"(['\"]?)(?!\[token\])(?!(?:Bearer|Basic|Token)\s)([^\s'\",;]{4,})\2"
+)
 _SECRET_FLAG = re.compile(
-    r"(?i)((?<![\w-])--?[A-Za-z0-9_-]*(?:password|passwd|token|secret|api[_-]?key)[A-Za-z0-9_-]*\s+)([^\s-]\S{3,})")
+    r"(?i)((?<![\w-])--?[A-Za-z0-9_-]*(?:password|passwd|token|secret|api[_-]?key)[A-Za-z0-9_-]*\s+)([^\s-]\S{3,})"
+)
 _BEARER = re.compile(r"(?i)(\b(?:Bearer|Authorization:\s*(?:Basic|Token|Bearer)?)\s+)([A-Za-z0-9._~+/=-]{8,})")
 _URL_CRED = re.compile(r"(?i)(?<![A-Za-z0-9+.-])([a-z][a-z0-9+.-]{1,15}://)([^\s/@?#'\"<>]+)@")
 # >= 32 hex digits (hashes, keys); NCCL commIds (16) and pointers (12) are kept
@@ -104,18 +110,45 @@ _LONG_B64 = re.compile(r"(?<![A-Za-z0-9+/=_-])[A-Za-z0-9+/_-]{40,}={0,2}(?![A-Za
 _EMAIL = re.compile(r"(?<![A-Za-z0-9._%+-])[A-Za-z0-9._%+-]+@(?:[A-Za-z0-9-]+\.)+[A-Za-z]{2,24}(?![A-Za-z0-9-])")
 _HOME = re.compile(
     r"(?P<pre>/(?:home|homes|Users|users)/|(?<![A-Za-z0-9])[A-Za-z]:(?:\\{1,2}|/)(?:Users|Documents and Settings)"
-    r"(?:\\{1,2}|/))(?P<user>[A-Za-z0-9_$][A-Za-z0-9_.$-]*)")
+    r"(?:\\{1,2}|/))(?P<user>[A-Za-z0-9_$][A-Za-z0-9_.$-]*)"
+)
 _TILDE = re.compile(r"(?<![\w~/\\.])~(?P<user>[A-Za-z_][A-Za-z0-9_.-]*[A-Za-z0-9_])")
 #: home folders that name no person: masked nowhere
-_COMMON_USERS = {"root", "user", "users", "admin", "ubuntu", "ec2-user", "runner", "shared", "share", "public",
-                 "default", "guest", "local", "home", "build", "app", "work", "data", "docker", "www", "nobody",
-                 "test", "jovyan", "linuxbrew", "all users"}
+_COMMON_USERS = {
+    "root",
+    "user",
+    "users",
+    "admin",
+    "ubuntu",
+    "ec2-user",
+    "runner",
+    "shared",
+    "share",
+    "public",
+    "default",
+    "guest",
+    "local",
+    "home",
+    "build",
+    "app",
+    "work",
+    "data",
+    "docker",
+    "www",
+    "nobody",
+    "test",
+    "jovyan",
+    "linuxbrew",
+    "all users",
+}
 
 # --- addresses -------------------------------------------------------------------------------------
 
 _IPV4 = re.compile(r"(?<![0-9.])(?:\d{1,3}\.){3}\d{1,3}(?![0-9]|\.\d)")
-_IPV6 = re.compile(r"(?<![0-9A-Za-z.%])(?=[0-9A-Fa-f.]*:[0-9A-Fa-f.]*:)[0-9A-Fa-f:.]{2,45}(?:%[0-9A-Za-z_.-]+)?"
-                   r"(?![0-9A-Za-z])")
+_IPV6 = re.compile(
+    r"(?<![0-9A-Za-z.%])(?=[0-9A-Fa-f.]*:[0-9A-Fa-f.]*:)[0-9A-Fa-f:.]{2,45}(?:%[0-9A-Za-z_.-]+)?"
+    r"(?![0-9A-Za-z])"
+)
 
 # --- hosts -----------------------------------------------------------------------------------------
 
@@ -129,51 +162,175 @@ _AT_HOST = re.compile(rf"(?<=[A-Za-z0-9_.-]@)({_NAME})")
 _URL_HOST = re.compile(rf"(?i)(?<![A-Za-z0-9+.-])[a-z][a-z0-9+.-]{{1,15}}://(?:[^\s/@?#'\"<>]*@)?\[?({_NAME})")
 _KEY_HOST = re.compile(
     rf"(?i)(?<![A-Za-z0-9])(?:MASTER_ADDR|MASTER_HOST|master[_-]addr(?:ess)?|rdzv[_-]endpoint|rdzv[_-]host"
-    rf"|host_?name|host|node_?name|SLURMD_NODENAME|addr)['\"]?\s*[=:]\s*['\"]?\[?({_NAME})")
+    rf"|host_?name|host|node_?name|SLURMD_NODENAME|addr)['\"]?\s*[=:]\s*['\"]?\[?({_NAME})"
+)
 _FLAG_HOST = re.compile(rf"(?i)--(?:master[_-]addr|rdzv[_-]endpoint|host|hostname)[=\s]+['\"]?\[?({_NAME})")
 _NODELIST = re.compile(r"(?i)NODELIST['\"]?\s*[=:]\s*['\"]?([^\s'\",;]+)")
 _POSITIONS = (_NCCL_HOST, _PEER_HOST, _AT_HOST, _URL_HOST, _KEY_HOST, _FLAG_HOST, _NODELIST)
 
 # shapes: the name is a host because of what it looks like
-_HOSTY = ("node|nodes|gpu|gpus|worker|workers|compute|cmp|dgx|hgx|host|ip|srv|server|cn|gn|hpc|login|master"
-          "|launcher|trainer|pod|vm|instance|machine|nid|rack|gke|aks|eks|slurm|k8s|kube|ec2")
+_HOSTY = (
+    "node|nodes|gpu|gpus|worker|workers|compute|cmp|dgx|hgx|host|ip|srv|server|cn|gn|hpc|login|master"
+    "|launcher|trainer|pod|vm|instance|machine|nid|rack|gke|aks|eks|slurm|k8s|kube|ec2"
+)
 _RANK_SUFFIX = r"-(?:rank|local|lr|r)\d"
 _CLUSTER_HOST = re.compile(
     rf"(?i)(?<![A-Za-z0-9.-])(?:[a-z0-9]+-)*?(?:{_HOSTY})(?:-(?!(?:rank|local|lr|r)\d)[a-z0-9]+)+"
-    rf"(?=$|[^A-Za-z0-9-]|{_RANK_SUFFIX})")
-_CLUSTER_FLAT = re.compile(r"(?i)(?<![A-Za-z0-9.-])(?:node|nid|cn|gn|compute|dgx|hpc|worker|srv|host|login)\d{2,}"
-                           r"(?![A-Za-z0-9-])")
-_POD_HASH = re.compile(r"(?<![A-Za-z0-9.-])[a-z][a-z0-9]*(?:-[a-z0-9]+)*-(?!(?:rank|local)\d)(?=[a-z]*\d)(?=\d*[a-z])[a-z0-9]{5}"
-                       rf"(?=$|[^A-Za-z0-9-]|{_RANK_SUFFIX})")
+    rf"(?=$|[^A-Za-z0-9-]|{_RANK_SUFFIX})"
+)
+_CLUSTER_FLAT = re.compile(
+    r"(?i)(?<![A-Za-z0-9.-])(?:node|nid|cn|gn|compute|dgx|hpc|worker|srv|host|login)\d{2,}"
+    r"(?![A-Za-z0-9-])"
+)
+_POD_HASH = re.compile(
+    r"(?<![A-Za-z0-9.-])[a-z][a-z0-9]*(?:-[a-z0-9]+)*-(?!(?:rank|local)\d)(?=[a-z]*\d)(?=\d*[a-z])[a-z0-9]{5}"
+    rf"(?=$|[^A-Za-z0-9-]|{_RANK_SUFFIX})"
+)
 _AWS_ID = re.compile(r"(?<![A-Za-z0-9-])i-[0-9a-f]{8}(?:[0-9a-f]{9})?(?![A-Za-z0-9-])")
-_TLDS = ("internal|local|localdomain|lan|corp|cluster|compute|intra|intranet|svc|home|com|net|org|io|ai|edu|gov"
-         "|cloud|dev|app|co|us|uk|de|fr|jp|cn|in|ca|au|eu|info|biz|me|tech|site|mil")
+_TLDS = (
+    "internal|local|localdomain|lan|corp|cluster|compute|intra|intranet|svc|home|com|net|org|io|ai|edu|gov"
+    "|cloud|dev|app|co|us|uk|de|fr|jp|cn|in|ca|au|eu|info|biz|me|tech|site|mil"
+)
 _FILE_EXT = r"(?:log|txt|err|out|json|jsonl|gz|bz2|xz|zst|zip|tar|pkl|pickle|csv|ipynb|html)"
 _FQDN = re.compile(
     rf"(?i)(?<![A-Za-z0-9.-])(?:[A-Za-z0-9](?:[A-Za-z0-9-]{{0,61}}[A-Za-z0-9])?\.)+(?:{_TLDS})"
-    rf"(?![A-Za-z0-9(-])(?!\.(?!{_FILE_EXT}\b)[A-Za-z0-9])")
+    rf"(?![A-Za-z0-9(-])(?!\.(?!{_FILE_EXT}\b)[A-Za-z0-9])"
+)
 _SHAPES = (_FQDN, _AWS_ID, _CLUSTER_HOST, _CLUSTER_FLAT, _POD_HASH)
 #: public sites named in torch / NCCL messages: not anyone's infrastructure
-_PUBLIC = ("pytorch.org", "github.com", "githubusercontent.com", "nvidia.com", "python.org", "huggingface.co",
-           "pypi.org", "readthedocs.io", "stackoverflow.com", "microsoft.com", "google.com", "amazon.com",
-           "docs.aws.amazon.com", "anaconda.org", "conda.io", "jupyter.org", "numpy.org", "pandas.pydata.org")
+_PUBLIC = (
+    "pytorch.org",
+    "github.com",
+    "githubusercontent.com",
+    "nvidia.com",
+    "python.org",
+    "huggingface.co",
+    "pypi.org",
+    "readthedocs.io",
+    "stackoverflow.com",
+    "microsoft.com",
+    "google.com",
+    "amazon.com",
+    "docs.aws.amazon.com",
+    "anaconda.org",
+    "conda.io",
+    "jupyter.org",
+    "numpy.org",
+    "pandas.pydata.org",
+)
 #: the first label of a dotted Python name, never a host (``self.net``, ``torchvision.io``)
-_CODE_LABELS = {"self", "cls", "super", "torch", "torchvision", "nn", "np", "pd", "os", "sys", "model", "module",
-                "modules", "ctx", "args", "cfg", "config", "threading", "data", "utils", "dist", "io", "json"}
+_CODE_LABELS = {
+    "self",
+    "cls",
+    "super",
+    "torch",
+    "torchvision",
+    "nn",
+    "np",
+    "pd",
+    "os",
+    "sys",
+    "model",
+    "module",
+    "modules",
+    "ctx",
+    "args",
+    "cfg",
+    "config",
+    "threading",
+    "data",
+    "utils",
+    "dist",
+    "io",
+    "json",
+}
 #: words that stand where a host may stand but are vocabulary, never a host
-_NOT_HOSTS = {"localhost", "localhost.localdomain", "", "n/a", "<n/a>", "none", "null", "nan", "unknown", "true",
-              "false", "nccl", "info", "warn", "warning", "error", "debug", "trace", "rank", "cuda", "cpu", "gpu",
-              "gloo", "mpi", "ucc", "xla", "main", "default", "self", "torch", "python", "the", "and", "or", "to",
-              "from", "at", "on", "in", "of", "is", "by", "port", "addr", "host", "hostname", "peer", "remote",
-              "local", "master", "worker", "server", "client", "store", "tcp", "udp", "http", "https", "file", "line",
-              "stdout", "stderr", "inputs", "token", "user", "email", "ip",
-              # denpex_nb's own counters, as in a finding's key "shape-mismatch@fr:3"
-              "work", "fr", "detail", "desync", "nccl_opcount", "nccl_position", "text"}
+_NOT_HOSTS = {
+    "localhost",
+    "localhost.localdomain",
+    "",
+    "n/a",
+    "<n/a>",
+    "none",
+    "null",
+    "nan",
+    "unknown",
+    "true",
+    "false",
+    "nccl",
+    "info",
+    "warn",
+    "warning",
+    "error",
+    "debug",
+    "trace",
+    "rank",
+    "cuda",
+    "cpu",
+    "gpu",
+    "gloo",
+    "mpi",
+    "ucc",
+    "xla",
+    "main",
+    "default",
+    "self",
+    "torch",
+    "python",
+    "the",
+    "and",
+    "or",
+    "to",
+    "from",
+    "at",
+    "on",
+    "in",
+    "of",
+    "is",
+    "by",
+    "port",
+    "addr",
+    "host",
+    "hostname",
+    "peer",
+    "remote",
+    "local",
+    "master",
+    "worker",
+    "server",
+    "client",
+    "store",
+    "tcp",
+    "udp",
+    "http",
+    "https",
+    "file",
+    "line",
+    "stdout",
+    "stderr",
+    "inputs",
+    "token",
+    "user",
+    "email",
+    "ip",
+    # denpex_nb's own counters, as in a finding's key "shape-mismatch@fr:3"
+    "work",
+    "fr",
+    "detail",
+    "desync",
+    "nccl_opcount",
+    "nccl_position",
+    "text",
+}
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
-_FILE_NAME = re.compile(r"(?i)\.(?:py|pyx|pyi|cpp|cc|cxx|c|h|hpp|cu|cuh|so|o|a|dylib|dll|exe|js|ts|rs|go|java|"
-                        r"sh|yaml|yml|toml|cfg|ini|md|rst|whl)$|\." + _FILE_EXT + "$")
-_VOCAB_NAME = re.compile(r"(?i)^(?:rank|local_?rank|node_?rank|cuda|gpu|device|dev|pg|group|seq|op|step|epoch|"
-                         r"u?int|float|bfloat|complex|sm|compute_|py|python|cp|nccl|v)\d*(?:\.\d+)*$")
+_FILE_NAME = re.compile(
+    r"(?i)\.(?:py|pyx|pyi|cpp|cc|cxx|c|h|hpp|cu|cuh|so|o|a|dylib|dll|exe|js|ts|rs|go|java|"
+    r"sh|yaml|yml|toml|cfg|ini|md|rst|whl)$|\." + _FILE_EXT + "$"
+)
+_VOCAB_NAME = re.compile(
+    r"(?i)^(?:rank|local_?rank|node_?rank|cuda|gpu|device|dev|pg|group|seq|op|step|epoch|"
+    r"u?int|float|bfloat|complex|sm|compute_|py|python|cp|nccl|v)\d*(?:\.\d+)*$"
+)
 
 
 def _plausible_host(name: str) -> bool:
@@ -243,8 +400,8 @@ class Redactor:
     """
 
     def __init__(self, hosts: Iterable[str] = (), mask_local_host: bool = True, roots: Iterable[str] = ()):
-        self._ids: dict[str, dict[str, int]] = {k: {} for k in KINDS}     # kind -> key -> number
-        self._names: dict[str, dict[str, str]] = {k: {} for k in KINDS}   # kind -> lower-case name -> key
+        self._ids: dict[str, dict[str, int]] = {k: {} for k in KINDS}  # kind -> key -> number
+        self._names: dict[str, dict[str, str]] = {k: {} for k in KINDS}  # kind -> lower-case name -> key
         self._tokens: set[str] = set()
         self.roots: list[str] = []
         self._version = 0
@@ -439,9 +596,17 @@ class Redactor:
         bare = sorted((n for n in self._names["host"] if not (_hosty(n) or "[" in n)), key=len, reverse=True)
         users = sorted(self._names["user"], key=len, reverse=True)
         alt = lambda ns: "|".join(re.escape(n) for n in ns)  # noqa: E731
-        hosty_re = re.compile(rf"(?i)(?<![A-Za-z0-9.-])(?:{alt(hosty)})(?![A-Za-z0-9])"
-                              r"(?!\.(?:py|cpp|cc|h|hpp|cu|c)\b)") if hosty else None
-        bare_re = re.compile(rf"(?i)(?<![\w.-])(?:{alt(bare)})(?![\w-])(?!\.(?:py|cpp|cc|h|hpp|cu|c)\b)") if bare else None
+        hosty_re = (
+            re.compile(
+                rf"(?i)(?<![A-Za-z0-9.-])(?:{alt(hosty)})(?![A-Za-z0-9])"
+                r"(?!\.(?:py|cpp|cc|h|hpp|cu|c)\b)"
+            )
+            if hosty
+            else None
+        )
+        bare_re = (
+            re.compile(rf"(?i)(?<![\w.-])(?:{alt(bare)})(?![\w-])(?!\.(?:py|cpp|cc|h|hpp|cu|c)\b)") if bare else None
+        )
         user_re = re.compile(rf"(?i)(?<![A-Za-z0-9])(?:{alt(users)})(?![A-Za-z0-9])") if users else None
         self._compiled = (self._version, hosty_re, bare_re, user_re)
         return self._compiled[1:]
@@ -487,8 +652,12 @@ class Redactor:
             return m.group("pre") + hold(self.mask_of("user", user))
 
         s = _HOME.sub(home, s)
-        s = _TILDE.sub(lambda m: "~" + hold(self.mask_of("user", m.group("user")))
-                       if self.add_user(m.group("user")) else m.group(0), s)
+        s = _TILDE.sub(
+            lambda m: (
+                "~" + hold(self.mask_of("user", m.group("user"))) if self.add_user(m.group("user")) else m.group(0)
+            ),
+            s,
+        )
         # addresses (IPv6 first: a mapped ::ffff:a.b.c.d holds an IPv4)
         s = _IPV6.sub(lambda m: self._ipv6(m, hold), s)
         s = _IPV4.sub(lambda m: hold(self.mask_of("ip", m.group(0))) if _ip_of(m.group(0)) else m.group(0), s)
@@ -511,9 +680,12 @@ class Redactor:
         if "%" in cand:
             cand, zone = cand.split("%", 1)
             zone = "%" + zone
-        for c, rest in ((cand, ""), (cand.rstrip(".:"), cand[len(cand.rstrip(".:")):]),
-                        *(((cand.rsplit(":", 1)[0], ":" + cand.rsplit(":", 1)[1]),) if ":" in cand else ())):
-            if c.count(":") < 2 or (c == "::" and not m.string[max(0, m.start() - 1):m.start()] == "["):
+        for c, rest in (
+            (cand, ""),
+            (cand.rstrip(".:"), cand[len(cand.rstrip(".:")) :]),
+            *(((cand.rsplit(":", 1)[0], ":" + cand.rsplit(":", 1)[1]),) if ":" in cand else ()),
+        ):
+            if c.count(":") < 2 or (c == "::" and not m.string[max(0, m.start() - 1) : m.start()] == "["):
                 continue
             addr = _ip_of(c)
             if isinstance(addr, ipaddress.IPv6Address):
@@ -538,8 +710,7 @@ class Redactor:
                 if rx is _CLUSTER_HOST and not re.search(r"\d", name):
                     continue
                 low = name.lower()
-                if rx is _FQDN and (_public(low) or low.split(".", 1)[0] in _CODE_LABELS
-                                    or _FILE_NAME.search(low)):
+                if rx is _FQDN and (_public(low) or low.split(".", 1)[0] in _CODE_LABELS or _FILE_NAME.search(low)):
                     continue
                 if _ip_of(name) is None:
                     self.add_host(name)
@@ -560,6 +731,7 @@ def redact(text: str, hosts: Iterable[str] = ()) -> str:
 
 
 # --- incidents, diagnoses, notebooks ---------------------------------------------------------------
+
 
 def _file_text(name: str, scan_bytes: int) -> str:
     try:

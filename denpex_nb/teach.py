@@ -3,6 +3,7 @@
 Each teaching notebook is a list of one-line calls into this module, so the lesson's logic is
 tested like any other code and the notebooks stay thin.
 """
+
 from __future__ import annotations
 
 import json
@@ -20,9 +21,16 @@ from .report import HTML, display
 from .vocab import ErrorKind, SeqKind
 
 
-def synthetic_incident(n_ranks: int = 4, n_collectives: int = 10, *, mismatch_at: int | None = 6,
-                       culprit: int = 1, kind: str = "shape", seq_kind: str = "trace",
-                       t0: str = "2026-11-29 22:00:00") -> Incident:
+def synthetic_incident(
+    n_ranks: int = 4,
+    n_collectives: int = 10,
+    *,
+    mismatch_at: int | None = 6,
+    culprit: int = 1,
+    kind: str = "shape",
+    seq_kind: str = "trace",
+    t0: str = "2026-11-29 22:00:00",
+) -> Incident:
     """A made-up incident for pictures, tests and benchmarks (never presented as real evidence).
 
     Every rank runs ``n_collectives`` collectives (all_reduce, with an all_gather every 5th);
@@ -48,27 +56,57 @@ def synthetic_incident(n_ranks: int = 4, n_collectives: int = 10, *, mismatch_at
             keep &= ~((ranks == culprit) & (seqs >= mismatch_at))
             state[seqs >= mismatch_at] = "timed_out"
             keep &= seqs <= mismatch_at
-    events = coerce("events", {
-        "rank": ranks[keep], "pg": ["0"] * int(keep.sum()), "pg_desc": ["default_pg"] * int(keep.sum()),
-        "seq": seqs[keep], "seq_kind": [seq_kind] * int(keep.sum()), "op": ops[keep],
-        "in_shapes": [s for s, k in zip(in_shapes, keep) if k], "dtype": ["float32"] * int(keep.sum()),
-        "state": state[keep], "t_wall": t_wall[keep], "source": ["synthetic"] * int(keep.sum()),
-        "file": ["synthetic"] * int(keep.sum()), "line": np.arange(int(keep.sum())) + 1,
-    })
+    events = coerce(
+        "events",
+        {
+            "rank": ranks[keep],
+            "pg": ["0"] * int(keep.sum()),
+            "pg_desc": ["default_pg"] * int(keep.sum()),
+            "seq": seqs[keep],
+            "seq_kind": [seq_kind] * int(keep.sum()),
+            "op": ops[keep],
+            "in_shapes": [s for s, k in zip(in_shapes, keep) if k],
+            "dtype": ["float32"] * int(keep.sum()),
+            "state": state[keep],
+            "t_wall": t_wall[keep],
+            "source": ["synthetic"] * int(keep.sum()),
+            "file": ["synthetic"] * int(keep.sum()),
+            "line": np.arange(int(keep.sum())) + 1,
+        },
+    )
     errors = []
     if mismatch_at is not None:
         t_err = base + pd.Timedelta(seconds=mismatch_at * 0.05 + 5)
         for r in range(n_ranks):
             if kind == "shape" and r == culprit:
-                errors.append({"rank": r, "t_wall": t_err - pd.Timedelta(seconds=4.9), "kind": ErrorKind.GLOO_ENFORCE,
-                               "message": "op.preamble.length <= op.nbytes. 40 vs 24", "source": "synthetic"})
+                errors.append(
+                    {
+                        "rank": r,
+                        "t_wall": t_err - pd.Timedelta(seconds=4.9),
+                        "kind": ErrorKind.GLOO_ENFORCE,
+                        "message": "op.preamble.length <= op.nbytes. 40 vs 24",
+                        "source": "synthetic",
+                    }
+                )
             elif kind == "skip" and r != culprit:
-                errors.append({"rank": r, "t_wall": t_err, "kind": ErrorKind.GLOO_TIMEOUT, "seq": mismatch_at,
-                               "seq_kind": seq_kind, "message": "Timed out waiting 5000ms for recv operation",
-                               "source": "synthetic"})
+                errors.append(
+                    {
+                        "rank": r,
+                        "t_wall": t_err,
+                        "kind": ErrorKind.GLOO_TIMEOUT,
+                        "seq": mismatch_at,
+                        "seq_kind": seq_kind,
+                        "message": "Timed out waiting 5000ms for recv operation",
+                        "source": "synthetic",
+                    }
+                )
     ranks_df = coerce("ranks", {"rank": np.arange(n_ranks), "host": ["localhost"] * n_ranks})
-    return Incident(events=events, errors=coerce("errors", errors), ranks=ranks_df,
-                    notes=["synthetic incident built by denpex_nb.teach.synthetic_incident"])
+    return Incident(
+        events=events,
+        errors=coerce("errors", errors),
+        ranks=ranks_df,
+        notes=["synthetic incident built by denpex_nb.teach.synthetic_incident"],
+    )
 
 
 # --- lessons ------------------------------------------------------------------------------------
@@ -84,17 +122,25 @@ class Lesson:
     scenario: str
     variant: str
     debug: str
-    result: object                 # denpex_nb.repro.RunResult
+    result: object  # denpex_nb.repro.RunResult
     incident: Incident
-    diagnosis: object              # denpex_nb.Diagnosis
+    diagnosis: object  # denpex_nb.Diagnosis
 
     @property
     def out_dir(self) -> Path:
         return Path(self.result.out_dir)
 
 
-def run_lesson(scenario: str, *, fixed: bool = False, world_size: int = 2, timeout: float = 5.0, out=None,
-               debug: str = "off", flight_recorder: bool = False) -> Lesson:
+def run_lesson(
+    scenario: str,
+    *,
+    fixed: bool = False,
+    world_size: int = 2,
+    timeout: float = 5.0,
+    out=None,
+    debug: str = "off",
+    flight_recorder: bool = False,
+) -> Lesson:
     """Run the reproducer as separate processes (bounded), then load and diagnose what it left.
 
     The collective tracer is always on: it is what shows each rank's sequence even when gloo
@@ -107,8 +153,16 @@ def run_lesson(scenario: str, *, fixed: bool = False, world_size: int = 2, timeo
     variant = "fixed" if fixed else "broken"
     base = Path(out) if out else Path(tempfile.mkdtemp(prefix="denpex-lesson-"))
     run_dir = base / f"{scenario}-{variant}-{debug}{'-fr' if flight_recorder else ''}-w{world_size}"
-    result = repro.run(scenario, fixed=fixed, world_size=world_size, debug=debug, flight_recorder=flight_recorder,
-                       trace=True, timeout=timeout, out=run_dir)
+    result = repro.run(
+        scenario,
+        fixed=fixed,
+        world_size=world_size,
+        debug=debug,
+        flight_recorder=flight_recorder,
+        trace=True,
+        timeout=timeout,
+        out=run_dir,
+    )
     incident = load(str(result.out_dir))
     return Lesson(scenario, variant, debug, result, incident, diagnose(incident))
 
@@ -141,10 +195,14 @@ def sequences_frame(incident, seq_kind: str | None = None) -> pd.DataFrame:
     df = ln.frame
     if df.empty:
         return pd.DataFrame()
-    cell = [_cell(op, shp, numel, dt) for op, shp, numel, dt in
-            zip(df["op"], df["in_shapes"], df["numel_in"], df["dtype"])]
-    table = (pd.DataFrame({"seq": df["seq"], "rank": df["rank"].map(lambda r: f"rank {r}"), "cell": cell})
-             .pivot(index="seq", columns="rank", values="cell").fillna("—"))
+    cell = [
+        _cell(op, shp, numel, dt) for op, shp, numel, dt in zip(df["op"], df["in_shapes"], df["numel_in"], df["dtype"])
+    ]
+    table = (
+        pd.DataFrame({"seq": df["seq"], "rank": df["rank"].map(lambda r: f"rank {r}"), "cell": cell})
+        .pivot(index="seq", columns="rank", values="cell")
+        .fillna("—")
+    )
     table.columns.name = None
     table.attrs.update(seq_kind=ln.seq_kind, pg=ln.pg)
     return table
@@ -169,9 +227,9 @@ def sequences(lesson_or_incident, seq_kind: str | None = None):
         odd = row.nunique() > 1 or (row == "—").any()
         return ["background-color: #fdd; color: #900; font-weight: bold" if odd else ""] * len(row)
 
-    return (table.style.apply(_row, axis=1)
-            .set_caption(f"Collectives per rank ({table.attrs.get('seq_kind')} sequence numbers, "
-                         f"process group {table.attrs.get('pg')})"))
+    return table.style.apply(_row, axis=1).set_caption(
+        f"Collectives per rank ({table.attrs.get('seq_kind')} sequence numbers, process group {table.attrs.get('pg')})"
+    )
 
 
 def agree(incident, seq_kind: str | None = None) -> bool:
@@ -194,10 +252,14 @@ def mechanism(class_id: str) -> HTML:
     entry = catalog.find(class_id)
     if entry is None:
         return HTML(f"<p>The catalog has no entry for <code>{escape(class_id)}</code>.</p>")
-    parts = [f"<p><b>{escape(entry.title)}</b> (catalog id <code>{escape(class_id)}</code>). "
-             f"{escape(entry.root_cause)}</p>"]
-    parts.append("<ul>" + "".join(f"<li><b>{escape(str(k))}</b>: {escape(str(v))}</li>"
-                                  for k, v in entry.mechanism.items()) + "</ul>")
+    parts = [
+        f"<p><b>{escape(entry.title)}</b> (catalog id <code>{escape(class_id)}</code>). {escape(entry.root_cause)}</p>"
+    ]
+    parts.append(
+        "<ul>"
+        + "".join(f"<li><b>{escape(str(k))}</b>: {escape(str(v))}</li>" for k, v in entry.mechanism.items())
+        + "</ul>"
+    )
     return HTML("".join(parts))
 
 
@@ -223,32 +285,52 @@ def nccl_view(scenario: str):
 
     src = nccl_source(scenario)
     if src is None:
-        return HTML("<p>No NCCL evidence for this scenario is available here (no recorded NCCL run and no "
-                    "illustrative log; an installed package carries neither).</p>")
+        return HTML(
+            "<p>No NCCL evidence for this scenario is available here (no recorded NCCL run and no "
+            "illustrative log; an installed package carries neither).</p>"
+        )
     kind, path = src
     incident = load(str(path))
     diagnosis = diagnose(incident)
     if kind == "illustrative":
-        banner = ("<div style='border:2px dashed #ff7f0e;padding:6px 10px;background:#fff8ef'><b>ILLUSTRATIVE, "
-                  "not a real NCCL run.</b> This log was written from NCCL's and PyTorch's documented message "
-                  "templates because no GPU run was recorded; it shows the shape of what NCCL prints, not "
-                  f"measured behaviour. Source: <code>{escape(_rel(path))}</code></div>")
+        banner = (
+            "<div style='border:2px dashed #ff7f0e;padding:6px 10px;background:#fff8ef'><b>ILLUSTRATIVE, "
+            "not a real NCCL run.</b> This log was written from NCCL's and PyTorch's documented message "
+            "templates because no GPU run was recorded; it shows the shape of what NCCL prints, not "
+            f"measured behaviour. Source: <code>{escape(_rel(path))}</code></div>"
+        )
     else:
-        banner = (f"<div style='border-left:4px solid #2ca02c;padding:6px 10px'><b>Recorded NCCL run</b>: "
-                  f"<code>{escape(_rel(path))}</code></div>")
+        banner = (
+            f"<div style='border-left:4px solid #2ca02c;padding:6px 10px'><b>Recorded NCCL run</b>: "
+            f"<code>{escape(_rel(path))}</code></div>"
+        )
     key = _key_lines(path)
     lines = "".join(f"{escape(ln)}\n" for ln in key)
     seq = sequences_frame(incident)
-    verdict = (f"<p>denpex_nb on this evidence: <b>{escape(diagnosis.verdict)}</b> ({escape(diagnosis.confidence)} "
-               f"confidence), culprit ranks {escape(str(diagnosis.culprit_ranks) or '[]')}.</p>")
-    return HTML(banner + "<p>The lines that matter:</p>"
-                f"<pre style='font-size:80%;white-space:pre-wrap'>{lines}</pre>"
-                + ("<p>Each rank's collectives as NCCL logged them:</p>" + seq.to_html() if not seq.empty else "")
-                + verdict)
+    verdict = (
+        f"<p>denpex_nb on this evidence: <b>{escape(diagnosis.verdict)}</b> ({escape(diagnosis.confidence)} "
+        f"confidence), culprit ranks {escape(str(diagnosis.culprit_ranks) or '[]')}.</p>"
+    )
+    return HTML(
+        banner + "<p>The lines that matter:</p>"
+        f"<pre style='font-size:80%;white-space:pre-wrap'>{lines}</pre>"
+        + ("<p>Each rank's collectives as NCCL logged them:</p>" + seq.to_html() if not seq.empty else "")
+        + verdict
+    )
 
 
-_KEY_WORDS = ("Watchdog caught", "failure detected by watchdog", "AllGather:", "AllReduce:", "Broadcast:",
-              "Timeout at collective", "didn't join", "exitcode  :", "ILLUSTRATIVE", "NCCL WARN")
+_KEY_WORDS = (
+    "Watchdog caught",
+    "failure detected by watchdog",
+    "AllGather:",
+    "AllReduce:",
+    "Broadcast:",
+    "Timeout at collective",
+    "didn't join",
+    "exitcode  :",
+    "ILLUSTRATIVE",
+    "NCCL WARN",
+)
 
 
 def _key_lines(path: Path, limit: int = 24) -> list[str]:
@@ -285,12 +367,13 @@ def detail_view(lesson: Lesson) -> HTML:
             return HTML("<p><b>DETAIL mode</b> reported no fingerprint mismatch in this run.</p>")
         body = "".join(f"{escape(t)}\n" for t in txt)
     else:
-        body = "".join(f"rank {escape(str(r))}: {escape(str(m))}\n"
-                       for r, m in zip(hits["rank"], hits["message"]))
-    return HTML("<p><b>With <code>TORCH_DISTRIBUTED_DEBUG=DETAIL</code></b> every rank checks the collective's "
-                "fingerprint with the others before running it, and fails at once, naming the ranks and their "
-                f"shapes:</p><pre style='font-size:80%;white-space:pre-wrap'>{body}</pre>"
-                f"<p>Verdict from this run: <b>{escape(lesson.diagnosis.verdict)}</b>.</p>")
+        body = "".join(f"rank {escape(str(r))}: {escape(str(m))}\n" for r, m in zip(hits["rank"], hits["message"]))
+    return HTML(
+        "<p><b>With <code>TORCH_DISTRIBUTED_DEBUG=DETAIL</code></b> every rank checks the collective's "
+        "fingerprint with the others before running it, and fails at once, naming the ranks and their "
+        f"shapes:</p><pre style='font-size:80%;white-space:pre-wrap'>{body}</pre>"
+        f"<p>Verdict from this run: <b>{escape(lesson.diagnosis.verdict)}</b>.</p>"
+    )
 
 
 def _grep(folder: Path, needles, limit: int = 6) -> list[str]:
@@ -307,9 +390,15 @@ def flight_recorder_view(lesson: Lesson) -> HTML:
     dumps = sorted(p.name for p in fr_dir.iterdir()) if fr_dir.is_dir() else []
     ranks = range(len(lesson.result.exit_codes))
     missing = [r for r in ranks if not any(d.endswith(f"_{r}") for d in dumps)]
-    parts = [f"<p><b>Flight Recorder</b>: {len(dumps)} dump(s) in <code>fr/</code>"
-             + (f"; no dump from rank(s) {', '.join(map(str, missing))} (a rank aborted by gloo or killed never "
-                "dumps)" if missing else "") + ".</p>"]
+    parts = [
+        f"<p><b>Flight Recorder</b>: {len(dumps)} dump(s) in <code>fr/</code>"
+        + (
+            f"; no dump from rank(s) {', '.join(map(str, missing))} (a rank aborted by gloo or killed never dumps)"
+            if missing
+            else ""
+        )
+        + ".</p>"
+    ]
     ev = lesson.incident.events
     if len(ev) and (ev["seq_kind"].astype("object") == SeqKind.FR).any():
         table = sequences_frame(lesson.incident, SeqKind.FR)
@@ -327,7 +416,8 @@ def compare(broken: Lesson, fixed: Lesson) -> HTML:
         f"<tr><td>every rank ran the same collectives with the same shapes</td><td>{b_ok}</td><td>{f_ok}</td></tr>"
         f"<tr><td>exit codes</td><td>{broken.result.exit_codes}</td><td>{fixed.result.exit_codes}</td></tr>"
         f"<tr><td>verdict</td><td>{escape(broken.diagnosis.verdict)}</td><td>{escape(fixed.diagnosis.verdict)}</td></tr>"
-        "</tbody></table>")
+        "</tbody></table>"
+    )
 
 
 def record(**lessons: Lesson) -> None:
@@ -336,13 +426,18 @@ def record(**lessons: Lesson) -> None:
     for name, lesson in lessons.items():
         ev = lesson.incident.events
         out[name] = {
-            "scenario": lesson.scenario, "variant": lesson.variant, "debug": lesson.debug,
-            "verdict": lesson.diagnosis.verdict, "culprit_ranks": list(lesson.diagnosis.culprit_ranks),
-            "exit_codes": list(lesson.result.exit_codes), "sequences_agree": agree(lesson.incident),
+            "scenario": lesson.scenario,
+            "variant": lesson.variant,
+            "debug": lesson.debug,
+            "verdict": lesson.diagnosis.verdict,
+            "culprit_ranks": list(lesson.diagnosis.culprit_ranks),
+            "exit_codes": list(lesson.result.exit_codes),
+            "sequences_agree": agree(lesson.incident),
             "n_events": int(len(ev)),
             "seq_kinds": sorted(ev["seq_kind"].dropna().astype(str).unique().tolist()) if len(ev) else [],
             "detail_errors": int(lesson.incident.errors["kind"].astype("object").isin(_DETAIL_KINDS).sum())
-            if len(lesson.incident.errors) else 0,
+            if len(lesson.incident.errors)
+            else 0,
         }
     first = next(iter(lessons.values()), None)
     if first is not None:

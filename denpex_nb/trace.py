@@ -27,6 +27,7 @@ Flight Recorder does see them. ``done`` for ``async_op=True`` means "enqueued", 
 
 The format is the contract read by :mod:`denpex_nb.ingest.trace`.
 """
+
 from __future__ import annotations
 
 import functools
@@ -132,6 +133,7 @@ def trace_path(directory: str | os.PathLike, rank: int) -> str:
 
 # --- internals -----------------------------------------------------------------------------
 
+
 def _wrap(name: str, original: Callable) -> Callable:
     signature = inspect.signature(original)
     ins, outs, peer_param = _SIGNATURES[name]
@@ -146,8 +148,12 @@ def _wrap(name: str, original: Callable) -> Callable:
         except TypeError:  # let torch raise its own error for bad arguments
             return original(*args, **kwargs)
         rank, world_size, base = _base_json(op, params, peer_param)
-        _emit(rank, world_size, f'{{"v":{FORMAT_VERSION},"event":"issue",{base},"in_shapes":{_shapes(params, ins)},'
-                                f'"out_shapes":{_shapes(params, outs)},"dtypes":{_dtypes(params, ins or outs)},{_times()}}}\n')
+        _emit(
+            rank,
+            world_size,
+            f'{{"v":{FORMAT_VERSION},"event":"issue",{base},"in_shapes":{_shapes(params, ins)},'
+            f'"out_shapes":{_shapes(params, outs)},"dtypes":{_dtypes(params, ins or outs)},{_times()}}}\n',
+        )
         _local.depth = 1
         try:
             result = original(*args, **kwargs)
@@ -172,8 +178,16 @@ def _base_json(op: str, params: dict, peer_param: str | None) -> tuple[int, int 
     with _lock:
         seq = _state["seq"].get(pg_name, 0) + 1
         _state["seq"][pg_name] = seq
-    fields = {"rank": rank, "world_size": world_size, "pg": pg_name, "pg_desc": pg_desc, "seq": seq, "op": op,
-              "pid": os.getpid(), "host": _host()}
+    fields = {
+        "rank": rank,
+        "world_size": world_size,
+        "pg": pg_name,
+        "pg_desc": pg_desc,
+        "seq": seq,
+        "op": op,
+        "pid": os.getpid(),
+        "host": _host(),
+    }
     if peer_param is not None:
         fields["peer"] = _peer(params, peer_param, group)
     return rank, world_size, json.dumps(fields, separators=(",", ":"))[1:-1]
@@ -269,8 +283,16 @@ def _open(rank: int, world_size: int | None) -> int | None:
         if _state["dir"] is None:
             return None
         fd = os.open(trace_path(_state["dir"], rank), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        meta = {"v": FORMAT_VERSION, "event": "meta", "rank": rank, "world_size": world_size,
-                "pid": os.getpid(), "host": _host(), "backend": _backend(), "torch": _torch_version()}
+        meta = {
+            "v": FORMAT_VERSION,
+            "event": "meta",
+            "rank": rank,
+            "world_size": world_size,
+            "pid": os.getpid(),
+            "host": _host(),
+            "backend": _backend(),
+            "torch": _torch_version(),
+        }
         os.write(fd, (json.dumps(meta, separators=(",", ":")) + "\n").encode())
         _state["fd"] = fd
         return fd

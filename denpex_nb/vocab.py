@@ -7,6 +7,7 @@ strings stored in the frames and serialise as those strings.
 
 This module imports nothing heavy (no pandas): the tracer and the CLI can read it cheaply.
 """
+
 from __future__ import annotations
 
 from enum import Enum
@@ -25,20 +26,26 @@ class _Name(str, Enum):
 class SeqKind(_Name):
     """Sequence counters. Different counters are never compared with each other."""
 
-    TRACE = "trace"                  # denpex_nb.trace per-pg counter, 1-based like work
-    FR = "fr"                        # Flight Recorder collective_seq_id
-    DETAIL = "detail"                # DETAIL fingerprint SequenceNumber (0-based)
-    WORK = "work"                    # WorkNCCL SeqNum / status-line ids
+    TRACE = "trace"  # denpex_nb.trace per-pg counter, 1-based like work
+    FR = "fr"  # Flight Recorder collective_seq_id
+    DETAIL = "detail"  # DETAIL fingerprint SequenceNumber (0-based)
+    WORK = "work"  # WorkNCCL SeqNum / status-line ids
     NCCL_POSITION = "nccl_position"  # ordinal of a COLL line per communicator
-    NCCL_OPCOUNT = "nccl_opcount"    # NCCL COLL opCount (hex in the log), per communicator
-    DESYNC = "desync"                # desync-report '#N', per rank
+    NCCL_OPCOUNT = "nccl_opcount"  # NCCL COLL opCount (hex in the log), per communicator
+    DESYNC = "desync"  # desync-report '#N', per rank
 
 
 #: the one preference order: when one collective is seen through several counters, the most
 #: precise comes first (complete per-rank records, then fingerprints, then log lines)
 SEQ_KIND_PREFERENCE: tuple[SeqKind, ...] = (
-    SeqKind.TRACE, SeqKind.FR, SeqKind.DETAIL, SeqKind.WORK, SeqKind.NCCL_POSITION, SeqKind.NCCL_OPCOUNT,
-    SeqKind.DESYNC)
+    SeqKind.TRACE,
+    SeqKind.FR,
+    SeqKind.DETAIL,
+    SeqKind.WORK,
+    SeqKind.NCCL_POSITION,
+    SeqKind.NCCL_OPCOUNT,
+    SeqKind.DESYNC,
+)
 #: counters that can be aligned across ranks per (pg, seq) (desync '#N' is per rank; NCCL opCounts
 #: are compared per communicator size by their own rule)
 ALIGNABLE_SEQ_KINDS: tuple[SeqKind, ...] = SEQ_KIND_PREFERENCE[:5]
@@ -70,58 +77,101 @@ ABSTENTIONS = frozenset({ClassId.TIMEOUT_UNDETERMINED, ClassId.NO_EVIDENCE})
 class ErrorKind(_Name):
     """Kinds of ``errors`` rows (see ``denpex_nb.incident``)."""
 
-    EXCEPTION = "exception"                  # a Python exception with its traceback (message = last line)
-    OOM = "oom"                              # CUDA / CPU out of memory
-    WATCHDOG_TIMEOUT = "watchdog_timeout"    # ProcessGroupNCCL WorkNCCL timeout (also blocking-wait variant)
-    WATCHDOG_STATUS = "watchdog_status"      # "failure detected by watchdog at work ..." status lines
-    WATCHDOG_ABORT = "watchdog_abort"        # teardown: "Some NCCL operations have failed", taking process down
-    HEARTBEAT = "heartbeat"                  # heartbeat monitor / watchdog stuck
-    DESYNC_REPORT = "desync_report"          # TORCH_NCCL_DESYNC_DEBUG analysis lines
-    DETAIL_MISMATCH = "detail_mismatch"      # DETAIL CollectiveFingerPrint mismatch
+    EXCEPTION = "exception"  # a Python exception with its traceback (message = last line)
+    OOM = "oom"  # CUDA / CPU out of memory
+    WATCHDOG_TIMEOUT = "watchdog_timeout"  # ProcessGroupNCCL WorkNCCL timeout (also blocking-wait variant)
+    WATCHDOG_STATUS = "watchdog_status"  # "failure detected by watchdog at work ..." status lines
+    WATCHDOG_ABORT = "watchdog_abort"  # teardown: "Some NCCL operations have failed", taking process down
+    HEARTBEAT = "heartbeat"  # heartbeat monitor / watchdog stuck
+    DESYNC_REPORT = "desync_report"  # TORCH_NCCL_DESYNC_DEBUG analysis lines
+    DETAIL_MISMATCH = "detail_mismatch"  # DETAIL CollectiveFingerPrint mismatch
     MONITORED_BARRIER = "monitored_barrier"  # DETAIL monitoredBarrier: ranks failed to pass
     DDP_UNUSED_PARAMETERS = "ddp_unused_parameters"
-    DDP_ERROR = "ddp_error"                  # other DDP reducer / model-consistency errors
-    GLOO_ENFORCE = "gloo_enforce"            # gloo::EnforceNotMet "X vs Y" (process aborts)
+    DDP_ERROR = "ddp_error"  # other DDP reducer / model-consistency errors
+    GLOO_ENFORCE = "gloo_enforce"  # gloo::EnforceNotMet "X vs Y" (process aborts)
     GLOO_INVALID_SIZE = "gloo_invalid_size"  # ProcessGroupGloo::<op>: invalid tensor size/type at index
-    GLOO_PEER_GONE = "gloo_peer_gone"        # connection reset / closed by peer, socket closed
-    GLOO_TIMEOUT = "gloo_timeout"            # Timed out waiting Nms for recv/send operation to complete
-    NCCL_WARN = "nccl_warn"                  # NCCL WARN line
-    NCCL_ERROR = "nccl_error"                # DistBackendError: NCCL error in ..., async NCCL errors, '-> N' traces
-    NCCL_RAS = "nccl_ras"                    # NCCL RAS MISMATCH/INCOMPLETE/TIMEOUT/DEAD record
-    ABORT = "abort"                          # terminate called after throwing ... / SIGABRT seen in text
-    SIGNAL = "signal"                        # a rank ended by a signal (elastic table, spawn, manifest)
-    EXIT = "exit"                            # a rank exited non-zero without a signal
-    CHILD_FAILED = "child_failed"            # torchrun ChildFailedError table row
-    AGENT = "agent"                          # torchrun agent "failed (exitcode ...)" / closing-signal lines
-    FR_FINDING = "fr_finding"                # a finding of torchfrtrace's text output
-    LOAD_ERROR = "load_error"                # an input that could not be read (corrupt dump, unreadable file)
-    WARNING = "warning"                      # a warning worth showing (deprecated collective, etc.)
+    GLOO_PEER_GONE = "gloo_peer_gone"  # connection reset / closed by peer, socket closed
+    GLOO_TIMEOUT = "gloo_timeout"  # Timed out waiting Nms for recv/send operation to complete
+    NCCL_WARN = "nccl_warn"  # NCCL WARN line
+    NCCL_ERROR = "nccl_error"  # DistBackendError: NCCL error in ..., async NCCL errors, '-> N' traces
+    NCCL_RAS = "nccl_ras"  # NCCL RAS MISMATCH/INCOMPLETE/TIMEOUT/DEAD record
+    ABORT = "abort"  # terminate called after throwing ... / SIGABRT seen in text
+    SIGNAL = "signal"  # a rank ended by a signal (elastic table, spawn, manifest)
+    EXIT = "exit"  # a rank exited non-zero without a signal
+    CHILD_FAILED = "child_failed"  # torchrun ChildFailedError table row
+    AGENT = "agent"  # torchrun agent "failed (exitcode ...)" / closing-signal lines
+    FR_FINDING = "fr_finding"  # a finding of torchfrtrace's text output
+    LOAD_ERROR = "load_error"  # an input that could not be read (corrupt dump, unreadable file)
+    WARNING = "warning"  # a warning worth showing (deprecated collective, etc.)
 
 
 #: error kinds a rank shows when a collective failed under it (someone else may have started it):
 #: the timeouts and the peers gone
-VICTIM_KINDS = frozenset({ErrorKind.WATCHDOG_TIMEOUT, ErrorKind.WATCHDOG_STATUS, ErrorKind.WATCHDOG_ABORT,
-                          ErrorKind.HEARTBEAT, ErrorKind.GLOO_TIMEOUT, ErrorKind.GLOO_PEER_GONE})
+VICTIM_KINDS = frozenset(
+    {
+        ErrorKind.WATCHDOG_TIMEOUT,
+        ErrorKind.WATCHDOG_STATUS,
+        ErrorKind.WATCHDOG_ABORT,
+        ErrorKind.HEARTBEAT,
+        ErrorKind.GLOO_TIMEOUT,
+        ErrorKind.GLOO_PEER_GONE,
+    }
+)
 #: the timeouts among them (a peer gone is not a timeout)
-TIMEOUT_KINDS = frozenset({ErrorKind.WATCHDOG_TIMEOUT, ErrorKind.WATCHDOG_STATUS, ErrorKind.WATCHDOG_ABORT,
-                           ErrorKind.HEARTBEAT, ErrorKind.GLOO_TIMEOUT})
+TIMEOUT_KINDS = frozenset(
+    {
+        ErrorKind.WATCHDOG_TIMEOUT,
+        ErrorKind.WATCHDOG_STATUS,
+        ErrorKind.WATCHDOG_ABORT,
+        ErrorKind.HEARTBEAT,
+        ErrorKind.GLOO_TIMEOUT,
+    }
+)
 #: error kinds that mean something failed on their rank (warnings and unreadable inputs do not; an
 #: NCCL WARN counts only when its text reports a failure: many are benign)
 FAILURE_KINDS = frozenset(set(ErrorKind) - {ErrorKind.WARNING, ErrorKind.LOAD_ERROR, ErrorKind.NCCL_WARN})
 #: error kinds that are collective failures themselves, not a rank's own crash
-COLLECTIVE_ERROR_KINDS = frozenset({
-    ErrorKind.DETAIL_MISMATCH, ErrorKind.MONITORED_BARRIER, ErrorKind.GLOO_ENFORCE, ErrorKind.GLOO_INVALID_SIZE,
-    ErrorKind.GLOO_PEER_GONE, ErrorKind.GLOO_TIMEOUT, ErrorKind.NCCL_ERROR, ErrorKind.WATCHDOG_TIMEOUT,
-    ErrorKind.WATCHDOG_STATUS, ErrorKind.WATCHDOG_ABORT, ErrorKind.DESYNC_REPORT, ErrorKind.DDP_ERROR,
-    ErrorKind.DDP_UNUSED_PARAMETERS})
+COLLECTIVE_ERROR_KINDS = frozenset(
+    {
+        ErrorKind.DETAIL_MISMATCH,
+        ErrorKind.MONITORED_BARRIER,
+        ErrorKind.GLOO_ENFORCE,
+        ErrorKind.GLOO_INVALID_SIZE,
+        ErrorKind.GLOO_PEER_GONE,
+        ErrorKind.GLOO_TIMEOUT,
+        ErrorKind.NCCL_ERROR,
+        ErrorKind.WATCHDOG_TIMEOUT,
+        ErrorKind.WATCHDOG_STATUS,
+        ErrorKind.WATCHDOG_ABORT,
+        ErrorKind.DESYNC_REPORT,
+        ErrorKind.DDP_ERROR,
+        ErrorKind.DDP_UNUSED_PARAMETERS,
+    }
+)
 
 #: Normalised collective names. Readers map every spelling (ALLGATHER, _ALLGATHER_BASE,
 #: gloo:all_gather, AllGather ...) onto these with :func:`denpex_nb.ops.normalize_op`.
 OPS = (
-    "all_reduce", "all_reduce_coalesced", "all_gather", "all_gather_into_tensor",
-    "all_gather_coalesced", "reduce_scatter", "reduce_scatter_tensor", "broadcast", "reduce",
-    "gather", "scatter", "barrier", "all_to_all", "all_to_all_single", "send", "recv",
-    "recv_anysource", "coalesced", "all_reduce_sparse", "unknown",
+    "all_reduce",
+    "all_reduce_coalesced",
+    "all_gather",
+    "all_gather_into_tensor",
+    "all_gather_coalesced",
+    "reduce_scatter",
+    "reduce_scatter_tensor",
+    "broadcast",
+    "reduce",
+    "gather",
+    "scatter",
+    "barrier",
+    "all_to_all",
+    "all_to_all_single",
+    "send",
+    "recv",
+    "recv_anysource",
+    "coalesced",
+    "all_reduce_sparse",
+    "unknown",
 )
 
 

@@ -6,6 +6,7 @@ entry around the divergence. Headless means: ``interactive=False``, or the ``DEN
 environment variable (set by ``denpex-nb report``), or a papermill / nbconvert parent process, or
 no ipywidgets installed.
 """
+
 from __future__ import annotations
 
 import os
@@ -36,26 +37,40 @@ def entries_at(incident, seq: int, *, pg=None, seq_kind=None, diagnosis=None) ->
     for r in ln.ranks:
         e = by_rank.get(r)
         if e is None:
-            rows.append({"rank": r, "op": "missing", "in_shapes": "–", "out_shapes": "–", "dtype": "–",
-                         "state": "–"})
+            rows.append({"rank": r, "op": "missing", "in_shapes": "–", "out_shapes": "–", "dtype": "–", "state": "–"})
         else:
-            rows.append({"rank": r, "op": e["op"], "in_shapes": plot.shape_label(e["in_shapes"]),
-                         "out_shapes": plot.shape_label(e["out_shapes"]), "dtype": plot.value_label(e["dtype"]),
-                         "state": plot.value_label(e["state"])})
+            rows.append(
+                {
+                    "rank": r,
+                    "op": e["op"],
+                    "in_shapes": plot.shape_label(e["in_shapes"]),
+                    "out_shapes": plot.shape_label(e["out_shapes"]),
+                    "dtype": plot.value_label(e["dtype"]),
+                    "state": plot.value_label(e["state"]),
+                }
+            )
     out = pd.DataFrame(rows, columns=["rank", "op", "in_shapes", "out_shapes", "dtype", "state"]).set_index("rank")
     out.attrs.update(seq=seq, pg=ln.pg, seq_kind=ln.seq_kind)
     return out
 
 
-def rank_sequence(incident, rank: int, *, pg=None, seq_kind=None, around: int | None = None,
-                  width: int = 5) -> pd.DataFrame:
+def rank_sequence(
+    incident, rank: int, *, pg=None, seq_kind=None, around: int | None = None, width: int = 5
+) -> pd.DataFrame:
     """One rank's collectives (optionally only ``width`` either side of ``around``)."""
     ln = plot.lanes(incident, seq_kind, pg)
     df = ln.frame[ln.frame["rank"] == rank]
     if around is not None:
         df = df[(df["seq"] >= around - width) & (df["seq"] <= around + width)]
-    return pd.DataFrame({"seq": df["seq"], "op": df["op"], "in_shapes": df["in_shapes"].map(plot.shape_label),
-                         "dtype": df["dtype"].astype(str), "state": df["state"]}).set_index("seq")
+    return pd.DataFrame(
+        {
+            "seq": df["seq"],
+            "op": df["op"],
+            "in_shapes": df["in_shapes"].map(plot.shape_label),
+            "dtype": df["dtype"].astype(str),
+            "state": df["state"],
+        }
+    ).set_index("seq")
 
 
 class StaticExplorer:
@@ -72,9 +87,13 @@ class StaticExplorer:
         seqs = ln.seqs.tolist()
         center = seq if seq is not None else seqs[-1]
         picks = [s for s in seqs if center - self.width <= s <= center + self.width]
-        return [(f"seq {s}" + (" (divergence)" if s == seq else ""),
-                 entries_at(self.incident, s, pg=ln.pg, seq_kind=ln.seq_kind, diagnosis=self.diagnosis))
-                for s in picks]
+        return [
+            (
+                f"seq {s}" + (" (divergence)" if s == seq else ""),
+                entries_at(self.incident, s, pg=ln.pg, seq_kind=ln.seq_kind, diagnosis=self.diagnosis),
+            )
+            for s in picks
+        ]
 
     def _repr_html_(self) -> str:
         from html import escape
@@ -82,8 +101,9 @@ class StaticExplorer:
         tables = self.tables()
         if not tables:
             return "<p>Explorer: no collective events to explore.</p>"
-        parts = ["<p><b>Explorer (static: this notebook ran headless).</b> Every rank's entry around the "
-                 "divergence.</p>"]
+        parts = [
+            "<p><b>Explorer (static: this notebook ran headless).</b> Every rank's entry around the divergence.</p>"
+        ]
         for title, df in tables:
             parts.append(f"<h4>{escape(title)}</h4>" + df.to_html())
         return "".join(parts)
@@ -118,10 +138,12 @@ def explorer(incident, diagnosis=None, interactive: bool | None = None):
     lo = int(ln.seqs.min()) if len(ln.seqs) else 0
     hi = int(ln.seqs.max()) if len(ln.seqs) else 0
     pg_pick = w.Dropdown(options=pgs, value=pg0 if pg0 in pgs else pgs[0], description="process group")
-    rank_pick = w.Dropdown(options=[("all ranks", -1)] + [(f"rank {r}", r) for r in ln.ranks], value=-1,
-                           description="rank")
-    slider = w.IntSlider(value=seq0 if seq0 is not None else lo, min=lo, max=max(hi, lo), description="seq",
-                         continuous_update=False)
+    rank_pick = w.Dropdown(
+        options=[("all ranks", -1)] + [(f"rank {r}", r) for r in ln.ranks], value=-1, description="rank"
+    )
+    slider = w.IntSlider(
+        value=seq0 if seq0 is not None else lo, min=lo, max=max(hi, lo), description="seq", continuous_update=False
+    )
     out = w.Output()
 
     def refresh(*_):
@@ -130,8 +152,7 @@ def explorer(incident, diagnosis=None, interactive: bool | None = None):
             if rank_pick.value == -1:
                 display(entries_at(incident, slider.value, pg=pg_pick.value, seq_kind=kind))
             else:
-                display(rank_sequence(incident, rank_pick.value, pg=pg_pick.value, seq_kind=kind,
-                                      around=slider.value))
+                display(rank_sequence(incident, rank_pick.value, pg=pg_pick.value, seq_kind=kind, around=slider.value))
 
     for widget in (pg_pick, rank_pick, slider):
         widget.observe(refresh, names="value")

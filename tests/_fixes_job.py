@@ -3,6 +3,7 @@
 Every check runs on every rank in the same order; each rank writes its results as JSON to
 ``$FIXES_OUT/rank<R>.json`` for the test to assert on.
 """
+
 import json
 import os
 import sys
@@ -35,7 +36,9 @@ def main():
     out = all_gather_uneven(rows(rank, md_lengths[rank], 2, 3, dtype=torch.int64))
     res["multidim_shapes"] = [list(t.shape) for t in out]
     res["multidim_dtypes"] = sorted({str(t.dtype) for t in out})
-    res["multidim_correct"] = all(torch.equal(t, rows(r, md_lengths[r], 2, 3, dtype=torch.int64)) for r, t in enumerate(out))
+    res["multidim_correct"] = all(
+        torch.equal(t, rows(r, md_lengths[r], 2, 3, dtype=torch.int64)) for r, t in enumerate(out)
+    )
 
     out = all_gather_uneven(torch.zeros(0, 3))
     res["all_empty_shapes"] = [list(t.shape) for t in out]

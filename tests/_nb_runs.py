@@ -3,6 +3,7 @@
 A recorded gloo run from ``data/recorded/gloo/`` is used when the repository has one; otherwise
 the reproducer runs live (bounded: 2 ranks, 5 s collective timeout, hard kill).
 """
+
 from __future__ import annotations
 
 import atexit
@@ -42,5 +43,6 @@ def rendered_report():
     from denpex_nb import report
 
     out = _TMP / "report"
-    return report.render([str(run_dir())], out / "report.html", ipynb=out / "report.ipynb",
-                         title="Test incident report")
+    return report.render(
+        [str(run_dir())], out / "report.html", ipynb=out / "report.ipynb", title="Test incident report"
+    )

@@ -4,6 +4,7 @@ normal: enable() via $DENPEX_TRACE_DIR, run a mix of collectives, one that raise
 abort:  the collective itself aborts the process (like gloo's EnforceNotMet); the issue line
         written before it must survive.
 """
+
 import functools
 import os
 import sys

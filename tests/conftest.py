@@ -1,5 +1,6 @@
 """Suite-wide guards: no test may leave a child process behind (reproducers, kernels, browsers),
 and the loader runs strict, so a reader that raises fails the test instead of becoming a note."""
+
 from __future__ import annotations
 
 import os

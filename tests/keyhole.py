@@ -51,6 +51,7 @@ Usage (also the reproducer the benchmark prints for a failing view)::
     d = diagnose_view(files)
     print(d.summary(), judge(d, load_manifest(run), files))
 """
+
 from __future__ import annotations
 
 import json
@@ -66,7 +67,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 RECORDED = ROOT / "data" / "recorded"
 
-SOURCES = ("combined", "perrank", "fr", "trace", "manifest")          # canonical order
+SOURCES = ("combined", "perrank", "fr", "trace", "manifest")  # canonical order
 SOURCE_SETS: dict[str, tuple[str, ...]] = {
     "tracer": ("trace",),
     "fr": ("fr",),
@@ -90,6 +91,7 @@ _RANKLOG = re.compile(r"^rank(\d+)\.log$")
 
 # --- recipes ----------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Recipe:
     """What a user holds of one run (see the module docstring for each field's meaning)."""
@@ -98,7 +100,7 @@ class Recipe:
     ranks: tuple[int, ...] | None = None
     merge: int | None = None
     prefix: str | None = None
-    cut: str | None = None            # "head@0.400", "tail@0.400~0.50"
+    cut: str | None = None  # "head@0.400", "tail@0.400~0.50"
     wrap: int | None = None
 
     def __post_init__(self):
@@ -180,6 +182,7 @@ def cut_spec(kind: str, frac: float, mid: float | None = None) -> str:
 
 # --- the run's files --------------------------------------------------------------------------
 
+
 @lru_cache(maxsize=8)
 def _run(run_dir: str) -> tuple[dict[str, bytes], dict]:
     base = Path(run_dir)
@@ -223,6 +226,7 @@ def _kind(path: str) -> tuple[str | None, int | None]:
 
 # --- text helpers ------------------------------------------------------------------------------
 
+
 def _lines(data: bytes) -> tuple[list[str], bool]:
     """Lines (without their newline) and whether the text ended with a newline."""
     text = data.decode("utf-8", "surrogateescape")
@@ -257,13 +261,14 @@ class _Log:
     """One text log of a view being built."""
 
     path: str
-    rank: int | None            # None: combined.log (ranks in its prefixes)
-    stream: str                 # combined | stdout | stderr | merged
+    rank: int | None  # None: combined.log (ranks in its prefixes)
+    stream: str  # combined | stdout | stderr | merged
     lines: list[str] = field(default_factory=list)
     ends: bool = True
 
 
 # --- rendering ---------------------------------------------------------------------------------
+
 
 def render(run_dir, recipe: Recipe) -> dict[str, bytes]:
     """The files (relative path -> bytes) a user holding ``recipe`` of this run has."""
@@ -300,7 +305,7 @@ def render(run_dir, recipe: Recipe) -> dict[str, bytes]:
 
     merge = recipe.merge
     if merge is None and recipe.prefix == "compose":
-        merge = 0                                   # a container's log is stdout+stderr already
+        merge = 0  # a container's log is stdout+stderr already
     for rank in sorted(perrank):
         streams = perrank[rank]
         if merge is None:
@@ -326,7 +331,7 @@ def render(run_dir, recipe: Recipe) -> dict[str, bytes]:
 def _wrap(line: str, width: int) -> list[str]:
     if len(line) <= width:
         return [line]
-    return [line[i:i + width] for i in range(0, len(line), width)]
+    return [line[i : i + width] for i in range(0, len(line), width)]
 
 
 def _cut(lines: list[str], ends: bool, cut: str) -> tuple[list[str], bool]:
@@ -335,21 +340,22 @@ def _cut(lines: list[str], ends: bool, cut: str) -> tuple[list[str], bool]:
     if kind == "head":
         head = lines[:k]
         if mid is not None and k < len(lines):
-            part = lines[k][:round(mid * len(lines[k]))]
+            part = lines[k][: round(mid * len(lines[k]))]
             return (head + [part], False) if part else (head, True)
         return head, (ends if k >= len(lines) else True)
     tail = lines[k:]
     if mid is not None and tail:
-        first = tail[0][round(mid * len(tail[0])):]
+        first = tail[0][round(mid * len(tail[0])) :]
         tail = ([first] if first else []) + tail[1:]
     return tail, ends
 
 
-_TS0 = 1714564800.0         # 2024-05-01T12:00:00Z
+_TS0 = 1714564800.0  # 2024-05-01T12:00:00Z
 
 
 def _iso(i: int) -> str:
     import datetime as _dt
+
     t = _TS0 + i * 0.0137
     sec = int(t)
     frac = int(round((t - sec) * 1e9)) % 1_000_000_000
@@ -358,6 +364,7 @@ def _iso(i: int) -> str:
 
 def _syslog_ts(i: int) -> str:
     import datetime as _dt
+
     d = _dt.datetime.fromtimestamp(_TS0 + i // 7, _dt.timezone.utc)
     return f"{d:%b} {d.day:2d} {d:%H:%M:%S}"
 
@@ -370,6 +377,7 @@ def _ansi_token(line: str) -> str:
         t = m.group(0)
         code = "36" if t.startswith("[") else ("1;31" if t[:1].isalpha() else "33")
         return f"\x1b[{code}m{t}\x1b[0m"
+
     return _ANSI_TOKEN.sub(col, line)
 
 
@@ -398,7 +406,7 @@ def _prefix(logs: list[_Log], style: str | None, pids: dict, seed: int) -> list[
                 rank = lg.rank if lg.rank is not None else (int(m.group(1)) if m else None)
                 if rank is not None:
                     level = "ERROR" if lg.stream == "stderr" else "INFO"
-                    head, body = (ln[:m.end()], ln[m.end():]) if m else ("", ln)
+                    head, body = (ln[: m.end()], ln[m.end() :]) if m else ("", ln)
                     t = _syslog_ts(n).split()[-1]
                     ln = f"{head}[RANK {rank}] 2025-01-01 {t} [{level}] trainer: {body}"
             elif style == "ansi-line":
@@ -414,6 +422,7 @@ def _prefix(logs: list[_Log], style: str | None, pids: dict, seed: int) -> list[
 
 # --- the views of a run ------------------------------------------------------------------------
 
+
 def _rand_cut(rng: random.Random, kind: str | None = None, midline: bool | None = None) -> str:
     kind = kind or rng.choice(("head", "tail"))
     midline = rng.random() < 0.5 if midline is None else midline
@@ -428,31 +437,42 @@ def recipes(run_dir, seed: int = 0, n_random: int = 12) -> list[Recipe]:
     out: list[Recipe] = [Recipe(sources=s) for s in SOURCE_SETS.values()]
     nm = SOURCE_SETS["everything-no-manifest"]
     logs = SOURCE_SETS["logs"]
-    for r in all_ranks:                                              # one rank's files
-        out += [Recipe(sources=nm, ranks=(r,)), Recipe(sources=logs, ranks=(r,)),
-                Recipe(sources=("perrank",), ranks=(r,), merge=seed)]
-    if w > 2:                                                        # a random subset of ranks
+    for r in all_ranks:  # one rank's files
+        out += [
+            Recipe(sources=nm, ranks=(r,)),
+            Recipe(sources=logs, ranks=(r,)),
+            Recipe(sources=("perrank",), ranks=(r,), merge=seed),
+        ]
+    if w > 2:  # a random subset of ranks
         for _ in range(2):
             sub = tuple(rng.sample(all_ranks, rng.randint(2, w - 1)))
             out += [Recipe(sources=nm, ranks=sub), Recipe(sources=("combined",), ranks=sub)]
     arrangements = [dict(sources=("combined",)), dict(sources=("perrank",), merge=seed)]
     for arr in arrangements:
-        for kind in ("head", "tail"):                               # cuts, at a line and mid-line
+        for kind in ("head", "tail"):  # cuts, at a line and mid-line
             for mid in (False, True):
                 out.append(Recipe(**arr, cut=_rand_cut(rng, kind, mid)))
         out += [Recipe(**arr, wrap=wd) for wd in WRAPS]
         out += [Recipe(**arr, prefix=p) for p in PREFIXES]
-    out += [Recipe(sources=("perrank",), merge=seed + 1), Recipe(sources=("perrank", "fr"), merge=seed),
-            Recipe(sources=("perrank", "trace"), merge=seed)]
+    out += [
+        Recipe(sources=("perrank",), merge=seed + 1),
+        Recipe(sources=("perrank", "fr"), merge=seed),
+        Recipe(sources=("perrank", "trace"), merge=seed),
+    ]
     text_sets = ["logs-combined", "logs-perrank", "logs", "logs+fr", "logs+tracer", "everything-no-manifest"]
-    for _ in range(n_random):                                        # random compositions
+    for _ in range(n_random):  # random compositions
         src = SOURCE_SETS[rng.choice(text_sets)]
         ranks = None if rng.random() < 0.5 else tuple(rng.sample(all_ranks, rng.randint(1, w - 1)))
-        out.append(Recipe(sources=src, ranks=ranks,
-                          merge=rng.choice((None, rng.randint(0, 99))),
-                          prefix=rng.choice((None,) + PREFIXES),
-                          cut=rng.choice((None, _rand_cut(rng))),
-                          wrap=rng.choice((None,) + WRAPS)))
+        out.append(
+            Recipe(
+                sources=src,
+                ranks=ranks,
+                merge=rng.choice((None, rng.randint(0, 99))),
+                prefix=rng.choice((None,) + PREFIXES),
+                cut=rng.choice((None, _rand_cut(rng))),
+                wrap=rng.choice((None,) + WRAPS),
+            )
+        )
     seen, uniq = set(), []
     for r in out:
         if r.name not in seen:
@@ -491,6 +511,7 @@ def diagnose_view(files: dict[str, bytes]):
 
 # --- what a view still shows ---------------------------------------------------------------------
 
+
 def view_ranks(files: dict[str, bytes]) -> set[int]:
     """Ranks the view has evidence about: from file paths, line prefixes and ``rank N`` mentions.
 
@@ -504,13 +525,13 @@ def view_ranks(files: dict[str, bytes]) -> set[int]:
         kind, rank = _kind(path)
         if rank is not None:
             ranks.add(rank)
-        if (m := _RANKLOG.match(path)):
+        if m := _RANKLOG.match(path):
             ranks.add(int(m.group(1)))
         if kind in ("fr", "manifest"):
             continue
         text = _strip_ansi(data.decode("utf-8", "replace"))
         ranks.update(int(x) for x in re.findall(r"\[(?:default|rank)(\d+)\]:", text))
-        for grp in re.findall(r"\b[Rr]anks?[ _:=]*((?:\d+\s*,\s*)*\d+)\b", text):   # "Rank 1", "Ranks 1, 3"
+        for grp in re.findall(r"\b[Rr]anks?[ _:=]*((?:\d+\s*,\s*)*\d+)\b", text):  # "Rank 1", "Ranks 1, 3"
             ranks.update(int(x) for x in re.findall(r"\d+", grp))
         ranks.update(int(x) for x in re.findall(r'"rank":\s*(\d+)', text))
         ranks.update(int(x) for x in re.findall(r"\[RANK (\d+)\]", text))
@@ -529,26 +550,29 @@ def _strip_ansi(text: str) -> str:
 FAILURE_MARKERS = re.compile(
     r"Traceback|Error|error|Exception|timed out|[Tt]imeout|exit ?code|exitcode|SIG(?:ABRT|SEGV|KILL|TERM|BUS)|"
     r"[Ff]ailed|[Ff]ailure|[Mm]ismatch|terminate called|what\(\):|enforce fail|reset by peer|closed by peer|"
-    r"Abort|abort|[Ff]atal|[Kk]illed|monitoredBarrier|Expected to have finished reduction")
+    r"Abort|abort|[Ff]atal|[Kk]illed|monitoredBarrier|Expected to have finished reduction"
+)
 #: A marker match is benign when these appear within :data:`BENIGN_WINDOW` characters of it. They
 #: are the only marker hits in runs that did NOT fail (checked on every view of every fixed
 #: variant, see test_keyhole): the scenario name in the ``ready:`` line ("rank 0/2 pid 1 ready:
 #: allgather-shape-mismatch (fixed) on gloo, device cpu") and the TCPStore shutdown notice
 #: ``uv_loop_close failed with:-16 errn:EBUSY desc:resource busy or locked``. A context window
 #: rather than an exact pattern, so that a cut or a wrap through the benign text leaves it benign.
-BENIGN = re.compile(r"ready: |\((?:broken|fixed)\)|\((?:broke|fixe|brok|fix|bro|fi|br|f)?$|^(?:ixed|ed|d|roken|oken|ken|en|n)?\)|"
-                    r" on gloo| on nccl|device c|EBUSY|uv_loop|loop_clo|resource busy|errn:")
+BENIGN = re.compile(
+    r"ready: |\((?:broken|fixed)\)|\((?:broke|fixe|brok|fix|bro|fi|br|f)?$|^(?:ixed|ed|d|roken|oken|ken|en|n)?\)|"
+    r" on gloo| on nccl|device c|EBUSY|uv_loop|loop_clo|resource busy|errn:"
+)
 BENIGN_WINDOW = 40
 
 
 def _text_evidence(text: str) -> str | None:
     """The first non-benign failure marker in a text (ANSI removed, hard wraps undone), or None."""
-    joined = _strip_ansi(text).replace("\r", "").replace("\n", "")   # undo wraps (and glue lines)
+    joined = _strip_ansi(text).replace("\r", "").replace("\n", "")  # undo wraps (and glue lines)
     for m in FAILURE_MARKERS.finditer(joined):
         lo, hi = max(0, m.start() - BENIGN_WINDOW), m.end() + BENIGN_WINDOW
-        if BENIGN.search(joined[lo:m.start()]) or BENIGN.search(joined[m.end():hi]):
+        if BENIGN.search(joined[lo : m.start()]) or BENIGN.search(joined[m.end() : hi]):
             continue
-        return f"{m.group(0)!r} in {joined[max(0, m.start() - 60):m.end() + 60]!r}"
+        return f"{m.group(0)!r} in {joined[max(0, m.start() - 60) : m.end() + 60]!r}"
     return None
 
 
@@ -586,10 +610,10 @@ def failure_evidence(files: dict[str, bytes]) -> list[str]:
         if hit:
             found.append(f"{path}: {hit}")
     if len(fr) > 1:
-        seen: dict[tuple, tuple] = {}           # (pg_id, p2p, seq) -> (signature, first dump)
+        seen: dict[tuple, tuple] = {}  # (pg_id, p2p, seq) -> (signature, first dump)
         for path, data in sorted(fr.items()):
             try:
-                dump = pickle.loads(data)           # our own recorded dumps: trusted input
+                dump = pickle.loads(data)  # our own recorded dumps: trusted input
             except Exception:
                 continue
             mine = {}
@@ -607,6 +631,8 @@ def failure_evidence(files: dict[str, bytes]) -> list[str]:
 # --- the acceptance rule -------------------------------------------------------------------------
 
 ABSTENTIONS = ("timeout-undetermined", "no-evidence")
+
+
 #: Verdicts less specific than the planted class that the evidence can honestly support, as the
 #: catalog declares them (``CatalogEntry.broader``): on gloo a dtype mismatch shows in plain logs
 #: only as a byte-count mismatch ('16 vs 8'); a crash seen only in FR dumps or tracer files is a
@@ -614,6 +640,7 @@ ABSTENTIONS = ("timeout-undetermined", "no-evidence")
 #: all_gather while the others are elsewhere (op-mismatch or rank-desync).
 def _less_specific() -> dict:
     from denpex_nb.analysis import catalog
+
     return {e.id: tuple(e.broader) for e in catalog.all() if e.broader}
 
 
@@ -626,9 +653,9 @@ FAILURES = ("different-class", "false-all-clear", "invented-culprit")
 class Judgement:
     """The outcome of :func:`judge` for one view."""
 
-    outcome: str        # exact | abstain | less-specific | honest-all-clear | different-class | false-all-clear
-    invented: tuple[int, ...] = ()          # culprits the view may not name
-    evidence: tuple[str, ...] = ()          # what still shows a failure (broken runs)
+    outcome: str  # exact | abstain | less-specific | honest-all-clear | different-class | false-all-clear
+    invented: tuple[int, ...] = ()  # culprits the view may not name
+    evidence: tuple[str, ...] = ()  # what still shows a failure (broken runs)
 
     @property
     def ok(self) -> bool:
@@ -703,12 +730,33 @@ def reproducer(run_dir, recipe: Recipe | str) -> str:
     """A one-line shell command (run from the repo root) that writes the view to a temp folder,
     diagnoses it with ``dx.load(folder)`` and prints the folder, the summary and the judgement."""
     name = recipe if isinstance(recipe, str) else recipe.name
-    return ("python -c \"from tests.keyhole import *; import denpex_nb as dx, tempfile; "
-            f"run='data/recorded/{run_id(run_dir)}'; f=render(run, Recipe.parse('{name}')); "
-            "p=tempfile.mkdtemp(prefix='view-'); write_view(f, p); d=dx.diagnose(dx.load(p, progress=False)); "
-            "print(p); print(d.summary()); print(judge(d, load_manifest(run), f))\"")
+    return (
+        'python -c "from tests.keyhole import *; import denpex_nb as dx, tempfile; '
+        f"run='data/recorded/{run_id(run_dir)}'; f=render(run, Recipe.parse('{name}')); "
+        "p=tempfile.mkdtemp(prefix='view-'); write_view(f, p); d=dx.diagnose(dx.load(p, progress=False)); "
+        'print(p); print(d.summary()); print(judge(d, load_manifest(run), f))"'
+    )
 
 
-__all__ = ["Recipe", "SOURCE_SETS", "PREFIXES", "WRAPS", "render", "recipes", "views", "write_view",
-           "diagnose_view", "view_ranks", "failure_evidence", "judge", "Judgement", "check_view", "reproducer",
-           "recorded_runs", "load_manifest", "run_id", "world_size", "cut_spec"]
+__all__ = [
+    "Recipe",
+    "SOURCE_SETS",
+    "PREFIXES",
+    "WRAPS",
+    "render",
+    "recipes",
+    "views",
+    "write_view",
+    "diagnose_view",
+    "view_ranks",
+    "failure_evidence",
+    "judge",
+    "Judgement",
+    "check_view",
+    "reproducer",
+    "recorded_runs",
+    "load_manifest",
+    "run_id",
+    "world_size",
+    "cut_spec",
+]

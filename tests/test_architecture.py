@@ -9,6 +9,7 @@ too (a lazy import is still an arrow). The rules:
   it imported (``parse._failed``); a private *module* (``ingest/_text.py``) is for its package;
 * module-level imports form no cycle.
 """
+
 from __future__ import annotations
 
 import ast
@@ -32,25 +33,36 @@ MAY_IMPORT: dict[str, set[str]] = {
     "ops": {"vocab"},
     "processes": set(),
     "redact": FOUNDATION,
-    "trace": set(),                       # the tracer every training rank imports: nothing of ours
-    "fixes": {"errors"},                  # the fixes, imported into training code
+    "trace": set(),  # the tracer every training rank imports: nothing of ours
+    "fixes": {"errors"},  # the fixes, imported into training code
     "incident": FOUNDATION,
     "ingest": FOUNDATION | {"incident"},
     "analysis": FOUNDATION | {"incident"},
-    "catalog": {"analysis"},              # the alias denpex_nb.catalog
+    "catalog": {"analysis"},  # the alias denpex_nb.catalog
     "plot": FOUNDATION | {"incident", "analysis"},
     "widgets": FOUNDATION | {"incident", "analysis", "plot"},
     "nbtemplates": FOUNDATION,
-    "report": FOUNDATION | {"incident", "ingest", "analysis", "catalog", "plot", "widgets", "nbtemplates",
-                            "redact"},
-    "teach": FOUNDATION | {"incident", "ingest", "analysis", "catalog", "plot", "widgets", "report", "repro",
-                           "fixes"},
+    "report": FOUNDATION | {"incident", "ingest", "analysis", "catalog", "plot", "widgets", "nbtemplates", "redact"},
+    "teach": FOUNDATION | {"incident", "ingest", "analysis", "catalog", "plot", "widgets", "report", "repro", "fixes"},
     "repro": FOUNDATION | {"fixes", "trace"},
-    "cli": FOUNDATION | {"incident", "ingest", "analysis", "catalog", "plot", "report", "redact", "repro",
-                         "nbtemplates"},
+    "cli": FOUNDATION
+    | {"incident", "ingest", "analysis", "catalog", "plot", "report", "redact", "repro", "nbtemplates"},
     "testing": FOUNDATION | {"incident", "ingest", "analysis"},
-    "": FOUNDATION | {"incident", "ingest", "analysis", "catalog", "plot", "widgets", "report", "repro",
-                      "fixes", "trace", "redact", "teach"},    # the lazy facade, denpex_nb/__init__.py
+    "": FOUNDATION
+    | {
+        "incident",
+        "ingest",
+        "analysis",
+        "catalog",
+        "plot",
+        "widgets",
+        "report",
+        "repro",
+        "fixes",
+        "trace",
+        "redact",
+        "teach",
+    },  # the lazy facade, denpex_nb/__init__.py
 }
 
 
@@ -113,9 +125,13 @@ def test_every_arrow_between_units_points_the_way_the_layers_allow():
 
 
 def test_the_library_never_imports_the_test_tooling():
-    wrong = [f"{path.relative_to(PKG)}:{line}" for module, (path, tree) in MODULES.items()
-             if _unit(module) != "testing"
-             for target, _, line in _imports(module, path, tree) if _unit(target) == "testing"]
+    wrong = [
+        f"{path.relative_to(PKG)}:{line}"
+        for module, (path, tree) in MODULES.items()
+        if _unit(module) != "testing"
+        for target, _, line in _imports(module, path, tree)
+        if _unit(target) == "testing"
+    ]
     assert not wrong, wrong
 
 
@@ -126,7 +142,7 @@ def _private(name: str) -> bool:
 def test_no_module_uses_a_private_name_of_another_module():
     wrong = []
     for module, (path, tree) in MODULES.items():
-        bound: dict[str, str] = {}           # local name -> our module it stands for
+        bound: dict[str, str] = {}  # local name -> our module it stands for
         for target, name, line in _imports(module, path, tree):
             if name is not None and _private(name) and target != module:
                 wrong.append(f"{path.relative_to(PKG)}:{line}: imports {target}.{name}")
@@ -141,8 +157,13 @@ def test_no_module_uses_a_private_name_of_another_module():
                     if a.name in MODULES and a.asname:
                         bound[a.asname] = a.name
         for node in ast.walk(tree):
-            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and _private(node.attr) \
-                    and node.value.id in bound and bound[node.value.id] != module:
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and _private(node.attr)
+                and node.value.id in bound
+                and bound[node.value.id] != module
+            ):
                 wrong.append(f"{path.relative_to(PKG)}:{node.lineno}: uses {bound[node.value.id]}.{node.attr}")
     assert not wrong, "private names used across modules:\n" + "\n".join(sorted(set(wrong)))
 
@@ -178,13 +199,23 @@ def test_the_tracer_and_the_facade_import_neither_pandas_nor_the_analysis():
     import sys
 
     for module in ("denpex_nb.trace", "denpex_nb"):
-        code = (f"import sys, {module}; heavy = [m for m in sys.modules if m.split('.')[0] in "
-                "('pandas', 'numpy', 'matplotlib', 'torch') or m.startswith('denpex_nb.analysis') "
-                "or m.startswith('denpex_nb.ingest')]; print(heavy)")
+        code = (
+            f"import sys, {module}; heavy = [m for m in sys.modules if m.split('.')[0] in "
+            "('pandas', 'numpy', 'matplotlib', 'torch') or m.startswith('denpex_nb.analysis') "
+            "or m.startswith('denpex_nb.ingest')]; print(heavy)"
+        )
         run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
         assert run.returncode == 0, run.stderr
         assert run.stdout.strip() == "[]", (module, run.stdout)
-    run = subprocess.run([sys.executable, "-c", "import denpex_nb as dx; print(dx.diagnose.__module__, "
-                          "dx.Diagnosis.__module__, dx.Incident.__module__, callable(dx.load))"],
-                         capture_output=True, text=True, timeout=60)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import denpex_nb as dx; print(dx.diagnose.__module__, "
+            "dx.Diagnosis.__module__, dx.Incident.__module__, callable(dx.load))",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert run.stdout.split() == ["denpex_nb", "denpex_nb.analysis.model", "denpex_nb.incident", "True"], run

@@ -5,6 +5,7 @@ line naming what is wrong), print at most one line on stderr and no traceback, a
 30 s under a 1.5 GB address-space limit. The CLI runs as users run it (``DENPEX_STRICT`` unset);
 bombs are kept small by a decompression cap in the environment (``DENPEX_MAX_DECOMPRESSED=20M``).
 """
+
 from __future__ import annotations
 
 import bz2
@@ -34,7 +35,7 @@ def _zstd(data: bytes) -> bytes:
 
 
 PACK = {"gz": gzip.compress, "bz2": bz2.compress, "xz": lzma.compress, "zst": _zstd}
-BOMB_TEXT = (b"x" * 99 + b"\n") * (600_000)          # 60 MB of text; the test env caps output at 20 MB
+BOMB_TEXT = (b"x" * 99 + b"\n") * (600_000)  # 60 MB of text; the test env caps output at 20 MB
 
 
 def _zip(members: dict[str, bytes]) -> bytes:
@@ -52,6 +53,7 @@ class _Evil:
 
 def _make(case: str, d) -> tuple[list[str], bytes | None]:
     """(arguments after the sub-command, stdin bytes or None) for ``case``, files made under ``d``."""
+
     def put(name: str, data: bytes) -> str:
         p = d / name
         p.parent.mkdir(parents=True, exist_ok=True)
@@ -157,38 +159,109 @@ def _make(case: str, d) -> tuple[list[str], bytes | None]:
     if case == "device_named":
         return ["/dev/zero"], None
     if case == "out_of_range_numbers":
-        return [put("big.log", b"[rank2147483648]: RuntimeError: boom\n[rank0]:[E1 ProcessGroupNCCL.cpp:9] Watchdog "
-                               b"caught collective operation timeout: WorkNCCL(SeqNum=99999999999999999999, "
-                               b"OpType=ALLREDUCE, NumelIn=-1, NumelOut=1e309, Timeout(ms)=1) ran for 1 milliseconds\n"
-                               b"h:99999999999999999999:1 [0] NCCL INFO comm 0x1 rank 2147483647 nranks 4294967296 "
-                               b"cudaDev 0 busId 1 - Init COMPLETE\n")], None
+        return [
+            put(
+                "big.log",
+                b"[rank2147483648]: RuntimeError: boom\n[rank0]:[E1 ProcessGroupNCCL.cpp:9] Watchdog "
+                b"caught collective operation timeout: WorkNCCL(SeqNum=99999999999999999999, "
+                b"OpType=ALLREDUCE, NumelIn=-1, NumelOut=1e309, Timeout(ms)=1) ran for 1 milliseconds\n"
+                b"h:99999999999999999999:1 [0] NCCL INFO comm 0x1 rank 2147483647 nranks 4294967296 "
+                b"cudaDev 0 busId 1 - Init COMPLETE\n",
+            )
+        ], None
     if case == "everything_bad_together":
-        return [put("good.log", GOOD), put("a.gz", os.urandom(300)), put("b.bz2", PACK["bz2"](GOOD)[:100]),
-                put("c.xz", b"\xfd7zXZ\x00garbage"), put("d.zip", b"PK\x03\x04broken"), put("e.bin", os.urandom(999)),
-                str(d / "missing.log")], None
+        return [
+            put("good.log", GOOD),
+            put("a.gz", os.urandom(300)),
+            put("b.bz2", PACK["bz2"](GOOD)[:100]),
+            put("c.xz", b"\xfd7zXZ\x00garbage"),
+            put("d.zip", b"PK\x03\x04broken"),
+            put("e.bin", os.urandom(999)),
+            str(d / "missing.log"),
+        ], None
     if case == "json_flag_binary":
         return [put("blob.dat", os.urandom(3000)), "--json"], None
     raise KeyError(case)
 
 
 CASES = [
-    "missing_path", "missing_glob", "empty_file", "empty_folder", "nested_empty_folders", "deeply_nested_log",
-    "binary_file", "nul_file", "invalid_utf8",
-    "corrupt_gz", "truncated_gz", "corrupt_bz2", "truncated_bz2", "corrupt_xz", "truncated_xz", "corrupt_zst",
-    "truncated_zst", "truncated_zst_tiny", "corrupt_zip", "truncated_zip", "corrupt_zst_beside_good",
-    "gz_bomb", "zst_bomb", "bz2_bomb", "xz_bomb", "zip_bomb", "zeros_gzip_bomb", "zip_in_zip", "zip_many_members",
-    "fifo_named", "fifo_in_folder", "huge_single_line", "huge_line_no_newline", "cr_only_line_endings",
-    "symlink_loop", "symlink_loop_in_folder", "dangling_symlink", "folder_named_like_a_file",
-    "stdin_empty", "stdin_binary", "unknown_flag", "bad_format", "year_99999", "year_negative", "year_not_a_number",
-    "no_arguments", "malicious_pickle", "deep_json", "device_named", "out_of_range_numbers",
-    "everything_bad_together", "json_flag_binary",
+    "missing_path",
+    "missing_glob",
+    "empty_file",
+    "empty_folder",
+    "nested_empty_folders",
+    "deeply_nested_log",
+    "binary_file",
+    "nul_file",
+    "invalid_utf8",
+    "corrupt_gz",
+    "truncated_gz",
+    "corrupt_bz2",
+    "truncated_bz2",
+    "corrupt_xz",
+    "truncated_xz",
+    "corrupt_zst",
+    "truncated_zst",
+    "truncated_zst_tiny",
+    "corrupt_zip",
+    "truncated_zip",
+    "corrupt_zst_beside_good",
+    "gz_bomb",
+    "zst_bomb",
+    "bz2_bomb",
+    "xz_bomb",
+    "zip_bomb",
+    "zeros_gzip_bomb",
+    "zip_in_zip",
+    "zip_many_members",
+    "fifo_named",
+    "fifo_in_folder",
+    "huge_single_line",
+    "huge_line_no_newline",
+    "cr_only_line_endings",
+    "symlink_loop",
+    "symlink_loop_in_folder",
+    "dangling_symlink",
+    "folder_named_like_a_file",
+    "stdin_empty",
+    "stdin_binary",
+    "unknown_flag",
+    "bad_format",
+    "year_99999",
+    "year_negative",
+    "year_not_a_number",
+    "no_arguments",
+    "malicious_pickle",
+    "deep_json",
+    "device_named",
+    "out_of_range_numbers",
+    "everything_bad_together",
+    "json_flag_binary",
 ]
 #: report takes ~5-10 s per run: a subset, one per kind of trouble
-REPORT_CASES = ["missing_path", "empty_folder", "binary_file", "stdin_empty", "corrupt_zst_beside_good", "gz_bomb",
-                "huge_single_line", "malicious_pickle"]
+REPORT_CASES = [
+    "missing_path",
+    "empty_folder",
+    "binary_file",
+    "stdin_empty",
+    "corrupt_zst_beside_good",
+    "gz_bomb",
+    "huge_single_line",
+    "malicious_pickle",
+]
 #: exit 2 is required here (a path names nothing, bad arguments); elsewhere 0 or 2 is fine
-MUST_EXIT_2 = {"missing_path", "missing_glob", "empty_folder", "nested_empty_folders", "unknown_flag", "bad_format",
-               "year_not_a_number", "no_arguments", "symlink_loop", "dangling_symlink"}
+MUST_EXIT_2 = {
+    "missing_path",
+    "missing_glob",
+    "empty_folder",
+    "nested_empty_folders",
+    "unknown_flag",
+    "bad_format",
+    "year_not_a_number",
+    "no_arguments",
+    "symlink_loop",
+    "dangling_symlink",
+}
 
 
 def _limit():
@@ -204,9 +277,15 @@ def _run(command: str, case: str, tmp_path) -> subprocess.CompletedProcess:
     env = dict(os.environ, DENPEX_MAX_DECOMPRESSED="20M", PYTHONWARNINGS="ignore", PYTHONPATH=path)
     env.pop("DENPEX_STRICT", None)
     try:
-        return subprocess.run([sys.executable, "-m", "denpex_nb.cli", command, *args], input=stdin or b"",
-                              capture_output=True, timeout=TIMEOUT if command == "diagnose" else 120,
-                              env=env, cwd=str(tmp_path), preexec_fn=_limit)
+        return subprocess.run(
+            [sys.executable, "-m", "denpex_nb.cli", command, *args],
+            input=stdin or b"",
+            capture_output=True,
+            timeout=TIMEOUT if command == "diagnose" else 120,
+            env=env,
+            cwd=str(tmp_path),
+            preexec_fn=_limit,
+        )
     except subprocess.TimeoutExpired:
         pytest.fail(f"{command} {case}: no answer within the timeout (a hang)")
 
@@ -246,4 +325,4 @@ def test_report_bad_input(case, tmp_path):
 
 def test_the_campaign_is_big_enough():
     assert len(CASES) >= 40 and set(REPORT_CASES) <= set(CASES)
-    assert shutil.which("true")        # subprocesses work here
+    assert shutil.which("true")  # subprocesses work here

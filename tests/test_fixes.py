@@ -3,6 +3,7 @@
 One multi-rank job per world size runs every check (tests/_fixes_job.py); the tests assert on
 the JSON each rank wrote. Expensive part shared through a module-scoped fixture.
 """
+
 from __future__ import annotations
 
 import json
@@ -26,11 +27,26 @@ def _run_job(world: int, out: Path) -> list[dict]:
     port = free_port()
     procs = []
     for r in range(world):
-        env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(r), WORLD_SIZE=str(world),
-                   LOCAL_RANK=str(r), FIXES_OUT=str(out), OMP_NUM_THREADS="1",
-                   PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-        procs.append(subprocess.Popen([sys.executable, str(JOB)], env=env, stdout=subprocess.PIPE,
-                                      stderr=subprocess.STDOUT, start_new_session=True))
+        env = dict(
+            os.environ,
+            MASTER_ADDR="127.0.0.1",
+            MASTER_PORT=str(port),
+            RANK=str(r),
+            WORLD_SIZE=str(world),
+            LOCAL_RANK=str(r),
+            FIXES_OUT=str(out),
+            OMP_NUM_THREADS="1",
+            PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+        )
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, str(JOB)],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        )
     outputs = []
     try:
         for p in procs:

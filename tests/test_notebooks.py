@@ -1,4 +1,5 @@
 """The committed notebooks: generated from nbtemplates, clean, thin, and they run (results read back)."""
+
 from __future__ import annotations
 
 import ast
@@ -26,7 +27,8 @@ def test_every_notebook_is_committed_and_equals_its_definition():
     assert on_disk == sorted(NAMES)
     for name in NAMES:
         assert (NB_DIR / f"{name}.ipynb").read_text(encoding="utf-8") == nbtemplates.dumps(name), (
-            f"notebooks/{name}.ipynb differs from denpex_nb/nbtemplates.py: run python -m denpex_nb.nbtemplates")
+            f"notebooks/{name}.ipynb differs from denpex_nb/nbtemplates.py: run python -m denpex_nb.nbtemplates"
+        )
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -52,8 +54,10 @@ def test_notebooks_are_thin_one_call_into_denpex_nb_per_cell(name):
             mods = [a.name for a in stmt.names] if isinstance(stmt, ast.Import) else [stmt.module]
             assert all(m.startswith("denpex_nb") for m in mods), cell.source
             continue
-        assert not any(isinstance(n, (ast.For, ast.While, ast.If, ast.FunctionDef, ast.Lambda, ast.ListComp))
-                       for n in ast.walk(stmt)), cell.source
+        assert not any(
+            isinstance(n, (ast.For, ast.While, ast.If, ast.FunctionDef, ast.Lambda, ast.ListComp))
+            for n in ast.walk(stmt)
+        ), cell.source
 
 
 def _run(name, params):
@@ -70,8 +74,8 @@ def test_postmortem_runs_headless_and_records_the_verdict():
     assert summary["verdict"] == "shape-mismatch"
     assert summary["op"] == "all_gather" and summary["ranks_seen"] == [0, 1]
     outputs = json.dumps([c.get("outputs", []) for c in nb.cells])
-    assert "Explorer (static" in outputs        # widgets fell back to static tables under papermill
-    assert outputs.count("image/png") >= 3      # two swimlanes and the progress bars
+    assert "Explorer (static" in outputs  # widgets fell back to static tables under papermill
+    assert outputs.count("image/png") >= 3  # two swimlanes and the progress bars
 
 
 # incident_report.ipynb is executed by tests/test_report.py through `report.render` (the same notebook:

@@ -1,4 +1,5 @@
 """The install story: pyproject and environment.yml agree, the core needs no torch, the CLI fails cleanly."""
+
 from __future__ import annotations
 
 import re
@@ -114,6 +115,7 @@ def test_version_is_written_once_and_the_cli_prints_it():
     import tomllib
 
     import denpex_nb
+
     declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
     assert denpex_nb.__version__ == version("denpex_nb") == declared
     out = subprocess.run([sys.executable, "-m", "denpex_nb.cli", "--version"], capture_output=True, text=True)

@@ -1,4 +1,5 @@
 """Pictures: readable at 2..512 ranks, divergence highlighted, culprits marked, never pyplot."""
+
 from __future__ import annotations
 
 import subprocess
@@ -57,8 +58,8 @@ def test_swimlane_marks_gaps_errors_and_timeouts():
     inc = synthetic_incident(8, 10, mismatch_at=6, culprit=3, kind="skip")
     fig = plot.swimlane(inc)
     text = _texts(fig)
-    assert "missing" in text          # rank 3 never issued seq 6: a dotted gap
-    assert "timeout" in text          # the others' recv timeouts sit on their lanes
+    assert "missing" in text  # rank 3 never issued seq 6: a dotted gap
+    assert "timeout" in text  # the others' recv timeouts sit on their lanes
     assert "timed out / failed" in text
     shapes = plot.shapes_frame(inc)
     assert shapes.loc[3, "op"] == "missing" and bool(shapes.loc[3, "minority"])
@@ -85,9 +86,20 @@ def test_swimlane_becomes_a_heatmap_beyond_the_threshold_and_names_the_culprit()
 
 def test_diagnosis_decides_the_highlight_and_the_counter():
     inc = synthetic_incident(2, 6, mismatch_at=4, culprit=1)
-    diag = Diagnosis(findings=[Finding("shape-mismatch", "x", pg="0", seq=4, seq_kind="trace", op="all_reduce",
-                                       culprit_ranks=[1], ranks={0: RankView("all_reduce", 4, [[1024, 4]]),
-                                                                 1: RankView("all_reduce", 4, [[3, 4]])})])
+    diag = Diagnosis(
+        findings=[
+            Finding(
+                "shape-mismatch",
+                "x",
+                pg="0",
+                seq=4,
+                seq_kind="trace",
+                op="all_reduce",
+                culprit_ranks=[1],
+                ranks={0: RankView("all_reduce", 4, [[1024, 4]]), 1: RankView("all_reduce", 4, [[3, 4]])},
+            )
+        ]
+    )
     fig = plot.swimlane(inc, diag)
     assert "diverges at seq 4" in _texts(fig)
     styled = plot.shapes_table(inc, diag)
@@ -145,10 +157,12 @@ def test_real_nccl_style_log_without_shapes_shows_element_counts():
 
 
 def test_plots_never_import_pyplot_and_figures_show_themselves():
-    code = ("import sys; from denpex_nb import plot; from denpex_nb.teach import synthetic_incident;"
-            "i = synthetic_incident(4, 6); f = plot.swimlane(i); png = f._repr_png_();"
-            "plot.progress_bars(i); plot.shapes_table(i).to_html();"
-            "assert png[:4] == b'\\x89PNG'; assert 'matplotlib.pyplot' not in sys.modules, 'pyplot imported'")
+    code = (
+        "import sys; from denpex_nb import plot; from denpex_nb.teach import synthetic_incident;"
+        "i = synthetic_incident(4, 6); f = plot.swimlane(i); png = f._repr_png_();"
+        "plot.progress_bars(i); plot.shapes_table(i).to_html();"
+        "assert png[:4] == b'\\x89PNG'; assert 'matplotlib.pyplot' not in sys.modules, 'pyplot imported'"
+    )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr[-2000:]
 
@@ -162,6 +176,7 @@ def test_lanes_keep_one_row_per_rank_and_seq_with_the_shapes_of_the_issue_line()
     issued["state"] = "scheduled"
     both = Incident(events=pd.concat([issued, done], ignore_index=True).pipe(lambda d: d))
     from denpex_nb.incident import coerce
+
     both.events = coerce("events", both.events)
     ln = plot.lanes(both)
     assert len(ln.frame) == 6

@@ -9,6 +9,7 @@ the redacted Incident (every frame, every column), the HTML report, the executed
 failing cell's traceback included), and ``denpex-nb diagnose --redact`` (JSON and text).
 The report is rendered once (papermill: ~10 s); both files come from that one render.
 """
+
 from __future__ import annotations
 
 import json
@@ -32,15 +33,39 @@ PASSWORD = "pa55w0rdXyz"
 #: every secret planted below; none may appear (any case) in any output
 SECRETS = (
     # hosts: by position only (bare words) and by shape
-    "tern", "hermes", "zeus", "athena", "gpu-node-201", "ip-10-0-1-105", "gpu-node-105", "dgx-a100-07",
-    "node-a7", "cluster.example.com", "ip-10-0-1-106", "i-0abc123def4567890", "gke-prod-pool-1a2b3c4d-abcd",
-    "git.acme.example.org", "worker-3-abc12",
+    "tern",
+    "hermes",
+    "zeus",
+    "athena",
+    "gpu-node-201",
+    "ip-10-0-1-105",
+    "gpu-node-105",
+    "dgx-a100-07",
+    "node-a7",
+    "cluster.example.com",
+    "ip-10-0-1-106",
+    "i-0abc123def4567890",
+    "gke-prod-pool-1a2b3c4d-abcd",
+    "git.acme.example.org",
+    "worker-3-abc12",
     # addresses
-    "10.20.30.40", "2001:db8::8a2e:370:7334", "10.0.3.17", "fe80::1ff:fe23:4567:890a",
+    "10.20.30.40",
+    "2001:db8::8a2e:370:7334",
+    "10.0.3.17",
+    "fe80::1ff:fe23:4567:890a",
     # people
-    "alice", "bobsmith", "carol", "dave", "erin.ops@example.com", "erin.ops",
+    "alice",
+    "bobsmith",
+    "carol",
+    "dave",
+    "erin.ops@example.com",
+    "erin.ops",
     # secrets
-    HF, GHP, HEX32, PASSWORD, "deploy",
+    HF,
+    GHP,
+    HEX32,
+    PASSWORD,
+    "deploy",
     # the folder holding every input
     "acme-secret-project",
 )
@@ -86,28 +111,54 @@ Root Cause (first observed failure):
 def _fr_dump() -> bytes:
     """A Flight Recorder dump of rank 1 on its own one-rank group, secrets in every text field."""
     desc = "ckpt on gke-prod-pool-1a2b3c4d-abcd"
-    frames = [{"name": "save", "filename": "/home/bobsmith/proj/ckpt.py", "line": 7},
-              {"name": "main", "filename": "/home/alice/proj/train.py", "line": 88}]
-    entries = [{"record_id": i, "pg_id": 9, "process_group": ("9", desc), "collective_seq_id": i + 1,
-                "p2p_seq_id": 0, "profiling_name": "nccl:all_reduce", "input_sizes": [[4]], "output_sizes": [[4]],
-                "input_dtypes": ["Float"], "output_dtypes": ["Float"], "state": "completed", "retired": True,
-                "is_p2p": False, "time_created_ns": 1764454060123456789 + i, "timeout_ms": 600000,
-                "frames": frames, "thread_name": "tern-worker"} for i in range(2)]
-    return pickle.dumps({"version": "2.10", "pg_config": {"9": {"name": "9", "desc": desc, "ranks": "[1]"}},
-                         "pg_status": {"9": {"last_enqueued_collective": 2, "last_started_collective": 2,
-                                             "last_completed_collective": 2}},
-                         "entries": entries}, protocol=2)
+    frames = [
+        {"name": "save", "filename": "/home/bobsmith/proj/ckpt.py", "line": 7},
+        {"name": "main", "filename": "/home/alice/proj/train.py", "line": 88},
+    ]
+    entries = [
+        {
+            "record_id": i,
+            "pg_id": 9,
+            "process_group": ("9", desc),
+            "collective_seq_id": i + 1,
+            "p2p_seq_id": 0,
+            "profiling_name": "nccl:all_reduce",
+            "input_sizes": [[4]],
+            "output_sizes": [[4]],
+            "input_dtypes": ["Float"],
+            "output_dtypes": ["Float"],
+            "state": "completed",
+            "retired": True,
+            "is_p2p": False,
+            "time_created_ns": 1764454060123456789 + i,
+            "timeout_ms": 600000,
+            "frames": frames,
+            "thread_name": "tern-worker",
+        }
+        for i in range(2)
+    ]
+    return pickle.dumps(
+        {
+            "version": "2.10",
+            "pg_config": {"9": {"name": "9", "desc": desc, "ranks": "[1]"}},
+            "pg_status": {
+                "9": {"last_enqueued_collective": 2, "last_started_collective": 2, "last_completed_collective": 2}
+            },
+            "entries": entries,
+        },
+        protocol=2,
+    )
 
 
 @pytest.fixture(scope="module")
 def logs(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("leaks") / "acme-secret-project" / "logs"
     shutil.copytree(run_dir(), root)
-    for rank, host in ((0, "athena"), (1, "i-0abc123def4567890")):       # the tracer's JSONL host
+    for rank, host in ((0, "athena"), (1, "i-0abc123def4567890")):  # the tracer's JSONL host
         p = root / "trace" / f"denpex_trace_rank{rank}.jsonl"
         p.write_text(re.sub(r'"host":\s*"[^"]*"', f'"host":"{host}"', p.read_text()))
-    (root / "node-a7.cluster.example.com_rank1.log").write_text(NCCL_LOG)   # a file named by a host
-    (root / "ip-10-0-1-106").mkdir()                                          # a folder named by a host
+    (root / "node-a7.cluster.example.com_rank1.log").write_text(NCCL_LOG)  # a file named by a host
+    (root / "ip-10-0-1-106").mkdir()  # a folder named by a host
     (root / "ip-10-0-1-106" / "torchrun.err").write_text(TABLE)
     (root / "fr_alice").mkdir()
     (root / "fr_alice" / "comm_lib_trace_rank_1").write_bytes(_fr_dump())
@@ -116,7 +167,7 @@ def logs(tmp_path_factory) -> Path:
 
 def _leaks(text: str) -> list[str]:
     """The secrets ``text`` still holds (as words: "tern" in "jp-InternalAnchorLink" is no leak)."""
-    text = re.sub(r"data:[\w.+/-]+;base64,[A-Za-z0-9+/=]+", "", text)               # pictures are no text
+    text = re.sub(r"data:[\w.+/-]+;base64,[A-Za-z0-9+/=]+", "", text)  # pictures are no text
     return [s for s in SECRETS if re.search(rf"(?i)(?<![A-Za-z0-9]){re.escape(s)}(?![A-Za-z0-9])", text)]
 
 
@@ -139,11 +190,21 @@ def plain(logs):
 def test_the_planted_secrets_are_really_in_the_evidence(logs, plain):
     inc, diag = plain
     text = _frames_text(inc) + diag.to_json()
-    for s in ("tern", "gpu-node-201", "ip-10-0-1-105", "alice", "athena", "dgx-a100-07",
-              "acme-secret-project", "node-a7", "ip-10-0-1-106", "gke-prod-pool-1a2b3c4d-abcd"):
-        assert s in text, s                                  # else the test below proves nothing
+    for s in (
+        "tern",
+        "gpu-node-201",
+        "ip-10-0-1-105",
+        "alice",
+        "athena",
+        "dgx-a100-07",
+        "acme-secret-project",
+        "node-a7",
+        "ip-10-0-1-106",
+        "gke-prod-pool-1a2b3c4d-abcd",
+    ):
+        assert s in text, s  # else the test below proves nothing
     extra = {c for c in inc.errors.columns if c not in ("rank", "message", "kind")}
-    assert {"host", "error_file"} <= extra                   # reader extra columns are in play
+    assert {"host", "error_file"} <= extra  # reader extra columns are in play
 
 
 def test_the_redacted_incident_keeps_no_secret_in_any_frame_or_column(logs, plain):
@@ -155,7 +216,9 @@ def test_the_redacted_incident_keeps_no_secret_in_any_frame_or_column(logs, plai
     plain_inc, plain_diag = plain
     assert diag.verdict == plain_diag.verdict and diag.culprit_ranks == plain_diag.culprit_ranks
     assert diag.first.op == plain_diag.first.op and diag.ranks_seen == plain_diag.ranks_seen
-    assert {r: v.shapes for r, v in diag.first.ranks.items()} == {r: v.shapes for r, v in plain_diag.first.ranks.items()}
+    assert {r: v.shapes for r, v in diag.first.ranks.items()} == {
+        r: v.shapes for r, v in plain_diag.first.ranks.items()
+    }
     assert list(inc.events["op"]) == list(plain_inc.events["op"])
     assert inc.ranks["host"].astype(str).str.fullmatch(r"\[host-\d+\]|nan|<NA>|None").all()
 
@@ -168,9 +231,12 @@ def rendered(logs, tmp_path_factory):
     from denpex_nb.nbtemplates import build
 
     nb = build("incident_report")
-    nb.cells.append(nbformat.v4.new_code_cell(     # every raw path and every raw line, in a traceback
-        "raise RuntimeError('cannot reread ' + str(logs) + '\\n'.join("
-        "open(p, errors='replace').read() for p in logs if 'comm_lib' not in p))"))
+    nb.cells.append(
+        nbformat.v4.new_code_cell(  # every raw path and every raw line, in a traceback
+            "raise RuntimeError('cannot reread ' + str(logs) + '\\n'.join("
+            "open(p, errors='replace').read() for p in logs if 'comm_lib' not in p))"
+        )
+    )
     out = tmp_path_factory.mktemp("leak-report")
     inputs = sorted(str(p) for p in logs.rglob("*") if p.is_file())
     res = report.render(inputs, out / "r.html", redact=True, ipynb=out / "r.ipynb", template=nb)
@@ -180,7 +246,7 @@ def rendered(logs, tmp_path_factory):
 def test_the_html_report_keeps_no_secret_and_still_shows_the_evidence(rendered, plain):
     _, diag = plain
     html = rendered.html.read_text()
-    assert rendered.error and "cannot reread" in html              # the failing cell's traceback is there
+    assert rendered.error and "cannot reread" in html  # the failing cell's traceback is there
     assert _leaks(html) == []
     assert _leaks(rendered.error) == []
     assert "Verdict:" in html and diag.verdict in html
@@ -189,7 +255,7 @@ def test_the_html_report_keeps_no_secret_and_still_shows_the_evidence(rendered, 
         if v.shapes:
             assert str(v.shapes[0]).replace(" ", "") in html.replace(" ", ""), v.shapes
     assert "[host-" in html and "[inputs]" in html and "[user-" in html
-    assert "&lt;host" not in html and "<host" not in html            # masks are visible text, not tags
+    assert "&lt;host" not in html and "<host" not in html  # masks are visible text, not tags
 
 
 def test_the_notebook_keeps_no_secret_in_any_output_source_or_metadata(rendered):
@@ -202,7 +268,7 @@ def test_the_notebook_keeps_no_secret_in_any_output_source_or_metadata(rendered)
     text = json.dumps(nb, ensure_ascii=False)
     assert _leaks(text) == []
     assert any(o.get("output_type") == "error" for c in nb["cells"] for o in c.get("outputs", []))
-    assert "application/vnd.denpex.redact+json" not in text        # no hidden output with the raw names
+    assert "application/vnd.denpex.redact+json" not in text  # no hidden output with the raw names
 
 
 @pytest.mark.parametrize("as_json", [True, False])
@@ -222,7 +288,7 @@ def test_diagnose_redact_keeps_no_secret(logs, plain, capsys, as_json):
 
 def test_without_redact_the_secrets_are_printed(logs, capsys):
     cli.main(["diagnose", str(logs), "--quiet", "--json"])
-    assert "acme-secret-project" in capsys.readouterr().out       # the switch is what masks
+    assert "acme-secret-project" in capsys.readouterr().out  # the switch is what masks
 
 
 def test_a_report_whose_loading_failed_still_masks_its_traceback(logs, tmp_path):
@@ -234,7 +300,8 @@ def test_a_report_whose_loading_failed_still_masks_its_traceback(logs, tmp_path)
     nb = build("incident_report")
     at = next(i for i, c in enumerate(nb.cells) if "prepare" in c.source)
     nb.cells[at] = nbformat.v4.new_code_cell(
-        "raise RuntimeError(str(logs) + open([p for p in logs if p.endswith('_rank1.log')][0]).read())")
+        "raise RuntimeError(str(logs) + open([p for p in logs if p.endswith('_rank1.log')][0]).read())"
+    )
     nb.cells = nb.cells[: at + 1]
     inputs = sorted(str(p) for p in logs.rglob("*") if p.is_file())
     res = report.render(inputs, tmp_path / "r.html", redact=True, ipynb=tmp_path / "r.ipynb", template=nb)

@@ -7,6 +7,7 @@ searched over long runs of the characters log lines are made of. At 50,000 chara
 search takes milliseconds and a quadratic one seconds; the bound below is a hang guard, not a
 speed bar.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -19,8 +20,28 @@ import pytest
 import denpex_nb
 
 N = 50_000
-RUNS = (" ", "\t", "0", "a", "-", ".", ":", "/", "'", "(", "[", "x ", "0 ", "a=", "a, ", "[0", "[[x", "[[0] ",
-        "x]] ", "(pid=1) ")
+RUNS = (
+    " ",
+    "\t",
+    "0",
+    "a",
+    "-",
+    ".",
+    ":",
+    "/",
+    "'",
+    "(",
+    "[",
+    "x ",
+    "0 ",
+    "a=",
+    "a, ",
+    "[0",
+    "[[x",
+    "[[0] ",
+    "x]] ",
+    "(pid=1) ",
+)
 #: modules that import torch at module level (the reproducers' worker side): not loaded here
 SKIP = ("denpex_nb.repro.scenarios", "denpex_nb.repro._worker")
 

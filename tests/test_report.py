@@ -1,4 +1,5 @@
 """``denpex-nb report``: papermill + nbconvert HTML, redaction, bad input, failing cells, the demo."""
+
 from __future__ import annotations
 
 import os
@@ -28,15 +29,16 @@ def test_report_puts_the_verdict_first_and_hides_the_code():
     assert res.summary["op"] == "all_gather"
     html = res.html.read_text()
     assert "Test incident report" in html
-    assert "dx.report.prepare" not in html and "import denpex_nb" not in html   # no input cells
-    assert "This notebook is the template" not in html                           # remove_cell tag honoured
+    assert "dx.report.prepare" not in html and "import denpex_nb" not in html  # no input cells
+    assert "This notebook is the template" not in html  # remove_cell tag honoured
     verdict = html.index("Verdict:")
     assert verdict < html.index("<h2>Evidence") < html.index("Fix:") < html.index("<img")
     assert "medium confidence" in html or "high confidence" in html or "low confidence" in html
     assert re.search(r'<img[^>]+src="data:image/png;base64,', html)
-    assert "How to confirm" in html                                           # from the catalog
+    assert "How to confirm" in html  # from the catalog
     # the executed notebook is kept and carries the same summary
     import nbformat
+
     nb = nbformat.read(str(res.ipynb), as_version=4)
     assert report.read_summary(nb) == res.summary
 
@@ -46,8 +48,10 @@ def test_redact_masks_hosts_ips_home_paths_and_tokens_everywhere(tmp_path):
     shutil.copytree(run_dir(), logs)
     with open(logs / "combined.log", "a") as fh:
         fh.write("[default0]:tern-07:4101:4101 [0] NCCL INFO NCCL version 2.21.5\n")
-        fh.write("[default1]:[rank1]: RuntimeError: connect to 10.20.30.40 failed: "
-                 f"File \"/home/alice/job/train.py\" HF_TOKEN {SECRETS[3]}\n")
+        fh.write(
+            "[default1]:[rank1]: RuntimeError: connect to 10.20.30.40 failed: "
+            f'File "/home/alice/job/train.py" HF_TOKEN {SECRETS[3]}\n'
+        )
     out = tmp_path / "out"
     res = report.render([str(logs)], out / "r.html", redact=True, ipynb=out / "r.ipynb", title="job on tern-07")
     html = res.html.read_text()
@@ -55,7 +59,7 @@ def test_redact_masks_hosts_ips_home_paths_and_tokens_everywhere(tmp_path):
     for secret in SECRETS:
         assert secret not in html, secret
         assert secret not in nbtext, secret
-    assert res.summary["verdict"] == "shape-mismatch"       # masking does not change the verdict
+    assert res.summary["verdict"] == "shape-mismatch"  # masking does not change the verdict
 
 
 def test_logs_without_distributed_content_say_so_plainly(tmp_path):
@@ -85,7 +89,7 @@ def test_a_failing_cell_still_renders_with_the_error_where_it_happened(tmp_path)
     res = report.render([str(run_dir())], tmp_path / "r.html", template=nb)
     assert res.error and "boom in the middle" in res.error
     html = res.html.read_text()
-    assert "Verdict:" in html                                   # what ran before the error is there
+    assert "Verdict:" in html  # what ran before the error is there
     assert html.index("Verdict:") < html.index("boom in the middle of the report")
     assert "RuntimeError" in html
 
@@ -93,11 +97,15 @@ def test_a_failing_cell_still_renders_with_the_error_where_it_happened(tmp_path)
 @pytest.mark.slow
 def test_demo_runs_the_reproducer_and_renders_the_report(tmp_path):
     exe = shutil.which("denpex-nb") or sys.executable
-    cmd = [exe, "demo", "--out", str(tmp_path)] if exe.endswith("denpex-nb") else \
-        [exe, "-m", "denpex_nb.cli", "demo", "--out", str(tmp_path)]
+    cmd = (
+        [exe, "demo", "--out", str(tmp_path)]
+        if exe.endswith("denpex-nb")
+        else [exe, "-m", "denpex_nb.cli", "demo", "--out", str(tmp_path)]
+    )
     t0 = time.monotonic()
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=240,
-                         env=dict(os.environ, PYTHONWARNINGS="ignore"))
+    res = subprocess.run(
+        cmd, capture_output=True, text=True, timeout=240, env=dict(os.environ, PYTHONWARNINGS="ignore")
+    )
     took = time.monotonic() - t0
     assert res.returncode == 0, res.stderr[-3000:]
     assert "verdict: shape-mismatch" in res.stdout

@@ -1,4 +1,5 @@
 """The report's sections without a kernel: HTML from the Jinja2 templates, escaped, masks kept as text."""
+
 from __future__ import annotations
 
 import fnmatch
@@ -21,8 +22,10 @@ TEMPLATES = ROOT / "denpex_nb" / "report" / "templates"
 
 
 def _diagnosis_with_evidence(*texts):
-    lines = [SimpleNamespace(rank=r, file="[inputs]/rank<0>.log", line=i + 1, text=t)
-             for i, (r, t) in enumerate(zip((0, None, 1), texts))]
+    lines = [
+        SimpleNamespace(rank=r, file="[inputs]/rank<0>.log", line=i + 1, text=t)
+        for i, (r, t) in enumerate(zip((0, None, 1), texts))
+    ]
     return SimpleNamespace(first=SimpleNamespace(evidence=lines))
 
 

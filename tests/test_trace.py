@@ -1,4 +1,5 @@
 """denpex_nb.trace: the JSONL contract, flushed before the collective, in real processes."""
+
 from __future__ import annotations
 
 import json
@@ -17,8 +18,13 @@ def _run(mode, tmp_path):
     pytest.importorskip("torch")
     from denpex_nb.repro.launch import free_port
 
-    env = dict(os.environ, DENPEX_TRACE_DIR=str(tmp_path), PORT=str(free_port()), OMP_NUM_THREADS="1",
-               PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    env = dict(
+        os.environ,
+        DENPEX_TRACE_DIR=str(tmp_path),
+        PORT=str(free_port()),
+        OMP_NUM_THREADS="1",
+        PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    )
     proc = subprocess.run([sys.executable, str(JOB), mode], env=env, capture_output=True, text=True, timeout=120)
     lines = [json.loads(x) for x in (tmp_path / "denpex_trace_rank0.jsonl").read_text().splitlines()]
     return proc, lines
@@ -42,9 +48,14 @@ def test_trace_lines_follow_the_contract(tmp_path):
     body = lines[1:]
     issues = [d for d in body if d["event"] == "issue"]
     assert [(d["seq"], d["op"]) for d in issues] == [
-        (1, "all_reduce"), (2, "all_gather"), (3, "broadcast"), (4, "barrier"),
-        (5, "all_gather"), (6, "all_gather"),  # all_gather_object: sizes, then data (as FR counts them)
-        (7, "all_gather")]
+        (1, "all_reduce"),
+        (2, "all_gather"),
+        (3, "broadcast"),
+        (4, "barrier"),
+        (5, "all_gather"),
+        (6, "all_gather"),  # all_gather_object: sizes, then data (as FR counts them)
+        (7, "all_gather"),
+    ]
     first = issues[0]
     assert first["in_shapes"] == [[3, 2]] and first["out_shapes"] == [[3, 2]] and first["dtypes"] == ["float32"]
     assert first["pg"] == "0" and first["pg_desc"] == "default_pg" and first["world_size"] == 1

@@ -6,6 +6,7 @@ A name is *used as vocabulary* where it is compared with (``kind == "gloo_timeou
 called ``failed``, a folder called ``fr``, the debug level ``detail``) is not vocabulary and is
 left alone. Every such use in the package must go through the enums of ``denpex_nb.vocab``.
 """
+
 from __future__ import annotations
 
 import ast
@@ -16,11 +17,22 @@ from denpex_nb import vocab
 
 PKG = Path(denpex_nb.__file__).parent
 
-NAMES = {str(m): f"{e.__name__}.{m.name}" for e in (vocab.ClassId, vocab.ErrorKind, vocab.SeqKind, vocab.State)
-         for m in e}
+NAMES = {
+    str(m): f"{e.__name__}.{m.name}" for e in (vocab.ClassId, vocab.ErrorKind, vocab.SeqKind, vocab.State) for m in e
+}
 #: fields whose values are vocabulary
-FIELDS = {"kind", "seq_kind", "state", "class_id", "verdict", "first_error_kind", "last_seq_kind", "last_state",
-          "error_kind", "expected_class"}
+FIELDS = {
+    "kind",
+    "seq_kind",
+    "state",
+    "class_id",
+    "verdict",
+    "first_error_kind",
+    "last_seq_kind",
+    "last_state",
+    "error_kind",
+    "expected_class",
+}
 
 
 def _strings(node) -> list[ast.Constant]:
@@ -29,8 +41,12 @@ def _strings(node) -> list[ast.Constant]:
         return [node]
     if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
         return [e for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in {"frozenset", "set", "tuple"} \
-            and node.args:
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in {"frozenset", "set", "tuple"}
+        and node.args
+    ):
         return _strings(node.args[0])
     return []
 
@@ -62,8 +78,12 @@ def vocabulary_uses(tree: ast.AST) -> list[ast.Constant]:
                     # a field compared with, or looked up in, literal names
                     found += _strings(right) + ([] if isinstance(op, (ast.In, ast.NotIn)) else _strings(node.left))
         elif isinstance(node, ast.Call):
-            if isinstance(node.func, ast.Attribute) and node.func.attr == "isin" and node.args \
-                    and _field(node.func.value) in FIELDS:
+            if (
+                isinstance(node.func, ast.Attribute)
+                and node.func.attr == "isin"
+                and node.args
+                and _field(node.func.value) in FIELDS
+            ):
                 found += _strings(node.args[0])
             for kw in node.keywords:
                 if kw.arg in FIELDS:
@@ -92,7 +112,7 @@ def test_no_module_spells_vocabulary_itself():
 
 
 def test_the_check_sees_each_kind_of_use():
-    code = '''
+    code = """
 if kind == "gloo_timeout": pass
 x = df["kind"].isin(["watchdog_timeout", "other"])
 row = {"state": "completed", "file": "fr"}
@@ -106,7 +126,6 @@ if debug == "detail": pass       # the debug level, not the counter
 if "signal" in text: pass        # a word searched in a message
 if parts[-1] in ("fr", "trace"): pass   # folder names
 z = frame["path"].isin(["fr"])
-'''
+"""
     got = sorted(c.value for c in vocabulary_uses(ast.parse(code)))
-    assert got == ["completed", "detail", "exception", "failed", "fr", "gloo_timeout", "rank-crash",
-                   "watchdog_timeout"]
+    assert got == ["completed", "detail", "exception", "failed", "fr", "gloo_timeout", "rank-crash", "watchdog_timeout"]

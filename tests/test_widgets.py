@@ -1,4 +1,5 @@
 """The explorer: pickers and a seq slider in JupyterLab, static tables when headless."""
+
 from __future__ import annotations
 
 import pytest
@@ -36,7 +37,7 @@ def test_interactive_explorer_has_rank_and_pg_pickers_and_a_seq_slider():
     assert isinstance(slider, w.IntSlider) and (slider.min, slider.max, slider.value) == (1, 6, 6)
     assert list(pg_pick.options) == ["0"]
     assert [v for _, v in rank_pick.options] == [-1, 0, 1, 2, 3]
-    slider.value = 3          # moving the pickers re-renders without error
+    slider.value = 3  # moving the pickers re-renders without error
     rank_pick.value = 1
     pg_pick.value = "0"
     assert isinstance(out, w.Output)

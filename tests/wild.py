@@ -4,6 +4,7 @@ One function decides whether a verdict is right, so the benchmark and the regres
 the same way: :func:`score_case` diagnoses one case as a user would (``load`` of its files) and
 returns a :class:`CaseScore`; :func:`totals` sums them.
 """
+
 from __future__ import annotations
 
 import json
@@ -34,11 +35,11 @@ class CaseScore:
     verdict: str
     culprits: list
     confidence: str
-    right: bool                 # the verdict is one of the truth's classes
-    invented_culprit: bool      # named a culprit the truth does not name (or names none)
-    false_all_clear: bool       # said no-failure although a rank failed
-    high_right: bool | None     # for high-confidence verdicts: right and no invented culprit
-    rule: str                   # the rule behind the verdict ('' for no-failure)
+    right: bool  # the verdict is one of the truth's classes
+    invented_culprit: bool  # named a culprit the truth does not name (or names none)
+    false_all_clear: bool  # said no-failure although a rank failed
+    high_right: bool | None  # for high-confidence verdicts: right and no invented culprit
+    rule: str  # the rule behind the verdict ('' for no-failure)
     summary: str
     seconds: float
 
@@ -47,6 +48,7 @@ def score_case(case: dict) -> CaseScore:
     import time
 
     import denpex_nb as dx
+
     t0 = time.perf_counter()
     files = [str(Path(case["dir"]) / f) for f in case["files"]]
     d = dx.diagnose(dx.load(*files, progress=False))
@@ -58,10 +60,24 @@ def score_case(case: dict) -> CaseScore:
     invented = bool(named) and (allowed is None or not set(named) <= set(allowed))
     false_clear = bool(truth["failed"]) and d.verdict == "no-failure"
     high_right = (right and not invented) if d.confidence == "high" else None
-    return CaseScore(case["id"], case.get("role", "failure"), case.get("certainty", "medium"), truth["classes"],
-                     allowed, bool(truth["failed"]), d.verdict, named, d.confidence, right, invented,
-                     false_clear, high_right, d.first.rule if d.first is not None else "", d.summary(),
-                     round(dt, 3))
+    return CaseScore(
+        case["id"],
+        case.get("role", "failure"),
+        case.get("certainty", "medium"),
+        truth["classes"],
+        allowed,
+        bool(truth["failed"]),
+        d.verdict,
+        named,
+        d.confidence,
+        right,
+        invented,
+        false_clear,
+        high_right,
+        d.first.rule if d.first is not None else "",
+        d.summary(),
+        round(dt, 3),
+    )
 
 
 def totals(scores: list[CaseScore]) -> dict:
@@ -75,9 +91,13 @@ def totals(scores: list[CaseScore]) -> dict:
         "high_confidence": len(highs),
         "high_confidence_right": sum(bool(s.high_right) for s in highs),
         "high_confidence_right_share": round(sum(bool(s.high_right) for s in highs) / len(highs), 4) if highs else None,
-        "by_role": {role: {"cases": sum(s.role == role for s in scores),
-                           "right": sum(s.right for s in scores if s.role == role)}
-                    for role in sorted({s.role for s in scores})},
+        "by_role": {
+            role: {
+                "cases": sum(s.role == role for s in scores),
+                "right": sum(s.right for s in scores if s.role == role),
+            }
+            for role in sorted({s.role for s in scores})
+        },
     }
 
 

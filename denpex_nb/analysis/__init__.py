@@ -14,6 +14,7 @@ The verdict never says "nothing failed" without evidence: when a rank failed and
 how, the verdict is ``timeout-undetermined``; when nothing distributed could be read at all it is
 ``no-evidence``; ``no-failure`` needs parsed distributed evidence and no failure in it.
 """
+
 from __future__ import annotations
 
 import pandas as pd
@@ -39,8 +40,7 @@ def diagnose(incident, *, strict: bool = False) -> Diagnosis:
     fail on input nobody foresaw, the others still run and a note names the failed rule
     (``strict=True`` raises instead, for tests).
     """
-    diag = Diagnosis(ranks_seen=list(incident.ranks_seen), lines=incident.lines.as_dict(),
-                     notes=list(incident.notes))
+    diag = Diagnosis(ranks_seen=list(incident.ranks_seen), lines=incident.lines.as_dict(), notes=list(incident.notes))
 
     def safely(stage, fn, fallback):
         try:
@@ -54,8 +54,9 @@ def diagnose(incident, *, strict: bool = False) -> Diagnosis:
     size = safely("group size", lambda: group_size(incident), None)
     state = safely("rank state", lambda: rank_state(incident, size), None)
     if state is None:
-        state = pd.DataFrame({"rank": pd.Series(dtype="Int64"), "present": pd.Series(dtype=bool),
-                              "failed": pd.Series(dtype=bool)})
+        state = pd.DataFrame(
+            {"rank": pd.Series(dtype="Int64"), "present": pd.Series(dtype=bool), "failed": pd.Series(dtype=bool)}
+        )
     diag.rank_state = state
     if size is not None:
         diag.group_size, diag.group_size_basis = size.size, size.basis
@@ -66,17 +67,28 @@ def diagnose(incident, *, strict: bool = False) -> Diagnosis:
         return diag
 
     al = safely("align", lambda: align(incident.events), Alignment([], {}, 0, 0, {}))
-    ctx = Context(incident=incident, alignment=al, state=state, group_size=diag.group_size,
-                  texts=safely("evidence texts", lambda: _error_texts(incident.errors), {}))
+    ctx = Context(
+        incident=incident,
+        alignment=al,
+        state=state,
+        group_size=diag.group_size,
+        texts=safely("evidence texts", lambda: _error_texts(incident.errors), {}),
+    )
     findings: list[Finding] = []
     for r in _rules.RULES:
         if r.stage == "find":
             findings += _checked(r, safely(r.name, lambda r=r: r.fn(ctx), []), strict, diag)
     for r in _rules.RULES:
         if r.stage == "explain":
-            findings = _checked(r, safely(r.name, lambda r=r, found=findings: r.fn(ctx, found), findings), strict, diag,
-                                passthrough=True)
+            findings = _checked(
+                r,
+                safely(r.name, lambda r=r, found=findings: r.fn(ctx, found), findings),
+                strict,
+                diag,
+                passthrough=True,
+            )
     from .explain import merge, order
+
     findings = safely("merge", lambda: merge(findings), findings)
     if not findings:
         fallback = safely("undetermined failure", lambda: undetermined_failure(ctx), None)
@@ -88,11 +100,14 @@ def diagnose(incident, *, strict: bool = False) -> Diagnosis:
     diag.initiating_rank = safely("initiating rank", lambda: initiating_rank(incident.errors, incident.ranks), None)
     diag.all_clear_confidence = _all_clear_confidence(incident, state)
     for (pg, kind), absent in al.missing_dumps.items():
-        diag.notes.append(f"no {kind} evidence from {('rank ' if len(absent) == 1 else 'ranks ')}"
-                          f"{', '.join(map(str, absent))} of pg {pg} (world size says they exist)")
+        diag.notes.append(
+            f"no {kind} evidence from {('rank ' if len(absent) == 1 else 'ranks ')}"
+            f"{', '.join(map(str, absent))} of pg {pg} (world size says they exist)"
+        )
     if diag.absent_ranks:
-        diag.notes.append(f"ranks {diag.absent_ranks} exist ({diag.group_size_basis}) but nothing in the "
-                          "evidence speaks of them")
+        diag.notes.append(
+            f"ranks {diag.absent_ranks} exist ({diag.group_size_basis}) but nothing in the evidence speaks of them"
+        )
     if al.n_events:
         diag.notes.append(f"aligned {al.n_events} collective events in {al.n_cells} (pg, counter, seq) cells")
     first = findings[0] if findings else None
@@ -117,35 +132,61 @@ def _checked(r, produced: list[Finding], strict: bool, diag: Diagnosis, passthro
 def _nothing_read(incident) -> bool:
     """True when no reader recognised anything distributed: no line parsed, no collective, no error,
     no rank record (a parsed NCCL INFO line is evidence that the job ran, if nothing else)."""
-    return (incident.lines.parsed == 0 and len(incident.events) == 0
-            and len(incident.errors.query("kind != 'load_error'")) == 0
-            and len(incident.progress) == 0 and not _ranks_say_anything(incident.ranks))
+    return (
+        incident.lines.parsed == 0
+        and len(incident.events) == 0
+        and len(incident.errors.query("kind != 'load_error'")) == 0
+        and len(incident.progress) == 0
+        and not _ranks_say_anything(incident.ranks)
+    )
 
 
 def _ranks_say_anything(ranks) -> bool:
     """A ranks row that only names a rank (from a ``[rankN]:`` prefix on unread lines) is no evidence."""
     if ranks is None or not len(ranks):
         return False
-    cols = [c for c in ("host", "pid", "exit_code", "signal", "first_error_t", "last_seq_enqueued",
-                        "last_seq_completed", "world_size") if c in ranks.columns]
+    cols = [
+        c
+        for c in (
+            "host",
+            "pid",
+            "exit_code",
+            "signal",
+            "first_error_t",
+            "last_seq_enqueued",
+            "last_seq_completed",
+            "world_size",
+        )
+        if c in ranks.columns
+    ]
     return bool(cols) and bool(ranks[cols].notna().to_numpy().any())
 
 
 def _no_evidence(incident) -> Finding:
     from .catalog.entries import COLLECT_MORE
+
     src = incident.sources
     lines = incident.lines
-    read = ", ".join(f"{f} ({fmt})" for f, fmt in zip(src["file"].astype(str), src["format"].astype(object))
-                     ) if len(src) else "no input"
+    read = (
+        ", ".join(f"{f} ({fmt})" for f, fmt in zip(src["file"].astype(str), src["format"].astype(object)))
+        if len(src)
+        else "no input"
+    )
     loads = incident.errors.query("kind == 'load_error'") if len(incident.errors) else incident.errors
     not_read = f"{lines.unparsed} of {lines.total} lines matched no reader"
     if len(loads):
         not_read += "; could not read: " + "; ".join(str(m)[:120] for m in loads["message"].head(5))
-    return Finding(class_id=ClassId.NO_EVIDENCE, confidence="medium", rule=ClassId.NO_EVIDENCE,
-                   culprit_basis="undetermined: nothing distributed was read",
-                   summary=(f"Nothing distributed could be read: no collective, no distributed error, no launcher "
-                            f"record. Read: {read[:400]}. Not read: {not_read}. Collect: every rank's stdout and "
-                            f"stderr, and {COLLECT_MORE[0].lower() + COLLECT_MORE[1:]}"))
+    return Finding(
+        class_id=ClassId.NO_EVIDENCE,
+        confidence="medium",
+        rule=ClassId.NO_EVIDENCE,
+        culprit_basis="undetermined: nothing distributed was read",
+        summary=(
+            f"Nothing distributed could be read: no collective, no distributed error, no launcher "
+            f"record. Read: {read[:400]}. Not read: {not_read}. Collect: every rank's stdout and "
+            f"stderr, and {COLLECT_MORE[0].lower() + COLLECT_MORE[1:]}"
+        ),
+    )
 
 
 def _all_clear_confidence(incident, state: pd.DataFrame) -> str:
@@ -165,5 +206,8 @@ def _error_texts(errors: pd.DataFrame) -> dict:
         return {}
     f = errors["file"].astype(object)
     ln = errors["line"]
-    return {(str(a), int(b)): str(m)[:500] for a, b, m in zip(f, ln, errors["message"])
-            if pd.notna(a) and pd.notna(b) and pd.notna(m)}
+    return {
+        (str(a), int(b)): str(m)[:500]
+        for a, b, m in zip(f, ln, errors["message"])
+        if pd.notna(a) and pd.notna(b) and pd.notna(m)
+    }

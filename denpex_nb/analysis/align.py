@@ -12,6 +12,7 @@ input (and, within a rank, out = in x world size); reduce_scatter-like compare t
 in = out x world size); all_to_all and barrier are compared by op and dtype only (totals may
 legitimately differ with uneven splits).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -32,20 +33,29 @@ MAX_LISTED_RANKS = 1 << 16
 _NO_SIZE = frozenset({"barrier", "all_to_all", "all_to_all_single", "coalesced", "unknown"})
 _STATE_DONE = str(State.COMPLETED)
 #: ops whose input tensors must have the same shape on every rank, not only the same element count
-_SAME_SHAPE = frozenset({"all_reduce", "reduce", "broadcast", "all_gather", "all_gather_into_tensor",
-                         "reduce_scatter", "reduce_scatter_tensor"})
+_SAME_SHAPE = frozenset(
+    {
+        "all_reduce",
+        "reduce",
+        "broadcast",
+        "all_gather",
+        "all_gather_into_tensor",
+        "reduce_scatter",
+        "reduce_scatter_tensor",
+    }
+)
 
 
 @dataclass
 class Divergence:
     """One (pg, seq_kind, seq) where ranks disagree. ``rows`` holds the aligned rows (one per rank)."""
 
-    kind: str                     # "op" | "dtype" | "size" | "local-size" | "shape" | "missing"
+    kind: str  # "op" | "dtype" | "size" | "local-size" | "shape" | "missing"
     pg: str | None
     seq_kind: str
     seq: int
-    rows: pd.DataFrame            # events rows of the ranks present, one per rank
-    missing: list[int] = field(default_factory=list)   # ranks expected here but absent
+    rows: pd.DataFrame  # events rows of the ranks present, one per rank
+    missing: list[int] = field(default_factory=list)  # ranks expected here but absent
     present: list[int] = field(default_factory=list)
     lag: dict[int, int] = field(default_factory=dict)  # rank -> last seq seen (for "missing")
     t_wall: pd.Timestamp | None = None
@@ -56,10 +66,10 @@ class Alignment:
     """Result of :func:`align`: the divergences plus per-group facts used for notes."""
 
     divergences: list[Divergence]
-    members: dict[tuple[str, str], list[int]]          # (pg, seq_kind) -> ranks seen
+    members: dict[tuple[str, str], list[int]]  # (pg, seq_kind) -> ranks seen
     n_events: int
-    n_cells: int                                       # (pg, seq_kind, seq) cells compared
-    missing_dumps: dict[tuple[str, str], list[int]]    # world_size says more ranks than seen
+    n_cells: int  # (pg, seq_kind, seq) cells compared
+    missing_dumps: dict[tuple[str, str], list[int]]  # world_size says more ranks than seen
 
 
 def align(events: pd.DataFrame) -> Alignment:
@@ -70,7 +80,7 @@ def align(events: pd.DataFrame) -> Alignment:
 
     pg_cat = _as_cat(ev["pg"])
     kind_cat = _as_cat(ev["seq_kind"])
-    pg_codes = pg_cat.cat.codes.to_numpy(np.int64) + 1          # 0 = no pg
+    pg_codes = pg_cat.cat.codes.to_numpy(np.int64) + 1  # 0 = no pg
     kind_codes = kind_cat.cat.codes.to_numpy(np.int64)
     n_kinds = max(len(kind_cat.cat.categories), 1)
     g = pg_codes * n_kinds + kind_codes
@@ -100,7 +110,7 @@ def align(events: pd.DataFrame) -> Alignment:
 
     quality = (~np.isnan(size)).astype(np.int64) * 2 + done.astype(np.int64)
     if int(key.max()) < (1 << 60):
-        order = np.argsort((key << 2) | (3 - quality), kind="stable")   # best row of a (cell, rank) first
+        order = np.argsort((key << 2) | (3 - quality), kind="stable")  # best row of a (cell, rank) first
     else:  # pragma: no cover
         order = np.lexsort((-quality, key))
     key_sorted = key[order]
@@ -109,7 +119,7 @@ def align(events: pd.DataFrame) -> Alignment:
     # any completed among duplicates of one (cell, rank)
     dup_start = np.flatnonzero(first)
     done_any = np.maximum.reduceat(done[order].astype(np.int8), dup_start).astype(bool)
-    sel = order[first]                                 # one row per (group, seq, rank), sorted
+    sel = order[first]  # one row per (group, seq, rank), sorted
 
     g1, s1, r1, cell1 = g[sel], s[sel], r[sel], cell_of[sel]
     op1, size1, dt1, bad1, shape1 = opc[sel], size[sel], dt[sel], local_bad[sel], shape[sel]
@@ -147,6 +157,7 @@ def align(events: pd.DataFrame) -> Alignment:
         return (None if pgc == 0 else str(pg_names[pgc - 1])), str(kind_names[kc])
 
     members = {names(gc): sorted(int(x) for x in sub["r"]) for gc, sub in cov.groupby("g")}
+
     def cell_rows(lo: int, hi: int) -> pd.DataFrame:
         rows = ev.iloc[sel[lo:hi]].copy()
         rows["_done"] = done_any[lo:hi]
@@ -155,14 +166,20 @@ def align(events: pd.DataFrame) -> Alignment:
         return rows
 
     out: list[Divergence] = []
-    for label, mask in (("op", op_div), ("dtype", dt_div), ("size", size_div), ("local-size", local_div),
-                        ("shape", shape_div)):
+    for label, mask in (
+        ("op", op_div),
+        ("dtype", dt_div),
+        ("size", size_div),
+        ("local-size", local_div),
+        ("shape", shape_div),
+    ):
         for ci in np.flatnonzero(mask):
             lo, hi = cstart[ci], cstart[ci] + counts[ci]
             pg, kind = names(g1[lo])
             rows = cell_rows(lo, hi)
-            out.append(Divergence(label, pg, kind, int(s1[lo]), rows, present=[int(x) for x in r1[lo:hi]],
-                                  t_wall=_tmin(rows)))
+            out.append(
+                Divergence(label, pg, kind, int(s1[lo]), rows, present=[int(x) for x in r1[lo:hi]], t_wall=_tmin(rows))
+            )
 
     # missing: one divergence per distinct lag level in a group
     cell_index = pd.Series(np.arange(len(cstart)), index=pd.MultiIndex.from_arrays([g1[cstart], s1[cstart]]))
@@ -190,8 +207,11 @@ def align(events: pd.DataFrame) -> Alignment:
             rows = cell_rows(lo, hi)
             pg, kind = names(gc)
             lag = {int(rr): int(m) for rr, m in zip(allcov["r"], allcov["max"])}
-            out.append(Divergence("missing", pg, kind, seq, rows, missing=missing, present=present, lag=lag,
-                                  t_wall=_tmin(rows)))
+            out.append(
+                Divergence(
+                    "missing", pg, kind, seq, rows, missing=missing, present=present, lag=lag, t_wall=_tmin(rows)
+                )
+            )
 
     missing_dumps = {}
     if "world_size" in ev.columns:
@@ -209,15 +229,16 @@ def _collective_rows(events: pd.DataFrame) -> pd.DataFrame:
     if events is None or events.empty:
         return events.iloc[0:0] if events is not None else pd.DataFrame()
     ev = events
-    mask = (ev["rank"].notna() & ev["seq"].notna() & ev["seq_kind"].isin(ALIGNABLE_KINDS)
-            & ~ev["op"].isin(P2P)).to_numpy()
-    return ev if mask.all() else ev[mask]        # no copy of 2M rows when every row aligns
+    mask = (
+        ev["rank"].notna() & ev["seq"].notna() & ev["seq_kind"].isin(ALIGNABLE_KINDS) & ~ev["op"].isin(P2P)
+    ).to_numpy()
+    return ev if mask.all() else ev[mask]  # no copy of 2M rows when every row aligns
 
 
 def _coverage(g: np.ndarray, r: np.ndarray, s: np.ndarray) -> pd.DataFrame:
     """First and last seq per (group, rank), with dense numpy reductions (ranks are small ints)."""
     gi, gu = pd.factorize(g)
-    ri, ru = pd.factorize(r)          # dense rank codes: a rank number like 2**31 costs nothing
+    ri, ru = pd.factorize(r)  # dense rank codes: a rank number like 2**31 costs nothing
     width = max(len(ru), 1)
     k = gi.astype(np.int64) * width + ri
     lo = np.full(len(gu) * width, np.iinfo(np.int64).max)
@@ -225,8 +246,7 @@ def _coverage(g: np.ndarray, r: np.ndarray, s: np.ndarray) -> pd.DataFrame:
     np.minimum.at(lo, k, s)
     np.maximum.at(hi, k, s)
     seen = np.flatnonzero(hi != np.iinfo(np.int64).min)
-    return pd.DataFrame({"g": gu[seen // width], "r": np.asarray(ru)[seen % width], "min": lo[seen],
-                         "max": hi[seen]})
+    return pd.DataFrame({"g": gu[seen // width], "r": np.asarray(ru)[seen % width], "min": lo[seen], "max": hi[seen]})
 
 
 def _as_cat(s: pd.Series) -> pd.Series:
@@ -238,7 +258,7 @@ def _as_cat(s: pd.Series) -> pd.Series:
 
 def _family_lookup(op_cat: pd.Series, names: frozenset) -> np.ndarray:
     cats = np.asarray(op_cat.cat.categories, dtype=object)
-    lut = np.array([c in names for c in cats] + [False], dtype=bool)   # code -1 -> last slot
+    lut = np.array([c in names for c in cats] + [False], dtype=bool)  # code -1 -> last slot
     return lut[op_cat.cat.codes.to_numpy()]
 
 

@@ -7,6 +7,7 @@ list of findings; a refined finding is a new :class:`Finding` (``dataclasses.rep
 several counters into one finding; :func:`order` sorts by time and seq and marks a later
 divergence in the same counter as ``consequence_of`` the first.
 """
+
 from __future__ import annotations
 
 import re
@@ -30,8 +31,12 @@ def crashed_ranks(errors: pd.DataFrame) -> set[int]:
     return {int(r) for r, own in zip(errors["rank"], own_failures(errors)) if own and pd.notna(r)}
 
 
-@rule("crash-behind-desync", stage="explain", emits=(ClassId.RANK_CRASH,),
-      uses=("findings: rank-desync, rank-crash", "errors: own failures"))
+@rule(
+    "crash-behind-desync",
+    stage="explain",
+    emits=(ClassId.RANK_CRASH,),
+    uses=("findings: rank-desync, rank-crash", "errors: own failures"),
+)
 def crash_behind_desync(ctx: Context, findings: list[Finding]) -> list[Finding]:
     """A desync whose laggards crashed on their own is a rank crash: the rank died, then the others waited."""
     crashed = crashed_ranks(ctx.errors)
@@ -45,19 +50,31 @@ def crash_behind_desync(ctx: Context, findings: list[Finding]) -> list[Finding]:
         if f.class_id == ClassId.RANK_DESYNC and behind and behind <= crashed:
             mine = [c for c in crash_f if set(c.culprit_ranks) & behind]
             absorbed.update(id(c) for c in mine)
-            f = replace(f, class_id=ClassId.RANK_CRASH, confidence="high", rule="crash-behind-desync",
-                        culprit_ranks=sorted(behind), culprit_basis="own-failure",
-                        summary=(f"{fmt_ranks(behind).capitalize()} failed on "
-                                 f"{'its' if len(behind) == 1 else 'their'} own before reaching this "
-                                 f"collective; the others waited."),
-                        basis=(f.summary,) + tuple(c.summary for c in mine),
-                        evidence=(tuple(e for c in mine for e in c.evidence) + f.evidence)[:12])
+            f = replace(
+                f,
+                class_id=ClassId.RANK_CRASH,
+                confidence="high",
+                rule="crash-behind-desync",
+                culprit_ranks=sorted(behind),
+                culprit_basis="own-failure",
+                summary=(
+                    f"{fmt_ranks(behind).capitalize()} failed on "
+                    f"{'its' if len(behind) == 1 else 'their'} own before reaching this "
+                    f"collective; the others waited."
+                ),
+                basis=(f.summary,) + tuple(c.summary for c in mine),
+                evidence=(tuple(e for c in mine for e in c.evidence) + f.evidence)[:12],
+            )
         out.append(f)
     return [f for f in out if id(f) not in absorbed]
 
 
-@rule("syncbn", stage="explain", emits=(ClassId.SYNCBN_EVAL_HANG,),
-      uses=("findings: rank-desync, op-mismatch", "events: in_shapes, dtype, frames", "errors/unparsed: SyncBatchNorm"))
+@rule(
+    "syncbn",
+    stage="explain",
+    emits=(ClassId.SYNCBN_EVAL_HANG,),
+    uses=("findings: rank-desync, op-mismatch", "events: in_shapes, dtype, frames", "errors/unparsed: SyncBatchNorm"),
+)
 def syncbn(ctx: Context, findings: list[Finding]) -> list[Finding]:
     """A desync or op mismatch where some ranks all_gather SyncBatchNorm's statistics is the SyncBatchNorm hang.
 
@@ -67,8 +84,13 @@ def syncbn(ctx: Context, findings: list[Finding]) -> list[Finding]:
     """
     mentioned = _mentions_syncbn(ctx.incident)
     # a finding without a seq (tracebacks' last calls) is only recognised by a SyncBatchNorm stack
-    cands = [f for f in findings if f.class_id in (ClassId.RANK_DESYNC, ClassId.OP_MISMATCH) and (f.seq is not None or mentioned)
-             and any((v.op or "").startswith("all_gather") for v in f.ranks.values())]
+    cands = [
+        f
+        for f in findings
+        if f.class_id in (ClassId.RANK_DESYNC, ClassId.OP_MISMATCH)
+        and (f.seq is not None or mentioned)
+        and any((v.op or "").startswith("all_gather") for v in f.ranks.values())
+    ]
     if not cands:
         return findings
     out = []
@@ -77,18 +99,30 @@ def syncbn(ctx: Context, findings: list[Finding]) -> list[Finding]:
             gatherers = sorted(r for r, v in f.ranks.items() if (v.op or "").startswith("all_gather"))
             signature = bool(gatherers) and all(_syncbn_shape(f.ranks[r]) for r in gatherers)
             if gatherers and len(gatherers) < len(f.ranks) and (mentioned or signature):
-                why = ("a SyncBatchNorm stack in the evidence" if mentioned else
-                       "its signature: a 1-D all_gather of 2C+1 values ([mean, invstd, count] per channel)")
+                why = (
+                    "a SyncBatchNorm stack in the evidence"
+                    if mentioned
+                    else "its signature: a 1-D all_gather of 2C+1 values ([mean, invstd, count] per channel)"
+                )
                 others = len(f.ranks) - len(gatherers)
                 group = ctx.group_of(len(f.ranks), ctx.group_size)
-                named = others * 2 > group       # the ranks elsewhere must be a strict majority
-                f = replace(f, class_id=ClassId.SYNCBN_EVAL_HANG, op="all_gather", culprit_ranks=gatherers if named else (),
-                            confidence="high" if mentioned and named else "medium", rule="syncbn",
-                            culprit_basis="majority" if named else
-                            f"undetermined: {others} rank(s) elsewhere of a group of {group} is no majority",
-                            summary=(f"SyncBatchNorm's statistics all_gather ran on {', '.join(map(str, gatherers))} "
-                                     f"only (recognised by {why}); the other ranks were elsewhere."),
-                            basis=(f.summary,))
+                named = others * 2 > group  # the ranks elsewhere must be a strict majority
+                f = replace(
+                    f,
+                    class_id=ClassId.SYNCBN_EVAL_HANG,
+                    op="all_gather",
+                    culprit_ranks=gatherers if named else (),
+                    confidence="high" if mentioned and named else "medium",
+                    rule="syncbn",
+                    culprit_basis="majority"
+                    if named
+                    else f"undetermined: {others} rank(s) elsewhere of a group of {group} is no majority",
+                    summary=(
+                        f"SyncBatchNorm's statistics all_gather ran on {', '.join(map(str, gatherers))} "
+                        f"only (recognised by {why}); the other ranks were elsewhere."
+                    ),
+                    basis=(f.summary,),
+                )
         out.append(f)
     return out
 
@@ -114,24 +148,39 @@ def _mentions_syncbn(incident) -> bool:
     return False
 
 
-@rule("ddp-buckets", stage="explain", emits=(ClassId.UNUSED_PARAMETERS,),
-      uses=("findings: unused-parameters (text), all_reduce divergences",))
+@rule(
+    "ddp-buckets",
+    stage="explain",
+    emits=(ClassId.UNUSED_PARAMETERS,),
+    uses=("findings: unused-parameters (text), all_reduce divergences",),
+)
 def ddp_buckets(ctx: Context, findings: list[Finding]) -> list[Finding]:
     """DDP unused-parameter errors explain the all_reduce divergence they cause (different buckets)."""
     ddp = [f for f in findings if f.class_id == ClassId.UNUSED_PARAMETERS and f.seq is None]
     if not ddp:
         return findings
-    cands = [f for f in findings if f.seq is not None and f.class_id in
-             (ClassId.SHAPE_MISMATCH, ClassId.RANK_DESYNC, ClassId.OP_MISMATCH, ClassId.DTYPE_MISMATCH)
-             and (f.op or "all_reduce").startswith("all_reduce")]
+    cands = [
+        f
+        for f in findings
+        if f.seq is not None
+        and f.class_id in (ClassId.SHAPE_MISMATCH, ClassId.RANK_DESYNC, ClassId.OP_MISMATCH, ClassId.DTYPE_MISMATCH)
+        and (f.op or "all_reduce").startswith("all_reduce")
+    ]
     if not cands:
         return findings
     target, src = sort_findings(cands)[0], ddp[0]
-    refined = replace(target, class_id=ClassId.UNUSED_PARAMETERS, op=target.op or "all_reduce", confidence="high",
-                      culprit_ranks=target.culprit_ranks or src.culprit_ranks,
-                      culprit_basis=target.culprit_basis if target.culprit_ranks else src.culprit_basis,
-                      summary=src.summary + " The ranks' bucket all_reduces diverge.", rule="ddp-buckets",
-                      basis=(target.summary,), evidence=(src.evidence + target.evidence)[:16])
+    refined = replace(
+        target,
+        class_id=ClassId.UNUSED_PARAMETERS,
+        op=target.op or "all_reduce",
+        confidence="high",
+        culprit_ranks=target.culprit_ranks or src.culprit_ranks,
+        culprit_basis=target.culprit_basis if target.culprit_ranks else src.culprit_basis,
+        summary=src.summary + " The ranks' bucket all_reduces diverge.",
+        rule="ddp-buckets",
+        basis=(target.summary,),
+        evidence=(src.evidence + target.evidence)[:16],
+    )
     return [refined if f is target else f for f in findings if f is not src]
 
 
@@ -144,8 +193,10 @@ def merge(findings: list[Finding]) -> list[Finding]:
             out.append(f)
             continue
         twin = out[i]
-        changes = dict(evidence=(twin.evidence + tuple(e for e in f.evidence if e not in twin.evidence))[:16],
-                       ranks={**f.ranks, **twin.ranks})
+        changes = dict(
+            evidence=(twin.evidence + tuple(e for e in f.evidence if e not in twin.evidence))[:16],
+            ranks={**f.ranks, **twin.ranks},
+        )
         if not twin.culprit_ranks and f.culprit_ranks:
             changes.update(culprit_ranks=f.culprit_ranks, culprit_basis=f.culprit_basis)
         if twin.seq is None and f.seq is not None:
@@ -164,7 +215,7 @@ def _same(a: Finding, b: Finding) -> bool:
     if a.class_id != b.class_id:
         return False
     if a.seq_kind == b.seq_kind and a.seq is not None and b.seq is not None:
-        return False                        # two cells of one counter are two divergences
+        return False  # two cells of one counter are two divergences
     if a.op and b.op and _op_family(a.op) != _op_family(b.op):
         return False
     if a.culprit_ranks and b.culprit_ranks and set(a.culprit_ranks) != set(b.culprit_ranks):

@@ -6,6 +6,7 @@ earliest timestamp wins; without timestamps, a tier held by exactly one rank nam
 else is undetermined (``None``). torchrun's agent and ChildFailedError rows are only used for the
 signals they report (SIGTERM there means collateral).
 """
+
 from __future__ import annotations
 
 import pandas as pd
@@ -14,23 +15,45 @@ from ..vocab import ErrorKind
 from .rules import own_failures
 
 #: kinds that are a rank's own failure (tier 0) when present
-_OWN = {ErrorKind.OOM, ErrorKind.ABORT, ErrorKind.GLOO_ENFORCE, ErrorKind.NCCL_ERROR, ErrorKind.GLOO_INVALID_SIZE, ErrorKind.DETAIL_MISMATCH,
-        ErrorKind.DDP_UNUSED_PARAMETERS, ErrorKind.DDP_ERROR}
+_OWN = {
+    ErrorKind.OOM,
+    ErrorKind.ABORT,
+    ErrorKind.GLOO_ENFORCE,
+    ErrorKind.NCCL_ERROR,
+    ErrorKind.GLOO_INVALID_SIZE,
+    ErrorKind.DETAIL_MISMATCH,
+    ErrorKind.DDP_UNUSED_PARAMETERS,
+    ErrorKind.DDP_ERROR,
+}
 #: kinds a rank shows when someone else failed first (tier 1)
-_VICTIM = {ErrorKind.WATCHDOG_TIMEOUT, ErrorKind.WATCHDOG_STATUS, ErrorKind.WATCHDOG_ABORT, ErrorKind.HEARTBEAT, ErrorKind.GLOO_TIMEOUT, ErrorKind.GLOO_PEER_GONE,
-           ErrorKind.MONITORED_BARRIER, ErrorKind.DESYNC_REPORT, ErrorKind.EXCEPTION}
+_VICTIM = {
+    ErrorKind.WATCHDOG_TIMEOUT,
+    ErrorKind.WATCHDOG_STATUS,
+    ErrorKind.WATCHDOG_ABORT,
+    ErrorKind.HEARTBEAT,
+    ErrorKind.GLOO_TIMEOUT,
+    ErrorKind.GLOO_PEER_GONE,
+    ErrorKind.MONITORED_BARRIER,
+    ErrorKind.DESYNC_REPORT,
+    ErrorKind.EXCEPTION,
+}
 _SIGNAL_OWN = {"SIGABRT", "SIGSEGV", "SIGKILL", "SIGBUS", "SIGILL", "SIGFPE"}
 
 
 def initiating_rank(errors: pd.DataFrame, ranks: pd.DataFrame | None = None) -> int | None:
     """The first rank to fail, or None when the evidence cannot tell."""
-    cands = []   # (tier, t_wall or None, rank)
+    cands = []  # (tier, t_wall or None, rank)
     if errors is not None and len(errors):
         e = errors[errors["rank"].notna()]
-        for k, sg, r, t, own in zip(e["kind"].astype(str), e["signal"].astype(object), e["rank"], e["t_wall"],
-                                    own_failures(e)):
+        for k, sg, r, t, own in zip(
+            e["kind"].astype(str), e["signal"].astype(object), e["rank"], e["t_wall"], own_failures(e)
+        ):
             sg = None if pd.isna(sg) else str(sg)
-            if own or k in _OWN or (k in (ErrorKind.SIGNAL, ErrorKind.CHILD_FAILED, ErrorKind.AGENT) and sg in _SIGNAL_OWN):
+            if (
+                own
+                or k in _OWN
+                or (k in (ErrorKind.SIGNAL, ErrorKind.CHILD_FAILED, ErrorKind.AGENT) and sg in _SIGNAL_OWN)
+            ):
                 tier = 0
             elif k in _VICTIM:
                 tier = 1

@@ -9,6 +9,7 @@ buckets behind an all_reduce divergence) builds a new Finding with :func:`datacl
 and says so in ``basis``; an earlier divergence makes a later one a ``consequence_of`` it (a
 field, never text to parse back).
 """
+
 from __future__ import annotations
 
 import json
@@ -60,24 +61,24 @@ class Finding:
     may have caused this one.
     """
 
-    class_id: str                                # catalog id: "shape-mismatch", "rank-desync" ...
-    summary: str                                 # one sentence for a human
-    confidence: str = "medium"                   # high | medium | low
+    class_id: str  # catalog id: "shape-mismatch", "rank-desync" ...
+    summary: str  # one sentence for a human
+    confidence: str = "medium"  # high | medium | low
     pg: str | None = None
     seq: int | None = None
     seq_kind: str | None = None
     op: str | None = None
-    culprit_ranks: tuple[int, ...] = ()          # () = undetermined
+    culprit_ranks: tuple[int, ...] = ()  # () = undetermined
     ranks: dict[int, RankView] = field(default_factory=dict)
     evidence: tuple[Evidence, ...] = ()
-    t_wall: Any = None                           # pandas Timestamp (UTC) when known, for ordering
+    t_wall: Any = None  # pandas Timestamp (UTC) when known, for ordering
     rule: str = ""
     culprit_basis: str = ""
     basis: tuple[str, ...] = ()
     consequence_of: str | None = None
 
     def __post_init__(self):
-        object.__setattr__(self, "class_id", str(self.class_id))       # a plain string, also from ClassId
+        object.__setattr__(self, "class_id", str(self.class_id))  # a plain string, also from ClassId
         if self.seq_kind is not None:
             object.__setattr__(self, "seq_kind", str(self.seq_kind))
         object.__setattr__(self, "culprit_ranks", tuple(sorted(int(r) for r in self.culprit_ranks)))
@@ -117,6 +118,7 @@ class Finding:
     def entry(self):
         """The catalog entry for this finding's class (None for an id the catalog lacks)."""
         from . import catalog
+
         return catalog.find(self.class_id)
 
     def where(self) -> str:
@@ -132,8 +134,11 @@ class Finding:
     def __str__(self) -> str:
         culprit = ", ".join(map(str, self.culprit_ranks)) if self.culprit_ranks else "undetermined"
         head = f"[{self.class_id}] ({self.confidence}) {self.where()}".rstrip()
-        lines = [head, f"  {self.summary}", f"  culprit: {culprit}"
-                 + (f" ({self.culprit_basis})" if self.culprit_basis else "")]
+        lines = [
+            head,
+            f"  {self.summary}",
+            f"  culprit: {culprit}" + (f" ({self.culprit_basis})" if self.culprit_basis else ""),
+        ]
         if self.consequence_of:
             lines.append(f"  possibly a consequence of {self.consequence_of}")
         for b in self.basis[:3]:
@@ -141,8 +146,10 @@ class Finding:
         for r, v in sorted(self.ranks.items())[:16]:
             shapes = "" if v.shapes is None else f" {v.shapes}"
             dt = "" if not v.dtypes else f" {','.join(v.dtypes)}"
-            lines.append(f"    rank {r}: {v.op or '-'} seq {v.seq if v.seq is not None else '-'}{shapes}{dt}"
-                         f"{' ' + v.state if v.state else ''}")
+            lines.append(
+                f"    rank {r}: {v.op or '-'} seq {v.seq if v.seq is not None else '-'}{shapes}{dt}"
+                f"{' ' + v.state if v.state else ''}"
+            )
         for e in self.evidence[:4]:
             lines.append(f"    {e.file}:{e.line}: {_clip(e.text, 160)}")
         return "\n".join(lines)
@@ -156,13 +163,13 @@ class Diagnosis:
     initiating_rank: int | None = None
     ranks_seen: list[int] = field(default_factory=list)
     lines: dict[str, int] = field(default_factory=lambda: {"total": 0, "parsed": 0, "unparsed": 0})
-    notes: list[str] = field(default_factory=list)   # e.g. "nothing distributed was found"
+    notes: list[str] = field(default_factory=list)  # e.g. "nothing distributed was found"
     #: one row per rank: where it stopped, how it failed (see :mod:`denpex_nb.analysis.state`)
     rank_state: Any = None
-    group_size: int | None = None                    # from explicit evidence only, else None
-    group_size_basis: str = ""                       # which evidence gave it
-    absent_ranks: list[int] = field(default_factory=list)   # known to exist, silent in the evidence
-    all_clear_confidence: str = "medium"             # confidence of a no-failure verdict
+    group_size: int | None = None  # from explicit evidence only, else None
+    group_size_basis: str = ""  # which evidence gave it
+    absent_ranks: list[int] = field(default_factory=list)  # known to exist, silent in the evidence
+    all_clear_confidence: str = "medium"  # confidence of a no-failure verdict
 
     @property
     def verdict(self) -> str:
@@ -206,12 +213,17 @@ class Diagnosis:
         f = self.findings[0]
         culprit = ", ".join(map(str, f.culprit_ranks)) if f.culprit_ranks else "undetermined"
         init = "undetermined" if self.initiating_rank is None else str(self.initiating_rank)
-        return (f"{f.class_id} at {f.where() or 'unknown collective'}; culprit rank(s): {culprit}; "
-                f"first to fail: {init}; confidence {f.confidence}")
+        return (
+            f"{f.class_id} at {f.where() or 'unknown collective'}; culprit rank(s): {culprit}; "
+            f"first to fail: {init}; confidence {f.confidence}"
+        )
 
     def __str__(self) -> str:
-        lines = [f"Diagnosis: {self.summary()}", f"ranks seen: {self.ranks_seen}; lines {self.lines.get('total', 0)} "
-                 f"({self.lines.get('parsed', 0)} parsed, {self.lines.get('unparsed', 0)} unparsed)"]
+        lines = [
+            f"Diagnosis: {self.summary()}",
+            f"ranks seen: {self.ranks_seen}; lines {self.lines.get('total', 0)} "
+            f"({self.lines.get('parsed', 0)} parsed, {self.lines.get('unparsed', 0)} unparsed)",
+        ]
         first = self.first
         if first is not None and first.entry is not None:
             lines.append(f"what it is: {first.entry.title}")
@@ -233,35 +245,47 @@ class Diagnosis:
 
     def __rich__(self):
         from rich.panel import Panel  # optional: only called by rich itself
+
         return Panel(str(self), title="denpex_nb diagnosis")
 
     def _repr_html_(self) -> str:
         from html import escape as esc
+
         colour = {"high": "#1b5e20", "medium": "#8d6e00", "low": "#b71c1c"}
-        out = ["<div class='denpex-diagnosis'>",
-               f"<h3 style='margin:0'>{esc(self.verdict)}</h3><p>{esc(self.summary())}</p>"]
+        out = [
+            "<div class='denpex-diagnosis'>",
+            f"<h3 style='margin:0'>{esc(self.verdict)}</h3><p>{esc(self.summary())}</p>",
+        ]
         first = self.first
         if first is not None and first.entry is not None:
             out.append(f"<p><b>{esc(first.entry.title)}</b>. Fix: {esc(first.entry.fix.get('text', ''))}</p>")
             if first.entry.fix.get("code"):
                 out.append(f"<pre>{esc(first.entry.fix['code'])}</pre>")
         if self.findings:
-            out.append("<table><thead><tr><th>#</th><th>class</th><th>where</th><th>culprit</th>"
-                       "<th>confidence</th><th>summary</th></tr></thead><tbody>")
+            out.append(
+                "<table><thead><tr><th>#</th><th>class</th><th>where</th><th>culprit</th>"
+                "<th>confidence</th><th>summary</th></tr></thead><tbody>"
+            )
             for i, f in enumerate(self.findings[:50], 1):
                 cul = ", ".join(map(str, f.culprit_ranks)) or "undetermined"
-                out.append(f"<tr><td>{i}</td><td>{esc(f.class_id)}</td><td>{esc(f.where())}</td><td>{esc(cul)}</td>"
-                           f"<td style='color:{colour.get(f.confidence, '#000')}'>{esc(f.confidence)}</td>"
-                           f"<td>{esc(f.summary)}</td></tr>")
+                out.append(
+                    f"<tr><td>{i}</td><td>{esc(f.class_id)}</td><td>{esc(f.where())}</td><td>{esc(cul)}</td>"
+                    f"<td style='color:{colour.get(f.confidence, '#000')}'>{esc(f.confidence)}</td>"
+                    f"<td>{esc(f.summary)}</td></tr>"
+                )
             out.append("</tbody></table>")
             if first is not None and first.ranks:
-                out.append("<details open><summary>ranks at the verdict's collective</summary><table><thead><tr>"
-                           "<th>rank</th><th>op</th><th>seq</th><th>shapes</th><th>dtypes</th><th>state</th>"
-                           "</tr></thead><tbody>")
+                out.append(
+                    "<details open><summary>ranks at the verdict's collective</summary><table><thead><tr>"
+                    "<th>rank</th><th>op</th><th>seq</th><th>shapes</th><th>dtypes</th><th>state</th>"
+                    "</tr></thead><tbody>"
+                )
                 for r, v in sorted(first.ranks.items())[:64]:
                     bad = " style='font-weight:bold'" if r in first.culprit_ranks else ""
-                    out.append(f"<tr{bad}><td>{r}</td><td>{esc(str(v.op))}</td><td>{esc(str(v.seq))}</td>"
-                               f"<td>{esc(str(v.shapes))}</td><td>{esc(str(v.dtypes))}</td><td>{esc(str(v.state))}</td></tr>")
+                    out.append(
+                        f"<tr{bad}><td>{r}</td><td>{esc(str(v.op))}</td><td>{esc(str(v.seq))}</td>"
+                        f"<td>{esc(str(v.shapes))}</td><td>{esc(str(v.dtypes))}</td><td>{esc(str(v.state))}</td></tr>"
+                    )
                 out.append("</tbody></table></details>")
             if first is not None and first.evidence:
                 out.append("<details><summary>evidence</summary><ul>")

@@ -12,6 +12,7 @@ or an explicit statement (a desync report, missing ranks named by a tool, monito
 only ranks that failed on their own); otherwise they stay undetermined and ``culprit_basis``
 says why.
 """
+
 from __future__ import annotations
 
 import re
@@ -35,27 +36,37 @@ _DISTRIBUTED = re.compile(
     r"Timed out|timed out|ProcessGroup|DistBackendError|DistNetworkError|DistStoreError|TCPStore|Socket|"
     r"collective|[Ww]atchdog|Expected to have finished reduction|did not receive grad|marked as ready|"
     r"got signal|SignalException|ChildFailedError|ProcessRaisedException|ProcessExitedException|"
-    r"Broken pipe|EnforceNotMet|invalid tensor size|distributed", re.S)
+    r"Broken pipe|EnforceNotMet|invalid tensor size|distributed",
+    re.S,
+)
 _CRASH_SIGNALS = {"SIGSEGV", "SIGKILL", "SIGBUS", "SIGILL", "SIGFPE"}
 #: a rank's own device failure, whatever wraps it (a watchdog, a NCCL error, a Ray worker): the
 #: GPU faulted on that rank, the collectives around it are collateral
 _DEVICE_FAULT = re.compile(
     r"illegal memory access|device-side assert|invalid device ordinal|unspecified launch failure|"
     r"uncorrectable ECC|misaligned address|illegal instruction|CUBLAS_STATUS_(?!SUCCESS)|CUDNN_STATUS_(?!SUCCESS)|"
-    r"CUDA out of memory|OutOfMemoryError|Xid \d+|GPU has fallen off the bus", re.I)
+    r"CUDA out of memory|OutOfMemoryError|Xid \d+|GPU has fallen off the bus",
+    re.I,
+)
 #: NCCL WARN texts that report a failure (many WARNs are benign: a missing IB library, a plugin)
 _NCCL_WARN_FAILURE = re.compile(
     r"error|status=\d+|Duplicate GPU|unhandled|invalid|timeout|timed out|abort|Connection (?:closed|reset|refused)|"
-    r"illegal|out of memory|Cuda failure|NCCL failure|mismatch|remote process exited|peer .*(?:closed|gone)", re.I)
-_NCCL_WARN_BENIGN = re.compile(r"libibverbs|No device found|No plugin found|[Pp]lugin|deprecated|ignored|"
-                               r"Unknown command from localRank", re.I)
+    r"illegal|out of memory|Cuda failure|NCCL failure|mismatch|remote process exited|peer .*(?:closed|gone)",
+    re.I,
+)
+_NCCL_WARN_BENIGN = re.compile(
+    r"libibverbs|No device found|No plugin found|[Pp]lugin|deprecated|ignored|"
+    r"Unknown command from localRank",
+    re.I,
+)
 #: (the kinds of evidence come from the one vocabulary, denpex_nb.vocab)
 VICTIM_KINDS = _vocab.VICTIM_KINDS
 FAILURE_KINDS = _vocab.FAILURE_KINDS
 
 
-def is_crash_error(kind: str, message: str | None, signal: str | None = None, exit_code=None,
-                   in_collective: bool = False) -> bool:
+def is_crash_error(
+    kind: str, message: str | None, signal: str | None = None, exit_code=None, in_collective: bool = False
+) -> bool:
     """True for a rank's own failure that is not a collective error: an exception, OOM, a device
     fault (even wrapped in a watchdog or NCCL message), a kill (a crash signal, or an exit code
     that is minus one). ``in_collective``: the exception's traceback ends in a torch.distributed
@@ -68,7 +79,7 @@ def is_crash_error(kind: str, message: str | None, signal: str | None = None, ex
         return True
     if kind == ErrorKind.EXCEPTION:
         if not message or message.startswith(TRUNCATED_TRACEBACK) or in_collective:
-            return False            # unknown, or raised inside a collective: not an own failure
+            return False  # unknown, or raised inside a collective: not an own failure
         return not _DISTRIBUTED.search(message)
     if kind in (ErrorKind.SIGNAL, ErrorKind.CHILD_FAILED, ErrorKind.AGENT, ErrorKind.EXIT):
         return (signal or signal_name(exit_code, shell=True)) in _CRASH_SIGNALS
@@ -86,8 +97,9 @@ def own_failures(errors: pd.DataFrame) -> list[bool]:
     # collective error (a DETAIL mismatch, a gloo or NCCL error) is that error, even when its own
     # text was cut mid-word (a terminal copy wrapped at 80 columns)
     where = list(zip(errors["file"].astype(object), errors["rank"].astype(object), errors["line"]))
-    collective_at = {(f, r, int(ln)) for (f, r, ln), k in zip(where, kinds)
-                     if k in _COLLECTIVE_ERROR_KINDS and pd.notna(ln)}
+    collective_at = {
+        (f, r, int(ln)) for (f, r, ln), k in zip(where, kinds) if k in _COLLECTIVE_ERROR_KINDS and pd.notna(ln)
+    }
 
     def near_collective_error(f, r, ln) -> bool:
         return pd.notna(ln) and any((f, r, int(ln) + d) in collective_at for d in range(_WRAP_LINES + 1))
@@ -96,10 +108,25 @@ def own_failures(errors: pd.DataFrame) -> list[bool]:
     # says nothing about what failed: not evidence of an own failure
     exc_types = errors["exc_type"].astype(object) if "exc_type" in errors else [None] * len(errors)
     typed = "exc_type" in errors
-    return [is_crash_error(k, m, sg, code, in_collective=k == ErrorKind.EXCEPTION and (
-                (op is not None and op == op) or near_collective_error(*w) or (typed and not _known(t))))
-            for k, m, sg, code, op, w, t in zip(kinds, errors["message"], errors["signal"].astype(object),
-                                                errors["exit_code"].astype(object), ops, where, exc_types)]
+    return [
+        is_crash_error(
+            k,
+            m,
+            sg,
+            code,
+            in_collective=k == ErrorKind.EXCEPTION
+            and ((op is not None and op == op) or near_collective_error(*w) or (typed and not _known(t))),
+        )
+        for k, m, sg, code, op, w, t in zip(
+            kinds,
+            errors["message"],
+            errors["signal"].astype(object),
+            errors["exit_code"].astype(object),
+            ops,
+            where,
+            exc_types,
+        )
+    ]
 
 
 def _known(v) -> bool:
@@ -123,15 +150,16 @@ def is_failure(kind: str, message: str | None = None) -> bool:
 
 # --- the registry ------------------------------------------------------------------------------
 
+
 @dataclass
 class Context:
     """What every rule may read: the incident's frames and what diagnosis derived from them."""
 
     incident: object
     alignment: object
-    state: pd.DataFrame                   # rank_state: one row per rank
-    group_size: int | None                # explicit evidence only
-    texts: dict = field(default_factory=dict)   # (file, line) -> message, for evidence lines
+    state: pd.DataFrame  # rank_state: one row per rank
+    group_size: int | None  # explicit evidence only
+    texts: dict = field(default_factory=dict)  # (file, line) -> message, for evidence lines
 
     @property
     def errors(self) -> pd.DataFrame:
@@ -152,8 +180,10 @@ class Context:
         group = self.group_of(len(present), self.group_size)
         if len(quiet) * 2 > group:
             return sorted(reporters), "own-failure"
-        return [], (f"undetermined: only {len(quiet)} other rank(s) of a group of {group} are seen without this "
-                    "error; the rest may have reported it too")
+        return [], (
+            f"undetermined: only {len(quiet)} other rank(s) of a group of {group} are seen without this "
+            "error; the rest may have reported it too"
+        )
 
     def group_of(self, members: int, stated: int | None = None) -> int:
         """The size a majority is counted against: the stated group size, else a lower bound from
@@ -165,9 +195,9 @@ class Context:
 @dataclass(frozen=True)
 class Rule:
     name: str
-    stage: str                            # "find" | "explain"
-    emits: tuple[str, ...]                # catalog ids this rule may produce
-    uses: tuple[str, ...]                 # the evidence it reads (frames, error kinds)
+    stage: str  # "find" | "explain"
+    emits: tuple[str, ...]  # catalog ids this rule may produce
+    uses: tuple[str, ...]  # the evidence it reads (frames, error kinds)
     fn: Callable
 
 
@@ -176,9 +206,11 @@ RULES: list[Rule] = []
 
 def rule(name: str, *, emits: tuple[str, ...], uses: tuple[str, ...], stage: str = "find"):
     """Register a rule. ``find`` rules take a Context; ``explain`` rules take (Context, findings)."""
+
     def deco(fn):
         RULES.append(Rule(name, stage, tuple(emits), tuple(uses), fn))
         return fn
+
     return deco
 
 
@@ -202,6 +234,7 @@ def strict_minority(sig: dict[int, object], group: int | None = None) -> tuple[l
 
 
 # --- helpers -----------------------------------------------------------------------------------
+
 
 def _shapes(v) -> list[list[int]] | None:
     if v is None or (isinstance(v, float) and pd.isna(v)):
@@ -228,8 +261,13 @@ def _view(row) -> RankView:
     state = _s(row.get("state"))
     if row.get("_done") and state != State.COMPLETED:
         state = State.COMPLETED
-    return RankView(op=_s(row.get("op")), seq=_i(row.get("seq")), shapes=_shapes(row.get("in_shapes")),
-                    dtypes=[dt] if dt else None, state=state)
+    return RankView(
+        op=_s(row.get("op")),
+        seq=_i(row.get("seq")),
+        shapes=_shapes(row.get("in_shapes")),
+        dtypes=[dt] if dt else None,
+        state=state,
+    )
 
 
 def _evidence_rows(rows: pd.DataFrame) -> pd.DataFrame:
@@ -249,7 +287,11 @@ def _evidence_rows(rows: pd.DataFrame) -> pd.DataFrame:
 
 def _describe(row) -> str:
     sh = _shapes(row.get("in_shapes"))
-    parts = [f"rank {_i(row.get('rank'))}", str(_s(row.get("op")) or "?"), f"{row.get('seq_kind')} seq {_i(row.get('seq'))}"]
+    parts = [
+        f"rank {_i(row.get('rank'))}",
+        str(_s(row.get("op")) or "?"),
+        f"{row.get('seq_kind')} seq {_i(row.get('seq'))}",
+    ]
     if sh is not None:
         parts.append(f"in={sh}")
     elif _i(row.get("numel_in")) is not None:
@@ -300,8 +342,14 @@ def _shape_text(view: RankView, row) -> str:
 def _err_evidence(rows: pd.DataFrame) -> list[Evidence]:
     out = []
     for e in rows.head(MAX_EVIDENCE).to_dict("records"):
-        out.append(Evidence(file=_s(e.get("file")) or "?", line=_i(e.get("line")) or 0,
-                            text=str(e.get("message") or "")[:500], rank=_i(e.get("rank"))))
+        out.append(
+            Evidence(
+                file=_s(e.get("file")) or "?",
+                line=_i(e.get("line")) or 0,
+                text=str(e.get("message") or "")[:500],
+                rank=_i(e.get("rank")),
+            )
+        )
     return out
 
 
@@ -333,8 +381,12 @@ def _kind(errors: pd.DataFrame, *kinds: str) -> pd.DataFrame:
 
 # --- cross-rank divergences (aligned collective records) ---------------------------------------
 
-@rule("divergences", emits=(ClassId.OP_MISMATCH, ClassId.DTYPE_MISMATCH, ClassId.SHAPE_MISMATCH, ClassId.RANK_DESYNC),
-      uses=("events: trace, fr, detail, work, nccl_position",))
+
+@rule(
+    "divergences",
+    emits=(ClassId.OP_MISMATCH, ClassId.DTYPE_MISMATCH, ClassId.SHAPE_MISMATCH, ClassId.RANK_DESYNC),
+    uses=("events: trace, fr, detail, work, nccl_position",),
+)
 def divergences(ctx: Context) -> list[Finding]:
     """Cross-rank comparison of aligned records. A rank whose *log lines* end earlier than the
     others' is a desync only when something failed: in a run where nothing failed, a log that
@@ -342,9 +394,13 @@ def divergences(ctx: Context) -> list[Finding]:
     complete per rank, so their ends count either way)."""
     failed = bool(len(ctx.state)) and bool(ctx.state["failed"].any())
     level = _complete_record_levels(ctx.alignment)
-    divs = [d for d in ctx.alignment.divergences
-            if d.kind != "missing" or d.seq_kind in COMPLETE_RECORDS
-            or (failed and not _contradicted_by_complete_records(d, level))]
+    divs = [
+        d
+        for d in ctx.alignment.divergences
+        if d.kind != "missing"
+        or d.seq_kind in COMPLETE_RECORDS
+        or (failed and not _contradicted_by_complete_records(d, level))
+    ]
     return from_divergences(divs, ctx.texts, ctx.group_size)
 
 
@@ -403,24 +459,30 @@ def from_divergences(divs: list[Divergence], texts: dict, group_size: int | None
             sizes = {r: row.get("_size") for r, row in by_rank.items()}
             culprits, basis = strict_minority(sizes, group)
             cls = ClassId.SHAPE_MISMATCH
-            desc = ", ".join(f"{fmt_ranks(rs)}: {_shape_text(views[rs[0]], by_rank[rs[0]])}"
-                             for _, rs in _group(sizes).items())
+            desc = ", ".join(
+                f"{fmt_ranks(rs)}: {_shape_text(views[rs[0]], by_rank[rs[0]])}" for _, rs in _group(sizes).items()
+            )
             summary = f"{majority_op} at {where} got different sizes: {desc}."
         elif d.kind == "shape":
             shapes = {r: None if v.shapes is None else tuple(map(tuple, v.shapes)) for r, v in views.items()}
             culprits, basis = strict_minority(shapes, group)
             cls = ClassId.SHAPE_MISMATCH
-            desc = ", ".join(f"{fmt_ranks(rs)}: {[list(t) for t in sh] if sh else sh}"
-                             for sh, rs in _group(shapes).items())
-            summary = (f"{majority_op} at {where} got tensors of different shapes with the same number of "
-                       f"elements: {desc}. It completes on every backend, but elements are combined by their "
-                       f"flat position, so the result is silently wrong unless the reshape is intended.")
+            desc = ", ".join(
+                f"{fmt_ranks(rs)}: {[list(t) for t in sh] if sh else sh}" for sh, rs in _group(shapes).items()
+            )
+            summary = (
+                f"{majority_op} at {where} got tensors of different shapes with the same number of "
+                f"elements: {desc}. It completes on every backend, but elements are combined by their "
+                f"flat position, so the result is silently wrong unless the reshape is intended."
+            )
         elif d.kind == "local-size":
             bad = sorted(r for r, row in by_rank.items() if row.get("_local_bad"))
             culprits, basis = (bad, "majority") if len(bad) * 2 < group else ([], "undetermined: most ranks")
             cls = ClassId.SHAPE_MISMATCH
-            summary = (f"{majority_op} at {where}: on {fmt_ranks(bad)} the output size is not the input size "
-                       f"times the group size.")
+            summary = (
+                f"{majority_op} at {where}: on {fmt_ranks(bad)} the output size is not the input size "
+                f"times the group size."
+            )
         else:  # missing
             extra = len(d.present) < len(d.missing)
             side = sorted(d.present) if extra else sorted(d.missing)
@@ -434,42 +496,77 @@ def from_divergences(divs: list[Divergence], texts: dict, group_size: int | None
                 views[r] = RankView(op=None, seq=d.lag.get(r), state="absent")
             lag_txt = ", ".join(f"rank {r} last at seq {d.lag.get(r)}" for r in sorted(d.missing))
             if extra:
-                summary = (f"{fmt_ranks(d.present)} issued {majority_op} at {where}, which the other "
-                           f"{len(d.missing)} ranks never called ({lag_txt}): an extra collective.")
+                summary = (
+                    f"{fmt_ranks(d.present)} issued {majority_op} at {where}, which the other "
+                    f"{len(d.missing)} ranks never called ({lag_txt}): an extra collective."
+                )
             else:
-                summary = (f"{fmt_ranks(d.missing)} never reached {where} ({majority_op}, issued by "
-                           f"{fmt_ranks(d.present)}); {lag_txt}.")
+                summary = (
+                    f"{fmt_ranks(d.missing)} never reached {where} ({majority_op}, issued by "
+                    f"{fmt_ranks(d.present)}); {lag_txt}."
+                )
         op = majority_op
         if d.kind == "op":
             culprit_ops = {ops[r] for r in culprits}
-            op = culprit_ops.pop() if len(culprit_ops) == 1 else None   # a tie names no op
+            op = culprit_ops.pop() if len(culprit_ops) == 1 else None  # a tie names no op
         conf = "high" if culprits else "medium"
-        if d.kind == "shape":      # nothing failed, and a deliberate reshape is possible
+        if d.kind == "shape":  # nothing failed, and a deliberate reshape is possible
             conf = "medium" if culprits else "low"
-        findings.append(Finding(class_id=cls, summary=summary, confidence=conf, pg=d.pg, seq=d.seq,
-                                seq_kind=d.seq_kind, op=op, culprit_ranks=culprits, ranks=views,
-                                evidence=_evidence(rows, texts, culprits), t_wall=d.t_wall, rule="divergences",
-                                culprit_basis=basis if culprits else (basis if basis != "majority" else
-                                                                       "undetermined: a tie, no majority")))
+        findings.append(
+            Finding(
+                class_id=cls,
+                summary=summary,
+                confidence=conf,
+                pg=d.pg,
+                seq=d.seq,
+                seq_kind=d.seq_kind,
+                op=op,
+                culprit_ranks=culprits,
+                ranks=views,
+                evidence=_evidence(rows, texts, culprits),
+                t_wall=d.t_wall,
+                rule="divergences",
+                culprit_basis=basis
+                if culprits
+                else (basis if basis != "majority" else "undetermined: a tie, no majority"),
+            )
+        )
     return findings
 
 
 # --- text evidence that names its class ----------------------------------------------------------
 
-_ENFORCE = re.compile(r"(?<!\d)(\d+) vs (\d+)")   # (?<!\d): linear on a long run of digits
-_FR_CLASS = (("COLLECTIVE_TYPE_MISMATCH", ClassId.OP_MISMATCH), ("COLLECTIVE_DTYPE_MISMATCH", ClassId.DTYPE_MISMATCH),
-             ("SIZE_OR_SYNTAX_MISMATCH", ClassId.SHAPE_MISMATCH), ("Not all ranks joining", ClassId.RANK_DESYNC),
-             ("missing ranks", ClassId.RANK_DESYNC))
-_DETAIL_CLASS = (("Op type:", ClassId.OP_MISMATCH), ("dtypes:", ClassId.DTYPE_MISMATCH), ("shapes:", ClassId.SHAPE_MISMATCH),
-                 ("Sequence number:", ClassId.RANK_DESYNC))
+_ENFORCE = re.compile(r"(?<!\d)(\d+) vs (\d+)")  # (?<!\d): linear on a long run of digits
+_FR_CLASS = (
+    ("COLLECTIVE_TYPE_MISMATCH", ClassId.OP_MISMATCH),
+    ("COLLECTIVE_DTYPE_MISMATCH", ClassId.DTYPE_MISMATCH),
+    ("SIZE_OR_SYNTAX_MISMATCH", ClassId.SHAPE_MISMATCH),
+    ("Not all ranks joining", ClassId.RANK_DESYNC),
+    ("missing ranks", ClassId.RANK_DESYNC),
+)
+_DETAIL_CLASS = (
+    ("Op type:", ClassId.OP_MISMATCH),
+    ("dtypes:", ClassId.DTYPE_MISMATCH),
+    ("shapes:", ClassId.SHAPE_MISMATCH),
+    ("Sequence number:", ClassId.RANK_DESYNC),
+)
 
 
 def _text_finding(cls, summary, rows, rule_name, conf="medium", culprits=(), basis="", **kw) -> Finding:
     culprits = sorted(set(culprits))
     if not culprits and not basis.startswith("undetermined"):
         basis = "undetermined: the evidence names no rank"
-    return Finding(class_id=cls, summary=summary, confidence=conf, culprit_ranks=culprits,
-                   evidence=_err_evidence(rows), t_wall=_tmin(rows), rule=rule_name, culprit_basis=basis, **kw)
+    return Finding(
+        class_id=cls,
+        summary=summary,
+        confidence=conf,
+        culprit_ranks=culprits,
+        evidence=_err_evidence(rows),
+        t_wall=_tmin(rows),
+        rule=rule_name,
+        culprit_basis=basis,
+        **kw,
+    )
 
 
 @rule("monitored-barrier", emits=(ClassId.RANK_DESYNC,), uses=("errors: monitored_barrier",))
@@ -478,9 +575,18 @@ def monitored_barrier(ctx: Context) -> list[Finding]:
     if not len(mb):
         return []
     missing = _related(mb)
-    return [_text_finding(ClassId.RANK_DESYNC, f"{fmt_ranks(missing) if missing else 'Some ranks'} failed to pass "
-                          "monitoredBarrier (DETAIL): they never reached the collective the others were in.",
-                          mb, "monitored-barrier", "high" if missing else "medium", missing, "statement")]
+    return [
+        _text_finding(
+            ClassId.RANK_DESYNC,
+            f"{fmt_ranks(missing) if missing else 'Some ranks'} failed to pass "
+            "monitoredBarrier (DETAIL): they never reached the collective the others were in.",
+            mb,
+            "monitored-barrier",
+            "high" if missing else "medium",
+            missing,
+            "statement",
+        )
+    ]
 
 
 @rule("desync-report", emits=(ClassId.RANK_DESYNC,), uses=("errors: desync_report",))
@@ -489,8 +595,17 @@ def desync_report(ctx: Context) -> list[Finding]:
     if not len(ds):
         return []
     lag = _related(ds)
-    return [_text_finding(ClassId.RANK_DESYNC, f"The desync report names {fmt_ranks(lag) if lag else 'no rank'} as "
-                          "lagging.", ds, "desync-report", "high" if lag else "low", lag, "statement")]
+    return [
+        _text_finding(
+            ClassId.RANK_DESYNC,
+            f"The desync report names {fmt_ranks(lag) if lag else 'no rank'} as lagging.",
+            ds,
+            "desync-report",
+            "high" if lag else "low",
+            lag,
+            "statement",
+        )
+    ]
 
 
 @rule("nccl-ras", emits=(ClassId.RANK_DESYNC,), uses=("errors: nccl_ras",))
@@ -498,12 +613,24 @@ def nccl_ras(ctx: Context) -> list[Finding]:
     ras = _kind(ctx.errors, ErrorKind.NCCL_RAS)
     if not len(ras):
         return []
-    return [_text_finding(ClassId.RANK_DESYNC, "NCCL RAS: communicator ranks have different operation counts.", ras,
-                          "nccl-ras", "medium", _related(ras), "statement")]
+    return [
+        _text_finding(
+            ClassId.RANK_DESYNC,
+            "NCCL RAS: communicator ranks have different operation counts.",
+            ras,
+            "nccl-ras",
+            "medium",
+            _related(ras),
+            "statement",
+        )
+    ]
 
 
-@rule("detail-text", emits=(ClassId.OP_MISMATCH, ClassId.DTYPE_MISMATCH, ClassId.SHAPE_MISMATCH, ClassId.RANK_DESYNC),
-      uses=("errors: detail_mismatch",))
+@rule(
+    "detail-text",
+    emits=(ClassId.OP_MISMATCH, ClassId.DTYPE_MISMATCH, ClassId.SHAPE_MISMATCH, ClassId.RANK_DESYNC),
+    uses=("errors: detail_mismatch",),
+)
 def detail_text(ctx: Context) -> list[Finding]:
     """DETAIL's own verdict text, when its fingerprints were not turned into aligned events."""
     if any(k == SeqKind.DETAIL for (_, k) in ctx.alignment.members):
@@ -513,14 +640,24 @@ def detail_text(ctx: Context) -> list[Finding]:
     for cls in sorted({c for m in dm["message"].astype(str) for key, c in _DETAIL_CLASS if key in m}):
         key = next(k for k, c in _DETAIL_CLASS if c == cls)
         rows = dm[dm["message"].astype(str).str.contains(key, regex=False)]
-        out.append(_text_finding(cls, "DETAIL fingerprint check: "
-                                 + str(rows["message"].iloc[0]).split("aspects:")[-1].strip()[:300],
-                                 rows, "detail-text", "medium", op=_first_op(rows)))
+        out.append(
+            _text_finding(
+                cls,
+                "DETAIL fingerprint check: " + str(rows["message"].iloc[0]).split("aspects:")[-1].strip()[:300],
+                rows,
+                "detail-text",
+                "medium",
+                op=_first_op(rows),
+            )
+        )
     return out
 
 
-@rule("fr-analyzer-text", emits=(ClassId.OP_MISMATCH, ClassId.DTYPE_MISMATCH, ClassId.SHAPE_MISMATCH, ClassId.RANK_DESYNC),
-      uses=("errors: fr_finding",))
+@rule(
+    "fr-analyzer-text",
+    emits=(ClassId.OP_MISMATCH, ClassId.DTYPE_MISMATCH, ClassId.SHAPE_MISMATCH, ClassId.RANK_DESYNC),
+    uses=("errors: fr_finding",),
+)
 def fr_analyzer_text(ctx: Context) -> list[Finding]:
     """torchfrtrace's findings; missing ranks it names are a statement, so they are culprits."""
     fr = _kind(ctx.errors, ErrorKind.FR_FINDING)
@@ -530,10 +667,20 @@ def fr_analyzer_text(ctx: Context) -> list[Finding]:
         rows = fr[fr["message"].astype(str).apply(lambda m, keys=keys: any(k in m for k in keys))]
         seq = rows["seq"].dropna()
         named = _related(rows)
-        out.append(_text_finding(cls, "torchfrtrace reported: " + str(rows["message"].iloc[0])[:200], rows,
-                                 "fr-analyzer-text", "high" if named else "medium", named, "statement",
-                                 op=_first_op(rows), seq=_i(seq.iloc[0]) if len(seq) else None,
-                                 seq_kind=SeqKind.FR if len(seq) else None))
+        out.append(
+            _text_finding(
+                cls,
+                "torchfrtrace reported: " + str(rows["message"].iloc[0])[:200],
+                rows,
+                "fr-analyzer-text",
+                "high" if named else "medium",
+                named,
+                "statement",
+                op=_first_op(rows),
+                seq=_i(seq.iloc[0]) if len(seq) else None,
+                seq_kind=SeqKind.FR if len(seq) else None,
+            )
+        )
     return out
 
 
@@ -545,17 +692,30 @@ def gloo_size(ctx: Context) -> list[Finding]:
         m = _ENFORCE.search(str(en["message"].iloc[0]))
         sizes = f" ({m.group(1)} bytes sent, {m.group(2)} expected)" if m else ""
         aborted = sorted(int(r) for r in en["rank"].dropna().unique())
-        out.append(_text_finding(
-            ClassId.SHAPE_MISMATCH, f"gloo aborted {fmt_ranks(aborted) if aborted else 'a rank'}: a peer sent more "
-            f"bytes than its buffer holds{sizes}. The ranks' tensor sizes differ; whether by shape or by dtype "
-            "is undetermined from this evidence, and the aborting rank is not necessarily the culprit.",
-            en, "gloo-size", "medium"))
+        out.append(
+            _text_finding(
+                ClassId.SHAPE_MISMATCH,
+                f"gloo aborted {fmt_ranks(aborted) if aborted else 'a rank'}: a peer sent more "
+                f"bytes than its buffer holds{sizes}. The ranks' tensor sizes differ; whether by shape or by dtype "
+                "is undetermined from this evidence, and the aborting rank is not necessarily the culprit.",
+                en,
+                "gloo-size",
+                "medium",
+            )
+        )
     inv = _kind(ctx.errors, ErrorKind.GLOO_INVALID_SIZE)
     if len(inv):
-        out.append(_text_finding(
-            ClassId.SHAPE_MISMATCH, "gloo rejected an output list whose tensors differ in size from the input: "
-            "the ranks' shapes differ (uneven all_gather). " + str(inv["message"].iloc[0])[:200], inv,
-            "gloo-size", "medium", op=_first_op(inv)))
+        out.append(
+            _text_finding(
+                ClassId.SHAPE_MISMATCH,
+                "gloo rejected an output list whose tensors differ in size from the input: "
+                "the ranks' shapes differ (uneven all_gather). " + str(inv["message"].iloc[0])[:200],
+                inv,
+                "gloo-size",
+                "medium",
+                op=_first_op(inv),
+            )
+        )
     return out
 
 
@@ -565,15 +725,30 @@ def ddp_reducer(ctx: Context) -> list[Finding]:
     if errs is None or errs.empty:
         return []
     kind, msg = errs["kind"].astype(str), errs["message"].astype(str)
-    ddp = errs[(kind == ErrorKind.DDP_UNUSED_PARAMETERS) | ((kind == ErrorKind.DDP_ERROR) & msg.str.contains(
-        "receive grad|finished reduction|marked as ready", regex=True))]
+    ddp = errs[
+        (kind == ErrorKind.DDP_UNUSED_PARAMETERS)
+        | (
+            (kind == ErrorKind.DDP_ERROR)
+            & msg.str.contains("receive grad|finished reduction|marked as ready", regex=True)
+        )
+    ]
     if not len(ddp):
         return []
     rep = sorted(int(r) for r in ddp["rank"].dropna().unique())
     culprits, basis = ctx.reporters_named(rep)
-    return [_text_finding(ClassId.UNUSED_PARAMETERS, f"DDP reducer on {fmt_ranks(rep) if rep else 'some rank'}: "
-                          "parameters did not receive gradients (unused parameters / data-dependent control "
-                          "flow).", ddp, "ddp-reducer", "high", culprits, basis)]
+    return [
+        _text_finding(
+            ClassId.UNUSED_PARAMETERS,
+            f"DDP reducer on {fmt_ranks(rep) if rep else 'some rank'}: "
+            "parameters did not receive gradients (unused parameters / data-dependent control "
+            "flow).",
+            ddp,
+            "ddp-reducer",
+            "high",
+            culprits,
+            basis,
+        )
+    ]
 
 
 @rule("own-failure", emits=(ClassId.RANK_CRASH,), uses=("errors: exception, oom, signal, child_failed, agent",))
@@ -590,11 +765,18 @@ def own_failure(ctx: Context) -> list[Finding]:
     named = bool(crashed) and len(crashed) < group
     first = crash.sort_values("t_wall", na_position="last").iloc[0]
     who = fmt_ranks(crashed) if crashed else "A rank"
-    return [_text_finding(
-        ClassId.RANK_CRASH, f"{who} failed on {'its' if len(crashed) == 1 else 'their'} own (not in a collective): "
-        f"{str(first['message'])[:200]}" + ("" if named else "; no rank can be singled out"),
-        crash, "own-failure", "high" if named and len(crashed) * 2 <= group else "medium",
-        crashed if named else [], "own-failure")]
+    return [
+        _text_finding(
+            ClassId.RANK_CRASH,
+            f"{who} failed on {'its' if len(crashed) == 1 else 'their'} own (not in a collective): "
+            f"{str(first['message'])[:200]}" + ("" if named else "; no rank can be singled out"),
+            crash,
+            "own-failure",
+            "high" if named and len(crashed) * 2 <= group else "medium",
+            crashed if named else [],
+            "own-failure",
+        )
+    ]
 
 
 @rule(ClassId.NCCL_ERROR, emits=(ClassId.NCCL_ERROR,), uses=("errors: nccl_error, nccl_warn",))
@@ -604,16 +786,28 @@ def nccl_error(ctx: Context) -> list[Finding]:
     if errs is None or errs.empty:
         return []
     kind, msg = errs["kind"].astype(str), errs["message"].astype(str)
-    failing_warn = pd.Series([k == ErrorKind.NCCL_WARN and is_failure(k, m) for k, m in zip(kind, errs["message"])],
-                             index=errs.index, dtype=bool)
+    failing_warn = pd.Series(
+        [k == ErrorKind.NCCL_WARN and is_failure(k, m) for k, m in zip(kind, errs["message"])],
+        index=errs.index,
+        dtype=bool,
+    )
     nc = errs[((kind == ErrorKind.NCCL_ERROR) | failing_warn) & ~msg.str.contains("remote process exited", regex=False)]
-    nc = nc[[not _DEVICE_FAULT.search(str(m)) for m in nc["message"]]]     # a device fault is a crash
+    nc = nc[[not _DEVICE_FAULT.search(str(m)) for m in nc["message"]]]  # a device fault is a crash
     if not len(nc):
         return []
     rep = sorted(int(r) for r in nc["rank"].dropna().unique())
     culprits, basis = ctx.reporters_named(rep)
-    return [_text_finding(ClassId.NCCL_ERROR, "NCCL reported an error of its own: " + str(nc["message"].iloc[0])[:200],
-                          nc, ClassId.NCCL_ERROR, "medium", culprits, basis)]
+    return [
+        _text_finding(
+            ClassId.NCCL_ERROR,
+            "NCCL reported an error of its own: " + str(nc["message"].iloc[0])[:200],
+            nc,
+            ClassId.NCCL_ERROR,
+            "medium",
+            culprits,
+            basis,
+        )
+    ]
 
 
 @rule("traceback-calls", emits=(ClassId.OP_MISMATCH,), uses=("rank_state: call_op (tracebacks' last collective call)",))
@@ -630,10 +824,20 @@ def traceback_calls(ctx: Context) -> list[Finding]:
     desc = ", ".join(f"{fmt_ranks(rs)}: {op}" for op, rs in _group(calls).items())
     ex = _kind(ctx.errors, "exception")
     ex = ex[ex["op"].notna()]
-    return [Finding(class_id=ClassId.OP_MISMATCH, summary=f"The ranks' tracebacks end in different collectives: {desc}.",
-                    confidence="medium", op=calls[culprits[0]] if culprits and len({calls[r] for r in culprits}) == 1
-                    else None, culprit_ranks=culprits, ranks={r: RankView(op=op) for r, op in calls.items()},
-                    evidence=_err_evidence(ex), t_wall=_tmin(ex), rule="traceback-calls", culprit_basis=basis)]
+    return [
+        Finding(
+            class_id=ClassId.OP_MISMATCH,
+            summary=f"The ranks' tracebacks end in different collectives: {desc}.",
+            confidence="medium",
+            op=calls[culprits[0]] if culprits and len({calls[r] for r in culprits}) == 1 else None,
+            culprit_ranks=culprits,
+            ranks={r: RankView(op=op) for r, op in calls.items()},
+            evidence=_err_evidence(ex),
+            t_wall=_tmin(ex),
+            rule="traceback-calls",
+            culprit_basis=basis,
+        )
+    ]
 
 
 @rule("stuck-points", emits=(ClassId.RANK_DESYNC,), uses=("errors: watchdog timeouts with SeqNum/OpType",))
@@ -649,8 +853,9 @@ def stuck_points(ctx: Context) -> list[Finding]:
     out = []
     if not len(vic):
         return out
-    for (pg, sk), rows in vic.groupby([vic["pg"].astype(object), vic["seq_kind"].astype(object)], dropna=False,
-                                      sort=False):
+    for (pg, sk), rows in vic.groupby(
+        [vic["pg"].astype(object), vic["seq_kind"].astype(object)], dropna=False, sort=False
+    ):
         at: dict[int, set] = {}
         for r, s, op in zip(rows["rank"].astype(int), rows["seq"].astype("int64"), rows["op"].astype(object)):
             at.setdefault(int(r), set()).add((int(s), _s(op)))
@@ -662,61 +867,95 @@ def stuck_points(ctx: Context) -> list[Finding]:
         stated = ctx.group_size if pd.isna(pg) or str(pg) in ("0", "default_pg") else None
         culprits, basis = strict_minority({r: s for r, (s, _) in pos.items()}, ctx.group_of(len(pos), stated))
         groups = _group({r: p for r, p in pos.items()})
-        desc = "; ".join(f"{fmt_ranks(rs)} timed out in {op or 'a collective'} at {sk} seq {s}"
-                         for (s, op), rs in sorted(groups.items(), key=lambda kv: _seq_op_order(kv[0])))
+        desc = "; ".join(
+            f"{fmt_ranks(rs)} timed out in {op or 'a collective'} at {sk} seq {s}"
+            for (s, op), rs in sorted(groups.items(), key=lambda kv: _seq_op_order(kv[0]))
+        )
         lo = min(s for s, _ in pos.values())
         behind = sorted(r for r, (s, _) in pos.items() if s == lo)
-        out.append(Finding(
-            class_id=ClassId.RANK_DESYNC, confidence="high" if culprits else "medium",
-            summary=f"The ranks are stuck at different places: {desc}. {fmt_ranks(behind).capitalize()} "
-                    f"{'is' if len(behind) == 1 else 'are'} behind the others.",
-            pg=None if pd.isna(pg) else str(pg), seq_kind=None if pd.isna(sk) else str(sk),
-            op=pos[culprits[0]][1] if culprits and len({pos[r] for r in culprits}) == 1 else None,
-            culprit_ranks=culprits, ranks={r: RankView(op=op, seq=s, state=State.TIMED_OUT) for r, (s, op) in pos.items()},
-            evidence=_err_evidence(rows), t_wall=_tmin(rows), rule="stuck-points", culprit_basis=basis))
+        out.append(
+            Finding(
+                class_id=ClassId.RANK_DESYNC,
+                confidence="high" if culprits else "medium",
+                summary=f"The ranks are stuck at different places: {desc}. {fmt_ranks(behind).capitalize()} "
+                f"{'is' if len(behind) == 1 else 'are'} behind the others.",
+                pg=None if pd.isna(pg) else str(pg),
+                seq_kind=None if pd.isna(sk) else str(sk),
+                op=pos[culprits[0]][1] if culprits and len({pos[r] for r in culprits}) == 1 else None,
+                culprit_ranks=culprits,
+                ranks={r: RankView(op=op, seq=s, state=State.TIMED_OUT) for r, (s, op) in pos.items()},
+                evidence=_err_evidence(rows),
+                t_wall=_tmin(rows),
+                rule="stuck-points",
+                culprit_basis=basis,
+            )
+        )
     return out
 
 
-@rule("fingerprint-pairs", emits=(ClassId.OP_MISMATCH, ClassId.DTYPE_MISMATCH, ClassId.SHAPE_MISMATCH, ClassId.RANK_DESYNC),
-      uses=("events: DETAIL fingerprints named in one mismatch message",))
+@rule(
+    "fingerprint-pairs",
+    emits=(ClassId.OP_MISMATCH, ClassId.DTYPE_MISMATCH, ClassId.SHAPE_MISMATCH, ClassId.RANK_DESYNC),
+    uses=("events: DETAIL fingerprints named in one mismatch message",),
+)
 def fingerprint_pairs(ctx: Context) -> list[Finding]:
     """One DETAIL mismatch message names two ranks' fingerprints: compare them directly (op, then
     dtype, then shape, then sequence number), seq or no seq; the message names no culprit."""
     ev = ctx.incident.events
     if not len(ev) or "source" not in ev:
         return []
-    det = ev[(ev["seq_kind"].astype(object) == SeqKind.DETAIL) & ev["rank"].notna() & ev["file"].notna()
-             & ev["line"].notna()]
+    det = ev[
+        (ev["seq_kind"].astype(object) == SeqKind.DETAIL) & ev["rank"].notna() & ev["file"].notna() & ev["line"].notna()
+    ]
     out = []
     for (file, line), rows in det.groupby([det["file"].astype(object), det["line"]], sort=False):
         by_rank = {int(r): row for r, row in zip(rows["rank"], rows.to_dict("records"))}
         if len(by_rank) < 2:
             continue
         views = {r: _view(row) for r, row in by_rank.items()}
-        for cls, key in ((ClassId.OP_MISMATCH, lambda v: v.op), (ClassId.DTYPE_MISMATCH, lambda v: (v.dtypes or [None])[0]),
-                         (ClassId.SHAPE_MISMATCH, lambda v: None if v.shapes is None else str(v.shapes)),
-                         (ClassId.RANK_DESYNC, lambda v: v.seq)):
+        for cls, key in (
+            (ClassId.OP_MISMATCH, lambda v: v.op),
+            (ClassId.DTYPE_MISMATCH, lambda v: (v.dtypes or [None])[0]),
+            (ClassId.SHAPE_MISMATCH, lambda v: None if v.shapes is None else str(v.shapes)),
+            (ClassId.RANK_DESYNC, lambda v: v.seq),
+        ):
             vals = {r: key(v) for r, v in views.items()}
             known = {r: v for r, v in vals.items() if v is not None}
             if len(known) >= 2 and len(set(known.values())) > 1:
-                desc = ", ".join(f"rank {r}: {views[r].op} seq {views[r].seq}"
-                                 + (f" {views[r].shapes}" if views[r].shapes is not None else "")
-                                 + (f" {views[r].dtypes[0]}" if views[r].dtypes else "") for r in sorted(views))
+                desc = ", ".join(
+                    f"rank {r}: {views[r].op} seq {views[r].seq}"
+                    + (f" {views[r].shapes}" if views[r].shapes is not None else "")
+                    + (f" {views[r].dtypes[0]}" if views[r].dtypes else "")
+                    for r in sorted(views)
+                )
                 seqs = {v.seq for v in views.values()}
-                out.append(Finding(
-                    class_id=cls, confidence="medium", summary=f"DETAIL's fingerprint check found two ranks at "
-                    f"different collectives: {desc}.", seq_kind=SeqKind.DETAIL if len(seqs) == 1 and None not in seqs
-                    else None, seq=next(iter(seqs)) if len(seqs) == 1 else None,
-                    op=None if cls == ClassId.OP_MISMATCH else Counter(v.op for v in views.values()).most_common(1)[0][0],
-                    ranks=views, evidence=(Evidence(file=str(file), line=int(line),
-                                                    text=ctx.texts.get((str(file), int(line)), "")),),
-                    rule="fingerprint-pairs", culprit_basis="undetermined: a pair of ranks, no majority"))
+                out.append(
+                    Finding(
+                        class_id=cls,
+                        confidence="medium",
+                        summary=f"DETAIL's fingerprint check found two ranks at different collectives: {desc}.",
+                        seq_kind=SeqKind.DETAIL if len(seqs) == 1 and None not in seqs else None,
+                        seq=next(iter(seqs)) if len(seqs) == 1 else None,
+                        op=None
+                        if cls == ClassId.OP_MISMATCH
+                        else Counter(v.op for v in views.values()).most_common(1)[0][0],
+                        ranks=views,
+                        evidence=(
+                            Evidence(file=str(file), line=int(line), text=ctx.texts.get((str(file), int(line)), "")),
+                        ),
+                        rule="fingerprint-pairs",
+                        culprit_basis="undetermined: a pair of ranks, no majority",
+                    )
+                )
                 break
     return out
 
 
-@rule("nccl-opcounts", emits=(ClassId.OP_MISMATCH, ClassId.DTYPE_MISMATCH, ClassId.SHAPE_MISMATCH),
-      uses=("events: nccl_opcount with nranks, host, pid",))
+@rule(
+    "nccl-opcounts",
+    emits=(ClassId.OP_MISMATCH, ClassId.DTYPE_MISMATCH, ClassId.SHAPE_MISMATCH),
+    uses=("events: nccl_opcount with nranks, host, pid",),
+)
 def nccl_opcounts(ctx: Context) -> list[Finding]:
     """NCCL COLL lines of different processes at the same opCount of same-sized communicators.
 
@@ -734,8 +973,10 @@ def nccl_opcounts(ctx: Context) -> list[Finding]:
         return []
     host = e["host"].astype(object) if "host" in e else pd.Series(None, index=e.index, dtype=object)
     pid = e["pid"].astype(object) if "pid" in e else pd.Series(None, index=e.index, dtype=object)
-    proc = [f"rank {int(r)}" if pd.notna(r) else (f"{h}:{p}" if h is not None and pd.notna(p) else None)
-            for r, h, p in zip(e["rank"], host, pid)]
+    proc = [
+        f"rank {int(r)}" if pd.notna(r) else (f"{h}:{p}" if h is not None and pd.notna(p) else None)
+        for r, h, p in zip(e["rank"], host, pid)
+    ]
     e = e.assign(_proc=proc)
     e = e[e["_proc"].notna()]
     out = []
@@ -755,10 +996,13 @@ def nccl_opcounts(ctx: Context) -> list[Finding]:
 
 def _nccl_cell(cell: pd.DataFrame, nranks: int, seq: int, ctx: Context) -> Finding | None:
     from ..ops import SCATTER_LIKE
+
     ops = dict(zip(cell["_proc"], cell["op"].astype(object)))
     dts = dict(zip(cell["_proc"], cell["dtype"].astype(object)))
-    sizes = {p: (_i(no) if op in SCATTER_LIKE else _i(ni)) for p, op, ni, no in
-             zip(cell["_proc"], cell["op"].astype(object), cell["numel_in"], cell["numel_out"])}
+    sizes = {
+        p: (_i(no) if op in SCATTER_LIKE else _i(ni))
+        for p, op, ni, no in zip(cell["_proc"], cell["op"].astype(object), cell["numel_in"], cell["numel_out"])
+    }
     for cls, sig in ((ClassId.OP_MISMATCH, ops), (ClassId.DTYPE_MISMATCH, dts), (ClassId.SHAPE_MISMATCH, sizes)):
         known = {p: v for p, v in sig.items() if v is not None and not (isinstance(v, float) and pd.isna(v))}
         if len(set(known.values())) < 2:
@@ -767,20 +1011,37 @@ def _nccl_cell(cell: pd.DataFrame, nranks: int, seq: int, ctx: Context) -> Findi
         culprits, basis = ([], "undetermined: some processes are known only by host:pid")
         if len(ranked) == len(known):
             culprits, basis = strict_minority(ranked, nranks)
-        desc = "; ".join(f"{', '.join(ps)}: {ops[ps[0]]} count {sizes[ps[0]]} {dts[ps[0]]}"
-                         for _, ps in _group(known).items())
+        desc = "; ".join(
+            f"{', '.join(ps)}: {ops[ps[0]]} count {sizes[ps[0]]} {dts[ps[0]]}" for _, ps in _group(known).items()
+        )
         return Finding(
-            class_id=cls, confidence="high" if culprits else "medium",
-            summary=(f"At NCCL opCount {seq} ({seq:#x}) of a {nranks}-rank communicator the processes issued "
-                     f"different collectives: {desc}."),
-            seq=seq, seq_kind=SeqKind.NCCL_OPCOUNT, op=None if cls == ClassId.OP_MISMATCH else Counter(ops.values()).most_common(1)[0][0],
+            class_id=cls,
+            confidence="high" if culprits else "medium",
+            summary=(
+                f"At NCCL opCount {seq} ({seq:#x}) of a {nranks}-rank communicator the processes issued "
+                f"different collectives: {desc}."
+            ),
+            seq=seq,
+            seq_kind=SeqKind.NCCL_OPCOUNT,
+            op=None if cls == ClassId.OP_MISMATCH else Counter(ops.values()).most_common(1)[0][0],
             culprit_ranks=culprits,
-            ranks={int(p.split()[1]): RankView(op=ops[p], seq=seq, dtypes=[dts[p]] if dts[p] else None)
-                   for p in known if p.startswith("rank ")},
-            evidence=tuple(Evidence(file=_s(f) or "?", line=_i(ln) or 0, text=ctx.texts.get((_s(f), _i(ln)), "")
-                                    or f"{p}: {ops[p]} opCount {seq:#x}", rank=None)
-                           for p, f, ln in zip(cell["_proc"], cell["file"].astype(object), cell["line"])),
-            rule="nccl-opcounts", culprit_basis=basis)
+            ranks={
+                int(p.split()[1]): RankView(op=ops[p], seq=seq, dtypes=[dts[p]] if dts[p] else None)
+                for p in known
+                if p.startswith("rank ")
+            },
+            evidence=tuple(
+                Evidence(
+                    file=_s(f) or "?",
+                    line=_i(ln) or 0,
+                    text=ctx.texts.get((_s(f), _i(ln)), "") or f"{p}: {ops[p]} opCount {seq:#x}",
+                    rank=None,
+                )
+                for p, f, ln in zip(cell["_proc"], cell["file"].astype(object), cell["line"])
+            ),
+            rule="nccl-opcounts",
+            culprit_basis=basis,
+        )
     return None
 
 
@@ -817,28 +1078,52 @@ def from_progress(progress: pd.DataFrame, aligned: set, group_size: int | None =
         side, other = (ahead, behind) if len(ahead) < len(behind) else (behind, ahead)
         culprits = side if len(other) * 2 > group else []
         basis = "majority" if culprits else f"undetermined: {len(other)} of a group of {group} is not a majority"
-        summary = (f"Progress counters disagree in pg {pg}: {fmt_ranks(behind)} last enqueued seq {lo}, "
-                   f"{fmt_ranks(ahead)} went further (up to {int(last.max())}).")
+        summary = (
+            f"Progress counters disagree in pg {pg}: {fmt_ranks(behind)} last enqueued seq {lo}, "
+            f"{fmt_ranks(ahead)} went further (up to {int(last.max())})."
+        )
         ev_rows = rows[rows["rank"].astype(int).isin(behind + ahead)].head(MAX_EVIDENCE)
-        evidence = [Evidence(file=_s(r.get("file")) or "?", line=_i(r.get("line")) or 0,
-                             text=f"rank {_i(r.get('rank'))}: last enqueued {_i(r.get('last_enqueued'))}, "
-                                  f"last completed {_i(r.get('last_completed'))}", rank=_i(r.get("rank")))
-                    for r in ev_rows.to_dict("records")]
-        out.append(Finding(class_id=ClassId.RANK_DESYNC, summary=summary, confidence="medium",
-                           pg=None if pd.isna(pg) else str(pg), seq=lo + 1, seq_kind=str(kind),
-                           culprit_ranks=culprits, evidence=evidence, rule="progress", culprit_basis=basis))
+        evidence = [
+            Evidence(
+                file=_s(r.get("file")) or "?",
+                line=_i(r.get("line")) or 0,
+                text=f"rank {_i(r.get('rank'))}: last enqueued {_i(r.get('last_enqueued'))}, "
+                f"last completed {_i(r.get('last_completed'))}",
+                rank=_i(r.get("rank")),
+            )
+            for r in ev_rows.to_dict("records")
+        ]
+        out.append(
+            Finding(
+                class_id=ClassId.RANK_DESYNC,
+                summary=summary,
+                confidence="medium",
+                pg=None if pd.isna(pg) else str(pg),
+                seq=lo + 1,
+                seq_kind=str(kind),
+                culprit_ranks=culprits,
+                evidence=evidence,
+                rule="progress",
+                culprit_basis=basis,
+            )
+        )
     return out
 
 
 # --- when no rule names a class --------------------------------------------------------------------
 
+
 def undetermined_failure(ctx: Context) -> Finding | None:
     """``timeout-undetermined`` when something failed (timeouts, peers gone, distributed errors,
     non-zero exits, signals) and no rule could say what: a failure, never an all-clear."""
     from .catalog.entries import COLLECT_MORE
+
     errs = ctx.errors
-    failing = (errs[[is_failure(k, m) for k, m in zip(errs["kind"].astype(str), errs["message"])]]
-               if errs is not None and len(errs) else pd.DataFrame())
+    failing = (
+        errs[[is_failure(k, m) for k, m in zip(errs["kind"].astype(str), errs["message"])]]
+        if errs is not None and len(errs)
+        else pd.DataFrame()
+    )
     st = ctx.state
     failed_ranks = sorted(int(r) for r in st.loc[st["failed"], "rank"]) if len(st) else []
     if not len(failing) and not failed_ranks:
@@ -855,11 +1140,17 @@ def undetermined_failure(ctx: Context) -> Finding | None:
     rows = failing if len(failing) else (errs.iloc[0:0] if errs is not None else pd.DataFrame())
     return Finding(
         class_id=ClassId.TIMEOUT_UNDETERMINED,
-        summary=(f"Collectives or ranks failed on {fmt_ranks(failed_ranks) if failed_ranks else 'the ranks'} "
-                 f"({what}), but no divergence is visible in this evidence and nothing tells the ranks apart. "
-                 f"Collect next: {COLLECT_MORE}"),
-        confidence="low", op=_s(ops.iloc[0]) if len(ops) else None,
+        summary=(
+            f"Collectives or ranks failed on {fmt_ranks(failed_ranks) if failed_ranks else 'the ranks'} "
+            f"({what}), but no divergence is visible in this evidence and nothing tells the ranks apart. "
+            f"Collect next: {COLLECT_MORE}"
+        ),
+        confidence="low",
+        op=_s(ops.iloc[0]) if len(ops) else None,
         seq=_i(seqs.iloc[0]) if one_seq else None,
         seq_kind=_s(victims["seq_kind"].dropna().iloc[0]) if one_seq and victims["seq_kind"].notna().any() else None,
-        evidence=_err_evidence(rows) if len(rows) else (), t_wall=_tmin(rows) if len(rows) else None,
-        rule="undetermined-failure", culprit_basis="undetermined: nothing in this evidence tells the ranks apart")
+        evidence=_err_evidence(rows) if len(rows) else (),
+        t_wall=_tmin(rows) if len(rows) else None,
+        rule="undetermined-failure",
+        culprit_basis="undetermined: nothing in this evidence tells the ranks apart",
+    )

@@ -10,6 +10,7 @@ The group size is never guessed from the ranks that happen to be in the evidence
 explicit evidence (:func:`group_size`) or it is unknown. Ranks the group size says exist but
 nothing speaks of are rows too (``present`` False): "known to exist, silent" is evidence.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -23,13 +24,30 @@ from .rules import VICTIM_KINDS, is_failure, own_failures
 
 #: columns of the rank_state frame, in order (documented in README's data model)
 COLUMNS = (
-    "rank", "present", "sources",
-    "last_op", "last_seq", "last_seq_kind", "last_pg", "last_state", "last_numel_in", "last_dtype",
-    "last_in_shapes", "last_completed_seq",
-    "timeout_op", "timeout_seq", "timeout_seq_kind",
+    "rank",
+    "present",
+    "sources",
+    "last_op",
+    "last_seq",
+    "last_seq_kind",
+    "last_pg",
+    "last_state",
+    "last_numel_in",
+    "last_dtype",
+    "last_in_shapes",
+    "last_completed_seq",
+    "timeout_op",
+    "timeout_seq",
+    "timeout_seq_kind",
     "call_op",
-    "first_error_kind", "first_error_t", "first_error", "own_failure", "failed",
-    "exit_code", "signal", "status",
+    "first_error_kind",
+    "first_error_t",
+    "first_error",
+    "own_failure",
+    "failed",
+    "exit_code",
+    "signal",
+    "status",
 )
 
 
@@ -74,6 +92,7 @@ def _gather_ratio(ev: pd.DataFrame) -> int | None:
     if not len(ev) or "numel_in" not in ev.columns:
         return None
     from ..ops import GATHER_LIKE, SCATTER_LIKE
+
     op = ev["op"].astype(object)
     nin = pd.to_numeric(ev["numel_in"], errors="coerce")
     nout = pd.to_numeric(ev["numel_out"], errors="coerce")
@@ -139,7 +158,7 @@ def _fill_last_collective(rows: dict, ev: pd.DataFrame) -> None:
     mask = ev["rank"].notna().to_numpy(bool) & ev["seq"].notna().to_numpy(bool) & (pref_all >= 0)
     if not mask.any():
         return
-    idx = np.flatnonzero(mask)                  # positions in ev (no copy of a 2M-row frame)
+    idx = np.flatnonzero(mask)  # positions in ev (no copy of a 2M-row frame)
     rank = ev["rank"].to_numpy("int64", na_value=-1)[idx]
     seq = ev["seq"].to_numpy("int64", na_value=-1)[idx]
     pref = pref_all[idx]
@@ -152,9 +171,9 @@ def _fill_last_collective(rows: dict, ev: pd.DataFrame) -> None:
     # the best (counter, group) per rank, then its last seq: one lexsort, numpy reductions per rank
     order = np.lexsort((-seq, -pgsize, pref, rank))
     first = np.r_[True, rank[order][1:] != rank[order][:-1]]
-    best_pos = order[first]                                    # one row per rank, ranks ascending
+    best_pos = order[first]  # one row per rank, ranks ascending
     ranks_u = rank[best_pos]
-    slot = np.searchsorted(ranks_u, rank)                      # each row's rank index
+    slot = np.searchsorted(ranks_u, rank)  # each row's rank index
     in_best = group == group[best_pos][slot]
     comp_max = np.full(len(ranks_u), -1, dtype=np.int64)
     sel = in_best & done
@@ -175,20 +194,28 @@ def _fill_last_collective(rows: dict, ev: pd.DataFrame) -> None:
         stuck = {int(ranks_u[k]) for k in np.flatnonzero(has_tr & ~ok)}
     completed = {int(r): int(c) for r, c in zip(ranks_u, comp_max) if c >= 0}
     failed_ranks = {int(r) for r, f in zip(ranks_u, failed) if f}
-    at = idx[best_pos]                          # the best row of each rank, as positions in ev
-    cols = {c: ev[c].iloc[at].to_numpy(object) if c in ev.columns else np.full(len(at), None, dtype=object)
-            for c in ("op", "seq_kind", "pg", "state", "numel_in", "dtype", "in_shapes")}
+    at = idx[best_pos]  # the best row of each rank, as positions in ev
+    cols = {
+        c: ev[c].iloc[at].to_numpy(object) if c in ev.columns else np.full(len(at), None, dtype=object)
+        for c in ("op", "seq_kind", "pg", "state", "numel_in", "dtype", "in_shapes")
+    }
     for k, (r, pos) in enumerate(zip(ranks_u, best_pos)):
         r = int(r)
         if r not in rows:
             continue
         if r in failed_ranks or r in stuck:
-            rows[r]["failed"] = True      # a collective that timed out, failed, or never returned
+            rows[r]["failed"] = True  # a collective that timed out, failed, or never returned
         rows[r].update(
-            last_op=_str(cols["op"][k]), last_seq=int(seq[pos]), last_seq_kind=_str(cols["seq_kind"][k]),
-            last_pg=_str(cols["pg"][k]), last_state=_str(cols["state"][k]),
-            last_numel_in=_int(cols["numel_in"][k]), last_dtype=_str(cols["dtype"][k]),
-            last_in_shapes=cols["in_shapes"][k], last_completed_seq=completed.get(r))
+            last_op=_str(cols["op"][k]),
+            last_seq=int(seq[pos]),
+            last_seq_kind=_str(cols["seq_kind"][k]),
+            last_pg=_str(cols["pg"][k]),
+            last_state=_str(cols["state"][k]),
+            last_numel_in=_int(cols["numel_in"][k]),
+            last_dtype=_str(cols["dtype"][k]),
+            last_in_shapes=cols["in_shapes"][k],
+            last_completed_seq=completed.get(r),
+        )
 
 
 def _lookup(col: pd.Series, table: dict, default: int) -> np.ndarray:
@@ -210,8 +237,15 @@ def _fill_errors(rows: dict, er: pd.DataFrame) -> None:
     far = pd.Timestamp.max.tz_localize("UTC")
     firsts: dict[int, tuple] = {}
     for r, k, m, t, op, seq, sk, own in zip(
-            e["rank"].astype(int), e["kind"].astype(str), e["message"], e["t_wall"], e["op"].astype(object),
-            e["seq"], e["seq_kind"].astype(object), own_failures(e)):
+        e["rank"].astype(int),
+        e["kind"].astype(str),
+        e["message"],
+        e["t_wall"],
+        e["op"].astype(object),
+        e["seq"],
+        e["seq_kind"].astype(object),
+        own_failures(e),
+    ):
         msg = None if pd.isna(m) else str(m)
         if r not in rows or not is_failure(k, msg):
             continue
@@ -252,7 +286,11 @@ def _status(row: dict) -> str:
         return "failed"
     k = row.get("first_error_kind")
     if k in VICTIM_KINDS:
-        return "timed-out" if "timeout" in k or k in (ErrorKind.HEARTBEAT, ErrorKind.WATCHDOG_STATUS, ErrorKind.WATCHDOG_ABORT) else "peer-gone"
+        return (
+            "timed-out"
+            if "timeout" in k or k in (ErrorKind.HEARTBEAT, ErrorKind.WATCHDOG_STATUS, ErrorKind.WATCHDOG_ABORT)
+            else "peer-gone"
+        )
     if row.get("failed"):
         return "error"
     if row.get("exit_code") == 0:
@@ -267,7 +305,7 @@ def _str(v):
 def _int64(v):
     """``v`` as an int that fits Int64, else None (a counter read through float64 may round past it)."""
     v = _int(v)
-    return v if v is not None and -2 ** 63 <= v < 2 ** 63 else None
+    return v if v is not None and -(2**63) <= v < 2**63 else None
 
 
 def _int(v):

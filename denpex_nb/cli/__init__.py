@@ -7,6 +7,7 @@ never imports papermill or torch. A handler takes the parsed arguments and retur
 the work itself is done by the library (:mod:`denpex_nb.ingest`, :mod:`denpex_nb.analysis`,
 :mod:`denpex_nb.report`, :mod:`denpex_nb.repro`).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,7 +33,7 @@ def _version() -> str:
 
     try:
         return version("denpex_nb")
-    except PackageNotFoundError:      # a source tree that was never installed
+    except PackageNotFoundError:  # a source tree that was never installed
         return "0+unknown"
 
 
@@ -40,8 +41,12 @@ class _Parser(argparse.ArgumentParser):
     """argparse exits 2 on usage errors already; keep its one-line message, drop the usage dump."""
 
     def error(self, message):  # noqa: D401
-        self.exit(2, f"denpex-nb: error: {message} (fix: see 'denpex-nb {self.prog.split(' ', 1)[-1]} --help')\n"
-                  if " " in self.prog else f"denpex-nb: error: {message} (fix: see 'denpex-nb --help')\n")
+        self.exit(
+            2,
+            f"denpex-nb: error: {message} (fix: see 'denpex-nb {self.prog.split(' ', 1)[-1]} --help')\n"
+            if " " in self.prog
+            else f"denpex-nb: error: {message} (fix: see 'denpex-nb --help')\n",
+        )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -59,15 +64,19 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--format", dest="force_format", default=None, help="force a reader for every input")
     g.add_argument("--year", type=int, default=None, help="year for year-less log timestamps")
     g.add_argument("--quiet", action="store_true", help="no progress bar")
-    g.add_argument("--redact", action="store_true",
-                   help="mask hosts, IPs, user names, e-mails and tokens in the output")
+    g.add_argument(
+        "--redact", action="store_true", help="mask hosts, IPs, user names, e-mails and tokens in the output"
+    )
 
     r = sub.add_parser("report", help="render an incident report (HTML) from logs and dumps")
     r.add_argument("paths", nargs="+")
     r.add_argument("-o", "--output", default="report.html")
     r.add_argument("--title", default=None)
-    r.add_argument("--redact", action="store_true",
-                   help="mask hosts, IPs, user names, e-mails and tokens in the report and the notebook")
+    r.add_argument(
+        "--redact",
+        action="store_true",
+        help="mask hosts, IPs, user names, e-mails and tokens in the report and the notebook",
+    )
     r.add_argument("--ipynb", default=None, metavar="PATH", help="also keep the executed notebook here")
 
     rp = sub.add_parser("repro", help="run the reproducer zoo")
@@ -87,10 +96,21 @@ def build_parser() -> argparse.ArgumentParser:
     rc = rsub.add_parser("record", help="regenerate the recorded runs under data/recorded")
     rc.add_argument("--out", default="data/recorded")
     rc.add_argument("--backend", choices=("gloo", "nccl"), default="gloo")
-    rc.add_argument("--world-size", type=int, action="append", dest="world_sizes", default=None,
-                    help="world size to record (repeatable; default 2 and 4)")
-    rc.add_argument("--scenario", action="append", dest="scenarios", default=None,
-                    help="only this scenario (repeatable; default every scenario)")
+    rc.add_argument(
+        "--world-size",
+        type=int,
+        action="append",
+        dest="world_sizes",
+        default=None,
+        help="world size to record (repeatable; default 2 and 4)",
+    )
+    rc.add_argument(
+        "--scenario",
+        action="append",
+        dest="scenarios",
+        default=None,
+        help="only this scenario (repeatable; default every scenario)",
+    )
     return p
 
 

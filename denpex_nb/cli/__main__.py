@@ -1,4 +1,5 @@
 """``python -m denpex_nb.cli``: the same as the ``denpex-nb`` command."""
+
 import sys
 
 from . import main

@@ -5,6 +5,7 @@ Runs the all_gather shape-mismatch reproducer on gloo as separate processes
 (:func:`denpex_nb.report.render`, whose kernel loads and diagnoses the run) and prints the verdict
 the report recorded. Exit 0 when the report's cells all ran, 1 when one failed.
 """
+
 from __future__ import annotations
 
 import shutil
@@ -24,10 +25,11 @@ def run(args) -> int:
     run_dir = out / "run"
     if run_dir.exists():
         shutil.rmtree(run_dir)
-    print(f"running allgather-shape-mismatch on gloo with {args.world_size} ranks (a real multi-process job) ...",
-          flush=True)
-    result = repro.run("allgather-shape-mismatch", world_size=args.world_size, trace=True, timeout=5.0,
-                       out=run_dir)
+    print(
+        f"running allgather-shape-mismatch on gloo with {args.world_size} ranks (a real multi-process job) ...",
+        flush=True,
+    )
+    result = repro.run("allgather-shape-mismatch", world_size=args.world_size, trace=True, timeout=5.0, out=run_dir)
     codes = ", ".join(f"rank {r}: {c}" for r, c in enumerate(result.exit_codes))
     print(f"run finished in {result.wall_s:.1f} s ({codes}); logs in {result.out_dir}", flush=True)
     # the report's kernel loads and diagnoses the run; its recorded summary is the verdict printed here
@@ -35,8 +37,10 @@ def run(args) -> int:
     if res.summary:
         s = res.summary
         init = "undetermined" if s["initiating_rank"] is None else s["initiating_rank"]
-        print(f"verdict: {s['verdict']} ({s['confidence']} confidence): culprit ranks "
-              f"{ranks_text(s['culprit_ranks'])}, initiating rank {init}")
+        print(
+            f"verdict: {s['verdict']} ({s['confidence']} confidence): culprit ranks "
+            f"{ranks_text(s['culprit_ranks'])}, initiating rank {init}"
+        )
         if s.get("summary"):
             print(f"  {s['summary']}")
     else:
@@ -44,7 +48,6 @@ def run(args) -> int:
     print(f"report: {res.html.resolve()}")
     print(f"done in {time.perf_counter() - t0:.1f} s")
     if res.error:
-        print(f"denpex-nb: warning: the report was rendered, but {res.error.splitlines()[0][:300]}",
-              file=sys.stderr)
+        print(f"denpex-nb: warning: the report was rendered, but {res.error.splitlines()[0][:300]}", file=sys.stderr)
         return 1
     return 0

@@ -7,6 +7,7 @@ Exit 0 whenever the diagnosis ran (whatever the verdict); bad input raises
 :class:`~denpex_nb.errors.InputError` from the loader, which :func:`denpex_nb.cli.main` prints as
 one line with exit code 2.
 """
+
 from __future__ import annotations
 
 import sys
@@ -26,7 +27,7 @@ def run(args) -> int:
         options["progress"] = False
     # an input that exists but cannot be read is evidence of nothing: diagnose says no-evidence
     # (exit 0) and lists it; a path that names nothing stays a one-line error (exit 2)
-    with warnings.catch_warnings():       # what could not be read is in the diagnosis' output
+    with warnings.catch_warnings():  # what could not be read is in the diagnosis' output
         warnings.simplefilter("ignore", RuntimeWarning)
         incident = load(*args.paths, unreadable="report", **options)
     diagnosis = diagnose(incident)

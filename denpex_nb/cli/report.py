@@ -5,6 +5,7 @@ the report went. Exit 0 when every cell ran; 1 when a cell failed (the report is
 with the error where it happened); bad input is a one-line error with exit 2 (see
 :func:`denpex_nb.cli.main`).
 """
+
 from __future__ import annotations
 
 import sys
@@ -15,13 +16,18 @@ def run(args) -> int:
 
     res = render(args.paths, args.output, title=args.title, redact=args.redact, ipynb=args.ipynb)
     if res.summary:
-        print(f"verdict: {res.summary['verdict']} ({res.summary['confidence']} confidence), "
-              f"culprit ranks {ranks_text(res.summary['culprit_ranks'])}")
+        print(
+            f"verdict: {res.summary['verdict']} ({res.summary['confidence']} confidence), "
+            f"culprit ranks {ranks_text(res.summary['culprit_ranks'])}"
+        )
     print(f"report: {res.html}")
     if res.ipynb:
         print(f"notebook: {res.ipynb}")
     if res.error:
-        print(f"denpex-nb: warning: the report was rendered, but {res.error.splitlines()[0][:300]} "
-              "(the error is shown in the report where it happened)", file=sys.stderr)
+        print(
+            f"denpex-nb: warning: the report was rendered, but {res.error.splitlines()[0][:300]} "
+            "(the error is shown in the report where it happened)",
+            file=sys.stderr,
+        )
         return 1
     return 0

@@ -4,6 +4,7 @@ Bad input (unknown scenario, world size < 2, no torch, ``--backend nccl`` withou
 :class:`~denpex_nb.errors.DenpexError`, which :func:`denpex_nb.cli.main` prints as one line with
 exit code 2.
 """
+
 from __future__ import annotations
 
 
@@ -28,14 +29,24 @@ def run(args) -> int:
     """
     from ..repro.launch import run as launch
 
-    result = launch(args.scenario, fixed=args.fixed, world_size=args.world_size, backend=args.backend,
-                    debug=args.debug, flight_recorder=args.flight_recorder, trace=args.trace,
-                    timeout=args.timeout, out=args.out,
-                    fr_stack_traces=getattr(args, "fr_stacks", False))
+    result = launch(
+        args.scenario,
+        fixed=args.fixed,
+        world_size=args.world_size,
+        backend=args.backend,
+        debug=args.debug,
+        flight_recorder=args.flight_recorder,
+        trace=args.trace,
+        timeout=args.timeout,
+        out=args.out,
+        fr_stack_traces=getattr(args, "fr_stacks", False),
+    )
     print(result.summary())
     expected = result.manifest["expected"]
-    print(f"  expected: {expected['class']}"
-          + (f", op {expected['op']}, culprit rank(s) {expected['culprit_ranks']}" if expected.get("op") else ""))
+    print(
+        f"  expected: {expected['class']}"
+        + (f", op {expected['op']}, culprit rank(s) {expected['culprit_ranks']}" if expected.get("op") else "")
+    )
     if args.fixed:
         return 0 if result.ok else 1
     return 1 if result.ok else 0

@@ -6,6 +6,7 @@ text goes through the fast candidate scan (:mod:`.scan`) and structured files th
 FileReader (:mod:`.flight_recorder`, :mod:`.trace`), then assembles, de-duplicates and summarises
 the frames (:mod:`.assemble`).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -31,8 +32,17 @@ from .sources import (
     resolve_limits,
 )
 
-__all__ = ["load", "parse_file", "FileSpec", "FileResult", "DEFAULT_UNPARSED_TEXT_BUDGET", "DEFAULT_LINE_CAP",
-           "DEFAULT_MAX_DECOMPRESSED", "DEFAULT_MAX_RATIO", "DEFAULT_MAX_STRUCTURED"]
+__all__ = [
+    "load",
+    "parse_file",
+    "FileSpec",
+    "FileResult",
+    "DEFAULT_UNPARSED_TEXT_BUDGET",
+    "DEFAULT_LINE_CAP",
+    "DEFAULT_MAX_DECOMPRESSED",
+    "DEFAULT_MAX_RATIO",
+    "DEFAULT_MAX_STRUCTURED",
+]
 
 #: characters of unparsed text kept per load; past it, unparsed runs collapse to counts
 DEFAULT_UNPARSED_TEXT_BUDGET = 32 << 20
@@ -41,13 +51,25 @@ PROGRESS_MIN_BYTES = 4 << 20
 _MIN_BUDGET_PER_FILE = 256 << 10
 
 
-def load(*paths, format: str | None = None, year: int | None = None, progress: bool | None = None,
-         jobs: int | str | None = None, unparsed_text_budget: int = DEFAULT_UNPARSED_TEXT_BUDGET,
-         stdin: BinaryIO | None = None, dedup: bool = True, strict: bool | None = None,
-         unreadable: str | None = None, max_decompressed: int | str | None = None,
-         max_ratio: float | None = None, max_structured: int | str | None = None,
-         line_cap: int | str | None = None, storage_options: dict | None = None, dask_client=None,
-         **options) -> Incident:
+def load(
+    *paths,
+    format: str | None = None,
+    year: int | None = None,
+    progress: bool | None = None,
+    jobs: int | str | None = None,
+    unparsed_text_budget: int = DEFAULT_UNPARSED_TEXT_BUDGET,
+    stdin: BinaryIO | None = None,
+    dedup: bool = True,
+    strict: bool | None = None,
+    unreadable: str | None = None,
+    max_decompressed: int | str | None = None,
+    max_ratio: float | None = None,
+    max_structured: int | str | None = None,
+    line_cap: int | str | None = None,
+    storage_options: dict | None = None,
+    dask_client=None,
+    **options,
+) -> Incident:
     """Read logs and dumps into an :class:`Incident`.
 
     ``paths``: files, folders (walked recursively), globs, ``-`` (standard input), gzip, bz2, xz,
@@ -121,8 +143,14 @@ def load(*paths, format: str | None = None, year: int | None = None, progress: b
     if unreadable not in ("raise", "report"):
         raise UsageError(f"unreadable must be 'raise' or 'report', not {unreadable!r}")
     try:
-        limits = resolve_limits({"max_decompressed": max_decompressed, "max_ratio": max_ratio,
-                                 "max_structured": max_structured, "line_cap": line_cap})
+        limits = resolve_limits(
+            {
+                "max_decompressed": max_decompressed,
+                "max_ratio": max_ratio,
+                "max_structured": max_structured,
+                "line_cap": line_cap,
+            }
+        )
     except ValueError as e:
         raise UsageError(str(e), fix="give a positive size in bytes, or with a K, M or G suffix") from None
     specs, problems = expand(flat, year=year, stdin=stdin, storage_options=storage_options)
@@ -135,12 +163,13 @@ def load(*paths, format: str | None = None, year: int | None = None, progress: b
     bar = _progress_bar(progress, specs)
     try:
         with _gc_paused():
-            results = run_all(specs, opts, jobs, on_bytes=bar.update if bar is not None else None,
-                              dask_client=dask_client)
+            results = run_all(
+                specs, opts, jobs, on_bytes=bar.update if bar is not None else None, dask_client=dask_client
+            )
     finally:
         if bar is not None:
             bar.close()
-        for spec in specs:             # standard input spooled to a temporary file
+        for spec in specs:  # standard input spooled to a temporary file
             if spec.temp and spec.path:
                 with contextlib.suppress(OSError):
                     os.unlink(spec.path)
@@ -158,7 +187,7 @@ def load(*paths, format: str | None = None, year: int | None = None, progress: b
         kept.append(r)
         if r.fatal:
             failures.append((spec.display, f"{spec.display}: {r.error}", r.unsafe))
-        elif r.error:   # partly read (truncated stream): rows kept, problem recorded and shown
+        elif r.error:  # partly read (truncated stream): rows kept, problem recorded and shown
             notes.append(f"{spec.display}: {r.error}")
             partial.append(f"{spec.display}: {r.error}")
         notes.extend(f"{spec.display}: {w}" for w in r.warnings)
@@ -167,7 +196,7 @@ def load(*paths, format: str | None = None, year: int | None = None, progress: b
 
     if not any(not r.fatal for r in kept):
         if unreadable == "report" and not (kept or problems) and skipped:
-            kept = skipped          # a folder of binary files only: say what it held
+            kept = skipped  # a folder of binary files only: say what it held
         if unreadable != "report" or not (kept or problems) or any(p.missing for p in problems):
             _raise_nothing_loaded(failures, flat)
 
@@ -195,8 +224,9 @@ def _gc_paused():
 
 def _raise_nothing_loaded(failures, flat) -> None:
     if not failures:
-        raise InputError("no log files found", where=", ".join(map(str, flat)),
-                         fix="pass the files or folders that hold the logs")
+        raise InputError(
+            "no log files found", where=", ".join(map(str, flat)), fix="pass the files or folders that hold the logs"
+        )
     path, line, unsafe = failures[0]
     more = f" (and {len(failures) - 1} more problem(s))" if len(failures) > 1 else ""
     cls = UnsafePickleError if unsafe else InputError
@@ -236,5 +266,6 @@ def _progress_bar(progress: bool | None, specs: list[FileSpec]):
         from tqdm.auto import tqdm
     except ImportError:
         return None
-    return tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1024, desc="denpex_nb.load",
-                leave=False, disable=False)
+    return tqdm(
+        total=total, unit="B", unit_scale=True, unit_divisor=1024, desc="denpex_nb.load", leave=False, disable=False
+    )

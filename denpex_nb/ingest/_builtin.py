@@ -2,5 +2,6 @@
 
 The order is the registry's order, which is the order readers are tried in: keep it.
 """
+
 # isort: skip_file
 from . import manifest, c10d, nccl, python, frtrace_text, flight_recorder, trace  # noqa: F401

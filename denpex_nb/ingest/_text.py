@@ -3,6 +3,7 @@ rank lists, and the row builders every reader uses so rows look alike.
 
 Nothing here raises on odd input: helpers return ``None`` (or an empty tuple) instead.
 """
+
 from __future__ import annotations
 
 import re
@@ -13,22 +14,52 @@ from .base import FileContext, Line
 
 #: c10 ScalarType names (DETAIL fingerprints, FR ``input_dtypes``) -> torch spelling.
 DTYPES = {
-    "float": "float32", "float32": "float32", "double": "float64", "float64": "float64",
-    "half": "float16", "float16": "float16", "bfloat16": "bfloat16",
-    "long": "int64", "int64": "int64", "int": "int32", "int32": "int32",
-    "short": "int16", "int16": "int16", "char": "int8", "int8": "int8",
-    "byte": "uint8", "uint8": "uint8", "bool": "bool",
-    "complexfloat": "complex64", "complex64": "complex64",
-    "complexdouble": "complex128", "complex128": "complex128",
-    "complexhalf": "complex32", "float8_e4m3fn": "float8_e4m3fn", "float8_e5m2": "float8_e5m2",
-    "uint16": "uint16", "uint32": "uint32", "uint64": "uint64",
+    "float": "float32",
+    "float32": "float32",
+    "double": "float64",
+    "float64": "float64",
+    "half": "float16",
+    "float16": "float16",
+    "bfloat16": "bfloat16",
+    "long": "int64",
+    "int64": "int64",
+    "int": "int32",
+    "int32": "int32",
+    "short": "int16",
+    "int16": "int16",
+    "char": "int8",
+    "int8": "int8",
+    "byte": "uint8",
+    "uint8": "uint8",
+    "bool": "bool",
+    "complexfloat": "complex64",
+    "complex64": "complex64",
+    "complexdouble": "complex128",
+    "complex128": "complex128",
+    "complexhalf": "complex32",
+    "float8_e4m3fn": "float8_e4m3fn",
+    "float8_e5m2": "float8_e5m2",
+    "uint16": "uint16",
+    "uint32": "uint32",
+    "uint64": "uint64",
 }
 
 #: NCCL ``datatype`` enum (COLL lines) -> torch spelling.
 NCCL_DTYPES = {
-    0: "int8", 1: "uint8", 2: "int32", 3: "uint32", 4: "int64", 5: "uint64",
-    6: "float16", 7: "float32", 8: "float64", 9: "bfloat16", 10: "float8_e4m3fn", 11: "float8_e5m2",
+    0: "int8",
+    1: "uint8",
+    2: "int32",
+    3: "uint32",
+    4: "int64",
+    5: "uint64",
+    6: "float16",
+    7: "float32",
+    8: "float64",
+    9: "bfloat16",
+    10: "float8_e4m3fn",
+    11: "float8_e5m2",
 }
+
 
 #: negative exit codes of elastic / spawn -> signal names
 def dtype_name(name: str | None) -> str | None:
@@ -45,8 +76,8 @@ def dtype_name(name: str | None) -> str | None:
 
 _INT = re.compile(r"-?\d+")
 
-_I32 = 2 ** 31
-_I64 = 2 ** 63
+_I32 = 2**31
+_I64 = 2**63
 
 
 def _digits(text) -> int | None:
@@ -123,7 +154,7 @@ _PAREN = re.compile(r"[()]")
 def balanced(text: str, open_at: int) -> int:
     """Index just past the ``)`` that closes the ``(`` at ``open_at``; ``len(text)`` if unclosed."""
     depth = 0
-    for m in _PAREN.finditer(text, open_at):      # visit only the parentheses, not every character
+    for m in _PAREN.finditer(text, open_at):  # visit only the parentheses, not every character
         if m.group() == "(":
             depth += 1
         else:
@@ -202,6 +233,7 @@ def pg_of(text: str) -> tuple[str | None, str | None, int | None]:
 
 
 # --- rows ------------------------------------------------------------------------------------
+
 
 def _base(line: Line, ctx: FileContext, source: str) -> dict[str, Any]:
     return {"rank": line.rank, "t_wall": line.t_wall, "source": source, "file": ctx.file, "line": line.lineno}

@@ -13,6 +13,7 @@ Typing never raises on what a log said: a number that does not fit its column (a
 Int32, a sequence number past Int64, ``inf`` where an integer belongs, text) becomes a missing
 value for that row, and :func:`build_incident` adds one note per column saying how many.
 """
+
 from __future__ import annotations
 
 from enum import Enum
@@ -27,7 +28,6 @@ from ..vocab import SEQ_KIND_PREFERENCE, ErrorKind
 EVENT_KEY = ("rank", "pg", "seq_kind", "seq", "op", "state", "source")
 ERROR_KEY = ("rank", "kind", "message")
 PROGRESS_KEY = ("rank", "pg", "seq_kind", "last_enqueued", "last_started", "last_completed")
-
 
 
 # --- column batches ------------------------------------------------------------------------------
@@ -103,7 +103,7 @@ class Nullable:
     __slots__ = ("values", "missing")
 
     def __init__(self, values: np.ndarray, missing: np.ndarray | None):
-        self.values, self.missing = values, missing       # missing None: nothing is missing
+        self.values, self.missing = values, missing  # missing None: nothing is missing
 
     def __len__(self):
         return len(self.values)
@@ -162,7 +162,7 @@ def compact_batch(name: str, b: Batch) -> Batch:
         if kind is np.int64 and arr.dtype == np.int64 and any(type(x) is float for x in v[:1]):
             continue
         if kind is np.int64 and not _fits(arr, schema.get(c) or EXTRA_DTYPES.get(c) or "Int64"):
-            continue                    # typed (and its misfits made missing) in build_frame
+            continue  # typed (and its misfits made missing) in build_frame
         b[c] = arr
     return b
 
@@ -190,8 +190,14 @@ def as_batches(items) -> list[Batch]:
 
 #: dtypes of the extra (non-schema) columns that built-in readers add
 EXTRA_DTYPES = {
-    "retired": "boolean", "is_p2p": "boolean", "record_id": "Int64", "collective_seq_id": "Int64",
-    "p2p_seq_id": "Int64", "timeout_ms": "Int64", "t_done_wall": "datetime64[ns, UTC]", "t_done_mono": "Float64",
+    "retired": "boolean",
+    "is_p2p": "boolean",
+    "record_id": "Int64",
+    "collective_seq_id": "Int64",
+    "p2p_seq_id": "Int64",
+    "timeout_ms": "Int64",
+    "t_done_wall": "datetime64[ns, UTC]",
+    "t_done_mono": "Float64",
 }
 
 
@@ -220,7 +226,7 @@ def _as_number(v, dtype: str):
         iv = int(v)
     except (TypeError, ValueError, OverflowError):
         try:
-            f = float(v)          # "12.0" and the like
+            f = float(v)  # "12.0" and the like
             iv = int(f) if np.isfinite(f) and f == int(f) else None
         except (TypeError, ValueError, OverflowError):
             return None
@@ -281,27 +287,28 @@ def _typed(values, dtype: str | None, on_bad=None):
         except (TypeError, ValueError):
             return pd.array(values, dtype="object")
     if dtype == "category":
-        if values.count(None) == n:               # no values: object categories, not pandas' float64
+        if values.count(None) == n:  # no values: object categories, not pandas' float64
             return _missing_column(n, dtype)
         try:
             column = pd.Categorical(values)
         except TypeError:
             return pd.Categorical([None if v is None else str(v) for v in values])
-        if any(isinstance(c, Enum) for c in column.categories):   # vocabulary members: store their plain strings
+        if any(isinstance(c, Enum) for c in column.categories):  # vocabulary members: store their plain strings
             column = column.rename_categories([str.__str__(c) for c in column.categories])
         return column
     if dtype in ("Int32", "Int64", "Float64"):
-        try:   # fast path: no missing values, plain numbers
+        try:  # fast path: no missing values, plain numbers
             arr = np.array(values, dtype=np.float64 if dtype == "Float64" else np.int64)
             if dtype == "Float64" or (_fits(arr, dtype) and not any(type(x) is float for x in values[:1])):
                 return pd.array(arr, dtype=dtype)
         except (TypeError, ValueError, OverflowError):
             pass
-        try:   # missing values among plain numbers of the right size
+        try:  # missing values among plain numbers of the right size
             if all(v is None or type(v) is int for v in values):
                 ints = [v for v in values if v is not None]
-                if not ints or (min(ints) >= _INT_RANGE.get(dtype, (0, 0))[0]
-                                and max(ints) <= _INT_RANGE.get(dtype, (0, 0))[1]):
+                if not ints or (
+                    min(ints) >= _INT_RANGE.get(dtype, (0, 0))[0] and max(ints) <= _INT_RANGE.get(dtype, (0, 0))[1]
+                ):
                     return pd.array(values, dtype=dtype)
         except (TypeError, ValueError, OverflowError):
             pass
@@ -314,7 +321,7 @@ def _typed(values, dtype: str | None, on_bad=None):
         except (TypeError, ValueError, OverflowError):
             t = pd.Series([_one_time(v) for v in values], dtype="object")
             t = pd.to_datetime(t, utc=True, errors="coerce")
-        if str(t.dtype) != dtype:         # a time outside the nanosecond range (years before 1677, after 2262)
+        if str(t.dtype) != dtype:  # a time outside the nanosecond range (years before 1677, after 2262)
             lo, hi = pd.Timestamp.min.tz_localize("UTC"), pd.Timestamp.max.tz_localize("UTC")
             bad = t.notna() & ((t < lo) | (t > hi))
             if bad.any() and on_bad is not None:
@@ -335,8 +342,11 @@ def _one_time(v):
         t = pd.to_datetime(v, utc=True, errors="coerce")
     except (TypeError, ValueError, OverflowError):
         return None
-    return None if t is pd.NaT or not (pd.Timestamp.min.tz_localize("UTC") <= t <= pd.Timestamp.max.tz_localize("UTC")) \
+    return (
+        None
+        if t is pd.NaT or not (pd.Timestamp.min.tz_localize("UTC") <= t <= pd.Timestamp.max.tz_localize("UTC"))
         else t
+    )
 
 
 def build_frame(name: str, batches, misfits: dict | None = None) -> pd.DataFrame:
@@ -365,11 +375,12 @@ def build_frame(name: str, batches, misfits: dict | None = None) -> pd.DataFrame
     for c in cols:
         parts = [b.get(c) for b in batches]
         dtype = schema.get(c) or EXTRA_DTYPES.get(c) or ("Int64" if c == "_t_wall_ns" else None)
-        if all(p is None for p in parts) and c != "_t_wall_ns":     # a column no batch has: all missing
+        if all(p is None for p in parts) and c != "_t_wall_ns":  # a column no batch has: all missing
             data[c] = _missing_column(sum(batch_len(b) for b in batches), dtype)
             continue
         if any(isinstance(p, Coded) for p in parts) or (
-                dtype in _MASKED and any(isinstance(p, (Nullable, pd.api.extensions.ExtensionArray)) for p in parts)):
+            dtype in _MASKED and any(isinstance(p, (Nullable, pd.api.extensions.ExtensionArray)) for p in parts)
+        ):
             parts = [Const(None, batch_len(b)) if p is None else p for b, p in zip(batches, parts)]
         if dtype == "category" and all(isinstance(p, (Const, Coded)) for p in parts):
             data[c] = _coded_categorical(parts)
@@ -377,15 +388,18 @@ def build_frame(name: str, batches, misfits: dict | None = None) -> pd.DataFrame
         if dtype == "object" and all(isinstance(p, (Const, Coded)) for p in parts):
             data[c] = pd.Series(_object_concat(parts), dtype="object").array
             continue
-        if dtype in _MASKED and all(isinstance(p, _ARRAY_PARTS) for p in parts) and not all(
-                isinstance(p, np.ndarray) for p in parts):
+        if (
+            dtype in _MASKED
+            and all(isinstance(p, _ARRAY_PARTS) for p in parts)
+            and not all(isinstance(p, np.ndarray) for p in parts)
+        ):
             values = _masked_concat(parts, dtype, bad)
             if c == "_t_wall_ns":
                 merged_ns = values
             else:
                 data[c] = values
             continue
-        if all(isinstance(p, np.ndarray) for p in parts):      # compacted numeric columns
+        if all(isinstance(p, np.ndarray) for p in parts):  # compacted numeric columns
             values = np.concatenate(parts)
         else:
             values = []
@@ -405,7 +419,7 @@ def build_frame(name: str, batches, misfits: dict | None = None) -> pd.DataFrame
     if merged_ns is not None and "t_wall" in data:
         ns = merged_ns if isinstance(merged_ns, pd.api.extensions.ExtensionArray) else _typed(merged_ns, "Int64", bad)
         data["t_wall"] = _fill_times(data["t_wall"], ns)
-    df = pd.DataFrame(data, copy=False)     # the columns are fresh: no second copy of 2M rows
+    df = pd.DataFrame(data, copy=False)  # the columns are fresh: no second copy of 2M rows
     return conform(name, df)
 
 
@@ -424,7 +438,7 @@ def _missing_column(n: int, dtype: str | None):
 def _fill_times(t_wall, ns: pd.arrays.IntegerArray):
     """``t_wall`` where known, else the integer nanoseconds (FR dumps), as datetime64[ns, UTC]
     straight from the integers (no Timestamp per row)."""
-    raw = ns.to_numpy(dtype=np.int64, na_value=np.iinfo(np.int64).min)     # int64 min is NaT
+    raw = ns.to_numpy(dtype=np.int64, na_value=np.iinfo(np.int64).min)  # int64 min is NaT
     fill = pd.Series(raw.view("datetime64[ns]")).dt.tz_localize("UTC")
     known = pd.Series(t_wall)
     if known.isna().all():
@@ -443,28 +457,29 @@ def _coded_categorical(parts: list) -> pd.Categorical:
     with one ``take`` (no per-row hashing)."""
     cats: dict = {}
     for p in parts:
-        for v in ([p.value] if isinstance(p, Const) else p.values):
+        for v in [p.value] if isinstance(p, Const) else p.values:
             if v is not None and v not in cats:
                 cats[v] = len(cats)
-    if any(isinstance(p, Coded) for p in parts):     # sorted, as pd.Categorical(list) would be
+    if any(isinstance(p, Coded) for p in parts):  # sorted, as pd.Categorical(list) would be
         try:
             cats = {v: i for i, v in enumerate(sorted(cats))}
         except TypeError:
             pass
     codes = np.empty(sum(len(p) for p in parts), dtype=np.int32)
-    remaps: dict = {}                                 # dumps of one job share their value lists
+    remaps: dict = {}  # dumps of one job share their value lists
     pos = 0
     for p in parts:
         n = len(p)
         if isinstance(p, Const):
-            codes[pos:pos + n] = cats.get(p.value, -1) if p.value is not None else -1
+            codes[pos : pos + n] = cats.get(p.value, -1) if p.value is not None else -1
         else:
             key = tuple(p.values)
             remap = remaps.get(key)
             if remap is None:
-                remap = remaps[key] = np.array([cats[v] if v is not None else -1 for v in p.values] + [-1],
-                                               dtype=np.int32)
-            codes[pos:pos + n] = remap[p.codes]
+                remap = remaps[key] = np.array(
+                    [cats[v] if v is not None else -1 for v in p.values] + [-1], dtype=np.int32
+                )
+            codes[pos : pos + n] = remap[p.codes]
         pos += n
     return pd.Categorical.from_codes(codes, categories=list(cats))
 
@@ -477,13 +492,13 @@ def _object_concat(parts: list) -> np.ndarray:
     for p in parts:
         n = len(p)
         if isinstance(p, Const):
-            out[pos:pos + n] = _object_lookup([p.value])[:1]      # broadcast one object, even a tuple
+            out[pos : pos + n] = _object_lookup([p.value])[:1]  # broadcast one object, even a tuple
         else:
             key = tuple(p.values)
             lookup = lookups.get(key)
             if lookup is None:
                 lookup = lookups[key] = _object_lookup(p.values)
-            out[pos:pos + n] = lookup[p.codes]
+            out[pos : pos + n] = lookup[p.codes]
         pos += n
     return out
 
@@ -528,15 +543,15 @@ def _masked_concat(parts: list, dtype: str, on_bad=None):
         for p in parts:
             n = len(p)
             if isinstance(p, Nullable):
-                values[pos:pos + n] = p.values
+                values[pos : pos + n] = p.values
                 if p.missing is not None:
-                    missing[pos:pos + n] = p.missing
+                    missing[pos : pos + n] = p.missing
             elif isinstance(p, np.ndarray):
-                values[pos:pos + n] = p
+                values[pos : pos + n] = p
             elif p.value is None:
-                missing[pos:pos + n] = True
+                missing[pos : pos + n] = True
             else:
-                values[pos:pos + n] = p.value
+                values[pos : pos + n] = p.value
             pos += n
         if dtype == "boolean":
             return pd.arrays.BooleanArray(values, missing)
@@ -582,8 +597,7 @@ def _object_categories(s: pd.Series) -> pd.Series:
 def _group_key(df: pd.DataFrame, cols: tuple[str, ...]) -> pd.Series:
     """A hashable per-row key (NA-safe) over ``cols`` plus the run root."""
     use = [c for c in cols if c in df.columns]
-    return pd.util.hash_pandas_object(df[use + ["_run"]].astype("object").astype("string").fillna("\x00"),
-                                      index=False)
+    return pd.util.hash_pandas_object(df[use + ["_run"]].astype("object").astype("string").fillna("\x00"), index=False)
 
 
 def dedup(df: pd.DataFrame, cols: tuple[str, ...], run_of_file: dict[str, str]) -> pd.DataFrame:
@@ -599,13 +613,17 @@ def dedup(df: pd.DataFrame, cols: tuple[str, ...], run_of_file: dict[str, str]) 
     pfile = pairs["file"].astype("object")
     prun = pfile.map(run_of_file).fillna(pfile)
     prank = pairs["rank"].astype("object").where(pairs["rank"].notna(), -1)
-    n_files = pd.DataFrame({"run": prun, "rank": prank, "file": pfile}).groupby(
-        ["run", "rank"], dropna=False)["file"].transform("nunique")
+    n_files = (
+        pd.DataFrame({"run": prun, "rank": prank, "file": pfile})
+        .groupby(["run", "rank"], dropna=False)["file"]
+        .transform("nunique")
+    )
     shared_pairs = pairs[(n_files > 1).to_numpy()]
     if shared_pairs.empty:
         return df
     shared = pd.MultiIndex.from_frame(df[["file", "rank"]].astype("object")).isin(
-        list(map(tuple, shared_pairs.astype("object").itertuples(index=False))))
+        list(map(tuple, shared_pairs.astype("object").itertuples(index=False)))
+    )
     files = df["file"].astype("object")[shared]
     sub = df[shared].copy()
     sub["_run"] = files.map(run_of_file).fillna(files)
@@ -660,7 +678,7 @@ def merge_rank_reports(batches: list[Batch], rank_info: dict[int, dict]) -> dict
             if not _present(r):
                 continue
             rank = _as_number(r, "Int32")
-            if rank is None:            # names no rank a job can have
+            if rank is None:  # names no rank a job can have
                 continue
             slot = merged.setdefault(rank, {})
             for c, col in present:
@@ -690,7 +708,7 @@ def summarise_ranks(frames: dict[str, pd.DataFrame], merged: dict[int, dict]) ->
     merged = {r: dict(v) for r, v in merged.items()}
     for name in ("events", "errors", "progress"):
         df = frames[name]
-        if name == "errors" and len(df):     # a file that could not be read is no sign its rank ran
+        if name == "errors" and len(df):  # a file that could not be read is no sign its rank ran
             df = df[df["kind"].astype("object") != ErrorKind.LOAD_ERROR]
         col = df["rank"]
         if len(col):
@@ -707,7 +725,9 @@ def summarise_ranks(frames: dict[str, pd.DataFrame], merged: dict[int, dict]) ->
 
     errors = frames["errors"]
     if len(errors):
-        real = errors[~errors["kind"].astype("object").isin([ErrorKind.WARNING, ErrorKind.LOAD_ERROR]) & errors["rank"].notna()]
+        real = errors[
+            ~errors["kind"].astype("object").isin([ErrorKind.WARNING, ErrorKind.LOAD_ERROR]) & errors["rank"].notna()
+        ]
         if len(real):
             fill("first_error_t", real.groupby("rank")["t_wall"].min().to_dict())
             codes = real[real["exit_code"].notna()]
@@ -730,8 +750,9 @@ def summarise_ranks(frames: dict[str, pd.DataFrame], merged: dict[int, dict]) ->
     # which rounds a pid past 2**53 and turns one near 2**63 into -2**63)
     df = build_frame("ranks", [rows_to_batch(rows)])
     if "world_size" in df.columns:
-        df["world_size"] = _typed(df["world_size"].astype("object").where(df["world_size"].notna(), None).tolist(),
-                                  "Int32")
+        df["world_size"] = _typed(
+            df["world_size"].astype("object").where(df["world_size"].notna(), None).tolist(), "Int32"
+        )
     return df
 
 
@@ -741,7 +762,7 @@ def _default_pg_progress(prog: pd.DataFrame) -> pd.DataFrame:
     default = prog[pg.isin(["0", "default_pg"]) | pg.isna()]
     if default.empty:
         return default
-    pref = {k: i for i, k in enumerate(SEQ_KIND_PREFERENCE)}   # the one order: most precise first
+    pref = {k: i for i, k in enumerate(SEQ_KIND_PREFERENCE)}  # the one order: most precise first
     rank_kind = default["seq_kind"].astype("object").map(pref).fillna(len(pref))
     best = rank_kind.groupby(default["rank"]).transform("min")
     return default[rank_kind == best]
@@ -760,8 +781,10 @@ def build_incident(results, *, notes: list[str] | None = None, dedup_rows: bool 
     notes = list(notes or [])
     run_of_file = {r.file: r.run_root for r in results}
     misfits: dict[str, int] = {}
-    frames = {name: build_frame(name, [b for r in results for b in r.frames.get(name, ())], misfits)
-              for name in ("events", "errors", "progress", "unparsed")}
+    frames = {
+        name: build_frame(name, [b for r in results for b in r.frames.get(name, ())], misfits)
+        for name in ("events", "errors", "progress", "unparsed")
+    }
     for col, n in misfits.items():
         notes.append(f"{col}: {n} value(s) out of range or not a number for the column; they are missing values")
     rank_info: dict[int, dict] = {}
@@ -779,6 +802,12 @@ def build_incident(results, *, notes: list[str] | None = None, dedup_rows: bool 
         frames["progress"] = dedup(frames["progress"], PROGRESS_KEY, run_of_file)
     frames["ranks"] = summarise_ranks(frames, reports)
     sources = coerce("sources", [r.source for r in results]) if results else empty_frame("sources")
-    return Incident(events=frames["events"], errors=frames["errors"], ranks=frames["ranks"],
-                    progress=summarise_progress(frames["progress"]), unparsed=frames["unparsed"],
-                    sources=sources, notes=notes)
+    return Incident(
+        events=frames["events"],
+        errors=frames["errors"],
+        ranks=frames["ranks"],
+        progress=summarise_progress(frames["progress"]),
+        unparsed=frames["unparsed"],
+        sources=sources,
+        notes=notes,
+    )

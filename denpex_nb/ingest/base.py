@@ -15,6 +15,7 @@ Readers append rows (dicts keyed by the column names in :data:`denpex_nb.inciden
 an :class:`Output` and mark the physical lines they consumed. The loader turns everything else
 into ``unparsed`` rows, so ``lines_total == lines_parsed + lines_unparsed`` for every file.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -31,18 +32,18 @@ class Line:
     the same ``lineno``; a hard-wrapped line joined back together has ``n_lines > 1``.
     """
 
-    lineno: int                      # 1-based physical line number of the first physical line
-    text: str                        # the message: prefixes and glog header removed
-    raw: str = ""                    # the line before prefix stripping (ANSI, CR, collector wrappers and line numbers removed)
-    n_lines: int = 1                 # physical lines this logical line spans
-    rank: int | None = None          # global rank, by the trust order in docs/formats.md#rank-trust
-    local_rank: int | None = None    # torchrun [defaultN]: or the log-dir folder
-    host: str | None = None          # pdsh / NCCL prefix host
-    pid: int | None = None           # from the Python glog header or the NCCL prefix
-    t_wall: datetime | None = None   # timezone-aware UTC when the header had a time
-    severity: str | None = None      # glog letter (F E W I V D C) or NCCL level (INFO, WARN)
-    origin: str | None = None        # emitting source file:line from the glog header
-    prefixes: tuple[str, ...] = ()   # kinds of prefix stripped, outermost first ("rank", "torchrun" ...)
+    lineno: int  # 1-based physical line number of the first physical line
+    text: str  # the message: prefixes and glog header removed
+    raw: str = ""  # the line before prefix stripping (ANSI, CR, collector wrappers and line numbers removed)
+    n_lines: int = 1  # physical lines this logical line spans
+    rank: int | None = None  # global rank, by the trust order in docs/formats.md#rank-trust
+    local_rank: int | None = None  # torchrun [defaultN]: or the log-dir folder
+    host: str | None = None  # pdsh / NCCL prefix host
+    pid: int | None = None  # from the Python glog header or the NCCL prefix
+    t_wall: datetime | None = None  # timezone-aware UTC when the header had a time
+    severity: str | None = None  # glog letter (F E W I V D C) or NCCL level (INFO, WARN)
+    origin: str | None = None  # emitting source file:line from the glog header
+    prefixes: tuple[str, ...] = ()  # kinds of prefix stripped, outermost first ("rank", "torchrun" ...)
 
     @property
     def linenos(self) -> range:
@@ -53,10 +54,10 @@ class Line:
 class FileContext:
     """What a reader may know about the file a block came from."""
 
-    file: str                        # display path, as it goes in the ``file`` columns
-    rank_hint: int | None = None     # rank from the file name (trace_3, rank3.log, NCCL_DEBUG_FILE map)
+    file: str  # display path, as it goes in the ``file`` columns
+    rank_hint: int | None = None  # rank from the file name (trace_3, rank3.log, NCCL_DEBUG_FILE map)
     local_rank_hint: int | None = None  # torchrun --log-dir folder number
-    year: int | None = None          # for year-less glog timestamps (from mtime or an option)
+    year: int | None = None  # for year-less glog timestamps (from mtime or an option)
     options: dict[str, Any] = field(default_factory=dict)
 
 
@@ -85,14 +86,14 @@ class Output:
         seen_err = self.__dict__.get("_error_keys")
         seen_ev = self.__dict__.get("_event_keys")
         if seen_err is not None:
-            for row in self.errors[mark[1]:]:
+            for row in self.errors[mark[1] :]:
                 seen_err.discard((row.get("rank"), row.get("kind"), row.get("message")))
         if seen_ev is not None:
             from ._text import event_key
 
-            for row in self.events[mark[0]:]:
+            for row in self.events[mark[0] :]:
                 seen_ev.discard(event_key(row))
-        del self.events[mark[0]:], self.errors[mark[1]:], self.ranks[mark[2]:], self.progress[mark[3]:]
+        del self.events[mark[0] :], self.errors[mark[1] :], self.ranks[mark[2] :], self.progress[mark[3] :]
         for n in linenos:
             if n not in parsed_before:
                 self.parsed.discard(n)

@@ -34,6 +34,7 @@ messages in the file named this fingerprint), ``param_names`` / ``param_indices`
 ``bytes_got`` / ``bytes_expected`` (gloo EnforceNotMet "X vs Y"), ``index`` / ``expected_shape`` /
 ``got_shape`` (gloo invalid tensor size), ``peer`` (gloo peer gone).
 """
+
 from __future__ import annotations
 
 import re
@@ -68,9 +69,13 @@ _STATUS = re.compile(
     r"(?:Timeout at NCCL work|detected by watchdog at work(?: sequence id)?):? (?P<s>-?\d+),? (?:PG status: )?"
     r"last enqueued (?:NCCL )?work: (?P<e>-?\d+), last completed (?:NCCL )?work: (?P<c>-?\d+)"
 )
-_TEARDOWN = re.compile(r"Some NCCL operations have failed or timed out|(?:Process group|NCCL) watchdog thread terminated with exception"
-                       r"|NCCL communicator was aborted on rank")
-_TAKING_DOWN = re.compile(r"we are taking the entire process down|Stack trace of the failed collective|^#\d+ \S+ from \S+:\d+")
+_TEARDOWN = re.compile(
+    r"Some NCCL operations have failed or timed out|(?:Process group|NCCL) watchdog thread terminated with exception"
+    r"|NCCL communicator was aborted on rank"
+)
+_TAKING_DOWN = re.compile(
+    r"we are taking the entire process down|Stack trace of the failed collective|^#\d+ \S+ from \S+:\d+"
+)
 _HEARTBEAT = re.compile(
     r"Heartbeat monitor timed out|watchdog got stuck for|Terminating the process after attempting to dump debug info"
     r"|Received a dump signal due to a collective timeout"
@@ -84,7 +89,7 @@ _DS_FINISHED = re.compile(r"\[([\d, ]*)\] finished collective #(\d+), but didn't
 _DS_SNAP_HDR = re.compile(r"#(\d+) (started|finished) ranks:")
 _DS_SNAP = re.compile(r"\[([\d, ]*)\] (started|finished) (\w+)")
 _DS_OTHER = re.compile(r"lagging/dead/mismatched ranks|Snapshot of ranks' latest states")
-_DS_HEADER = re.compile(r"^\[(?:PG [^\]]*)?Rank \d+\]\s*Rank \d+\s*$")   # the report's first line: "<pg> Rank <r>"
+_DS_HEADER = re.compile(r"^\[(?:PG [^\]]*)?Rank \d+\]\s*Rank \d+\s*$")  # the report's first line: "<pg> Rank <r>"
 # DETAIL (docs/formats.md §4)
 # ProcessGroupWrapper.cpp: "Detected mismatch between collectives on ranks. Rank <me> is running
 # collective: <fp>, but Rank <r> is running collective: <fp>.Collectives differ in the following
@@ -94,12 +99,18 @@ _DS_HEADER = re.compile(r"^\[(?:PG [^\]]*)?Rank \d+\]\s*Rank \d+\s*$")   # the r
 _MISMATCH = re.compile(r"Rank\s*(\d+)\s*is\s*running\s*(?:inconsistent\s*)?collective:\s*CollectiveFingerPrint\(")
 _NAMED = re.compile(r"Rank\s*(\d+)\s*is\s*running\b")
 _DETAIL_START = re.compile(r"Detected mismatch between|is running (?:inconsistent )?collective")
-_DETAIL_TAIL = re.compile(r"^\s*(?:Collectives differ in the following aspects|Sequence number:|Op type:"
-                          r"|Tensor Tensor (?:shapes|dtypes|devices):)")
-_DETAIL_BREAK = re.compile(r"^(?:Traceback \(|During handling|The above exception|terminate called|\s*what\(\):"
-                           r"|Exception raised from|frame #|\s+File \")")
-_DETAIL_VOCAB = re.compile(r"FingerPrint|is\s*running|but\s*Rank|OpType|SequenceNumber|TensorShape|TensorDtypes"
-                           r"|TensorDeviceTypes|Collectives differ|Sequence number:|Op type:|Tensor Tensor|Device\(")
+_DETAIL_TAIL = re.compile(
+    r"^\s*(?:Collectives differ in the following aspects|Sequence number:|Op type:"
+    r"|Tensor Tensor (?:shapes|dtypes|devices):)"
+)
+_DETAIL_BREAK = re.compile(
+    r"^(?:Traceback \(|During handling|The above exception|terminate called|\s*what\(\):"
+    r"|Exception raised from|frame #|\s+File \")"
+)
+_DETAIL_VOCAB = re.compile(
+    r"FingerPrint|is\s*running|but\s*Rank|OpType|SequenceNumber|TensorShape|TensorDtypes"
+    r"|TensorDeviceTypes|Collectives differ|Sequence number:|Op type:|Tensor Tensor|Device\("
+)
 _TAIL_VOCAB = re.compile(r"Sequence number:|Op type:|Tensor Tensor|\dvs |\wvs \w|following aspects")
 _DETAIL_MAX_LINES = 24
 _RUNNING = re.compile(r"Running collective: CollectiveFingerPrint\(")
@@ -110,33 +121,45 @@ _RANK_TAG = re.compile(r"\[Rank (\d+)\]")
 _DDP_UNUSED = re.compile(r"Expected to have finished reduction in the prior iteration")
 _DDP_NAMES = re.compile(r"Parameters which did not receive grad for rank (\d+): (.*)")
 _DDP_IDX = re.compile(r"Parameter indices which did not receive grad for rank (\d+): ([\d ]*)")
-_DDP_NOGRAD = re.compile(r"Parameter: (\S+) did not get gradient in backwards pass")   # reducer INFO, debug INFO
+_DDP_NOGRAD = re.compile(r"Parameter: (\S+) did not get gradient in backwards pass")  # reducer INFO, debug INFO
 _DDP_ERR = re.compile(
     r"Expected to mark a variable ready only once|has been marked as ready twice|DDP expects same model across all ranks"
     r"|appears not to match sizes of the same param|Parameter at index \d+"
 )
 # gloo (docs/formats.md §6)
 _ENFORCE = re.compile(r"enforce fail at [^\]]*gloo[^\]]*\] (.*)")
-_VS = re.compile(r"(?<!\d)(\d+) vs (\d+)")   # (?<!\d): linear on a long run of digits
-_INVALID = re.compile(r"ProcessGroupGloo::(\w+): invalid tensor (size|type) at index (\d+)(?: \(expected \(([^)]*)\), got \(([^)]*)\)\))?")
-_PEER = re.compile(r"Connection reset by peer|Connection closed by peer|Socket closed|Read timeout|Write timeout|Connect timeout")
+_VS = re.compile(r"(?<!\d)(\d+) vs (\d+)")  # (?<!\d): linear on a long run of digits
+_INVALID = re.compile(
+    r"ProcessGroupGloo::(\w+): invalid tensor (size|type) at index (\d+)(?: \(expected \(([^)]*)\), got \(([^)]*)\)\))?"
+)
+_PEER = re.compile(
+    r"Connection reset by peer|Connection closed by peer|Socket closed|Read timeout|Write timeout|Connect timeout"
+)
 _GLOO_TIMEOUT = re.compile(r"Timed out waiting (\d+)ms for (\w+) operation to complete")
 _PEER_ADDR = re.compile(r"\[([\w.:-]+)\]:(\d+)")
 # ProcessGroupNCCL's options: "[Rank 3] ProcessGroupNCCL initialized with following options:" then one
 # "KEY: value" per line (torch 2.0/2.1), or one line "[PG ID 0 PG GUID 0 Rank 3] ProcessGroupNCCL
 # initialization options: size: 8, global rank: 3, TIMEOUT(ms): 600000, ..." (newer)
 _PG_OPTIONS = re.compile(r"ProcessGroupNCCL (?:initialized with following options|initialization options|environments)")
-_PG_OPTION_LINE = re.compile(r"^\s*(?:(?:TORCH_)?NCCL_[A-Z_]+|TIMEOUT\(ms\)|USE_HIGH_PRIORITY_STREAM|TORCH_DISTRIBUTED_DEBUG"
-                             r"|PG (?:ID|GUID))\s*: ?\S*\s*$")
+_PG_OPTION_LINE = re.compile(
+    r"^\s*(?:(?:TORCH_)?NCCL_[A-Z_]+|TIMEOUT\(ms\)|USE_HIGH_PRIORITY_STREAM|TORCH_DISTRIBUTED_DEBUG"
+    r"|PG (?:ID|GUID))\s*: ?\S*\s*$"
+)
 #: more keys of the block, read only right after its header
-_PG_OPTION_MORE = re.compile(r"^\s*(?:PG (?:Name|Description)|SPLIT_FROM|SPLIT_COLOR|ID|[Ss]ize|global rank|NCCL version)"
-                             r"\s*[:=] ?\S*\s*$")
+_PG_OPTION_MORE = re.compile(
+    r"^\s*(?:PG (?:Name|Description)|SPLIT_FROM|SPLIT_COLOR|ID|[Ss]ize|global rank|NCCL version)"
+    r"\s*[:=] ?\S*\s*$"
+)
 _PG_SIZE = re.compile(r"\bsize: (\d+), global rank: (\d+)")
 _PG_NAME0 = re.compile(r"PG Name: (?:0|default_pg)\b")
-_NOT_DESTROYED = re.compile(r"process group has NOT been destroyed before it is being destructed"
-                            r"|destroy_process_group\(\) was not called before program exit")
+_NOT_DESTROYED = re.compile(
+    r"process group has NOT been destroyed before it is being destructed"
+    r"|destroy_process_group\(\) was not called before program exit"
+)
 # aborts
-_TERMINATE = re.compile(r"terminate called after throwing an instance of '([^']+)'|terminate called without an active exception|terminate called recursively")
+_TERMINATE = re.compile(
+    r"terminate called after throwing an instance of '([^']+)'|terminate called without an active exception|terminate called recursively"
+)
 _WHAT = re.compile(r"^\s*what\(\):\s*(.*)$")
 _EXC_PREFIX = re.compile(r"^(?:[\w.]+(?:Error|Exception)\w*: )+")
 
@@ -144,7 +167,7 @@ _EXC_PREFIX = re.compile(r"^(?:[\w.]+(?:Error|Exception)\w*: )+")
 def _work_fields(text: str, start: int) -> tuple[dict, int]:
     """Parse ``WorkNCCL(k=v, ...)`` whose ``(`` is at ``start``: op, seq, numel and shapes."""
     end = balanced(text, start)
-    body = text[start + 1:end - 1]
+    body = text[start + 1 : end - 1]
     kv = {k: v.strip() for k, v in _KV.findall(body)}
     out: dict = {}
     if "SeqNum" in kv and kv["SeqNum"].lstrip("-").isdigit():
@@ -170,18 +193,59 @@ def _clean(text: str) -> str:
 class C10dReader(TextReader):
     name = SOURCE
     needles = (
-        b"atchdog", b"WorkNCCL", b"NCCL work", b"NCCL operations", b"process down", b"eartbeat",
-        b"dump signal", b"Timeout at collective", b"lagging", b"collective #", b"CollectiveFingerPrint",
-        b"monitoredBarrier", b"Monitored Barrier", b"receive grad", b"finished reduction", b"marked as ready",
-        b"DDP expects", b"appears not to match", b"gloo", b"ProcessGroupGloo", b"terminate called",
+        b"atchdog",
+        b"WorkNCCL",
+        b"NCCL work",
+        b"NCCL operations",
+        b"process down",
+        b"eartbeat",
+        b"dump signal",
+        b"Timeout at collective",
+        b"lagging",
+        b"collective #",
+        b"CollectiveFingerPrint",
+        b"monitoredBarrier",
+        b"Monitored Barrier",
+        b"receive grad",
+        b"finished reduction",
+        b"marked as ready",
+        b"DDP expects",
+        b"appears not to match",
+        b"gloo",
+        b"ProcessGroupGloo",
+        b"terminate called",
         # a DETAIL message split over lines: every piece holds one of these or continues an open "("
-        b"Detected mismatch", b"FingerPrint", b"is running", b"collective", b"but Rank", b"SequenceNumber",
-        b"OpType=", b"TensorShape=", b"TensorDtypes", b"TensorDeviceTypes", b"Device(", b"Collectives differ",
-        b"aspects", b"Sequence number:", b"Op type:", b"Tensor Tensor", b"vs ",
+        b"Detected mismatch",
+        b"FingerPrint",
+        b"is running",
+        b"collective",
+        b"but Rank",
+        b"SequenceNumber",
+        b"OpType=",
+        b"TensorShape=",
+        b"TensorDtypes",
+        b"TensorDeviceTypes",
+        b"Device(",
+        b"Collectives differ",
+        b"aspects",
+        b"Sequence number:",
+        b"Op type:",
+        b"Tensor Tensor",
+        b"vs ",
         # ProcessGroupNCCL's options block and its teardown warnings (benign: the machinery ran)
-        b"ProcessGroupNCCL initializ", b"ProcessGroupNCCL environments", b"NCCL_ASYNC_ERROR_HANDLING",
-        b"NCCL_BLOCKING_WAIT", b"NCCL_DESYNC_DEBUG", b"NCCL_ENABLE_TIMING", b"TIMEOUT(ms): ", b"USE_HIGH_PRIORITY_STREAM",
-        b"TORCH_DISTRIBUTED_DEBUG", b"NCCL_DEBUG: ", b"PG ID: ", b"PG GUID: ", b"has NOT been destroyed",
+        b"ProcessGroupNCCL initializ",
+        b"ProcessGroupNCCL environments",
+        b"NCCL_ASYNC_ERROR_HANDLING",
+        b"NCCL_BLOCKING_WAIT",
+        b"NCCL_DESYNC_DEBUG",
+        b"NCCL_ENABLE_TIMING",
+        b"TIMEOUT(ms): ",
+        b"USE_HIGH_PRIORITY_STREAM",
+        b"TORCH_DISTRIBUTED_DEBUG",
+        b"NCCL_DEBUG: ",
+        b"PG ID: ",
+        b"PG GUID: ",
+        b"has NOT been destroyed",
         b"destroy_process_group() was not called",
     )
 
@@ -194,10 +258,16 @@ class C10dReader(TextReader):
                 if self._detail_more(line, state[SeqKind.DETAIL]):
                     continue
                 self._detail_flush(ctx, out, state)
-            if _DETAIL_START.search(line.text) or ("Detected" in line.text and line.text.rstrip().endswith(
-                    ("Detected", "Detected mismatch", "Detected mismatch between"))):
-                state[SeqKind.DETAIL] = {"lines": [line], "text": line.text.strip(), "rank": line.rank,
-                                   "lens": [len(line.text.strip())]}
+            if _DETAIL_START.search(line.text) or (
+                "Detected" in line.text
+                and line.text.rstrip().endswith(("Detected", "Detected mismatch", "Detected mismatch between"))
+            ):
+                state[SeqKind.DETAIL] = {
+                    "lines": [line],
+                    "text": line.text.strip(),
+                    "rank": line.rank,
+                    "lens": [len(line.text.strip())],
+                }
                 continue
             if self._line(line, ctx, out, state):
                 out.consume(line)
@@ -210,7 +280,7 @@ class C10dReader(TextReader):
         text = line.text
         if "what()" in text and (m := _WHAT.match(text)):
             text = m.group(1)
-            if st[ErrorKind.ABORT] is not None:             # the what() of the terminate line before it
+            if st[ErrorKind.ABORT] is not None:  # the what() of the terminate line before it
                 st[ErrorKind.ABORT]["message"] += ": " + text
                 st[ErrorKind.ABORT] = None
                 if self._gloo(line, text, ctx, out) or self._teardown(line, text, ctx, out):
@@ -219,7 +289,9 @@ class C10dReader(TextReader):
         st[ErrorKind.ABORT] = None
         if "Exception raised from" in text or text.startswith("frame #"):
             return True
-        if ("ProcessGroupNCCL" in text or "destroy" in text or ": " in text) and self._pg_nccl(line, text, ctx, out, st):
+        if ("ProcessGroupNCCL" in text or "destroy" in text or ": " in text) and self._pg_nccl(
+            line, text, ctx, out, st
+        ):
             return True
         st["options"] = False
         if "terminate called" in text and _TERMINATE.search(text):
@@ -232,24 +304,38 @@ class C10dReader(TextReader):
             return True
         if ("NCCL work" in text or "detected by watchdog" in text) and self._status(line, text, ctx, out):
             return True
-        if ("NCCL operations" in text or "thread terminated" in text or "communicator was aborted" in text) \
-                and self._teardown(line, text, ctx, out):
+        if (
+            "NCCL operations" in text or "thread terminated" in text or "communicator was aborted" in text
+        ) and self._teardown(line, text, ctx, out):
             return True
-        if ("process down" in text or "Stack trace of the failed" in text or text[:1] == "#") \
-                and _TAKING_DOWN.search(text):
+        if ("process down" in text or "Stack trace of the failed" in text or text[:1] == "#") and _TAKING_DOWN.search(
+            text
+        ):
             return True
-        if ("eartbeat" in text or "got stuck" in text or "Terminating the process" in text or "dump signal" in text) \
-                and self._heartbeat(line, text, ctx, out):
+        if (
+            "eartbeat" in text or "got stuck" in text or "Terminating the process" in text or "dump signal" in text
+        ) and self._heartbeat(line, text, ctx, out):
             return True
-        if ("collective" in text or "ranks" in text or "] started " in text or "] finished " in text
-                or _DS_HEADER.match(text.strip())) \
-                and self._desync(line, text, ctx, out, st):
+        if (
+            "collective" in text
+            or "ranks" in text
+            or "] started " in text
+            or "] finished " in text
+            or _DS_HEADER.match(text.strip())
+        ) and self._desync(line, text, ctx, out, st):
             return True
-        if ("CollectiveFingerPrint" in text or "onitoredBarrier" in text or "onitored Barrier" in text) \
-                and self._detail(line, text, ctx, out):
+        if (
+            "CollectiveFingerPrint" in text or "onitoredBarrier" in text or "onitored Barrier" in text
+        ) and self._detail(line, text, ctx, out):
             return True
-        if ("grad" in text or "reduction" in text or "ready" in text or "DDP" in text or "param" in text
-                or "Param" in text) and self._ddp(line, text, ctx, out, st):
+        if (
+            "grad" in text
+            or "reduction" in text
+            or "ready" in text
+            or "DDP" in text
+            or "param" in text
+            or "Param" in text
+        ) and self._ddp(line, text, ctx, out, st):
             return True
         if ("gloo" in text or "Gloo" in text or "Timed out waiting" in text) and self._gloo(line, text, ctx, out):
             return True
@@ -268,12 +354,20 @@ class C10dReader(TextReader):
             if m:
                 pg, _desc, _r = pg_of(text)
                 default = pg == "0" or bool(_PG_NAME0.search(text))
-                out.ranks.append({"rank": i32(m.group(2)), "world_size": i32(m.group(1)) if default else None,
-                                  "pid": line.pid, "host": line.host, "source": SOURCE, "file": ctx.file,
-                                  "line": line.lineno})
+                out.ranks.append(
+                    {
+                        "rank": i32(m.group(2)),
+                        "world_size": i32(m.group(1)) if default else None,
+                        "pid": line.pid,
+                        "host": line.host,
+                        "source": SOURCE,
+                        "file": ctx.file,
+                        "line": line.lineno,
+                    }
+                )
             return True
         if _PG_OPTION_LINE.match(text) or (st["options"] and _PG_OPTION_MORE.match(text)):
-            return True            # "NCCL_ASYNC_ERROR_HANDLING: 0" (alone, or in the block after its header)
+            return True  # "NCCL_ASYNC_ERROR_HANDLING: 0" (alone, or in the block after its header)
         if "destroy" in text and _NOT_DESTROYED.search(text):
             add_error(out, error_row(line, ctx, SOURCE, ErrorKind.WARNING, text.strip(), rank=self._rank(line, text)))
             return True
@@ -288,7 +382,7 @@ class C10dReader(TextReader):
 
     def _timeout(self, line: Line, text: str, ctx: FileContext, out: Output) -> bool:
         if "terminated with exception" in text or "communicator was aborted" in text:
-            return False            # a teardown line repeating the timeout: see _teardown
+            return False  # a teardown line repeating the timeout: see _teardown
         m = _WORK_TIMEOUT.search(text) or (_BLOCKING.search(text) if "timed out in blocking wait" in text else None)
         if not m:
             return False
@@ -298,9 +392,22 @@ class C10dReader(TextReader):
         ran = _RAN_FOR.search(text)
         add_event(out, event_row(line, ctx, SOURCE, rank=rank, pg=pg, pg_desc=desc, state=State.TIMED_OUT, **fields))
         msg = _clean(text)
-        add_error(out, error_row(line, ctx, SOURCE, ErrorKind.WATCHDOG_TIMEOUT, msg, rank=rank, pg=pg,
-                                    op=fields.get("op"), seq=fields.get("seq"), seq_kind=fields.get("seq_kind"),
-                                    ran_for_ms=i64(ran.group(1)) if ran else None))
+        add_error(
+            out,
+            error_row(
+                line,
+                ctx,
+                SOURCE,
+                ErrorKind.WATCHDOG_TIMEOUT,
+                msg,
+                rank=rank,
+                pg=pg,
+                op=fields.get("op"),
+                seq=fields.get("seq"),
+                seq_kind=fields.get("seq_kind"),
+                ran_for_ms=i64(ran.group(1)) if ran else None,
+            ),
+        )
         return True
 
     def _status(self, line: Line, text: str, ctx: FileContext, out: Output) -> bool:
@@ -310,10 +417,32 @@ class C10dReader(TextReader):
         pg, desc, _r = pg_of(text)
         s, e, c = i64(m.group("s")), i64(m.group("e")), i64(m.group("c"))
         rank = self._rank(line, text)
-        out.progress.append(progress_row(line, ctx, SOURCE, rank=rank, pg=pg if pg is not None else "0",
-                                         seq_kind=SeqKind.WORK, last_enqueued=e, last_completed=c))
-        add_error(out, error_row(line, ctx, SOURCE, ErrorKind.WATCHDOG_STATUS, _clean(text), rank=rank, pg=pg,
-                                    seq=s, seq_kind=SeqKind.WORK))
+        out.progress.append(
+            progress_row(
+                line,
+                ctx,
+                SOURCE,
+                rank=rank,
+                pg=pg if pg is not None else "0",
+                seq_kind=SeqKind.WORK,
+                last_enqueued=e,
+                last_completed=c,
+            )
+        )
+        add_error(
+            out,
+            error_row(
+                line,
+                ctx,
+                SOURCE,
+                ErrorKind.WATCHDOG_STATUS,
+                _clean(text),
+                rank=rank,
+                pg=pg,
+                seq=s,
+                seq_kind=SeqKind.WORK,
+            ),
+        )
         return True
 
     def _teardown(self, line: Line, text: str, ctx: FileContext, out: Output) -> bool:
@@ -325,9 +454,21 @@ class C10dReader(TextReader):
         if w:
             fields, _ = _work_fields(text, w.end() - 1)
         pg, _desc, _r = pg_of(text[: m.start()])
-        add_error(out, error_row(line, ctx, SOURCE, ErrorKind.WATCHDOG_ABORT, _clean(text), rank=self._rank(line, text),
-                                    pg=pg, op=fields.get("op"), seq=fields.get("seq"),
-                                    seq_kind=fields.get("seq_kind")))
+        add_error(
+            out,
+            error_row(
+                line,
+                ctx,
+                SOURCE,
+                ErrorKind.WATCHDOG_ABORT,
+                _clean(text),
+                rank=self._rank(line, text),
+                pg=pg,
+                op=fields.get("op"),
+                seq=fields.get("seq"),
+                seq_kind=fields.get("seq_kind"),
+            ),
+        )
         return True
 
     def _heartbeat(self, line: Line, text: str, ctx: FileContext, out: Output) -> bool:
@@ -337,9 +478,24 @@ class C10dReader(TextReader):
         related = None
         m = _DUMP_FROM.search(text)
         if m:
-            related = (i32(m.group(1)),) if m.group(1) and i32(m.group(1)) is not None else ((line.rank,) if line.rank is not None else None)
-        add_error(out, error_row(line, ctx, SOURCE, ErrorKind.HEARTBEAT, _clean(text), rank=self._rank(line, text),
-                                    pg=pg, related_ranks=related))
+            related = (
+                (i32(m.group(1)),)
+                if m.group(1) and i32(m.group(1)) is not None
+                else ((line.rank,) if line.rank is not None else None)
+            )
+        add_error(
+            out,
+            error_row(
+                line,
+                ctx,
+                SOURCE,
+                ErrorKind.HEARTBEAT,
+                _clean(text),
+                rank=self._rank(line, text),
+                pg=pg,
+                related_ranks=related,
+            ),
+        )
         return True
 
     def _async(self, line: Line, text: str, ctx: FileContext, out: Output) -> bool:
@@ -348,8 +504,21 @@ class C10dReader(TextReader):
         pg, desc, _r = pg_of(text[: m.start()])
         rank = self._rank(line, text)
         add_event(out, event_row(line, ctx, SOURCE, rank=rank, pg=pg, pg_desc=desc, state=State.FAILED, **fields))
-        add_error(out, error_row(line, ctx, SOURCE, ErrorKind.NCCL_ERROR, _clean(text), rank=rank, pg=pg,
-                                    op=fields.get("op"), seq=fields.get("seq"), seq_kind=fields.get("seq_kind")))
+        add_error(
+            out,
+            error_row(
+                line,
+                ctx,
+                SOURCE,
+                ErrorKind.NCCL_ERROR,
+                _clean(text),
+                rank=rank,
+                pg=pg,
+                op=fields.get("op"),
+                seq=fields.get("seq"),
+                seq_kind=fields.get("seq_kind"),
+            ),
+        )
         return True
 
     def _desync(self, line: Line, text: str, ctx: FileContext, out: Output, st: dict) -> bool:
@@ -357,25 +526,65 @@ class C10dReader(TextReader):
         if m:
             r, op, seq = i32(m.group(1)), normalize_op(m.group(2)), i64(m.group(3))
             rank = line.rank if line.rank is not None else r
-            add_event(out, event_row(line, ctx, SOURCE, rank=rank, op=op, seq=seq, seq_kind=SeqKind.DESYNC,
-                                     state=State.TIMED_OUT))
-            add_error(out, error_row(line, ctx, SOURCE, ErrorKind.DESYNC_REPORT, text.strip(), rank=rank, op=op,
-                                        seq=seq, seq_kind=SeqKind.DESYNC))
+            add_event(
+                out,
+                event_row(line, ctx, SOURCE, rank=rank, op=op, seq=seq, seq_kind=SeqKind.DESYNC, state=State.TIMED_OUT),
+            )
+            add_error(
+                out,
+                error_row(
+                    line,
+                    ctx,
+                    SOURCE,
+                    ErrorKind.DESYNC_REPORT,
+                    text.strip(),
+                    rank=rank,
+                    op=op,
+                    seq=seq,
+                    seq_kind=SeqKind.DESYNC,
+                ),
+            )
             return True
         m = _DS_LAGGING.search(text)
         if m:
-            add_error(out, error_row(line, ctx, SOURCE, ErrorKind.DESYNC_REPORT, text.strip(),
-                                        related_ranks=parse_ranks(m.group(1))))
+            add_error(
+                out,
+                error_row(
+                    line, ctx, SOURCE, ErrorKind.DESYNC_REPORT, text.strip(), related_ranks=parse_ranks(m.group(1))
+                ),
+            )
             return True
         m = _DS_JOINED.search(text)
         if m:
-            add_error(out, error_row(line, ctx, SOURCE, ErrorKind.DESYNC_REPORT, text.strip(), seq=i64(m.group(2)),
-                                        seq_kind=SeqKind.DESYNC, related_ranks=parse_ranks(m.group(1))))
+            add_error(
+                out,
+                error_row(
+                    line,
+                    ctx,
+                    SOURCE,
+                    ErrorKind.DESYNC_REPORT,
+                    text.strip(),
+                    seq=i64(m.group(2)),
+                    seq_kind=SeqKind.DESYNC,
+                    related_ranks=parse_ranks(m.group(1)),
+                ),
+            )
             return True
         m = _DS_FINISHED.search(text)
         if m:
-            add_error(out, error_row(line, ctx, SOURCE, ErrorKind.DESYNC_REPORT, text.strip(), seq=i64(m.group(3)),
-                                        seq_kind=SeqKind.DESYNC, related_ranks=parse_ranks(m.group(1))))
+            add_error(
+                out,
+                error_row(
+                    line,
+                    ctx,
+                    SOURCE,
+                    ErrorKind.DESYNC_REPORT,
+                    text.strip(),
+                    seq=i64(m.group(3)),
+                    seq_kind=SeqKind.DESYNC,
+                    related_ranks=parse_ranks(m.group(1)),
+                ),
+            )
             return True
         m = _DS_SNAP_HDR.search(text)
         if m:
@@ -386,8 +595,12 @@ class C10dReader(TextReader):
             op = normalize_op(m.group(3))
             state = State.STARTED if m.group(2) == State.STARTED else State.COMPLETED
             for r in parse_ranks(m.group(1)):
-                add_event(out, event_row(line, ctx, SOURCE, rank=r, op=op, seq=st["snap_seq"],
-                                         seq_kind=SeqKind.DESYNC, state=state))
+                add_event(
+                    out,
+                    event_row(
+                        line, ctx, SOURCE, rank=r, op=op, seq=st["snap_seq"], seq_kind=SeqKind.DESYNC, state=state
+                    ),
+                )
             return True
         return bool(_DS_OTHER.search(text) or _DS_HEADER.match(text.strip()))
 
@@ -397,8 +610,11 @@ class C10dReader(TextReader):
     def _detail_complete(text: str) -> bool:
         """Both ranks' fingerprints present, the second one's parentheses closed."""
         fps = list(_MISMATCH.finditer(text))
-        return len(fps) >= 2 and balanced(text, fps[-1].end() - 1) < len(text) or \
-            (len(fps) >= 2 and text.rstrip().endswith(")"))
+        return (
+            len(fps) >= 2
+            and balanced(text, fps[-1].end() - 1) < len(text)
+            or (len(fps) >= 2 and text.rstrip().endswith(")"))
+        )
 
     def _detail_more(self, line: Line, d: dict) -> bool:
         """Take ``line`` into the pending DETAIL message ``d`` (a message split over lines, or its
@@ -416,14 +632,14 @@ class C10dReader(TextReader):
             return False
         vocab = bool(_DETAIL_VOCAB.search(piece))
         if line.severity is not None and not vocab:
-            return False                                # a new log record
+            return False  # a new log record
         lens = d["lens"]
         wrapped = cut_at(lens) or (len(lens) >= 2 and lens[-1] + 1 + len(piece.split(" ", 1)[0]) > max(lens))
         if self._detail_complete(d["text"]):
             if "Detected mismatch" in piece or _MISMATCH.search(piece):
-                return False                            # the next message
+                return False  # the next message
             tail_started = "Collectives differ" in d["text"]
-            cut = wrapped and not d["text"].endswith((".", ")"))     # the last piece stopped mid-word
+            cut = wrapped and not d["text"].endswith((".", ")"))  # the last piece stopped mid-word
             if not (_DETAIL_TAIL.match(text) or cut or (tail_started and _TAIL_VOCAB.search(piece))):
                 return False
         elif not (vocab or wrapped or len(lens) == 1 or d["text"].count("(") > d["text"].count(")")):
@@ -437,9 +653,19 @@ class C10dReader(TextReader):
     def _detail_flush(self, ctx: FileContext, out: Output, st: dict) -> None:
         d, st[SeqKind.DETAIL] = st[SeqKind.DETAIL], None
         first: Line = d["lines"][0]
-        joined = Line(lineno=first.lineno, text=d["text"], raw=first.raw, rank=first.rank, local_rank=first.local_rank,
-                      host=first.host, pid=first.pid, t_wall=first.t_wall, severity=first.severity,
-                      origin=first.origin, prefixes=first.prefixes)
+        joined = Line(
+            lineno=first.lineno,
+            text=d["text"],
+            raw=first.raw,
+            rank=first.rank,
+            local_rank=first.local_rank,
+            host=first.host,
+            pid=first.pid,
+            t_wall=first.t_wall,
+            severity=first.severity,
+            origin=first.origin,
+            prefixes=first.prefixes,
+        )
         if self._detail(joined, d["text"], ctx, out) or self._line(joined, ctx, out, st):
             for ln in d["lines"]:
                 out.consume(ln)
@@ -455,7 +681,7 @@ class C10dReader(TextReader):
             fps = []
             for m in found:
                 end = balanced(text, m.end() - 1)
-                fps.append((i32(m.group(1)), parse_fingerprint("CollectiveFingerPrint(" + text[m.end():end])))
+                fps.append((i32(m.group(1)), parse_fingerprint("CollectiveFingerPrint(" + text[m.end() : end])))
             own_rank = line.rank if line.rank is not None else fps[0][0]
             named = {r for r in (i32(x) for x in _NAMED.findall(text)) if r is not None}
             seen = out.__dict__.setdefault("_detail_events", {})
@@ -466,8 +692,17 @@ class C10dReader(TextReader):
                 key = (r, fp.get("seq"), fp.get("op"), fp.get("in_shapes"), fp.get("dtype"))
                 row = seen.get(key)
                 if row is None:
-                    row = seen[key] = event_row(line, ctx, SOURCE, rank=r, seq_kind=SeqKind.DETAIL, state=State.FAILED,
-                                                reported_by=own_rank, n_reports=1, **fp)
+                    row = seen[key] = event_row(
+                        line,
+                        ctx,
+                        SOURCE,
+                        rank=r,
+                        seq_kind=SeqKind.DETAIL,
+                        state=State.FAILED,
+                        reported_by=own_rank,
+                        n_reports=1,
+                        **fp,
+                    )
                     out.events.append(row)
                     continue
                 row["n_reports"] += 1
@@ -476,35 +711,75 @@ class C10dReader(TextReader):
             first = fps[0][1]
             # every rank the message names, the reporting rank included: the pair that differs
             related = tuple(sorted(named | {r for r, _ in fps}))
-            add_error(out, error_row(line, ctx, SOURCE, ErrorKind.DETAIL_MISMATCH, _clean(text), rank=own_rank,
-                                        op=first.get("op"), seq=first.get("seq"), seq_kind=SeqKind.DETAIL,
-                                        related_ranks=related))
+            add_error(
+                out,
+                error_row(
+                    line,
+                    ctx,
+                    SOURCE,
+                    ErrorKind.DETAIL_MISMATCH,
+                    _clean(text),
+                    rank=own_rank,
+                    op=first.get("op"),
+                    seq=first.get("seq"),
+                    seq_kind=SeqKind.DETAIL,
+                    related_ranks=related,
+                ),
+            )
             return True
         m = _MB_WRAP.search(text)
         if m:
             end = balanced(text, m.end() - 1)
-            fp = parse_fingerprint(text[m.end() - len("CollectiveFingerPrint("):end])
+            fp = parse_fingerprint(text[m.end() - len("CollectiveFingerPrint(") : end])
             fp.pop("op_raw", None)
             rank = self._rank(line, text)
-            out.events.append(event_row(line, ctx, SOURCE, rank=rank, seq_kind=SeqKind.DETAIL, state=State.FAILED, **fp))
+            out.events.append(
+                event_row(line, ctx, SOURCE, rank=rank, seq_kind=SeqKind.DETAIL, state=State.FAILED, **fp)
+            )
             mb = _MB.search(text)
-            add_error(out, error_row(line, ctx, SOURCE, ErrorKind.MONITORED_BARRIER, _clean(text), rank=rank,
-                                        op=fp.get("op"), seq=fp.get("seq"), seq_kind=SeqKind.DETAIL,
-                                        related_ranks=parse_ranks(mb.group(2)) if mb else None))
+            add_error(
+                out,
+                error_row(
+                    line,
+                    ctx,
+                    SOURCE,
+                    ErrorKind.MONITORED_BARRIER,
+                    _clean(text),
+                    rank=rank,
+                    op=fp.get("op"),
+                    seq=fp.get("seq"),
+                    seq_kind=SeqKind.DETAIL,
+                    related_ranks=parse_ranks(mb.group(2)) if mb else None,
+                ),
+            )
             return True
         m = _MB.search(text)
         if m:
             rank = line.rank if line.rank is not None else (i32(m.group(1)) if m.group(1) else None)
-            add_error(out, error_row(line, ctx, SOURCE, ErrorKind.MONITORED_BARRIER, _clean(text), rank=rank,
-                                        related_ranks=parse_ranks(m.group(2)), timeout_ms=i64(m.group(3))))
+            add_error(
+                out,
+                error_row(
+                    line,
+                    ctx,
+                    SOURCE,
+                    ErrorKind.MONITORED_BARRIER,
+                    _clean(text),
+                    rank=rank,
+                    related_ranks=parse_ranks(m.group(2)),
+                    timeout_ms=i64(m.group(3)),
+                ),
+            )
             return True
         m = _RUNNING.search(text)
         if m:
             end = balanced(text, m.end() - 1)
-            fp = parse_fingerprint(text[m.end() - len("CollectiveFingerPrint("):end])
+            fp = parse_fingerprint(text[m.end() - len("CollectiveFingerPrint(") : end])
             fp.pop("op_raw", None)
-            out.events.append(event_row(line, ctx, SOURCE, rank=self._rank(line, text), seq_kind=SeqKind.DETAIL,
-                                        state=State.SCHEDULED, **fp))
+            out.events.append(
+                event_row(
+                    line, ctx, SOURCE, rank=self._rank(line, text), seq_kind=SeqKind.DETAIL, state=State.SCHEDULED, **fp
+                )
+            )
             return True
         return False
 
@@ -512,13 +787,19 @@ class C10dReader(TextReader):
 
     def _ddp(self, line: Line, text: str, ctx: FileContext, out: Output, st: dict) -> bool:
         m = _DDP_NOGRAD.search(text)
-        if m:       # one row per run of these INFO lines of a rank, listing the parameters
+        if m:  # one row per run of these INFO lines of a rank, listing the parameters
             rank = self._rank(line, text)
             row = st.get("nograd")
             if row is None or row["rank"] != rank:
-                row = st["nograd"] = error_row(line, ctx, SOURCE, ErrorKind.DDP_UNUSED_PARAMETERS,
-                                               f"Parameters that did not get gradient on rank {rank}: ",
-                                               rank=rank, param_names=())
+                row = st["nograd"] = error_row(
+                    line,
+                    ctx,
+                    SOURCE,
+                    ErrorKind.DDP_UNUSED_PARAMETERS,
+                    f"Parameters that did not get gradient on rank {rank}: ",
+                    rank=rank,
+                    param_names=(),
+                )
                 out.errors.append(row)
             row["param_names"] = row["param_names"] + (m.group(1),)
             row["message"] = row["message"].split(": ", 1)[0] + ": " + ", ".join(row["param_names"])
@@ -543,8 +824,11 @@ class C10dReader(TextReader):
                 st["ddp"] = row
             key = "param_names" if "Parameters which" in m.group(0) else "param_indices"
             vals = m.group(2).strip()
-            row[key] = tuple(v for v in map(i64, vals.split()) if v is not None) if key == "param_indices" else \
-                tuple(x.strip() for x in vals.strip("[]").split(",") if x.strip())
+            row[key] = (
+                tuple(v for v in map(i64, vals.split()) if v is not None)
+                if key == "param_indices"
+                else tuple(x.strip() for x in vals.strip("[]").split(",") if x.strip())
+            )
             return True
         if _DDP_ERR.search(text):
             add_error(out, error_row(line, ctx, SOURCE, ErrorKind.DDP_ERROR, _clean(text)))
@@ -557,26 +841,58 @@ class C10dReader(TextReader):
         m = _ENFORCE.search(text)
         if m:
             vs = _VS.search(m.group(1))
-            add_error(out, error_row(line, ctx, SOURCE, ErrorKind.GLOO_ENFORCE, _clean(text), signal="SIGABRT",
-                                        bytes_got=i64(vs.group(1)) if vs else None,
-                                        bytes_expected=i64(vs.group(2)) if vs else None))
+            add_error(
+                out,
+                error_row(
+                    line,
+                    ctx,
+                    SOURCE,
+                    ErrorKind.GLOO_ENFORCE,
+                    _clean(text),
+                    signal="SIGABRT",
+                    bytes_got=i64(vs.group(1)) if vs else None,
+                    bytes_expected=i64(vs.group(2)) if vs else None,
+                ),
+            )
             return True
         m = _INVALID.search(text)
         if m:
             exp = parse_dims(m.group(4)) if m.group(4) is not None else None
             got = parse_dims(m.group(5)) if m.group(5) is not None else None
-            add_error(out, error_row(line, ctx, SOURCE, ErrorKind.GLOO_INVALID_SIZE, _clean(text),
-                                        op=normalize_op(m.group(1)), index=i32(m.group(3)),
-                                        expected_shape=exp, got_shape=got))
+            add_error(
+                out,
+                error_row(
+                    line,
+                    ctx,
+                    SOURCE,
+                    ErrorKind.GLOO_INVALID_SIZE,
+                    _clean(text),
+                    op=normalize_op(m.group(1)),
+                    index=i32(m.group(3)),
+                    expected_shape=exp,
+                    got_shape=got,
+                ),
+            )
             return True
         m = _GLOO_TIMEOUT.search(text)
         if m:
-            add_error(out, error_row(line, ctx, SOURCE, ErrorKind.GLOO_TIMEOUT, _clean(text), timeout_ms=i64(m.group(1))))
+            add_error(
+                out, error_row(line, ctx, SOURCE, ErrorKind.GLOO_TIMEOUT, _clean(text), timeout_ms=i64(m.group(1)))
+            )
             return True
         if "gloo" in text and _PEER.search(text):
             a = _PEER_ADDR.search(text)
-            add_error(out, error_row(line, ctx, SOURCE, ErrorKind.GLOO_PEER_GONE, _clean(text),
-                                        peer=f"{a.group(1)}:{a.group(2)}" if a else None))
+            add_error(
+                out,
+                error_row(
+                    line,
+                    ctx,
+                    SOURCE,
+                    ErrorKind.GLOO_PEER_GONE,
+                    _clean(text),
+                    peer=f"{a.group(1)}:{a.group(2)}" if a else None,
+                ),
+            )
             return True
         return False
 

@@ -24,6 +24,7 @@ per column, strings and shapes interned), never a dict per entry.
 Mapping: see :mod:`.fr_fields` and docs/formats.md §10.1. Extra columns: ``retired``, ``is_p2p``,
 ``record_id``, ``collective_seq_id``, ``p2p_seq_id``, ``timeout_ms``.
 """
+
 from __future__ import annotations
 
 import gc
@@ -61,17 +62,23 @@ MIN_EXPANSION = 4 << 20
 # statuses of the pickle scanners (pickle_nodes uses the same numbers)
 OK, E_OPCODE, E_TRUNCATED, E_STACK, E_MEMO, E_NO_STOP, E_CAPACITY = range(7)
 E_DEPTH, E_EXPANSION, E_MEMO_INDEX, E_MUTATED, E_CYCLE = range(7, 12)
-E_UTF8, E_UNHASHABLE = 12, 13          # only the compiled decoder reports these (it then declines)
-PICKLE_ERRORS = {E_UTF8: "a string that is not UTF-8", E_UNHASHABLE: "a dict key that cannot be hashed",
-                 E_OPCODE: "an opcode outside plain data", E_TRUNCATED: "truncated", E_STACK: "malformed stack",
-                 E_MEMO: "memo reference to nothing", E_NO_STOP: "no STOP opcode",
-                 E_CAPACITY: "more values than the first guess",
-                 E_DEPTH: f"values nested deeper than {MAX_DEPTH} levels (MAX_DEPTH)",
-                 E_EXPANSION: f"shared values expand past max({EXPANSION_FACTOR} x file bytes, {MIN_EXPANSION}) "
-                              "values (EXPANSION_FACTOR, MIN_EXPANSION)",
-                 E_MEMO_INDEX: "a memo index beyond the entries created so far",
-                 E_MUTATED: "a container changed after it was placed inside another one",
-                 E_CYCLE: "a value that contains itself"}
+E_UTF8, E_UNHASHABLE = 12, 13  # only the compiled decoder reports these (it then declines)
+PICKLE_ERRORS = {
+    E_UTF8: "a string that is not UTF-8",
+    E_UNHASHABLE: "a dict key that cannot be hashed",
+    E_OPCODE: "an opcode outside plain data",
+    E_TRUNCATED: "truncated",
+    E_STACK: "malformed stack",
+    E_MEMO: "memo reference to nothing",
+    E_NO_STOP: "no STOP opcode",
+    E_CAPACITY: "more values than the first guess",
+    E_DEPTH: f"values nested deeper than {MAX_DEPTH} levels (MAX_DEPTH)",
+    E_EXPANSION: f"shared values expand past max({EXPANSION_FACTOR} x file bytes, {MIN_EXPANSION}) "
+    "values (EXPANSION_FACTOR, MIN_EXPANSION)",
+    E_MEMO_INDEX: "a memo index beyond the entries created so far",
+    E_MUTATED: "a container changed after it was placed inside another one",
+    E_CYCLE: "a value that contains itself",
+}
 #: statuses that refuse a dump outright, whichever path finds them
 REFUSALS = frozenset({E_DEPTH, E_EXPANSION, E_MEMO_INDEX, E_MUTATED, E_CYCLE})
 
@@ -112,13 +119,13 @@ def scan_opcodes(buf, n, max_expand, vkind, vdepth, vesize, vsealed, stack, mark
         op = buf[pos]
         at = pos
         pos += 1
-        push_new = -1            # kind of a new value to push
-        push_old = -1            # an existing value to push (memo get, DUP)
-        tgt = -1                 # a container that receives stack[lo:sp] ...
-        make = -1                # ... or the kind of a new container built from them, pushed instead
+        push_new = -1  # kind of a new value to push
+        push_old = -1  # an existing value to push (memo get, DUP)
+        tgt = -1  # a container that receives stack[lo:sp] ...
+        make = -1  # ... or the kind of a new container built from them, pushed instead
         lo = 0
-        w = 0                    # fixed argument width / width of a length prefix
-        if op == 0x68 or op == 0x6A or op == 0x67:          # BINGET, LONG_BINGET, GET
+        w = 0  # fixed argument width / width of a length prefix
+        if op == 0x68 or op == 0x6A or op == 0x67:  # BINGET, LONG_BINGET, GET
             idx = 0
             if op == 0x67:
                 q = pos
@@ -151,7 +158,7 @@ def scan_opcodes(buf, n, max_expand, vkind, vdepth, vesize, vsealed, stack, mark
                 status = E_MEMO
                 break
             push_old = memo[idx]
-        elif op == 0x71 or op == 0x72 or op == 0x94 or op == 0x70:   # BINPUT, LONG_BINPUT, MEMOIZE, PUT
+        elif op == 0x71 or op == 0x72 or op == 0x94 or op == 0x70:  # BINPUT, LONG_BINPUT, MEMOIZE, PUT
             idx = 0
             if op == 0x94:
                 idx = memo_len
@@ -191,13 +198,13 @@ def scan_opcodes(buf, n, max_expand, vkind, vdepth, vesize, vsealed, stack, mark
             memo[idx] = stack[sp - 1]
             if idx == memo_len:
                 memo_len += 1
-        elif op == 0x28:                                     # MARK
+        elif op == 0x28:  # MARK
             if mp >= cap:
                 status = E_CAPACITY
                 break
             marks[mp] = sp
             mp += 1
-        elif op == 0x61 or op == 0x73:                       # APPEND, SETITEM
+        elif op == 0x61 or op == 0x73:  # APPEND, SETITEM
             k = 1 if op == 0x61 else 2
             lo = sp - k
             if lo - 1 < (marks[mp - 1] if mp > 0 else 0):
@@ -207,7 +214,7 @@ def scan_opcodes(buf, n, max_expand, vkind, vdepth, vesize, vsealed, stack, mark
             if vkind[tgt] != (_V_LIST if op == 0x61 else _V_DICT):
                 status = E_STACK
                 break
-        elif op == 0x65 or op == 0x75 or op == 0x90:         # APPENDS, SETITEMS, ADDITEMS
+        elif op == 0x65 or op == 0x75 or op == 0x90:  # APPENDS, SETITEMS, ADDITEMS
             if mp == 0:
                 status = E_STACK
                 break
@@ -220,7 +227,7 @@ def scan_opcodes(buf, n, max_expand, vkind, vdepth, vesize, vsealed, stack, mark
             if vkind[tgt] != (_V_LIST if op == 0x65 else (_V_DICT if op == 0x75 else _V_SET)):
                 status = E_STACK
                 break
-        elif op == 0x6C or op == 0x64 or op == 0x74 or op == 0x91:   # LIST, DICT, TUPLE, FROZENSET
+        elif op == 0x6C or op == 0x64 or op == 0x74 or op == 0x91:  # LIST, DICT, TUPLE, FROZENSET
             if mp == 0:
                 status = E_STACK
                 break
@@ -230,38 +237,49 @@ def scan_opcodes(buf, n, max_expand, vkind, vdepth, vesize, vsealed, stack, mark
                 status = E_STACK
                 break
             make = _V_LIST if op == 0x6C else (_V_DICT if op == 0x64 else (_V_TUPLE if op == 0x74 else _V_SET))
-        elif op == 0x85 or op == 0x86 or op == 0x87:         # TUPLE1..3
+        elif op == 0x85 or op == 0x86 or op == 0x87:  # TUPLE1..3
             lo = sp - (op - 0x84)
             if lo < (marks[mp - 1] if mp > 0 else 0):
                 status = E_STACK
                 break
             make = _V_TUPLE
-        elif op == 0x5D:                                     # EMPTY_LIST
+        elif op == 0x5D:  # EMPTY_LIST
             push_new = _V_LIST
-        elif op == 0x7D:                                     # EMPTY_DICT
+        elif op == 0x7D:  # EMPTY_DICT
             push_new = _V_DICT
-        elif op == 0x29:                                     # EMPTY_TUPLE
+        elif op == 0x29:  # EMPTY_TUPLE
             push_new = _V_TUPLE
-        elif op == 0x8F:                                     # EMPTY_SET
+        elif op == 0x8F:  # EMPTY_SET
             push_new = _V_SET
-        elif op == 0x4E or op == 0x88 or op == 0x89:         # NONE, NEWTRUE, NEWFALSE
+        elif op == 0x4E or op == 0x88 or op == 0x89:  # NONE, NEWTRUE, NEWFALSE
             push_new = _V_SCALAR
-        elif op == 0x4B or op == 0x4D or op == 0x4A or op == 0x47:   # BININT1, BININT2, BININT, BINFLOAT
+        elif op == 0x4B or op == 0x4D or op == 0x4A or op == 0x47:  # BININT1, BININT2, BININT, BINFLOAT
             w = 1 if op == 0x4B else (2 if op == 0x4D else (4 if op == 0x4A else 8))
             if w > n - pos:
                 status = E_TRUNCATED
                 break
             pos += w
             push_new = _V_SCALAR
-        elif op == 0x82 or op == 0x83 or op == 0x84:         # EXT1, EXT2, EXT4 (refused by the unpickler)
+        elif op == 0x82 or op == 0x83 or op == 0x84:  # EXT1, EXT2, EXT4 (refused by the unpickler)
             w = 1 if op == 0x82 else (2 if op == 0x83 else 4)
             if w > n - pos:
                 status = E_TRUNCATED
                 break
             pos += w
             push_new = _V_OTHER
-        elif (op == 0x58 or op == 0x8C or op == 0x8D or op == 0x8A or op == 0x8B or op == 0x54 or op == 0x55
-              or op == 0x42 or op == 0x43 or op == 0x8E or op == 0x96):
+        elif (
+            op == 0x58
+            or op == 0x8C
+            or op == 0x8D
+            or op == 0x8A
+            or op == 0x8B
+            or op == 0x54
+            or op == 0x55
+            or op == 0x42
+            or op == 0x43
+            or op == 0x8E
+            or op == 0x96
+        ):
             # BINUNICODE, SHORT_BINUNICODE, BINUNICODE8, LONG1, LONG4, BINSTRING, SHORT_BINSTRING,
             # BINBYTES, SHORT_BINBYTES, BINBYTES8, BYTEARRAY8: a length, then that many bytes
             if op == 0x8C or op == 0x8A or op == 0x55 or op == 0x43:
@@ -277,13 +295,14 @@ def scan_opcodes(buf, n, max_expand, vkind, vdepth, vesize, vsealed, stack, mark
             for i in range(w):
                 length |= buf[pos + i] << (8 * i)
             pos += w
-            if length < 0 or length > n - pos:               # compare with what is left: pos + length can overflow
+            if length < 0 or length > n - pos:  # compare with what is left: pos + length can overflow
                 status = E_TRUNCATED
                 break
             pos += length
             push_new = _V_SCALAR
-        elif (op == 0x49 or op == 0x4C or op == 0x46 or op == 0x53 or op == 0x56 or op == 0x50
-              or op == 0x63 or op == 0x69):
+        elif (
+            op == 0x49 or op == 0x4C or op == 0x46 or op == 0x53 or op == 0x56 or op == 0x50 or op == 0x63 or op == 0x69
+        ):
             # INT, LONG, FLOAT, STRING, UNICODE, PERSID: one line; GLOBAL, INST: two lines
             lines = 2 if (op == 0x63 or op == 0x69) else 1
             for _ in range(lines):
@@ -295,14 +314,14 @@ def scan_opcodes(buf, n, max_expand, vkind, vdepth, vesize, vsealed, stack, mark
                 pos += 1
             if status == E_TRUNCATED:
                 break
-            if op == 0x69:                                   # INST: the mark's items are its arguments
+            if op == 0x69:  # INST: the mark's items are its arguments
                 if mp == 0:
                     status = E_STACK
                     break
                 mp -= 1
                 sp = marks[mp]
             push_new = _V_OTHER if (op == 0x50 or op == 0x63 or op == 0x69) else _V_SCALAR
-        elif op == 0x30:                                     # POP: a value, or a mark right on top
+        elif op == 0x30:  # POP: a value, or a mark right on top
             if mp > 0 and marks[mp - 1] == sp:
                 mp -= 1
             elif sp <= (marks[mp - 1] if mp > 0 else 0):
@@ -310,32 +329,36 @@ def scan_opcodes(buf, n, max_expand, vkind, vdepth, vesize, vsealed, stack, mark
                 break
             else:
                 sp -= 1
-        elif op == 0x31:                                     # POP_MARK
+        elif op == 0x31:  # POP_MARK
             if mp == 0:
                 status = E_STACK
                 break
             mp -= 1
             sp = marks[mp]
-        elif op == 0x32:                                     # DUP
+        elif op == 0x32:  # DUP
             if sp <= (marks[mp - 1] if mp > 0 else 0):
                 status = E_STACK
                 break
             push_old = stack[sp - 1]
-        elif (op == 0x52 or op == 0x93 or op == 0x81 or op == 0x92 or op == 0x62 or op == 0x51
-              or op == 0x98 or op == 0x97):
+        elif (
+            op == 0x52 or op == 0x93 or op == 0x81 or op == 0x92 or op == 0x62 or op == 0x51 or op == 0x98 or op == 0x97
+        ):
             # REDUCE, STACK_GLOBAL, NEWOBJ, NEWOBJ_EX, BUILD, BINPERSID, READONLY_BUFFER, NEXT_BUFFER:
             # they need a callable, a global or an out-of-band buffer, which the unpickler refuses
-            k = 2 if (op == 0x52 or op == 0x93 or op == 0x81 or op == 0x62) else (
-                3 if op == 0x92 else (1 if (op == 0x51 or op == 0x98) else 0))
+            k = (
+                2
+                if (op == 0x52 or op == 0x93 or op == 0x81 or op == 0x62)
+                else (3 if op == 0x92 else (1 if (op == 0x51 or op == 0x98) else 0))
+            )
             if sp - k < (marks[mp - 1] if mp > 0 else 0):
                 status = E_STACK
                 break
-            if op == 0x62:                                   # BUILD: the state goes, the object stays
+            if op == 0x62:  # BUILD: the state goes, the object stays
                 sp -= 1
             elif op != 0x98:
                 sp -= k
                 push_new = _V_OTHER
-        elif op == 0x6F:                                     # OBJ: class and arguments since the mark
+        elif op == 0x6F:  # OBJ: class and arguments since the mark
             if mp == 0:
                 status = E_STACK
                 break
@@ -345,12 +368,12 @@ def scan_opcodes(buf, n, max_expand, vkind, vdepth, vesize, vsealed, stack, mark
                 break
             sp = marks[mp]
             push_new = _V_OTHER
-        elif op == 0x80:                                     # PROTO
+        elif op == 0x80:  # PROTO
             if 1 > n - pos:
                 status = E_TRUNCATED
                 break
             pos += 1
-        elif op == 0x95:                                     # FRAME: its length must fit in what is left
+        elif op == 0x95:  # FRAME: its length must fit in what is left
             if 8 > n - pos:
                 status = E_TRUNCATED
                 break
@@ -361,7 +384,7 @@ def scan_opcodes(buf, n, max_expand, vkind, vdepth, vesize, vsealed, stack, mark
             if length < 0 or length > n - pos:
                 status = E_TRUNCATED
                 break
-        elif op == 0x2E:                                     # STOP
+        elif op == 0x2E:  # STOP
             if sp <= (marks[mp - 1] if mp > 0 else 0):
                 status = E_STACK
             else:
@@ -450,23 +473,28 @@ def scan_pickle(data: bytes, compiled: bool | None = None) -> tuple[int, int]:
     or True), else plain Python (``compiled=False``, or ``DENPEX_FR_DECODER=python``)."""
     global _SCAN_BROKEN
     n = len(data)
-    cap = n + 2                  # every value, stack slot, mark and memo slot costs an opcode byte
+    cap = n + 2  # every value, stack slot, mark and memo slot costs an opcode byte
     max_expand = expansion_cap(n)
     fn = _scanner() if compiled is not False else None
     if fn is not None:
         try:
             arrays = getattr(_SCAN_LOCAL, "arrays", None)
-            if arrays is None or len(arrays[0]) < cap:     # kept per thread: fresh pages cost (see Workspace)
-                arrays = _SCAN_LOCAL.arrays = tuple(np.empty(cap, dt) for dt in (
-                    np.int8, np.int8, np.int64, np.int8, np.int32, np.int32, np.int32))
+            if arrays is None or len(arrays[0]) < cap:  # kept per thread: fresh pages cost (see Workspace)
+                arrays = _SCAN_LOCAL.arrays = tuple(
+                    np.empty(cap, dt) for dt in (np.int8, np.int8, np.int64, np.int8, np.int32, np.int32, np.int32)
+                )
             got = fn(np.frombuffer(data, dtype=np.uint8), n, max_expand, *(a[:cap] for a in arrays))
             return int(got[0]), int(got[1])
         except MemoryError:
             raise
-        except Exception as e:        # numba itself failing: plain Python from now on, in this process
+        except Exception as e:  # numba itself failing: plain Python from now on, in this process
             _SCAN_BROKEN = True
-            warnings.warn(f"the compiled pickle scanner failed ({type(e).__name__}: {e}); checking dumps in "
-                          f"plain Python instead (set {DECODER_ENV}=python to skip it)", RuntimeWarning, stacklevel=2)
+            warnings.warn(
+                f"the compiled pickle scanner failed ({type(e).__name__}: {e}); checking dumps in "
+                f"plain Python instead (set {DECODER_ENV}=python to skip it)",
+                RuntimeWarning,
+                stacklevel=2,
+            )
     z = [0] * cap
     return scan_opcodes(bytes(data), n, max_expand, z, list(z), list(z), list(z), list(z), list(z), list(z))
 
@@ -475,8 +503,10 @@ def refusal(status: int, at: int) -> Exception:
     """The exception for a scanner status: :class:`DumpRefused` past a bound, else the unpickler's
     own kind of error (``pickle data was truncated`` as the C unpickler says it)."""
     if status in REFUSALS:
-        return DumpRefused(f"refused: {PICKLE_ERRORS[status]} at byte {at}",
-                           fix="this is no dump torch wrote; do not load dumps from untrusted sources")
+        return DumpRefused(
+            f"refused: {PICKLE_ERRORS[status]} at byte {at}",
+            fix="this is no dump torch wrote; do not load dumps from untrusted sources",
+        )
     if status in (E_TRUNCATED, E_NO_STOP):
         return pickle.UnpicklingError("pickle data was truncated")
     return pickle.UnpicklingError(f"{PICKLE_ERRORS.get(status, f'status {status}')} at byte {at}")
@@ -494,8 +524,10 @@ class RestrictedUnpickler(pickle.Unpickler):
     """Unpickle plain data only: every attempt to look up a global is refused, never executed."""
 
     def find_class(self, module: str, name: str):  # noqa: D401
-        raise UnsafePickleError(f"the pickle asks for {module}.{name}; only plain data is allowed",
-                                fix="do not load dumps from untrusted sources")
+        raise UnsafePickleError(
+            f"the pickle asks for {module}.{name}; only plain data is allowed",
+            fix="do not load dumps from untrusted sources",
+        )
 
     def persistent_load(self, pid):
         raise UnsafePickleError("the pickle uses persistent ids; only plain data is allowed")
@@ -533,8 +565,9 @@ def read_dump(path: str | os.PathLike) -> dict:
     except UnsafePickleError as e:
         raise UnsafePickleError(e.problem, fix=e.fix, where=str(path)) from None
     except Exception as e:
-        raise InputError(f"corrupt or truncated Flight Recorder dump: {type(e).__name__}: {e}",
-                         where=str(path)) from None
+        raise InputError(
+            f"corrupt or truncated Flight Recorder dump: {type(e).__name__}: {e}", where=str(path)
+        ) from None
 
 
 def dump_to_frames(dump: dict, *, rank: int | None, file: str, source: str) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -569,9 +602,9 @@ DECODER_MODES = ("auto", "compiled", "unpickle", "python")
 #: from about this much pickled input on
 COMPILED_MIN_BYTES = 4 << 20
 _NUMBA_FOUND: bool | None = None
-_COMPILED_BROKEN = False      # numba itself failed in this process (never set by one dump)
-_COMPILED_READY = False       # fr_columns.warm() succeeded in this process
-_PLAN: str | None = None      # auto's choice for the current load ("compiled" / "python"), by prepare()
+_COMPILED_BROKEN = False  # numba itself failed in this process (never set by one dump)
+_COMPILED_READY = False  # fr_columns.warm() succeeded in this process
+_PLAN: str | None = None  # auto's choice for the current load ("compiled" / "python"), by prepare()
 
 
 def decoder_mode() -> str:
@@ -631,7 +664,7 @@ def load_compiled() -> bool:
         return False
     try:
         from . import fr_columns
-    except Exception as e:        # numba cannot even be imported
+    except Exception as e:  # numba cannot even be imported
         compiled_failed(e)
         return False
     _COMPILED_READY = fr_columns.warm()
@@ -644,9 +677,12 @@ def compiled_failed(e: BaseException) -> None:
     global _COMPILED_BROKEN
     if not _COMPILED_BROKEN:
         _COMPILED_BROKEN = True
-        warnings.warn(f"the compiled Flight Recorder decoder failed ({type(e).__name__}: {e}); reading dumps "
-                      f"with the unpickler instead (set {DECODER_ENV}=unpickle to skip it)", RuntimeWarning,
-                      stacklevel=3)
+        warnings.warn(
+            f"the compiled Flight Recorder decoder failed ({type(e).__name__}: {e}); reading dumps "
+            f"with the unpickler instead (set {DECODER_ENV}=unpickle to skip it)",
+            RuntimeWarning,
+            stacklevel=3,
+        )
 
 
 def _compiled_columns(data: bytes, ctx: FileContext):
@@ -665,7 +701,7 @@ def _compiled_columns(data: bytes, ctx: FileContext):
         return fr_columns.fast_dump_columns(data, rank=ctx.rank_hint, file=ctx.file, source="fr_pickle")
     except DumpRefused:
         raise
-    except Exception as e:        # this dump only: decline it, unless numba itself raised
+    except Exception as e:  # this dump only: decline it, unless numba itself raised
         if type(e).__module__.split(".", 1)[0] in ("numba", "llvmlite"):
             compiled_failed(e)
         return None
@@ -735,7 +771,7 @@ class FlightRecorderReader(FileReader):
             finally:
                 if enabled:
                     gc.enable()
-        out.frames.setdefault("events", []).append(events)     # a column batch, see assemble.build_frame
+        out.frames.setdefault("events", []).append(events)  # a column batch, see assemble.build_frame
         out.progress.extend(progress)
         if ctx.rank_hint is not None:
             out.ranks.append({"rank": ctx.rank_hint})
@@ -751,8 +787,9 @@ class FlightRecorderJsonReader(FlightRecorderReader):
         s = head.lstrip()[:4096]
         if s[:1] != b"{" or b'"event"' in s[:200]:
             return False
-        return any(k in s for k in (b'"pg_config"', b'"entries"', b'"comm_lib_version"', b'"nccl_version"',
-                                    b'"pg_status"'))
+        return any(
+            k in s for k in (b'"pg_config"', b'"entries"', b'"comm_lib_version"', b'"nccl_version"', b'"pg_status"')
+        )
 
 
 register_file_reader(FlightRecorderReader())
@@ -760,6 +797,7 @@ register_file_reader(FlightRecorderJsonReader())
 
 
 # --- gloo pg_config repair -------------------------------------------------------------------
+
 
 def repair_pg_config(dump: dict, world_size: int | None = None) -> dict:
     """Rebuild a gloo dump's ``pg_config`` (keyed ``''``) from its entries' ``process_group``.
@@ -821,8 +859,12 @@ def write_repaired_dumps(src_dir: str | os.PathLike, dst_dir: str | os.PathLike)
         fixed = repair_pg_config(dump, world)
         status = fixed.get("pg_status")
         if isinstance(status, dict):
-            fixed["pg_status"] = {k: {kk: (as_int(vv) if as_int(vv) is not None else vv) for kk, vv in v.items()}
-                                  if isinstance(v, dict) else v for k, v in status.items()}
+            fixed["pg_status"] = {
+                k: {kk: (as_int(vv) if as_int(vv) is not None else vv) for kk, vv in v.items()}
+                if isinstance(v, dict)
+                else v
+                for k, v in status.items()
+            }
         for e in fixed.get("entries") or []:
             if isinstance(e, dict) and isinstance(e.get("process_group"), list):
                 e["process_group"] = tuple(e["process_group"])

@@ -18,6 +18,7 @@ its cost is bounded by the expanded size the decoder already capped.
 Loading it costs ~1-2 s per process (numba's import and its on-disk cache), so it is used only
 where that pays (``DENPEX_FR_DECODER``, :data:`.flight_recorder.COMPILED_MIN_BYTES`).
 """
+
 from __future__ import annotations
 
 import threading
@@ -183,10 +184,38 @@ def _store_shape(val, size, first_edge, edge_node, edge_next, node, dims, t_star
 
 
 @njit(cache=True, nogil=True)
-def _entry_columns(buf, kind, val, size, first_edge, edge_node, edge_next, entries,
-                   key_bytes, key_start, key_len, gen, key_cache, key_stamp, canon, canon_stamp,
-                   dims, t_start, t_ndim, s_start, s_count, s_numel, dense_nodes,
-                   str_hash, str_val, shape_hash, shape_val, n_int, n_bool, n_str):
+def _entry_columns(
+    buf,
+    kind,
+    val,
+    size,
+    first_edge,
+    edge_node,
+    edge_next,
+    entries,
+    key_bytes,
+    key_start,
+    key_len,
+    gen,
+    key_cache,
+    key_stamp,
+    canon,
+    canon_stamp,
+    dims,
+    t_start,
+    t_ndim,
+    s_start,
+    s_count,
+    s_numel,
+    dense_nodes,
+    str_hash,
+    str_val,
+    shape_hash,
+    shape_val,
+    n_int,
+    n_bool,
+    n_str,
+):
     # key ids: [0, n_int) ints, then n_bool bools, n_str strings, process_group, input_dtypes,
     # input_sizes, output_sizes; string rows: the n_str keys, then group name, desc, first dtype
     k_pg = n_int + n_bool + n_str
@@ -205,7 +234,7 @@ def _entry_columns(buf, kind, val, size, first_edge, edge_node, edge_next, entri
     n_dims = 0
     n_tensors = 0
     n_shapes = 0
-    str_val[:] = -1          # hash tables: text hash -> first string node, shape hash -> shape id
+    str_val[:] = -1  # hash tables: text hash -> first string node, shape hash -> shape id
     shape_val[:] = -1
     n_dense = np.zeros(1, np.int64)
     status = OK
@@ -223,10 +252,10 @@ def _entry_columns(buf, kind, val, size, first_edge, edge_node, edge_next, entri
             pe = edge_next[pe]
             vn = edge_node[pe]
             pe = edge_next[pe]
-            if kind[kn] != K_STR:                 # key must be a string
+            if kind[kn] != K_STR:  # key must be a string
                 status = DECLINE
                 break
-            if key_stamp[kn] == gen:         # caches are valid for this call's stamp only: no reset
+            if key_stamp[kn] == gen:  # caches are valid for this call's stamp only: no reset
                 kid = key_cache[kn]
             else:
                 kid = _key_id(buf, val, size, kn, key_bytes, key_start, key_len)
@@ -254,7 +283,9 @@ def _entry_columns(buf, kind, val, size, first_edge, edge_node, edge_next, entri
                     break
             elif kid < k_pg:
                 if vk == K_STR:
-                    c = _canonical_string(buf, val, size, vn, canon, canon_stamp, gen, str_hash, str_val, dense_nodes, n_dense)
+                    c = _canonical_string(
+                        buf, val, size, vn, canon, canon_stamp, gen, str_hash, str_val, dense_nodes, n_dense
+                    )
                     if c < 0:
                         status = DECLINE
                         break
@@ -264,7 +295,7 @@ def _entry_columns(buf, kind, val, size, first_edge, edge_node, edge_next, entri
                 else:
                     status = DECLINE
                     break
-            elif kid == k_pg:                # process_group: (name, desc)
+            elif kid == k_pg:  # process_group: (name, desc)
                 strs[s_pg0, row] = -1
                 strs[s_pg1, row] = -1
                 if (vk == K_LIST or vk == K_TUPLE) and size[vn] >= 1:
@@ -273,7 +304,9 @@ def _entry_columns(buf, kind, val, size, first_edge, edge_node, edge_next, entri
                     if kind[a] != K_STR:
                         status = DECLINE
                         break
-                    a = _canonical_string(buf, val, size, a, canon, canon_stamp, gen, str_hash, str_val, dense_nodes, n_dense)
+                    a = _canonical_string(
+                        buf, val, size, a, canon, canon_stamp, gen, str_hash, str_val, dense_nodes, n_dense
+                    )
                     if a < 0:
                         status = DECLINE
                         break
@@ -281,7 +314,9 @@ def _entry_columns(buf, kind, val, size, first_edge, edge_node, edge_next, entri
                     if size[vn] >= 2:
                         b = edge_node[edge_next[g]]
                         if kind[b] == K_STR:
-                            b = _canonical_string(buf, val, size, b, canon, canon_stamp, gen, str_hash, str_val, dense_nodes, n_dense)
+                            b = _canonical_string(
+                                buf, val, size, b, canon, canon_stamp, gen, str_hash, str_val, dense_nodes, n_dense
+                            )
                             if b < 0:
                                 status = DECLINE
                                 break
@@ -292,14 +327,16 @@ def _entry_columns(buf, kind, val, size, first_edge, edge_node, edge_next, entri
                 elif vk != K_NONE and not ((vk == K_LIST or vk == K_TUPLE) and size[vn] == 0):
                     status = DECLINE
                     break
-            elif kid == k_dtypes:            # input_dtypes: first one
+            elif kid == k_dtypes:  # input_dtypes: first one
                 strs[s_dtype, row] = -1
                 if (vk == K_LIST or vk == K_TUPLE) and size[vn] >= 1:
                     a = edge_node[first_edge[vn]]
                     if kind[a] != K_STR:
                         status = DECLINE
                         break
-                    a = _canonical_string(buf, val, size, a, canon, canon_stamp, gen, str_hash, str_val, dense_nodes, n_dense)
+                    a = _canonical_string(
+                        buf, val, size, a, canon, canon_stamp, gen, str_hash, str_val, dense_nodes, n_dense
+                    )
                     if a < 0:
                         status = DECLINE
                         break
@@ -307,7 +344,7 @@ def _entry_columns(buf, kind, val, size, first_edge, edge_node, edge_next, entri
                 elif vk != K_NONE and not (vk == K_LIST or vk == K_TUPLE):
                     status = DECLINE
                     break
-            else:                             # input_sizes / output_sizes -> interned shape id
+            else:  # input_sizes / output_sizes -> interned shape id
                 which = kid - k_in
                 if vk == K_NONE:
                     shapes[which, row] = -1
@@ -322,9 +359,10 @@ def _entry_columns(buf, kind, val, size, first_edge, edge_node, edge_next, entri
                 slot = _slot(shape_hash, shape_val, h)
                 sid = shape_val[slot]
                 if sid >= 0:
-                    if not _same_shape(val, size, first_edge, edge_node, edge_next, vn, sid,
-                                       dims, t_start, t_ndim, s_start, s_count):
-                        status = DECLINE          # a hash collision: decline rather than guess
+                    if not _same_shape(
+                        val, size, first_edge, edge_node, edge_next, vn, sid, dims, t_start, t_ndim, s_start, s_count
+                    ):
+                        status = DECLINE  # a hash collision: decline rather than guess
                         break
                 else:
                     sid = n_shapes
@@ -334,8 +372,9 @@ def _entry_columns(buf, kind, val, size, first_edge, edge_node, edge_next, entri
                     s_start[sid] = n_tensors
                     s_count[sid] = size[vn]
                     s_numel[sid] = numel
-                    ok, n_dims, n_tensors = _store_shape(val, size, first_edge, edge_node, edge_next, vn,
-                                                         dims, t_start, t_ndim, n_dims, n_tensors)
+                    ok, n_dims, n_tensors = _store_shape(
+                        val, size, first_edge, edge_node, edge_next, vn, dims, t_start, t_ndim, n_dims, n_tensors
+                    )
                     if not ok:
                         status = DECLINE
                         break
@@ -344,8 +383,21 @@ def _entry_columns(buf, kind, val, size, first_edge, edge_node, edge_next, entri
                     n_shapes += 1
                 shapes[which, row] = sid
         row += 1
-    return (status, ints, int_ok, bools, strs, shapes, dims[:n_dims], t_start[:n_tensors], t_ndim[:n_tensors],
-            s_start[:n_shapes], s_count[:n_shapes], s_numel[:n_shapes], dense_nodes[:n_dense[0]])
+    return (
+        status,
+        ints,
+        int_ok,
+        bools,
+        strs,
+        shapes,
+        dims[:n_dims],
+        t_start[:n_tensors],
+        t_ndim[:n_tensors],
+        s_start[:n_shapes],
+        s_count[:n_shapes],
+        s_numel[:n_shapes],
+        dense_nodes[: n_dense[0]],
+    )
 
 
 class Scratch:
@@ -362,9 +414,13 @@ class Scratch:
     def arrays(self, n_nodes: int, n_entries: int) -> tuple:
         if n_nodes + 16 > self.capacity:
             cap = self.capacity = max(n_nodes + 16, 2 * self.capacity)
-            self._caches = (np.empty(cap, np.int16), np.zeros(cap, np.int32), np.empty(cap, np.int64),
-                            np.zeros(cap, np.int32))
-            self._shapes = tuple(np.empty(cap, np.int64) for _ in range(7))     # + dense string nodes
+            self._caches = (
+                np.empty(cap, np.int16),
+                np.zeros(cap, np.int32),
+                np.empty(cap, np.int64),
+                np.zeros(cap, np.int32),
+            )
+            self._shapes = tuple(np.empty(cap, np.int64) for _ in range(7))  # + dense string nodes
             self.gen = 0
         # hash tables at most half full: <= N_STR_ROWS strings and 2 shapes are interned per entry
         str_slots = 1 << int(2 * (ff.N_STR_ROWS * n_entries + 8)).bit_length()
@@ -374,17 +430,34 @@ class Scratch:
             self._tables = tuple(np.empty(str_slots, np.int64) for _ in range(4))
         self.gen += 1
         sh, sv, ph, pv = self._tables
-        return (np.int32(self.gen),) + self._caches + self._shapes + (
-            sh[:str_slots], sv[:str_slots], ph[:shape_slots], pv[:shape_slots])
+        return (
+            (np.int32(self.gen),)
+            + self._caches
+            + self._shapes
+            + (sh[:str_slots], sv[:str_slots], ph[:shape_slots], pv[:shape_slots])
+        )
 
 
 def entry_arrays(nodes: pn.Nodes, entries_node: int, scratch: Scratch | None = None):
     """Run the compiled walker over one ``entries`` list node; ``None`` when it declines."""
     scratch = scratch or Scratch()
-    out = _entry_columns(nodes.buf, nodes.kind, nodes.val, nodes.size, nodes.first_edge, nodes.edge_node,
-                         nodes.edge_next, np.int64(entries_node), _KEY_BYTES, _KEY_START, _KEY_LEN,
-                         *scratch.arrays(len(nodes.kind), int(nodes.size[entries_node])),
-                         np.int64(_N_INT), np.int64(_N_BOOL), np.int64(_N_STR))
+    out = _entry_columns(
+        nodes.buf,
+        nodes.kind,
+        nodes.val,
+        nodes.size,
+        nodes.first_edge,
+        nodes.edge_node,
+        nodes.edge_next,
+        np.int64(entries_node),
+        _KEY_BYTES,
+        _KEY_START,
+        _KEY_LEN,
+        *scratch.arrays(len(nodes.kind), int(nodes.size[entries_node])),
+        np.int64(_N_INT),
+        np.int64(_N_BOOL),
+        np.int64(_N_STR),
+    )
     if out[0] != OK:
         return None
     # the shape table lives in the scratch arrays: copy the few rows in use before they are reused
@@ -396,8 +469,9 @@ def shape_tuples(dims, t_start, t_ndim, s_start, s_count) -> list[tuple]:
     d = dims.tolist()
     out = []
     for s0, c in zip(s_start.tolist(), s_count.tolist()):
-        out.append(tuple(tuple(d[t0:t0 + nd]) for t0, nd in zip(t_start[s0:s0 + c].tolist(),
-                                                                t_ndim[s0:s0 + c].tolist())))
+        out.append(
+            tuple(tuple(d[t0 : t0 + nd]) for t0, nd in zip(t_start[s0 : s0 + c].tolist(), t_ndim[s0 : s0 + c].tolist()))
+        )
     return out
 
 
@@ -409,9 +483,12 @@ def _warm_up() -> None:
     entries = nodes.children(nodes.root)[1]
     if entry_arrays(nodes, entries) is None:
         raise RuntimeError("the compiled entry walker declines a known-good dump")
-    status, _ = pn.scan_compiled(np.frombuffer(data, dtype=np.uint8), len(data), MIN_EXPANSION,
-                                 *(np.empty(len(data) + 2, dt) for dt in (np.int8, np.int8, np.int64, np.int8,
-                                                                          np.int32, np.int32, np.int32)))
+    status, _ = pn.scan_compiled(
+        np.frombuffer(data, dtype=np.uint8),
+        len(data),
+        MIN_EXPANSION,
+        *(np.empty(len(data) + 2, dt) for dt in (np.int8, np.int8, np.int64, np.int8, np.int32, np.int32, np.int32)),
+    )
     if status != pn.OK:
         raise RuntimeError("the compiled pickle scanner refuses a known-good dump")
 
@@ -434,7 +511,7 @@ def warm() -> bool:
     return True
 
 
-_LOCAL = threading.local()      # one decode workspace per thread (Dask may run readers in threads)
+_LOCAL = threading.local()  # one decode workspace per thread (Dask may run readers in threads)
 
 
 def fast_dump_columns(data: bytes, *, rank: int | None, file: str, source: str):
@@ -447,9 +524,9 @@ def fast_dump_columns(data: bytes, *, rank: int | None, file: str, source: str):
     come from :func:`.fr_fields.event_columns`, as on the unpickler path."""
     if not hasattr(_LOCAL, "workspace"):
         _LOCAL.workspace, _LOCAL.scratch = pn.Workspace(), Scratch()
-    nodes = pn.decode(data, _LOCAL.workspace)   # valid until this thread's next decode: used only here
+    nodes = pn.decode(data, _LOCAL.workspace)  # valid until this thread's next decode: used only here
     if isinstance(nodes, tuple):
-        if nodes[0] in REFUSALS:          # past a bound: refused here, as the unpickler path would
+        if nodes[0] in REFUSALS:  # past a bound: refused here, as the unpickler path would
             raise refusal(*nodes)
         return None
     if nodes.kind[nodes.root] != K_DICT:
@@ -464,12 +541,15 @@ def fast_dump_columns(data: bytes, *, rank: int | None, file: str, source: str):
             if key == "entries":
                 entries_node = v
             head[key] = nodes.to_python(v) if key in ("pg_config", "pg_status") else None
-    except (ValueError, TypeError):          # a float or an unhashable key where a small value was expected
+    except (ValueError, TypeError):  # a float or an unhashable key where a small value was expected
         return None
     if not ({"entries", "pg_config", "pg_status", "version"} & set(head)):
-        return None                          # not a dump: let the ordinary path say so
-    if entries_node is None or nodes.kind[entries_node] == K_NONE or (
-            nodes.kind[entries_node] in (K_LIST, K_TUPLE) and nodes.size[entries_node] == 0):
+        return None  # not a dump: let the ordinary path say so
+    if (
+        entries_node is None
+        or nodes.kind[entries_node] == K_NONE
+        or (nodes.kind[entries_node] in (K_LIST, K_TUPLE) and nodes.size[entries_node] == 0)
+    ):
         return dump_to_columns({**head, "entries": []}, rank=rank, file=file, source=source)
     if nodes.kind[entries_node] not in (K_LIST, K_TUPLE):
         return None
@@ -477,8 +557,16 @@ def fast_dump_columns(data: bytes, *, rank: int | None, file: str, source: str):
     if got is None:
         return None
     ints, int_ok, bools, strs, shape_ids, dims, t_start, t_ndim, s_start, s_count, s_numel, dense = got
-    arrays = ff.EntryArrays(ints, int_ok, bools, strs, [nodes.text(x) for x in dense.tolist()],
-                            shape_ids, shape_tuples(dims, t_start, t_ndim, s_start, s_count),
-                            s_numel, np.ones(len(s_numel), dtype=bool))
+    arrays = ff.EntryArrays(
+        ints,
+        int_ok,
+        bools,
+        strs,
+        [nodes.text(x) for x in dense.tolist()],
+        shape_ids,
+        shape_tuples(dims, t_start, t_ndim, s_start, s_count),
+        s_numel,
+        np.ones(len(s_numel), dtype=bool),
+    )
     events = ff.event_columns(arrays, rank=rank, file=file, source=source, pg_config=head.get("pg_config"))
     return events, ff.progress_rows(head.get("pg_status"), rank=rank, file=file, source=source)

@@ -44,6 +44,7 @@ The rules (:func:`event_columns`), each written once:
 * rank from the file name only; ``line`` is the entry's 0-based index among the entries read;
 * progress rows from ``pg_status`` (:func:`progress_rows`; JSON writes its numbers as strings).
 """
+
 from __future__ import annotations
 
 import functools
@@ -76,19 +77,19 @@ class Field:
 #: every entry key either decoder reads, grouped by kind in :data:`KIND_ORDER`
 ENTRY_FIELDS = (
     Field("record_id", INT, "record_id"),
-    Field("pg_id", INT),                              # -> pg when there is no process_group
+    Field("pg_id", INT),  # -> pg when there is no process_group
     Field("collective_seq_id", INT, "collective_seq_id"),
     Field("p2p_seq_id", INT, "p2p_seq_id"),
-    Field("time_created_ns", INT),                    # -> t_wall (0 = missing)
+    Field("time_created_ns", INT),  # -> t_wall (0 = missing)
     Field("timeout_ms", INT, "timeout_ms"),
     Field("retired", BOOL, "retired"),
-    Field("is_p2p", BOOL),                            # -> is_p2p (with the op rule)
-    Field("profiling_name", STR),                     # -> op, root
-    Field("state", STR),                              # -> state
-    Field("process_group", GROUP),                    # -> pg, pg_desc
-    Field("input_dtypes", DTYPES),                    # -> dtype
-    Field("input_sizes", SHAPES),                     # -> in_shapes, numel_in
-    Field("output_sizes", SHAPES),                    # -> out_shapes, numel_out
+    Field("is_p2p", BOOL),  # -> is_p2p (with the op rule)
+    Field("profiling_name", STR),  # -> op, root
+    Field("state", STR),  # -> state
+    Field("process_group", GROUP),  # -> pg, pg_desc
+    Field("input_dtypes", DTYPES),  # -> dtype
+    Field("input_sizes", SHAPES),  # -> in_shapes, numel_in
+    Field("output_sizes", SHAPES),  # -> out_shapes, numel_out
 )
 assert [f.kind for f in ENTRY_FIELDS] == sorted((f.kind for f in ENTRY_FIELDS), key=KIND_ORDER.index)
 assert [f.kind for f in ENTRY_FIELDS if f.kind in (GROUP, DTYPES, SHAPES)] == [GROUP, DTYPES, SHAPES, SHAPES]
@@ -142,6 +143,7 @@ class EntryArrays:
 
 
 # --- the rules on single values (called once per distinct value) ------------------------------
+
 
 def op_of(profiling_name: Any) -> str | None:
     """``'nccl:all_reduce'`` -> ``'all_reduce'`` (see :func:`denpex_nb.ops.normalize_op`)."""
@@ -209,7 +211,7 @@ def world_by_pg(pg_config: Any) -> dict[str, int]:
             count = len(ranks_of(cfg))
             if count:
                 out[str(key)] = count
-        if len(out) == 1 and "" in out:          # gloo: one config keyed ''
+        if len(out) == 1 and "" in out:  # gloo: one config keyed ''
             out["*"] = out[""]
     return out
 
@@ -236,11 +238,18 @@ def progress_rows(pg_status: Any, *, rank: int | None, file: str, source: str) -
         for pg, st in pg_status.items():
             if not isinstance(st, dict):
                 continue
-            rows.append({"rank": rank, "pg": str(pg), "seq_kind": SeqKind.FR,
-                         "last_enqueued": as_int(st.get("last_enqueued_collective")),
-                         "last_started": as_int(st.get("last_started_collective")),
-                         "last_completed": as_int(st.get("last_completed_collective")),
-                         "source": source, "file": file})
+            rows.append(
+                {
+                    "rank": rank,
+                    "pg": str(pg),
+                    "seq_kind": SeqKind.FR,
+                    "last_enqueued": as_int(st.get("last_enqueued_collective")),
+                    "last_started": as_int(st.get("last_started_collective")),
+                    "last_completed": as_int(st.get("last_completed_collective")),
+                    "source": source,
+                    "file": file,
+                }
+            )
     return rows
 
 
@@ -260,6 +269,7 @@ def shape_numel(shape: tuple) -> int | None:
 
 # --- extraction from Python objects (the unpickler / JSON path) --------------------------------
 
+
 def _int_row(col: list) -> tuple[np.ndarray, np.ndarray]:
     if col and all(type(v) is int for v in col):
         try:
@@ -267,14 +277,17 @@ def _int_row(col: list) -> tuple[np.ndarray, np.ndarray]:
         except OverflowError:
             pass
     vals = [v if type(v) is int and I64_MIN <= v <= I64_MAX else None for v in col]
-    return (np.array([0 if v is None else v for v in vals], dtype=np.int64),
-            np.array([v is not None for v in vals], dtype=bool))
+    return (
+        np.array([0 if v is None else v for v in vals], dtype=np.int64),
+        np.array([v is not None for v in vals], dtype=bool),
+    )
 
 
 def _shape_ids(col: list, index: dict, shape_list: list, numels: list) -> list[int]:
     """Intern ``col``'s shapes (lists of dim lists) into ``shape_list``: ids, -1 when missing or
     not a list of lists of ints. Work per entry is one C-level ``tuple(map(tuple, ...))``; the
     check and numel run once per distinct shape."""
+
     def new(key):
         if all(type(d) is int for dims in key for d in dims):
             index[key] = len(shape_list)
@@ -290,14 +303,14 @@ def _shape_ids(col: list, index: dict, shape_list: list, numels: list) -> list[i
             out.append(-1)
             continue
         try:
-            key = tuple(map(tuple, s))           # TypeError: an item is no list
-            sid = index.get(key)                 # TypeError: unhashable dims
+            key = tuple(map(tuple, s))  # TypeError: an item is no list
+            sid = index.get(key)  # TypeError: unhashable dims
         except TypeError:
             out.append(-1)
             continue
         if sid is None:
             if not all(type(dims) is list or type(dims) is tuple for dims in s):
-                index[key] = -1                  # tuple("ab") made dims of a string: not a shape
+                index[key] = -1  # tuple("ab") made dims of a string: not a shape
                 sid = -1
             else:
                 sid = new(key)
@@ -317,8 +330,9 @@ def python_entry_arrays(entries: Any) -> EntryArrays:
     int_ok = np.zeros((len(INT_KEYS), n), dtype=bool)
     for i, k in enumerate(INT_KEYS):
         ints[i], int_ok[i] = _int_row(cols[k])
-    bools = np.array([[1 if v is True else 0 if v is False else -1 for v in cols[k]] for k in BOOL_KEYS],
-                     dtype=np.int8).reshape(len(BOOL_KEYS), n)
+    bools = np.array(
+        [[1 if v is True else 0 if v is False else -1 for v in cols[k]] for k in BOOL_KEYS], dtype=np.int8
+    ).reshape(len(BOOL_KEYS), n)
     ids: dict = {}
     strs = np.full((N_STR_ROWS, n), -1, dtype=np.int32)
 
@@ -327,23 +341,34 @@ def python_entry_arrays(entries: Any) -> EntryArrays:
 
     for i, k in enumerate(STR_KEYS):
         strs[i] = [sid(v) for v in cols[k]]
-    groups = [g if (type(g) is list or type(g) is tuple) and g and type(g[0]) is str else None
-              for g in cols[keys_of(GROUP)[0]]]
+    groups = [
+        g if (type(g) is list or type(g) is tuple) and g and type(g[0]) is str else None
+        for g in cols[keys_of(GROUP)[0]]
+    ]
     strs[S_PG0] = [-1 if g is None else sid(g[0]) for g in groups]
     strs[S_PG1] = [-1 if g is None or len(g) < 2 else sid(g[1]) for g in groups]
-    strs[S_DTYPE] = [sid(d[0]) if (type(d) is list or type(d) is tuple) and d else -1
-                     for d in cols[keys_of(DTYPES)[0]]]
+    strs[S_DTYPE] = [sid(d[0]) if (type(d) is list or type(d) is tuple) and d else -1 for d in cols[keys_of(DTYPES)[0]]]
     index: dict = {}
     shape_list: list = []
     numels: list = []
-    shapes = np.array([_shape_ids(cols[k], index, shape_list, numels) for k in keys_of(SHAPES)],
-                      dtype=np.int64).reshape(2, n)
-    return EntryArrays(ints, int_ok, bools, strs, list(ids), shapes, shape_list,
-                       np.array([0 if x is None else x for x in numels], dtype=np.int64),
-                       np.array([x is not None for x in numels], dtype=bool))
+    shapes = np.array(
+        [_shape_ids(cols[k], index, shape_list, numels) for k in keys_of(SHAPES)], dtype=np.int64
+    ).reshape(2, n)
+    return EntryArrays(
+        ints,
+        int_ok,
+        bools,
+        strs,
+        list(ids),
+        shapes,
+        shape_list,
+        np.array([0 if x is None else x for x in numels], dtype=np.int64),
+        np.array([x is not None for x in numels], dtype=bool),
+    )
 
 
 # --- derivation: the event columns (both paths) -------------------------------------------------
+
 
 def _small_int(values: np.ndarray) -> np.ndarray:
     """The narrowest integer dtype that holds ``values`` (a result travels back from a worker
@@ -370,8 +395,9 @@ def masked_int(values: np.ndarray, ok: np.ndarray):
 
 
 def _small_codes(coded: Coded) -> Coded:
-    coded.codes = coded.codes.astype(np.int8 if len(coded.values) < 127 else np.int16 if len(coded.values) < 32767
-                                     else np.int32)
+    coded.codes = coded.codes.astype(
+        np.int8 if len(coded.values) < 127 else np.int16 if len(coded.values) < 32767 else np.int32
+    )
     return coded
 
 
@@ -380,10 +406,10 @@ def _group_rows(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     n = keys.shape[1]
     if n == 0:
         return np.zeros(0, dtype=np.intp), np.zeros(0, dtype=np.intp)
-    if (keys == keys[:, :1]).all():           # one value in the whole dump (the usual case)
+    if (keys == keys[:, :1]).all():  # one value in the whole dump (the usual case)
         return np.zeros(1, dtype=np.intp), np.zeros(n, dtype=np.intp)
     combined = np.zeros(n, dtype=np.int64)
-    for row in keys:                          # 1-D uniques only: far cheaper than np.unique(axis=1)
+    for row in keys:  # 1-D uniques only: far cheaper than np.unique(axis=1)
         u, inv = np.unique(row, return_inverse=True)
         combined = combined * len(u) + inv.ravel()
     _, first, inv = np.unique(combined, return_index=True, return_inverse=True)
@@ -437,8 +463,10 @@ def event_columns(a: EntryArrays, *, rank: int | None, file: str, source: str, p
         prof = a.strs[STR_ROW["profiling_name"]]
         sends = np.array([o == "send" for o in ops], dtype=np.int64)[op_idx]
         first, inv = _group_rows(np.vstack([prof, sends]))
-        per_key = [peer_of(texts[p] if p >= 0 else None, "send" if s else None, rank)
-                   for p, s in zip(prof[first].tolist(), sends[first].tolist())]
+        per_key = [
+            peer_of(texts[p] if p >= 0 else None, "send" if s else None, rank)
+            for p, s in zip(prof[first].tolist(), sends[first].tolist())
+        ]
         got = np.array([-1 if x is None else x for x in per_key], dtype=np.int64)[inv]
         peer_ok = is_p2p & np.array([x is not None for x in per_key], dtype=bool)[inv]
         peer_vals = np.where(peer_ok, got, 0)
@@ -446,8 +474,10 @@ def event_columns(a: EntryArrays, *, rank: int | None, file: str, source: str, p
     pg_id, pg_id_ok = ints("pg_id")
     pg_keys = np.vstack([a.strs[S_PG0], a.strs[S_PG1], np.where(pg_id_ok, pg_id, 0), pg_id_ok.astype(np.int64)])
     first, inv = _group_rows(pg_keys)
-    pairs = [pg_name_desc(texts[g0] if g0 >= 0 else None, texts[g1] if g1 >= 0 else None, pid if ok else None)
-             for g0, g1, pid, ok in pg_keys[:, first].T.tolist()]
+    pairs = [
+        pg_name_desc(texts[g0] if g0 >= 0 else None, texts[g1] if g1 >= 0 else None, pid if ok else None)
+        for g0, g1, pid, ok in pg_keys[:, first].T.tolist()
+    ]
     pg_col = _codes_of([p[0] for p in pairs], inv)
     desc_col = _codes_of([p[1] for p in pairs], inv)
     worlds = world_by_pg(pg_config)
@@ -459,20 +489,27 @@ def event_columns(a: EntryArrays, *, rank: int | None, file: str, source: str, p
     numel = np.append(a.numel, 0)
     numel_ok = np.append(a.numel_ok, False)
     events = {
-        "rank": Const(rank, n), "pg": pg_col, "pg_desc": desc_col, "seq": masked_int(seq, seq_ok),
-        "seq_kind": Const(SeqKind.FR, n), "op": op_col,
+        "rank": Const(rank, n),
+        "pg": pg_col,
+        "pg_desc": desc_col,
+        "seq": masked_int(seq, seq_ok),
+        "seq_kind": Const(SeqKind.FR, n),
+        "op": op_col,
         "in_shapes": _small_codes(Coded(in_ids, a.shape_list)),
         "out_shapes": _small_codes(Coded(out_ids, a.shape_list)),
         "numel_in": masked_int(numel[in_ids], numel_ok[in_ids]),
         "numel_out": masked_int(numel[out_ids], numel_ok[out_ids]),
         "dtype": _by_string(a.strs[S_DTYPE], texts, dtype_of)[0],
         "state": _by_string(a.strs[STR_ROW["state"]], texts, state_of)[0],
-        "world_size": masked_int(world, world >= 0), "root": masked_int(peer_vals, peer_ok),
-        "_t_wall_ns": masked_int(t, t_ok & (t != 0)),               # 0 = missing (JSON dumps)
-        "source": Const(source, n), "file": Const(file, n), "line": _small_int(np.arange(n, dtype=np.int64)),
+        "world_size": masked_int(world, world >= 0),
+        "root": masked_int(peer_vals, peer_ok),
+        "_t_wall_ns": masked_int(t, t_ok & (t != 0)),  # 0 = missing (JSON dumps)
+        "source": Const(source, n),
+        "file": Const(file, n),
+        "line": _small_int(np.arange(n, dtype=np.int64)),
         "is_p2p": is_p2p,
     }
-    for f in ENTRY_FIELDS:                 # pass-through columns
+    for f in ENTRY_FIELDS:  # pass-through columns
         if f.column is None:
             continue
         if f.kind == INT:

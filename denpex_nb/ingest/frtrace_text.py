@@ -36,6 +36,7 @@ lists them), ``world_size``, ``record_id``, ``collective_state``, ``input_sizes`
 When the error names what a culprit passed (sizes, dtypes, type, state), an ``events`` row records
 it for that culprit, so alignment can show it next to the other sources.
 """
+
 from __future__ import annotations
 
 import re
@@ -50,27 +51,47 @@ SOURCE = "frtrace"
 #: values of the ``mismatch_kind`` column: missing ranks (a rank never joined), the collective
 #: type, sizes (including alltoall input/output numel), dtypes, state, undecided, missing dumps
 MISMATCH_KINDS = ("missing_ranks", "type", "size", "dtype", "state", "undecided", "missing_dumps")
-_MATCH_STATE = {"COLLECTIVE_TYPE_MISMATCH": "type", "SIZE_OR_SYNTAX_MISMATCH": "size",
-                "COLLECTIVE_DTYPE_MISMATCH": "dtype", "COLLECTIVE_STATE_MISMATCH": "state", "UNDECIDED": "undecided"}
+_MATCH_STATE = {
+    "COLLECTIVE_TYPE_MISMATCH": "type",
+    "SIZE_OR_SYNTAX_MISMATCH": "size",
+    "COLLECTIVE_DTYPE_MISMATCH": "dtype",
+    "COLLECTIVE_STATE_MISMATCH": "state",
+    "UNDECIDED": "undecided",
+}
 
 # (pattern, kind of finding); groups: seq, rec (record id), group, coll, missing, rest
 _HEADERS = (
     (re.compile(r"^Not all ranks joining collective[,:]? sequence number:? (?P<seq>\d+)"), "missing_ranks"),
     (re.compile(r"^Not all ranks joining collective (?P<seq>\d+) at entry (?P<rec>\d+)"), "missing_ranks"),
-    (re.compile(r"^Not all ranks joining collective for group (?P<group>\S+) collective (?P<coll>\S+)\s+"
-                r"Missing ranks are (?P<missing>\{[^}]*\}|set\(\))(?P<rest>.*)$"), "missing_ranks"),
+    (
+        re.compile(
+            r"^Not all ranks joining collective for group (?P<group>\S+) collective (?P<coll>\S+)\s+"
+            r"Missing ranks are (?P<missing>\{[^}]*\}|set\(\))(?P<rest>.*)$"
+        ),
+        "missing_ranks",
+    ),
     (re.compile(r"^Collective sequence number:? (?P<seq>\d+) has errors"), None),
     (re.compile(r"^Collective (?P<seq>\d+) at entry (?P<rec>\d+) errors"), None),
-    (re.compile(r"^Collective (?P<rec>\d+) errors for group (?P<group>\S+) collective (?P<coll>\S+)(?P<rest>.*)$"), None),
+    (
+        re.compile(r"^Collective (?P<rec>\d+) errors for group (?P<group>\S+) collective (?P<coll>\S+)(?P<rest>.*)$"),
+        None,
+    ),
     (re.compile(r"^Input/output mismatch in the collective[,:]? sequence number:? (?P<seq>\d+)"), "size"),
     (re.compile(r"^Input/output mismatch in the collective (?P<seq>\d+) at entry (?P<rec>\d+)"), "size"),
-    (re.compile(r"^Input/output mismatch in the collective (?P<rec>\d+)\s+for group (?P<group>\S+) "
-                r"collective (?P<coll>\S+)(?P<rest>.*)$"), "size"),
+    (
+        re.compile(
+            r"^Input/output mismatch in the collective (?P<rec>\d+)\s+for group (?P<group>\S+) "
+            r"collective (?P<coll>\S+)(?P<rest>.*)$"
+        ),
+        "size",
+    ),
 )
 _HEADER_HINT = ("Not all ranks", "Collective ", "Input/output mismatch")
-_FIELD = re.compile(r"^(internal record id|group info|collective|missing ranks|total input numel|total output numel"
-                    r"|input sizes|output sizes|world size|expected ranks|collective state|error msg|error message"
-                    r"|Found errors|collective stack traces?|Collective stack traces?)\s*:\s?(.*)$")
+_FIELD = re.compile(
+    r"^(internal record id|group info|collective|missing ranks|total input numel|total output numel"
+    r"|input sizes|output sizes|world size|expected ranks|collective state|error msg|error message"
+    r"|Found errors|collective stack traces?|Collective stack traces?)\s*:\s?(.*)$"
+)
 # the first release's positional tail: "[[3, 4]] [[3, 4]] 2 scheduled"
 #: one size list of the old table, ``[[16, 64], [3]]`` or ``[]``: brackets never nested deeper, each step
 #: unambiguous, so a line of brackets costs linear time
@@ -81,13 +102,17 @@ _ERRTYPE = re.compile(r"(?:Error type: |MatchState\.)(\w+)")
 _DETAIL = re.compile(r"Expected ([\w ]+?): '([^']*)' does not match found ([\w ]+?): '([^']*)'")
 # types.py Op.match: f"Expected dtypes: '{set(self.input_dtypes)}' does not match found dtype:
 # '{set(self.output_dtypes)}/{set(other.input_dtypes)}/{set(other.output_dtypes)}'" (sets of quoted names)
-_DTYPES = re.compile(r"Expected dtypes: '(\{[^}]*\}|set\(\))' does not match found dtypes?: "
-                     r"'(\{[^}]*\}|set\(\))/(\{[^}]*\}|set\(\))/(\{[^}]*\}|set\(\))'")
+_DTYPES = re.compile(
+    r"Expected dtypes: '(\{[^}]*\}|set\(\))' does not match found dtypes?: "
+    r"'(\{[^}]*\}|set\(\))/(\{[^}]*\}|set\(\))/(\{[^}]*\}|set\(\))'"
+)
 _NUMEL = re.compile(r"Found input numel|does not match output numel")
 _MISSING_DUMPS = re.compile(r"Missing dump files from ranks? (\{[^}]*\}|\[[^\]]*\]|[\d, ]+)")
 _UNDECIDED = re.compile(r"we missed FR dumps from ranks \(?(\{[^}]*\}|\[[^\]]*\]|[\d, ]+)\)?")
-_OTHER = re.compile(r"^(?:tabulate is not installed|Too many mismatches for process_group|No errors found for this "
-                    r"collective entry|built (?:groups|collectives)|appending a non-matching collective)")
+_OTHER = re.compile(
+    r"^(?:tabulate is not installed|Too many mismatches for process_group|No errors found for this "
+    r"collective entry|built (?:groups|collectives)|appending a non-matching collective)"
+)
 
 
 def _kv_int(value: str | None) -> int | None:
@@ -97,11 +122,32 @@ def _kv_int(value: str | None) -> int | None:
 
 class FrTraceTextReader(TextReader):
     name = SOURCE
-    needles = (b"sequence number", b"record id: ", b"group info: ", b"collective: ", b"ranks: {", b"sizes: [",
-               b"world size: ", b"collective state: ", b"error msg: ", b"stack trace", b"Missing dump files",
-               b"tabulate is not installed", b"Not all ranks joining", b"at entry", b"errors for group",
-               b"Input/output mismatch", b"error message: ", b"Found errors", b"expected ranks: ", b"missing ranks: ",
-               b"total input numel", b"total output numel", b"missed FR dumps", b"Too many mismatches")
+    needles = (
+        b"sequence number",
+        b"record id: ",
+        b"group info: ",
+        b"collective: ",
+        b"ranks: {",
+        b"sizes: [",
+        b"world size: ",
+        b"collective state: ",
+        b"error msg: ",
+        b"stack trace",
+        b"Missing dump files",
+        b"tabulate is not installed",
+        b"Not all ranks joining",
+        b"at entry",
+        b"errors for group",
+        b"Input/output mismatch",
+        b"error message: ",
+        b"Found errors",
+        b"expected ranks: ",
+        b"missing ranks: ",
+        b"total input numel",
+        b"total output numel",
+        b"missed FR dumps",
+        b"Too many mismatches",
+    )
 
     def parse(self, block: list[Line], ctx: FileContext, out: Output) -> None:
         # No blanket try/except here: the loader catches a reader's exception, keeps the block's
@@ -119,8 +165,20 @@ class FrTraceTextReader(TextReader):
             m = _MISSING_DUMPS.search(text) or _UNDECIDED.search(text)
             if m:
                 ranks = parse_ranks(m.group(1))
-                add_error(out, error_row(line, ctx, SOURCE, ErrorKind.FR_FINDING, text, rank=None, related_ranks=ranks,
-                                         missing_ranks=ranks, mismatch_kind="missing_dumps"))
+                add_error(
+                    out,
+                    error_row(
+                        line,
+                        ctx,
+                        SOURCE,
+                        ErrorKind.FR_FINDING,
+                        text,
+                        rank=None,
+                        related_ranks=ranks,
+                        missing_ranks=ranks,
+                        mismatch_kind="missing_dumps",
+                    ),
+                )
                 out.consume(line)
                 continue
             if _OTHER.match(text):
@@ -131,15 +189,18 @@ class FrTraceTextReader(TextReader):
             m = _FIELD.match(text)
             if m:
                 key = m.group(1).lower()
-                key = {"error message": "error msg", "found errors": "error msg",
-                       "collective stack traces": "collective stack trace"}.get(key, key)
+                key = {
+                    "error message": "error msg",
+                    "found errors": "error msg",
+                    "collective stack traces": "collective stack trace",
+                }.get(key, key)
                 cur[key] = m.group(2).strip()
                 cur["_stack"] = key == "collective stack trace"
                 out.consume(line)
             elif cur["_stack"] and text and (line.text[:1].isspace() or " at " in text or text.startswith("[")):
-                out.consume(line)        # stack frames under "collective stack trace:"
+                out.consume(line)  # stack frames under "collective stack trace:"
             elif not text:
-                out.consume(line)        # blank lines inside a finding (print() adds them)
+                out.consume(line)  # blank lines inside a finding (print() adds them)
             else:
                 self._emit(cur, ctx, out)
                 cur = None
@@ -163,8 +224,14 @@ class FrTraceTextReader(TextReader):
                 cur["missing ranks"] = g["missing"]
             rest = _OLD_REST.search(g.get("rest") or "")
             if rest:
-                cur.update({"input sizes": rest.group("ins"), "output sizes": rest.group("outs"),
-                            "world size": rest.group("n"), "collective state": rest.group("state")})
+                cur.update(
+                    {
+                        "input sizes": rest.group("ins"),
+                        "output sizes": rest.group("outs"),
+                        "world size": rest.group("n"),
+                        "collective state": rest.group("state"),
+                    }
+                )
             return cur
         return None
 
@@ -198,32 +265,66 @@ class FrTraceTextReader(TextReader):
         ws = _kv_int(cur.get("world size"))
         expected = None
         if exp is not None:
-            if exp.strip().isdigit():            # 2.5-era: "expected ranks: 4" is a count
+            if exp.strip().isdigit():  # 2.5-era: "expected ranks: 4" is a count
                 ws = ws if ws is not None else _kv_int(exp)
             else:
                 expected = parse_ranks(exp)
         state = cur.get("collective state")
         state = state if state in (State.SCHEDULED, State.STARTED, State.COMPLETED) else None
-        msg = cur["_header"] + (f"; {err}" if err else "") + (f"; missing ranks: {cur['missing ranks']}"
-                                                              if cur.get("missing ranks") and "Missing ranks" not in cur["_header"] else "")
-        add_error(out, error_row(line, ctx, SOURCE, ErrorKind.FR_FINDING, msg, rank=culprit_ranks[0] if culprit_ranks else None,
-                                 op=op, seq=cur["seq"], seq_kind=SeqKind.FR if cur["seq"] is not None else None, pg=pg,
-                                 pg_desc=pg_desc, related_ranks=related, mismatch_kind=kind, error_type=error_type,
-                                 culprit_ranks=culprit_ranks or None, missing_ranks=missing or None,
-                                 expected_ranks=expected or None, world_size=ws, record_id=cur.get("record_id"),
-                                 collective_state=state, input_sizes=parse_sizes(cur.get("input sizes")),
-                                 output_sizes=parse_sizes(cur.get("output sizes")),
-                                 total_input_numel=_kv_int(cur.get("total input numel")),
-                                 total_output_numel=_kv_int(cur.get("total output numel"))))
+        msg = (
+            cur["_header"]
+            + (f"; {err}" if err else "")
+            + (
+                f"; missing ranks: {cur['missing ranks']}"
+                if cur.get("missing ranks") and "Missing ranks" not in cur["_header"]
+                else ""
+            )
+        )
+        add_error(
+            out,
+            error_row(
+                line,
+                ctx,
+                SOURCE,
+                ErrorKind.FR_FINDING,
+                msg,
+                rank=culprit_ranks[0] if culprit_ranks else None,
+                op=op,
+                seq=cur["seq"],
+                seq_kind=SeqKind.FR if cur["seq"] is not None else None,
+                pg=pg,
+                pg_desc=pg_desc,
+                related_ranks=related,
+                mismatch_kind=kind,
+                error_type=error_type,
+                culprit_ranks=culprit_ranks or None,
+                missing_ranks=missing or None,
+                expected_ranks=expected or None,
+                world_size=ws,
+                record_id=cur.get("record_id"),
+                collective_state=state,
+                input_sizes=parse_sizes(cur.get("input sizes")),
+                output_sizes=parse_sizes(cur.get("output sizes")),
+                total_input_numel=_kv_int(cur.get("total input numel")),
+                total_output_numel=_kv_int(cur.get("total output numel")),
+            ),
+        )
         for rank, text in culprits:
             self._culprit_event(line, ctx, out, cur, rank, text, op, pg, pg_desc, state)
 
     def _culprit_event(self, line, ctx, out, cur, rank, text, op, pg, pg_desc, state) -> None:
-        ev = {"rank": rank, "op": op, "seq": cur["seq"], "seq_kind": SeqKind.FR if cur["seq"] is not None else None,
-              "pg": pg, "pg_desc": pg_desc, "state": state}
+        ev = {
+            "rank": rank,
+            "op": op,
+            "seq": cur["seq"],
+            "seq_kind": SeqKind.FR if cur["seq"] is not None else None,
+            "pg": pg,
+            "pg_desc": pg_desc,
+            "state": state,
+        }
         dt = _DTYPES.search(text)
         if dt:
-            names = re.findall(r"'([^']+)'", dt.group(3))     # the culprit's input dtypes
+            names = re.findall(r"'([^']+)'", dt.group(3))  # the culprit's input dtypes
             if names:
                 ev["dtype"] = dtype_name(names[0])
                 out.events.append(event_row(line, ctx, SOURCE, **ev))

@@ -30,14 +30,25 @@ A message cut into pieces *without* a file-wide width (a paste of one DETAIL mes
 own width) is the c10d reader's to join; its "this piece stopped at a fixed-width cut" test is
 :func:`cut_at`.
 """
+
 from __future__ import annotations
 
 import re
 
 import numpy as np
 
-__all__ = ["WRAP_SAMPLE", "MIN_WIDTH", "detect_width", "at_width", "at_width_b", "joins_b", "logical_start",
-           "line_hits", "safe_end", "cut_at"]
+__all__ = [
+    "WRAP_SAMPLE",
+    "MIN_WIDTH",
+    "detect_width",
+    "at_width",
+    "at_width_b",
+    "joins_b",
+    "logical_start",
+    "line_hits",
+    "safe_end",
+    "cut_at",
+]
 
 #: bytes from the start of a file that decide its wrap width (the same for any chunk size)
 WRAP_SAMPLE = 1 << 20
@@ -69,10 +80,10 @@ def detect_width(sample: bytes) -> int | None:
     starts[1:] = nl[:-1] + 1
     cr = (nl > starts) & (a[nl - 1] == 13)
     lens = nl - starts - cr
-    if (a >= 0x80).any():                 # UTF-8 continuation bytes take no column
+    if (a >= 0x80).any():  # UTF-8 continuation bytes take no column
         cont = np.concatenate(([0], np.cumsum((a & 0xC0) == 0x80, dtype=np.int32)))
         lens = lens - (cont[nl] - cont[starts])
-    counts = np.bincount(np.minimum(lens, MAX_WIDTH + 1))      # longer lines: one bin past the widest wrap
+    counts = np.bincount(np.minimum(lens, MAX_WIDTH + 1))  # longer lines: one bin past the widest wrap
     if counts.size <= MIN_WIDTH:
         return None
     longer = 0
@@ -93,8 +104,9 @@ def detect_width(sample: bytes) -> int | None:
 _BOX_ENDS = tuple(c.encode() for c in "│┃║╮╯┓┛╗╝┐┘┤")
 
 
-def _pieces_look_cut(sample: bytes, starts: np.ndarray, ends: np.ndarray, lens: np.ndarray, w: int,
-                     counts: np.ndarray) -> bool:
+def _pieces_look_cut(
+    sample: bytes, starts: np.ndarray, ends: np.ndarray, lens: np.ndarray, w: int, counts: np.ndarray
+) -> bool:
     """Are the lines of length ``w`` pieces of wrapped lines, not lines that happen to be that long?
 
     Lines drawn to a width (a Rich box's rows end in a box-drawing character) are no pieces. In a
@@ -106,7 +118,7 @@ def _pieces_look_cut(sample: bytes, starts: np.ndarray, ends: np.ndarray, lens: 
     :func:`joins_b` takes for their tail.
     """
     s, e = starts.tolist(), ends.tolist()
-    line = lambda i: sample[s[i]:e[i]] if i < len(s) else b""      # noqa: E731
+    line = lambda i: sample[s[i] : e[i]] if i < len(s) else b""  # noqa: E731
     idx = [i for i in np.flatnonzero(lens == w)[:200].tolist() if not line(i).endswith(_BOX_ENDS)]
     wide = set(idx)
     tails = sum(1 for i in idx if i + 1 < len(s) and joins_b(line(i), line(i + 1), w))
@@ -115,11 +127,11 @@ def _pieces_look_cut(sample: bytes, starts: np.ndarray, ends: np.ndarray, lens: 
     heads = [i for i in idx if not (i - 1 in wide and joins_b(line(i - 1), line(i), w))]
     if 10 * sum(1 for i in heads if _prefixed(line(i))) >= 9 * len(heads):
         return True
-    below = counts[max(MIN_WIDTH, w - 10):w]
+    below = counts[max(MIN_WIDTH, w - 10) : w]
     if counts[w] < 3 or (below.size and int(counts[w]) < 2 * int(below.max())):
-        return False                      # too few, or no spike at the width: a word wrap, a fixed format
+        return False  # too few, or no spike at the width: a word wrap, a fixed format
     if 2 * len({(line(i), line(i + 1)) for i in heads}) < len(heads):
-        return False                      # the same line (and the same line after it) again and again
+        return False  # the same line (and the same line after it) again and again
     return 2 * tails >= len(idx)
 
 
@@ -149,9 +161,9 @@ def joins_b(prev: bytes, line: bytes, w: int) -> bool:
         return False
     line, k = _outer(line)
     if k:
-        return False                       # the line has a collector wrapper of its own
+        return False  # the line has a collector wrapper of its own
     if _outer(prev)[1]:
-        return True                        # prev has one, the line none
+        return True  # prev has one, the line none
     return not _tag(line)
 
 
@@ -200,7 +212,7 @@ def logical_start(buf: bytes, start: int, w: int, max_pieces: int = 8, stop: int
         nxt_end = buf.find(b"\n", end + 1, n)
         if nxt_end < 0:
             nxt_end = n
-        nxt = buf[end + 1:nxt_end].rstrip(b"\r")
+        nxt = buf[end + 1 : nxt_end].rstrip(b"\r")
         if not joins_b(last, nxt, w):
             break
         parts.append(nxt)
@@ -222,12 +234,12 @@ def _join_points(buf: bytes, w: int, end: int | None = None) -> list[int]:
     ends = nl - cr
     lens = ends - starts
     cand = (lens == w) | ((lens == w - 1) & (a[np.maximum(ends - 1, 0)] == 32))
-    cand |= (lens > w) & (lens <= 4 * w)          # non-ASCII lines: checked in joins_b
+    cand |= (lens > w) & (lens <= 4 * w)  # non-ASCII lines: checked in joins_b
     out: list[int] = []
     s, e = starts.tolist(), ends.tolist()
     nls, crs = nl.tolist(), cr.tolist()
     for i in np.flatnonzero(cand[:-1]).tolist():
-        if joins_b(buf[s[i]:e[i]], buf[s[i + 1]:e[i + 1]], w):
+        if joins_b(buf[s[i] : e[i]], buf[s[i + 1] : e[i + 1]], w):
             if crs[i]:
                 out.append(nls[i] - 1)
             out.append(nls[i])
@@ -259,13 +271,13 @@ def safe_end(buf: bytes, w: int, end: int | None = None) -> int:
     last logical line when that line ends at the width (its tail may be in the next bytes), else its end."""
     n = len(buf) if end is None else end
     s = buf.rfind(b"\n", 0, n - 1) + 1
-    if not at_width_b(buf[s:n - 1].rstrip(b"\r"), w):
+    if not at_width_b(buf[s : n - 1].rstrip(b"\r"), w):
         return n
-    for _ in range(MAX_PIECES):        # walk back to the head of the logical line
+    for _ in range(MAX_PIECES):  # walk back to the head of the logical line
         if s == 0:
             return 0
         p = buf.rfind(b"\n", 0, s - 1) + 1
-        if not joins_b(buf[p:s - 1], buf[s:buf.find(b"\n", s, n)], w):
+        if not joins_b(buf[p : s - 1], buf[s : buf.find(b"\n", s, n)], w):
             return s
         s = p
     return s

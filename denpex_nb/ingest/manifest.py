@@ -6,6 +6,7 @@ rank, exit code and signal, and when it ended. This reader turns that into ``ran
 ``errors`` row (kind ``signal`` or ``exit``) per rank that ended badly. It deliberately ignores
 ``expected`` (what the scenario planted): diagnosis must find that from the evidence.
 """
+
 from __future__ import annotations
 
 import json
@@ -37,8 +38,16 @@ class ReproManifestReader(FileReader):
             if not isinstance(r, dict) or r.get("rank") is None:
                 continue
             rank, code, sig = r["rank"], r.get("exit_code"), r.get("signal")
-            out.ranks.append({"rank": rank, "pid": r.get("pid"), "local_rank": r.get("local_rank"),
-                              "exit_code": code, "signal": sig, "host": host})
+            out.ranks.append(
+                {
+                    "rank": rank,
+                    "pid": r.get("pid"),
+                    "local_rank": r.get("local_rank"),
+                    "exit_code": code,
+                    "signal": sig,
+                    "host": host,
+                }
+            )
             if code in (0, None) and not sig:
                 continue
             t = None
@@ -46,9 +55,18 @@ class ReproManifestReader(FileReader):
                 t = started + timedelta(seconds=float(r["ended_after_s"]))
             killed = " (killed by the launcher)" if r.get("killed_by_launcher") else ""
             what = f"signal {sig}" if sig else f"exit code {code}"
-            out.errors.append({"rank": rank, "t_wall": t, "kind": "signal" if sig else ErrorKind.EXIT,
-                               "message": f"rank {rank} ended with {what}{killed}", "exit_code": code,
-                               "signal": sig, "source": self.name, "file": ctx.file})
+            out.errors.append(
+                {
+                    "rank": rank,
+                    "t_wall": t,
+                    "kind": "signal" if sig else ErrorKind.EXIT,
+                    "message": f"rank {rank} ended with {what}{killed}",
+                    "exit_code": code,
+                    "signal": sig,
+                    "source": self.name,
+                    "file": ctx.file,
+                }
+            )
         return 0
 
 

@@ -41,6 +41,7 @@ locations, newline-joined), ``last_warn`` (the process's last WARN text before t
 ``nccl_version``, ``ras_status``; ranks ``bus_id``, ``world_size``,
 ``comm_id``. Numbers past the column's range become missing values.
 """
+
 from __future__ import annotations
 
 import re
@@ -81,11 +82,13 @@ def line_device(text: str) -> str | None:
     return f"cuda:{m.group(1)}" if m else None
 
 
-_WARN_RANKS = re.compile(r"\brank (\d+)")     # "Duplicate GPU detected : rank 1 and rank 0", "around rank 3"
+_WARN_RANKS = re.compile(r"\brank (\d+)")  # "Duplicate GPU detected : rank 1 and rank 0", "around rank 3"
 _REDOPS = {0: "sum", 1: "prod", 2: "max", 3: "min", 4: "avg"}
 _DIST_ERR = re.compile(r"NCCL error in: (?P<where>\S+?), (?P<what>.*?)(?:, NCCL version (?P<ver>[\w.+-]+))?$")
-_ENUM = re.compile(r"^(?:[\w.]+(?:Error|Exception)\w*: )*(nccl(?:UnhandledCudaError|SystemError|InternalError|InvalidArgument"
-                   r"|InvalidUsage|RemoteError|InProgress))\b:? ?(.*)")
+_ENUM = re.compile(
+    r"^(?:[\w.]+(?:Error|Exception)\w*: )*(nccl(?:UnhandledCudaError|SystemError|InternalError|InvalidArgument"
+    r"|InvalidUsage|RemoteError|InProgress))\b:? ?(.*)"
+)
 #: ncclResult_t: the code an NCCL trace line ("init.cc:903 -> 5") returns, its name and ncclGetErrorString
 NCCL_RESULTS = {
     1: ("ncclUnhandledCudaError", "unhandled cuda error"),
@@ -105,8 +108,10 @@ _LAST_ERROR = re.compile(r"^Last error:\s*(.*)$")
 _RAS_HDR = re.compile(r"^#(?P<g>\d+)-(?P<c>\d+) \((?P<hash>[0-9a-fA-F]+)\) (?P<status>[A-Z_]+(?: [A-Z_]+)*)\s*$")
 _RAS_OPS = re.compile(r"Communicator ranks have different (\w+) operation counts")
 _RAS_RANK = re.compile(r"Rank (\d+) -- GPU (\d+) managed by process (\d+) on node (\S+)")
-_RAS_BODY = re.compile(r"ranks have (?:launched up to operation|not launched)|operation counts|managed by process"
-                       r"|^\s*(?:Group|#)\s+(?:Comms|in group)")
+_RAS_BODY = re.compile(
+    r"ranks have (?:launched up to operation|not launched)|operation counts|managed by process"
+    r"|^\s*(?:Group|#)\s+(?:Comms|in group)"
+)
 
 #: NCCL COLL op names -> what count means: per-rank input ("in") or output ("out") elements
 _GATHERS = {"all_gather", "gather"}
@@ -118,19 +123,19 @@ def _what(text: str | None) -> str:
     text = (text or "").strip()
     for suffix in (" (run with", " - please report"):
         if suffix in text:
-            text = text[:text.index(suffix)]
+            text = text[: text.index(suffix)]
     return text.strip()
 
 
 def _hexint(s: str) -> int | None:
     """``opCount 1a`` -> 26; past Int64 -> None (a missing value, not an error)."""
-    if len(s) > 16:                   # more hex digits cannot fit Int64 (and int() of many is slow)
+    if len(s) > 16:  # more hex digits cannot fit Int64 (and int() of many is slow)
         return None
     try:
         v = int(s, 16)
     except ValueError:
         return None
-    return v if v < 2 ** 63 else None
+    return v if v < 2**63 else None
 
 
 def _num(s: str | None, bits: int = 63) -> int | None:
@@ -165,9 +170,24 @@ def pid_rank_map(lines: Iterable[str]) -> dict[int, int]:
 
 class NcclReader(TextReader):
     name = SOURCE
-    needles = (b" NCCL INFO ", b" NCCL WARN ", b" NCCL CALL ", b"NCCL error", b"Last error:", b"ncclUnhandled",
-               b"ncclSystemError", b"ncclInternalError", b"ncclInvalid", b"ncclRemoteError",
-               b") MISMATCH", b") INCOMPLETE", b") TIMEOUT", b") DEAD", b"operation counts", b"managed by process")
+    needles = (
+        b" NCCL INFO ",
+        b" NCCL WARN ",
+        b" NCCL CALL ",
+        b"NCCL error",
+        b"Last error:",
+        b"ncclUnhandled",
+        b"ncclSystemError",
+        b"ncclInternalError",
+        b"ncclInvalid",
+        b"ncclRemoteError",
+        b") MISMATCH",
+        b") INCOMPLETE",
+        b") TIMEOUT",
+        b") DEAD",
+        b"operation counts",
+        b"managed by process",
+    )
 
     def parse(self, block: list[Line], ctx: FileContext, out: Output) -> None:
         # No blanket try/except here: the loader catches a reader's exception, keeps the block's
@@ -177,12 +197,14 @@ class NcclReader(TextReader):
         # on this file's Output, so a COLL line resolves against Init lines seen earlier in the
         # same file (or the same byte range, should the loader split files).
         fs = out.__dict__.setdefault("_nccl_file_state", {"comms": {}, "pid_rank": {}, "world": 0, "position": {}})
-        comms: dict[tuple, dict] = fs["comms"]     # (host, pid, comm pointer) -> init info
-        block_world = max((i32(m.group("nranks")) or 0 for ln in block if "Init" in ln.text
-                           for m in [_INIT.search(ln.text)] if m), default=0)
+        comms: dict[tuple, dict] = fs["comms"]  # (host, pid, comm pointer) -> init info
+        block_world = max(
+            (i32(m.group("nranks")) or 0 for ln in block if "Init" in ln.text for m in [_INIT.search(ln.text)] if m),
+            default=0,
+        )
         fs["world"] = max(fs["world"], block_world)
         world = fs["world"] or None
-        pid_rank: dict[tuple, int] = fs["pid_rank"]    # (host, pid) -> global rank (world Init line)
+        pid_rank: dict[tuple, int] = fs["pid_rank"]  # (host, pid) -> global rank (world Init line)
         st = {"dist": None, "ras": None, "position": fs["position"], "traces": {}, "warns": fs.setdefault("warns", {})}
         for line in block:
             if self._line(line, ctx, out, comms, pid_rank, world, st):
@@ -197,28 +219,38 @@ class NcclReader(TextReader):
 
     def _line(self, line, ctx, out, comms, pid_rank, world, st) -> bool:
         text = line.text
-        p = (PREFIX.match(text) or PREFIX.search(text)) if " NCCL " in text else None   # usually at the start
+        p = (PREFIX.match(text) or PREFIX.search(text)) if " NCCL " in text else None  # usually at the start
         if p is None:
             return self._pytorch(line, text, ctx, out, st)
         st["dist"] = None
         pid = _num(p.group("pid"))
         host = p.group("host")
         proc = (host, pid)
-        level, msg = p.group("lvl"), text[p.end():]
+        level, msg = p.group("lvl"), text[p.end() :]
         if level == "WARN":
             st["traces"].pop(proc, None)
             st["warns"][proc] = msg.strip()
             named = tuple(sorted({r for r in map(lambda x: _num(x, 31), _WARN_RANKS.findall(msg)) if r is not None}))
-            row = error_row(line, ctx, SOURCE, ErrorKind.NCCL_WARN, msg.strip(), rank=self._rank(line, proc, pid_rank),
-                            host=host, pid=pid, device=p.group("dev"), origin=p.group("src"),
-                            related_ranks=named or None)
+            row = error_row(
+                line,
+                ctx,
+                SOURCE,
+                ErrorKind.NCCL_WARN,
+                msg.strip(),
+                rank=self._rank(line, proc, pid_rank),
+                host=host,
+                pid=pid,
+                device=p.group("dev"),
+                origin=p.group("src"),
+                related_ranks=named or None,
+            )
             add_error(out, row)
             return True
         m = _TRACE.match(msg) if " -> " in msg else None
         if m:
             self._trace(line, ctx, out, m, proc, p, pid_rank, st)
             return True
-        st["traces"].pop(proc, None)        # any other line of the process ends its burst
+        st["traces"].pop(proc, None)  # any other line of the process ends its burst
         m = _INIT.search(msg)
         if m:
             info = {"rank": _num(m.group("rank"), 31), "nranks": _num(m.group("nranks"), 31), "dev": m.group("dev")}
@@ -229,21 +261,32 @@ class NcclReader(TextReader):
             if m.group("st") == "COMPLETE" and world is not None and info["nranks"] == world:
                 pid_rank[proc] = info["rank"]
                 bus = _BUSID.search(m.group("rest"))
-                out.ranks.append({"rank": line.rank if line.rank is not None else info["rank"], "host": p.group("host"),
-                                  "pid": pid, "device": f"cuda:{info['dev']}", "local_rank": line.local_rank,
-                                  "bus_id": bus.group(1) if bus else None, "world_size": info["nranks"],
-                                  "comm_id": info["comm_id"], "source": SOURCE, "file": ctx.file, "line": line.lineno})
+                out.ranks.append(
+                    {
+                        "rank": line.rank if line.rank is not None else info["rank"],
+                        "host": p.group("host"),
+                        "pid": pid,
+                        "device": f"cuda:{info['dev']}",
+                        "local_rank": line.local_rank,
+                        "bus_id": bus.group(1) if bus else None,
+                        "world_size": info["nranks"],
+                        "comm_id": info["comm_id"],
+                        "source": SOURCE,
+                        "file": ctx.file,
+                        "line": line.lineno,
+                    }
+                )
             return True
         m = _END.search(msg)
         if m:
             comms.pop((host, pid, m.group(1)), None)
-            st["position"].pop((host, pid, m.group(1)), None)     # a reused pointer is a new communicator
+            st["position"].pop((host, pid, m.group(1)), None)  # a reused pointer is a new communicator
             return True
         m = _COLL.search(msg)
         if m:
             self._coll(line, ctx, out, m, proc, comms, pid_rank, st["position"])
             return True
-        return level in ("INFO", "CALL", "TRACE")   # other INFO lines: recognised NCCL chatter, nothing to keep
+        return level in ("INFO", "CALL", "TRACE")  # other INFO lines: recognised NCCL chatter, nothing to keep
 
     def _trace(self, line, ctx, out, m, proc, p, pid_rank, st) -> None:
         """One ``file:line -> N`` line: the first of a process's burst gives its ``nccl_error`` row
@@ -256,10 +299,23 @@ class NcclReader(TextReader):
         name, meaning = NCCL_RESULTS.get(code, (f"ncclResult {code}", "unknown result code"))
         where = m.group("loc") + (f" [{m.group('thread')}]" if m.group("thread") else "")
         msg = f"NCCL call failed with {name} ({code}: {meaning}) at {where}"
-        row = error_row(line, ctx, SOURCE, ErrorKind.NCCL_ERROR, msg, rank=self._rank(line, proc, pid_rank), host=proc[0],
-                        pid=proc[1], device=p.group("dev"), origin=m.group("loc"), nccl_result=name, nccl_code=code,
-                        nccl_trace=m.group("loc"), last_warn=st["warns"].get(proc))
-        out.errors.append(row)     # no fold by message: two processes may fail alike
+        row = error_row(
+            line,
+            ctx,
+            SOURCE,
+            ErrorKind.NCCL_ERROR,
+            msg,
+            rank=self._rank(line, proc, pid_rank),
+            host=proc[0],
+            pid=proc[1],
+            device=p.group("dev"),
+            origin=m.group("loc"),
+            nccl_result=name,
+            nccl_code=code,
+            nccl_trace=m.group("loc"),
+            last_warn=st["warns"].get(proc),
+        )
+        out.errors.append(row)  # no fold by message: two processes may fail alike
         st["traces"][proc] = row
 
     def _coll(self, line, ctx, out, m, proc, comms, pid_rank, positions) -> None:
@@ -273,10 +329,15 @@ class NcclReader(TextReader):
         count = _num(m.group("count"))
         nranks = _num(m.group("nranks"), 31) if m.group("nranks") else (info["nranks"] if info else None)
         rank = self._rank(line, proc, pid_rank)
-        if rank is None and m.group("grank") is not None:       # RCCL names the global rank itself
+        if rank is None and m.group("grank") is not None:  # RCCL names the global rank itself
             rank = _num(m.group("grank"), 31)
-        if rank is None and info is not None and nranks is not None and info["nranks"] == nranks \
-                and pid_rank.get(proc) is None:
+        if (
+            rank is None
+            and info is not None
+            and nranks is not None
+            and info["nranks"] == nranks
+            and pid_rank.get(proc) is None
+        ):
             rank = info["rank"]
         numel_in = numel_out = count
         if count is not None and op in _GATHERS and nranks:
@@ -286,12 +347,28 @@ class NcclReader(TextReader):
         dt = _num(m.group("dt"))
         opcount = _hexint(m.group("oc"))
         row = event_row(
-            line, ctx, SOURCE, rank=rank, pg=(info["comm_id"] if info and info["comm_id"] else m.group("comm")),
-            seq=opcount, seq_kind=SeqKind.NCCL_OPCOUNT, op=op, numel_in=numel_in, numel_out=numel_out,
-            dtype=NCCL_DTYPES.get(dt, f"nccl_dtype_{dt}") if dt is not None else None, state=State.SCHEDULED,
-            world_size=nranks, root=_num(m.group("root"), 31), comm=m.group("comm"),
-            comm_rank=info["rank"] if info else None, redop=_REDOPS.get(_num(m.group("redop"))),
-            host=host, pid=pid, device=line_device(line.text), nccl_position=position, nccl_opcount=opcount,
+            line,
+            ctx,
+            SOURCE,
+            rank=rank,
+            pg=(info["comm_id"] if info and info["comm_id"] else m.group("comm")),
+            seq=opcount,
+            seq_kind=SeqKind.NCCL_OPCOUNT,
+            op=op,
+            numel_in=numel_in,
+            numel_out=numel_out,
+            dtype=NCCL_DTYPES.get(dt, f"nccl_dtype_{dt}") if dt is not None else None,
+            state=State.SCHEDULED,
+            world_size=nranks,
+            root=_num(m.group("root"), 31),
+            comm=m.group("comm"),
+            comm_rank=info["rank"] if info else None,
+            redop=_REDOPS.get(_num(m.group("redop"))),
+            host=host,
+            pid=pid,
+            device=line_device(line.text),
+            nccl_position=position,
+            nccl_opcount=opcount,
         )
         # two counters, two rows: opCount (a consistency check, may stay 0) and the position, which
         # is what alignment across ranks uses (docs/formats.md#nccl-coll); never one seq for both
@@ -303,15 +380,32 @@ class NcclReader(TextReader):
     def _pytorch(self, line: Line, text: str, ctx: FileContext, out: Output, st: dict) -> bool:
         m = _DIST_ERR.search(text) if "NCCL error in:" in text else None
         if m:
-            row = error_row(line, ctx, SOURCE, ErrorKind.NCCL_ERROR, text.strip(), nccl_version=m.group("ver"),
-                            nccl_result=_RESULT_BY_TEXT.get(_what(m.group("what"))), host=line.host, pid=line.pid)
+            row = error_row(
+                line,
+                ctx,
+                SOURCE,
+                ErrorKind.NCCL_ERROR,
+                text.strip(),
+                nccl_version=m.group("ver"),
+                nccl_result=_RESULT_BY_TEXT.get(_what(m.group("what"))),
+                host=line.host,
+                pid=line.pid,
+            )
             add_error(out, row)
             st["dist"] = row
             return True
         m = _PYNCCL.search(text) if "NCCL error: " in text and not text[:1].isspace() else None
         if m:
-            row = error_row(line, ctx, SOURCE, ErrorKind.NCCL_ERROR, text.strip(), nccl_result=_RESULT_BY_TEXT.get(_what(m.group("what"))),
-                            host=line.host, pid=line.pid)
+            row = error_row(
+                line,
+                ctx,
+                SOURCE,
+                ErrorKind.NCCL_ERROR,
+                text.strip(),
+                nccl_result=_RESULT_BY_TEXT.get(_what(m.group("what"))),
+                host=line.host,
+                pid=line.pid,
+            )
             add_error(out, row)
             st["dist"] = row
             return True
@@ -321,8 +415,16 @@ class NcclReader(TextReader):
                 st["dist"]["message"] += "\n" + text.strip()
                 st["dist"]["nccl_result"] = m.group(1)
             else:
-                row = error_row(line, ctx, SOURCE, ErrorKind.NCCL_ERROR, text.strip(), nccl_result=m.group(1),
-                                host=line.host, pid=line.pid)
+                row = error_row(
+                    line,
+                    ctx,
+                    SOURCE,
+                    ErrorKind.NCCL_ERROR,
+                    text.strip(),
+                    nccl_result=m.group(1),
+                    host=line.host,
+                    pid=line.pid,
+                )
                 add_error(out, row)
                 st["dist"] = row
             return True
@@ -338,13 +440,20 @@ class NcclReader(TextReader):
         return self._ras(line, text, ctx, out, st)
 
     def _ras(self, line: Line, text: str, ctx: FileContext, out: Output, st: dict) -> bool:
-        if st["ras"] is None and not ("#" in text or "operation" in text or "managed by" in text
-                                      or "Group" in text):
+        if st["ras"] is None and not ("#" in text or "operation" in text or "managed by" in text or "Group" in text):
             return False
         m = _RAS_HDR.match(text.strip())
         if m:
-            row = error_row(line, ctx, SOURCE, ErrorKind.NCCL_RAS, text.strip(), pg=f"0x{m.group('hash')}",
-                            related_ranks=(), ras_status=m.group("status"))
+            row = error_row(
+                line,
+                ctx,
+                SOURCE,
+                ErrorKind.NCCL_RAS,
+                text.strip(),
+                pg=f"0x{m.group('hash')}",
+                related_ranks=(),
+                ras_status=m.group("status"),
+            )
             add_error(out, row)
             st["ras"] = row
             return True
@@ -356,7 +465,9 @@ class NcclReader(TextReader):
             row["op"] = normalize_op(m.group(1))
         m = _RAS_RANK.search(text)
         if m:
-            row["related_ranks"] = tuple(sorted(set(row["related_ranks"]) | {r for r in [i32(m.group(1))] if r is not None}))
+            row["related_ranks"] = tuple(
+                sorted(set(row["related_ranks"]) | {r for r in [i32(m.group(1))] if r is not None})
+            )
         if _RAS_BODY.search(text) or m or text[:1].isspace():
             row["message"] += "\n" + text.strip()
             return True

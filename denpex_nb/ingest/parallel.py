@@ -17,6 +17,7 @@ copy while the client keeps one. A scheduler that cannot be reached, a cluster t
 stays without workers for ``DENPEX_DASK_TIMEOUT`` seconds (default 10), and a worker that keeps
 dying on a file are one-line :class:`~denpex_nb.errors.DenpexError` s naming the fix, never a hang.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -63,8 +64,14 @@ def _context():
     return mp.get_context("fork") if "fork" in methods else mp.get_context()
 
 
-def run_all(specs: list[FileSpec], options: dict, jobs, on_bytes: Callable[[int], None] | None = None,
-            on_file: Callable[[FileSpec], None] | None = None, dask_client=None) -> list[FileResult]:
+def run_all(
+    specs: list[FileSpec],
+    options: dict,
+    jobs,
+    on_bytes: Callable[[int], None] | None = None,
+    on_file: Callable[[FileSpec], None] | None = None,
+    dask_client=None,
+) -> list[FileResult]:
     """Parse every spec; results come back in input order. ``dask_client`` (a
     ``distributed.Client`` or a scheduler address) implies ``jobs="dask"``."""
     if dask_client is not None:
@@ -85,8 +92,9 @@ def run_all(specs: list[FileSpec], options: dict, jobs, on_bytes: Callable[[int]
     order = sorted(range(len(specs)), key=lambda i: -specs[i].size)
     results: list[FileResult | None] = [None] * len(specs)
     with ProcessPoolExecutor(max_workers=n, mp_context=_context()) as pool:
-        futures = {pool.submit(_parse_chunk, [specs[i] for i in chunk], options): chunk
-                   for chunk in _chunks(order, specs, n)}
+        futures = {
+            pool.submit(_parse_chunk, [specs[i] for i in chunk], options): chunk for chunk in _chunks(order, specs, n)
+        }
         try:
             for fut in as_completed(futures):
                 for i, result in zip(futures[fut], fut.result()):
@@ -151,8 +159,10 @@ def dask_timeout() -> float:
     return value if value > 0 else DEFAULT_DASK_TIMEOUT
 
 
-_DASK_FIX = ("check that the scheduler and its workers are up (dask scheduler / dask worker) and that {env} "
-             "or dask_client= name it, then load again; or load without jobs='dask'")
+_DASK_FIX = (
+    "check that the scheduler and its workers are up (dask scheduler / dask worker) and that {env} "
+    "or dask_client= name it, then load again; or load without jobs='dask'"
+)
 
 
 @contextlib.contextmanager
@@ -164,8 +174,10 @@ def dask_client(given=None, timeout: float | None = None):
     timeout = dask_timeout() if timeout is None else timeout
     if given is not None and not isinstance(given, str):
         if not hasattr(given, "submit"):
-            raise UsageError(f"dask_client={given!r} is neither a distributed.Client nor a scheduler address",
-                             fix="pass a distributed.Client or 'tcp://host:8786'")
+            raise UsageError(
+                f"dask_client={given!r} is neither a distributed.Client nor a scheduler address",
+                fix="pass a distributed.Client or 'tcp://host:8786'",
+            )
         yield given, _where(given)
         return
     address = given or os.environ.get(SCHEDULER_ENV, "").strip() or None
@@ -173,8 +185,9 @@ def dask_client(given=None, timeout: float | None = None):
         try:
             client = distributed.Client(address, timeout=timeout, set_as_default=False)
         except (OSError, TimeoutError, ValueError) as e:
-            raise DenpexError(f"cannot reach the Dask scheduler at {address}: {_one_line(e)}",
-                              fix=_DASK_FIX.format(env=SCHEDULER_ENV)) from None
+            raise DenpexError(
+                f"cannot reach the Dask scheduler at {address}: {_one_line(e)}", fix=_DASK_FIX.format(env=SCHEDULER_ENV)
+            ) from None
         try:
             yield client, address
         finally:
@@ -183,10 +196,11 @@ def dask_client(given=None, timeout: float | None = None):
     try:
         yield distributed.default_client(), None
         return
-    except ValueError:                 # no client in this process: a small temporary one
+    except ValueError:  # no client in this process: a small temporary one
         pass
-    cluster = distributed.LocalCluster(n_workers=1, threads_per_worker=max(1, min(4, os.cpu_count() or 1)),
-                                       processes=False, dashboard_address=":0")
+    cluster = distributed.LocalCluster(
+        n_workers=1, threads_per_worker=max(1, min(4, os.cpu_count() or 1)), processes=False, dashboard_address=":0"
+    )
     client = distributed.Client(cluster, set_as_default=False)
     try:
         yield client, None
@@ -210,8 +224,9 @@ def _run_dask(specs: list[FileSpec], options: dict, on_bytes, on_file, given=Non
         tag = uuid.uuid4().hex[:12]
         pending = {}
         for k, chunk in enumerate(_chunks(there, specs, workers)):
-            fut = client.submit(_parse_chunk, [specs[i] for i in chunk], options, pure=False,
-                                key=f"denpex-parse-{tag}-{k}")
+            fut = client.submit(
+                _parse_chunk, [specs[i] for i in chunk], options, pure=False, key=f"denpex-parse-{tag}-{k}"
+            )
             pending[fut] = chunk
         try:
             for i in here:
@@ -220,7 +235,7 @@ def _run_dask(specs: list[FileSpec], options: dict, on_bytes, on_file, given=Non
                     on_file(specs[i])
             _gather(client, where, pending, specs, results, on_bytes, on_file, timeout, distributed)
         finally:
-            for fut in pending:        # what an error left behind
+            for fut in pending:  # what an error left behind
                 with contextlib.suppress(Exception):
                     fut.release()
             pending.clear()
@@ -234,7 +249,7 @@ _POLL = 0.05
 def _gather(client, where, pending: dict, specs, results, on_bytes, on_file, timeout: float, distributed) -> None:
     """Take results as they complete, release each future, watch the cluster meanwhile."""
     total = sum(len(chunk) for chunk in pending.values())
-    done = 0                           # files gathered
+    done = 0  # files gathered
     ac = distributed.as_completed(list(pending), loop=client.loop)
     trouble_since: float | None = None
     while not ac.is_empty():
@@ -246,8 +261,14 @@ def _gather(client, where, pending: dict, specs, results, on_bytes, on_file, tim
             else:
                 trouble_since = trouble_since or time.monotonic()
                 if problem == "closed" or time.monotonic() - trouble_since > timeout:
-                    raise _gone(where, done, total, f"the client is {client.status}" if problem == "closed"
-                                else f"{problem} (for {timeout:g} s, {TIMEOUT_ENV})")
+                    raise _gone(
+                        where,
+                        done,
+                        total,
+                        f"the client is {client.status}"
+                        if problem == "closed"
+                        else f"{problem} (for {timeout:g} s, {TIMEOUT_ENV})",
+                    )
             time.sleep(_POLL)
             continue
         for fut in batch:
@@ -294,19 +315,24 @@ def _task_error(e: BaseException, where, done: int, total: int, chunk: list[File
     names = {c.__name__ for c in type(e).__mro__}
     files = ", ".join(s.display for s in chunk[:3]) + (f" and {len(chunk) - 3} more" if len(chunk) > 3 else "")
     if "KilledWorker" in names:
-        return DenpexError(f"Dask workers died while parsing {files}: {_one_line(e)}",
-                           fix="give the workers more memory (a file needs up to its line and decompression caps), "
-                               "lower the caps (max_decompressed=, line_cap=), or load those files without jobs='dask'")
-    if names & {"CancelledError", "FutureCancelledError", "CommClosedError", "TimeoutError", "OSError"} \
-            or isinstance(e, (OSError, TimeoutError)):
+        return DenpexError(
+            f"Dask workers died while parsing {files}: {_one_line(e)}",
+            fix="give the workers more memory (a file needs up to its line and decompression caps), "
+            "lower the caps (max_decompressed=, line_cap=), or load those files without jobs='dask'",
+        )
+    if names & {"CancelledError", "FutureCancelledError", "CommClosedError", "TimeoutError", "OSError"} or isinstance(
+        e, (OSError, TimeoutError)
+    ):
         return _gone(where, done, total, _one_line(e))
     return e
 
 
 def _gone(where, done: int, total: int, why: str) -> DenpexError:
     at = f" at {where}" if where else ""
-    return DenpexError(f"the Dask cluster{at} went away mid-load ({done} of {total} files parsed): {why}",
-                       fix=_DASK_FIX.format(env=SCHEDULER_ENV))
+    return DenpexError(
+        f"the Dask cluster{at} went away mid-load ({done} of {total} files parsed): {why}",
+        fix=_DASK_FIX.format(env=SCHEDULER_ENV),
+    )
 
 
 def _where(client) -> str | None:

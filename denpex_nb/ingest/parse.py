@@ -16,6 +16,7 @@ line at ``line_cap`` bytes (:mod:`.scan`). A read that breaks off arrives as
 A reader that raises is contained by the scanner (its lines stay unparsed, one note per file);
 with ``strict`` its exception propagates from here unchanged.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -38,13 +39,13 @@ class FileResult:
 
     file: str
     format: str
-    frames: dict[str, list]           # frame name -> column batches (see assemble.build_frame)
+    frames: dict[str, list]  # frame name -> column batches (see assemble.build_frame)
     source: dict[str, Any]
     rank_info: dict[int, dict] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
-    error: str | None = None          # a load problem (the file may still have yielded rows)
-    fatal: bool = False               # nothing usable came out of this file
-    unsafe: bool = False              # a pickle that tried to call something
+    error: str | None = None  # a load problem (the file may still have yielded rows)
+    fatal: bool = False  # nothing usable came out of this file
+    unsafe: bool = False  # a pickle that tried to call something
     pid_hint: int | None = None
     run_root: str = ""
     #: a text reader (or the prefix stripper) raised: one line naming reader, file:line, exception
@@ -60,14 +61,14 @@ class Outcome:
     sink: UnparsedSink
     n_lines: int = 0
     bytes_read: int = 0
-    error: str | None = None          # what stopped the read, or a reader's refusal
+    error: str | None = None  # what stopped the read, or a reader's refusal
     fatal: bool = False
     unsafe: bool = False
     rank_info: dict = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     reader_failure: str | None = None
-    overlong: dict | None = None      # an ``unparsed`` batch for lines cut at the line cap
-    failed: str | None = None         # nothing could be read: the one-line reason
+    overlong: dict | None = None  # an ``unparsed`` batch for lines cut at the line cap
+    failed: str | None = None  # nothing could be read: the one-line reason
 
 
 def all_text_readers() -> list[TextReader]:
@@ -133,11 +134,18 @@ def _frames_from(out: Output, ctx: FileContext, sink: UnparsedSink | None, file:
 
 
 def _load_error_row(spec: FileSpec, message: str) -> dict:
-    return {"rank": spec.rank_hint, "kind": ErrorKind.LOAD_ERROR, "message": f"{spec.display}: {message}",
-            "source": "load", "file": spec.display}
+    return {
+        "rank": spec.rank_hint,
+        "kind": ErrorKind.LOAD_ERROR,
+        "message": f"{spec.display}: {message}",
+        "source": "load",
+        "file": spec.display,
+    }
 
 
-def parse_file(spec: FileSpec, options: dict | None = None, on_bytes: Callable[[int], None] | None = None) -> FileResult:
+def parse_file(
+    spec: FileSpec, options: dict | None = None, on_bytes: Callable[[int], None] | None = None
+) -> FileResult:
     """Parse one file. Never raises for bad content: problems go to ``FileResult.error``.
 
     A text reader that raises loses only what it added for that block (its lines stay unparsed)
@@ -145,9 +153,13 @@ def parse_file(spec: FileSpec, options: dict | None = None, on_bytes: Callable[[
     ``options["strict"]`` (or ``DENPEX_STRICT=1``) the exception propagates instead.
     """
     options = dict(options or {})
-    ctx = FileContext(file=spec.display, rank_hint=spec.rank_hint, local_rank_hint=spec.local_rank_hint,
-                      year=options.get("year") or spec.year,
-                      options=dict(options, mtime=spec.mtime) if spec.mtime and not options.get("year") else options)
+    ctx = FileContext(
+        file=spec.display,
+        rank_hint=spec.rank_hint,
+        local_rank_hint=spec.local_rank_hint,
+        year=options.get("year") or spec.year,
+        options=dict(options, mtime=spec.mtime) if spec.mtime and not options.get("year") else options,
+    )
     try:
         limits = resolve_limits(options)
     except ValueError as e:
@@ -181,8 +193,17 @@ def parse_file(spec: FileSpec, options: dict | None = None, on_bytes: Callable[[
     return _result(spec, ctx, outcome)
 
 
-def _parse_structured(reader: FileReader, stream, head: bytes, stopped: ReadStopped | None, ctx: FileContext,
-                      sink: UnparsedSink, limits: dict, spec: FileSpec, on_bytes) -> Outcome:
+def _parse_structured(
+    reader: FileReader,
+    stream,
+    head: bytes,
+    stopped: ReadStopped | None,
+    ctx: FileContext,
+    sink: UnparsedSink,
+    limits: dict,
+    spec: FileSpec,
+    on_bytes,
+) -> Outcome:
     """A dump or a structured file: read whole up to ``max_structured`` (a line-oriented one past
     the cap keeps its whole lines and counts the rest), then handed to ``reader.read``."""
     o = Outcome(format=reader.name, out=Output(), sink=sink)
@@ -199,16 +220,23 @@ def _parse_structured(reader: FileReader, stream, head: bytes, stopped: ReadStop
     skipped_lines = 0
     if len(data) > cap:
         if not reader.line_oriented:
-            o.failed = (f"larger than the cap for files read whole ({human(cap)}): not read (raise it: "
-                        f"load(max_structured=...) or DENPEX_MAX_STRUCTURED)")
+            o.failed = (
+                f"larger than the cap for files read whole ({human(cap)}): not read (raise it: "
+                f"load(max_structured=...) or DENPEX_MAX_STRUCTURED)"
+            )
             o.bytes_read = len(data)
             return o
         cut = data.rfind(b"\n", 0, cap) + 1
         skipped_lines, more_error = _count_lines(data[cut:], stream)
         data = data[:cut]
-        o.error = o.error or more_error or (
-            f"stopped at the cap for files read whole ({human(cap)}): the {skipped_lines} line(s) after "
-            f"it are counted, not read (raise it: load(max_structured=...) or DENPEX_MAX_STRUCTURED)")
+        o.error = (
+            o.error
+            or more_error
+            or (
+                f"stopped at the cap for files read whole ({human(cap)}): the {skipped_lines} line(s) after "
+                f"it are counted, not read (raise it: load(max_structured=...) or DENPEX_MAX_STRUCTURED)"
+            )
+        )
     o.bytes_read = len(data)
     if on_bytes:
         on_bytes(spec.size or len(data))
@@ -228,8 +256,17 @@ def _parse_structured(reader: FileReader, stream, head: bytes, stopped: ReadStop
     return o
 
 
-def _parse_text(forced: list[TextReader] | None, stream, head: bytes, stopped: ReadStopped | None,
-                ctx: FileContext, sink: UnparsedSink, limits: dict, options: dict, on_bytes) -> Outcome:
+def _parse_text(
+    forced: list[TextReader] | None,
+    stream,
+    head: bytes,
+    stopped: ReadStopped | None,
+    ctx: FileContext,
+    sink: UnparsedSink,
+    limits: dict,
+    options: dict,
+    on_bytes,
+) -> Outcome:
     """A log: candidate lines found by the scanner and handed to the text readers; the rest counted
     (or kept) as unparsed."""
     o = Outcome(format="text", out=Output(), sink=sink)
@@ -246,9 +283,18 @@ def _parse_text(forced: list[TextReader] | None, stream, head: bytes, stopped: R
 
     if on_bytes:
         on_bytes(len(head))
-    sc = scan_text(_Empty() if stopped is not None else stream, readers, ctx, o.out, sink, head=head,
-                   matcher=NeedleMatcher.for_readers(readers), on_bytes=count,
-                   chunk_size=int(options.get("chunk_size", 16 << 20)), line_cap=limits["line_cap"])
+    sc = scan_text(
+        _Empty() if stopped is not None else stream,
+        readers,
+        ctx,
+        o.out,
+        sink,
+        head=head,
+        matcher=NeedleMatcher.for_readers(readers),
+        on_bytes=count,
+        chunk_size=int(options.get("chunk_size", 16 << 20)),
+        line_cap=limits["line_cap"],
+    )
     o.n_lines = sc.lines_total
     o.rank_info = sc.rank_info
     o.reader_failure = sc.failure_note()
@@ -268,13 +314,31 @@ def _result(spec: FileSpec, ctx: FileContext, o: Outcome) -> FileResult:
     if o.error:
         frames["errors"].append(rows_to_batch([_load_error_row(spec, o.error)]))
     n_unparsed = o.sink.count
-    n_lines = max(o.n_lines, n_unparsed)          # the identity holds even for a reader that under-counts
-    source = {"file": spec.display, "format": o.format, "rank_hint": spec.rank_hint,
-              "bytes": spec.size or o.bytes_read, "lines_total": n_lines, "lines_parsed": n_lines - n_unparsed,
-              "lines_unparsed": n_unparsed, "error": o.error}
-    return FileResult(file=spec.display, format=o.format, frames=frames, source=source, rank_info=o.rank_info,
-                      warnings=o.notes, error=o.error, fatal=o.fatal, unsafe=o.unsafe, pid_hint=spec.pid_hint,
-                      run_root=spec.run_root, reader_failure=o.reader_failure)
+    n_lines = max(o.n_lines, n_unparsed)  # the identity holds even for a reader that under-counts
+    source = {
+        "file": spec.display,
+        "format": o.format,
+        "rank_hint": spec.rank_hint,
+        "bytes": spec.size or o.bytes_read,
+        "lines_total": n_lines,
+        "lines_parsed": n_lines - n_unparsed,
+        "lines_unparsed": n_unparsed,
+        "error": o.error,
+    }
+    return FileResult(
+        file=spec.display,
+        format=o.format,
+        frames=frames,
+        source=source,
+        rank_info=o.rank_info,
+        warnings=o.notes,
+        error=o.error,
+        fatal=o.fatal,
+        unsafe=o.unsafe,
+        pid_hint=spec.pid_hint,
+        run_root=spec.run_root,
+        reader_failure=o.reader_failure,
+    )
 
 
 def _close(stream) -> None:
@@ -352,7 +416,23 @@ def failed_result(spec: FileSpec, message: str, *, fmt: str = "unreadable", size
     """The result of a file nothing could be read from: a ``load_error`` row and a ``sources`` row."""
     frames: dict[str, list] = {name: [] for name in ("events", "ranks", "progress", "unparsed")}
     frames["errors"] = [rows_to_batch([_load_error_row(spec, message)])]
-    source = {"file": spec.display, "format": fmt, "rank_hint": spec.rank_hint, "bytes": spec.size or size,
-              "lines_total": 0, "lines_parsed": 0, "lines_unparsed": 0, "error": message}
-    return FileResult(file=spec.display, format=fmt, frames=frames, source=source, error=message, fatal=True,
-                      pid_hint=spec.pid_hint, run_root=spec.run_root)
+    source = {
+        "file": spec.display,
+        "format": fmt,
+        "rank_hint": spec.rank_hint,
+        "bytes": spec.size or size,
+        "lines_total": 0,
+        "lines_parsed": 0,
+        "lines_unparsed": 0,
+        "error": message,
+    }
+    return FileResult(
+        file=spec.display,
+        format=fmt,
+        frames=frames,
+        source=source,
+        error=message,
+        fatal=True,
+        pid_hint=spec.pid_hint,
+        run_root=spec.run_root,
+    )

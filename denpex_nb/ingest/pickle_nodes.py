@@ -31,20 +31,23 @@ declined: the unpickler path would refuse it too.
 Without numba installed :data:`AVAILABLE` is False and callers use the ordinary unpickler (the
 functions here would still run as plain Python, far too slowly to be worth it).
 """
+
 from __future__ import annotations
 
 import numpy as np
 
-try:                                    # numba is the optional "fast" extra
+try:  # numba is the optional "fast" extra
     from numba import njit
+
     AVAILABLE = True
-except ImportError:                     # pragma: no cover - exercised where numba is absent
+except ImportError:  # pragma: no cover - exercised where numba is absent
     AVAILABLE = False
 
     def njit(*args, **kwargs):
         if args and callable(args[0]):
             return args[0]
         return lambda f: f
+
 
 # node kinds
 K_NONE, K_BOOL, K_INT, K_BIGINT, K_FLOAT, K_STR, K_LIST, K_TUPLE, K_DICT = range(9)
@@ -101,8 +104,13 @@ def _utf8_ok(buf, i, end):
         if k > end - i - 1:
             return False
         b1 = buf[i + 1]
-        if b1 < 0x80 or b1 > 0xBF or (c == 0xE0 and b1 < 0xA0) or (c == 0xF0 and b1 < 0x90) or (
-                c == 0xF4 and b1 > 0x8F):
+        if (
+            b1 < 0x80
+            or b1 > 0xBF
+            or (c == 0xE0 and b1 < 0xA0)
+            or (c == 0xF0 and b1 < 0x90)
+            or (c == 0xF4 and b1 > 0x8F)
+        ):
             return False
         for j in range(2, k + 1):
             if buf[i + j] < 0x80 or buf[i + j] > 0xBF:
@@ -125,8 +133,9 @@ def _hashable(kind, val, node):
 
 
 @njit(cache=True, nogil=True)
-def _link(container, stack, lo, hi, size, first_edge, last_edge, edge_node, edge_next, ne, depth, esize, sealed,
-          max_expand):
+def _link(
+    container, stack, lo, hi, size, first_edge, last_edge, edge_node, edge_next, ne, depth, esize, sealed, max_expand
+):
     """Append ``stack[lo:hi]`` to ``container``'s children: (new edge count, status). Children are
     sealed (they may not change any more), so the container's depth and expanded size stay exact."""
     if hi <= lo:
@@ -162,15 +171,30 @@ def _link(container, stack, lo, hi, size, first_edge, last_edge, edge_node, edge
 
 
 @njit(cache=True, nogil=True)
-def _decode(buf, max_expand, kind, val, size, first_edge, last_edge, edge_node, edge_next, stack, marks, memo,
-            depth, esize, sealed):
+def _decode(
+    buf,
+    max_expand,
+    kind,
+    val,
+    size,
+    first_edge,
+    last_edge,
+    edge_node,
+    edge_next,
+    stack,
+    marks,
+    memo,
+    depth,
+    esize,
+    sealed,
+):
     n = buf.size
-    cap = kind.size                      # nodes, edges, stack, marks and memo all have this room
-    nn = 0       # nodes
-    ne = 0       # edges
-    sp = 0       # stack depth
-    mp = 0       # mark depth
-    memo_len = 0                         # memo[:memo_len] is filled: an index may only reach memo_len
+    cap = kind.size  # nodes, edges, stack, marks and memo all have this room
+    nn = 0  # nodes
+    ne = 0  # edges
+    sp = 0  # stack depth
+    mp = 0  # mark depth
+    memo_len = 0  # memo[:memo_len] is filled: an index may only reach memo_len
     pos = 0
     status = E_NO_STOP
     root = -1
@@ -181,7 +205,7 @@ def _decode(buf, max_expand, kind, val, size, first_edge, last_edge, edge_node, 
         pos += 1
         new_kind = -1
         new_val = np.int64(0)
-        if op == 0x68 or op == 0x6A:       # BINGET, LONG_BINGET
+        if op == 0x68 or op == 0x6A:  # BINGET, LONG_BINGET
             w = 1 if op == 0x68 else 4
             if w > n - pos:
                 status = E_TRUNCATED
@@ -196,7 +220,7 @@ def _decode(buf, max_expand, kind, val, size, first_edge, last_edge, edge_node, 
                 break
             stack[sp] = memo[idx]
             sp += 1
-        elif op == 0x71 or op == 0x72 or op == 0x94:   # BINPUT, LONG_BINPUT, MEMOIZE
+        elif op == 0x71 or op == 0x72 or op == 0x94:  # BINPUT, LONG_BINPUT, MEMOIZE
             if op == 0x94:
                 idx = np.int64(memo_len)
             else:
@@ -218,9 +242,9 @@ def _decode(buf, max_expand, kind, val, size, first_edge, last_edge, edge_node, 
             memo[idx] = stack[sp - 1]
             if idx == memo_len:
                 memo_len += 1
-        elif op == 0x5D:                     # EMPTY_LIST
+        elif op == 0x5D:  # EMPTY_LIST
             new_kind = K_LIST
-        elif op == 0x73 or op == 0x61:       # SETITEM, APPEND
+        elif op == 0x73 or op == 0x61:  # SETITEM, APPEND
             k = 2 if op == 0x73 else 1
             want = K_DICT if op == 0x73 else K_LIST
             if sp < k + 1 or kind[stack[sp - k - 1]] != want or (mp > 0 and marks[mp - 1] > sp - k - 1):
@@ -232,25 +256,39 @@ def _decode(buf, max_expand, kind, val, size, first_edge, last_edge, edge_node, 
             if op == 0x73 and not _hashable(kind, val, stack[sp - 2]):
                 status = E_UNHASHABLE
                 break
-            ne, st = _link(stack[sp - k - 1], stack, sp - k, sp, size, first_edge, last_edge, edge_node,
-                               edge_next, ne, depth, esize, sealed, max_expand)
+            ne, st = _link(
+                stack[sp - k - 1],
+                stack,
+                sp - k,
+                sp,
+                size,
+                first_edge,
+                last_edge,
+                edge_node,
+                edge_next,
+                ne,
+                depth,
+                esize,
+                sealed,
+                max_expand,
+            )
             if st != OK:
                 status = st
                 break
             sp -= k
-        elif op == 0x4D:                     # BININT2
+        elif op == 0x4D:  # BININT2
             if 2 > n - pos:
                 status = E_TRUNCATED
                 break
             new_kind, new_val = K_INT, _le(buf, pos, 2)
             pos += 2
-        elif op == 0x4B:                     # BININT1
+        elif op == 0x4B:  # BININT1
             if 1 > n - pos:
                 status = E_TRUNCATED
                 break
             new_kind, new_val = K_INT, np.int64(buf[pos])
             pos += 1
-        elif op == 0x8A:                     # LONG1: signed little-endian, length byte first
+        elif op == 0x8A:  # LONG1: signed little-endian, length byte first
             if 1 > n - pos:
                 status = E_TRUNCATED
                 break
@@ -267,23 +305,23 @@ def _decode(buf, max_expand, kind, val, size, first_edge, last_edge, edge_node, 
                     v -= np.int64(1) << np.int64(8 * k)
                 new_kind, new_val = K_INT, v
             pos += k
-        elif op == 0x28:                     # MARK
+        elif op == 0x28:  # MARK
             if mp >= cap:
                 status = E_CAPACITY
                 break
             marks[mp] = sp
             mp += 1
-        elif op == 0x58 or op == 0x8C or op == 0x8D:   # BINUNICODE, SHORT_BINUNICODE, BINUNICODE8
+        elif op == 0x58 or op == 0x8C or op == 0x8D:  # BINUNICODE, SHORT_BINUNICODE, BINUNICODE8
             w = 4 if op == 0x58 else (1 if op == 0x8C else 8)
             if w > n - pos:
                 status = E_TRUNCATED
                 break
             length = _le(buf, pos, w)
             pos += w
-            if length < 0 or length > n - pos:       # compare with what is left: pos + length can overflow
+            if length < 0 or length > n - pos:  # compare with what is left: pos + length can overflow
                 status = E_TRUNCATED
                 break
-            if not _utf8_ok(buf, pos, pos + length):   # the unpickler refuses what is not UTF-8
+            if not _utf8_ok(buf, pos, pos + length):  # the unpickler refuses what is not UTF-8
                 status = E_UTF8
                 break
             if nn >= cap:
@@ -292,17 +330,21 @@ def _decode(buf, max_expand, kind, val, size, first_edge, last_edge, edge_node, 
             new_kind, new_val = K_STR, np.int64(pos)
             size[nn] = length
             pos += length
-        elif op == 0x7D:                     # EMPTY_DICT
+        elif op == 0x7D:  # EMPTY_DICT
             new_kind = K_DICT
-        elif op == 0x75 or op == 0x65:       # SETITEMS, APPENDS: items since the mark go to the container below it
+        elif op == 0x75 or op == 0x65:  # SETITEMS, APPENDS: items since the mark go to the container below it
             if mp == 0:
                 status = E_STACK
                 break
             mp -= 1
             m = marks[mp]
             want = K_DICT if op == 0x75 else K_LIST
-            if m < 1 or kind[stack[m - 1]] != want or (op == 0x75 and (sp - m) % 2 == 1) or (
-                    mp > 0 and marks[mp - 1] > m - 1):
+            if (
+                m < 1
+                or kind[stack[m - 1]] != want
+                or (op == 0x75 and (sp - m) % 2 == 1)
+                or (mp > 0 and marks[mp - 1] > m - 1)
+            ):
                 status = E_STACK
                 break
             if ne + (sp - m) > cap:
@@ -315,15 +357,29 @@ def _decode(buf, max_expand, kind, val, size, first_edge, last_edge, edge_node, 
                         break
                 if status == E_UNHASHABLE:
                     break
-            ne, st = _link(stack[m - 1], stack, m, sp, size, first_edge, last_edge, edge_node, edge_next, ne,
-                               depth, esize, sealed, max_expand)
+            ne, st = _link(
+                stack[m - 1],
+                stack,
+                m,
+                sp,
+                size,
+                first_edge,
+                last_edge,
+                edge_node,
+                edge_next,
+                ne,
+                depth,
+                esize,
+                sealed,
+                max_expand,
+            )
             if st != OK:
                 status = st
                 break
             sp = m
-        elif op == 0x88 or op == 0x89:       # NEWTRUE, NEWFALSE
+        elif op == 0x88 or op == 0x89:  # NEWTRUE, NEWFALSE
             new_kind, new_val = K_BOOL, np.int64(1 if op == 0x88 else 0)
-        elif op == 0x4A:                     # BININT (signed 32-bit)
+        elif op == 0x4A:  # BININT (signed 32-bit)
             if 4 > n - pos:
                 status = E_TRUNCATED
                 break
@@ -332,9 +388,9 @@ def _decode(buf, max_expand, kind, val, size, first_edge, last_edge, edge_node, 
                 v -= 4294967296
             new_kind, new_val = K_INT, v
             pos += 4
-        elif op == 0x4E:                     # NONE
+        elif op == 0x4E:  # NONE
             new_kind = K_NONE
-        elif op == 0x74 or op == 0x85 or op == 0x86 or op == 0x87:   # TUPLE, TUPLE1..3
+        elif op == 0x74 or op == 0x85 or op == 0x86 or op == 0x87:  # TUPLE, TUPLE1..3
             if op == 0x74:
                 if mp == 0:
                     status = E_STACK
@@ -351,7 +407,7 @@ def _decode(buf, max_expand, kind, val, size, first_edge, last_edge, edge_node, 
                 break
             t = nn
             kind[t] = K_TUPLE
-            val[t] = 0                       # 1: holds something unhashable (a tuple is hashed as a dict key)
+            val[t] = 0  # 1: holds something unhashable (a tuple is hashed as a dict key)
             for i in range(m, sp):
                 if not _hashable(kind, val, stack[i]):
                     val[t] = 1
@@ -360,31 +416,32 @@ def _decode(buf, max_expand, kind, val, size, first_edge, last_edge, edge_node, 
             esize[t] = 1
             sealed[t] = False
             nn += 1
-            ne, st = _link(t, stack, m, sp, size, first_edge, last_edge, edge_node, edge_next, ne,
-                               depth, esize, sealed, max_expand)
+            ne, st = _link(
+                t, stack, m, sp, size, first_edge, last_edge, edge_node, edge_next, ne, depth, esize, sealed, max_expand
+            )
             if st != OK:
                 status = st
                 break
             sp = m
             stack[sp] = t
             sp += 1
-        elif op == 0x29:                     # EMPTY_TUPLE
+        elif op == 0x29:  # EMPTY_TUPLE
             new_kind = K_TUPLE
-        elif op == 0x47:                     # BINFLOAT (value not needed by any caller)
+        elif op == 0x47:  # BINFLOAT (value not needed by any caller)
             if 8 > n - pos:
                 status = E_TRUNCATED
                 break
             new_kind = K_FLOAT
             pos += 8
-        elif op == 0x80:                     # PROTO
+        elif op == 0x80:  # PROTO
             if 1 > n - pos:
                 status = E_TRUNCATED
                 break
-            if buf[pos] > 5:                 # the unpickler refuses protocols it does not know
+            if buf[pos] > 5:  # the unpickler refuses protocols it does not know
                 status = E_OPCODE
                 break
             pos += 1
-        elif op == 0x95:                     # FRAME: its length must fit in what is left
+        elif op == 0x95:  # FRAME: its length must fit in what is left
             if 8 > n - pos:
                 status = E_TRUNCATED
                 break
@@ -393,7 +450,7 @@ def _decode(buf, max_expand, kind, val, size, first_edge, last_edge, edge_node, 
             if length < 0 or length > n - pos:
                 status = E_TRUNCATED
                 break
-        elif op == 0x2E:                     # STOP
+        elif op == 0x2E:  # STOP
             if sp != 1 or mp != 0:
                 status = E_STACK
             else:
@@ -418,7 +475,7 @@ def _decode(buf, max_expand, kind, val, size, first_edge, last_edge, edge_node, 
             sp += 1
             nn += 1
     if status != OK:
-        root = at                            # where it stopped, for the message
+        root = at  # where it stopped, for the message
     return status, root, nn, ne
 
 
@@ -444,7 +501,7 @@ class Nodes:
 
     def text(self, node: int) -> str:
         start = int(self.val[node])
-        return bytes(self.buf[start:start + int(self.size[node])]).decode("utf-8", "surrogatepass")
+        return bytes(self.buf[start : start + int(self.size[node])]).decode("utf-8", "surrogatepass")
 
     def items(self, node: int) -> list[tuple[int, int]]:
         """(key node, value node) pairs of a dict node."""
@@ -491,9 +548,21 @@ class Workspace:
     ~2x faster. A :class:`Nodes` decoded into a workspace is only valid until the workspace's
     next decode; :func:`decode` without one allocates fresh arrays and is always safe."""
 
-    _SPEC = (("kind", np.int8), ("val", np.int64), ("size", np.int32), ("first_edge", np.int32),
-             ("last_edge", np.int32), ("edge_node", np.int32), ("edge_next", np.int32), ("stack", np.int32),
-             ("marks", np.int32), ("memo", np.int32), ("depth", np.int8), ("esize", np.int64), ("sealed", np.bool_))
+    _SPEC = (
+        ("kind", np.int8),
+        ("val", np.int64),
+        ("size", np.int32),
+        ("first_edge", np.int32),
+        ("last_edge", np.int32),
+        ("edge_node", np.int32),
+        ("edge_next", np.int32),
+        ("stack", np.int32),
+        ("marks", np.int32),
+        ("memo", np.int32),
+        ("depth", np.int8),
+        ("esize", np.int64),
+        ("sealed", np.bool_),
+    )
 
     def __init__(self, capacity: int = 0):
         self.capacity = -1

@@ -53,6 +53,7 @@ Times: glog headers carry no year (``ctx.year``; falls back to the current year)
 (treated as UTC unless ``ctx.options["tz"]`` names a zone). With ``ctx.options["mtime"]`` (epoch
 seconds of the file) a December line in a file written in January gets the previous year.
 """
+
 from __future__ import annotations
 
 import re
@@ -105,7 +106,7 @@ def _line_number_kind(texts: list[str]) -> str | None:
         return None
     head = lines[0].lstrip()[:1]
     if not head.isdigit() and (head in "[(" or not _GREP_HN.match(lines[0])):
-        return None            # the common case: no line-number prefix can fit the first line
+        return None  # the common case: no line-number prefix can fit the first line
     ms = [_CAT_N.match(t) for t in lines]
     if all(ms):
         return "cat_n"
@@ -114,7 +115,7 @@ def _line_number_kind(texts: list[str]) -> str | None:
         return "gutter"
     ms = [_GREP_HN.match(t) for t in lines]
     if all(ms) and all(
-        not _NCCL_AFTER.match(t[m.end():]) and (_LOGFILE.search(m.group(1)) or t[m.end():].startswith("["))
+        not _NCCL_AFTER.match(t[m.end() :]) and (_LOGFILE.search(m.group(1)) or t[m.end() :].startswith("["))
         for m, t in zip(ms, lines)
     ):
         return "grep_hn"
@@ -123,7 +124,7 @@ def _line_number_kind(texts: list[str]) -> str | None:
         return "grep_n"
     ms = [_NUM_SPACE.match(t) for t in lines]
     if all(ms) and _rising([int(m.group(1)) for m in ms], True):
-        return "num_space"   # cat -n style numbers followed by ": "; srun labels never rise by one
+        return "num_space"  # cat -n style numbers followed by ": "; srun labels never rise by one
     return None
 
 
@@ -135,7 +136,7 @@ def _strip_line_number(text: str, kind: str | None) -> tuple[str, str | None]:
     m = rx.match(text)
     if not m:
         return text, None
-    return text[m.end():], (m.group(1) if kind == "grep_hn" else None)
+    return text[m.end() :], (m.group(1) if kind == "grep_hn" else None)
 
 
 # --- outer wrappers: what log collectors put in front of a whole line ---------------------------
@@ -176,8 +177,8 @@ class _Outer:
     """What the outer wrappers of one physical line said."""
 
     kinds: list[str] = field(default_factory=list)
-    file: str | None = None          # grep -H file name
-    rank: int | None = None          # from that file name or a rank-named compose service
+    file: str | None = None  # grep -H file name
+    rank: int | None = None  # from that file name or a rank-named compose service
     host: str | None = None
     pid: int | None = None
     t_wall: datetime | None = None
@@ -195,41 +196,41 @@ def _peel_outer(text: str, ctx: FileContext) -> tuple[str, _Outer]:
     m = _OUT_QUOTE.match(s) if s[:1] == ">" else None
     if m:
         o.kinds.append("quote")
-        s = s[m.end():]
+        s = s[m.end() :]
     m = _OUT_GREP.match(s)
-    if m and m.end() < len(s) and not _NCCL_AFTER.match(s[m.end():]):
+    if m and m.end() < len(s) and not _NCCL_AFTER.match(s[m.end() :]):
         o.file = m.group("f")
         o.rank = _rank_of_file(o.file)
         o.kinds.append("grep_h")
-        s = s[m.end():]
+        s = s[m.end() :]
     m = _OUT_COMPOSE.match(s)
     if m and re.search(r"[A-Za-z]", m.group("svc")):
         r = _RANK_LABEL.search(m.group("svc"))
         if r and o.rank is None:
             o.rank = _int32(r.group(1))
         o.kinds.append("compose")
-        s = s[m.end():]
+        s = s[m.end() :]
     m = _OUT_CUT_TIME.match(s) if s[:1].isdigit() else None
     if m:
         o.kinds.append("cut_time")
-        s = s[m.end():]
+        s = s[m.end() :]
     m = _OUT_ISO.match(s)
     if m:
         o.t_wall = _rfc3339(m)
         o.kinds.append("timestamp")
-        s = s[m.end():]
+        s = s[m.end() :]
         m = _OUT_SYSLOG_TAIL.match(s)
         if m:
             o.host, o.pid = m.group("host"), _int64(m.group("pid"))
             o.kinds.append("syslog")
-            s = s[m.end():]
+            s = s[m.end() :]
     else:
         m = _OUT_SYSLOG.match(s)
         if m:
             o.host, o.pid = m.group("host"), _int64(m.group("pid")) if m.group("pid") else None
             o.t_wall = _syslog_time(m, ctx)
             o.kinds.append("syslog")
-            s = s[m.end():]
+            s = s[m.end() :]
     if not o.kinds:
         return text, _NO_OUTER
     return s, o
@@ -237,17 +238,17 @@ def _peel_outer(text: str, ctx: FileContext) -> tuple[str, _Outer]:
 
 def _int32(text: str | None) -> int | None:
     """A rank: digits that fit Int32, else None (``[rank2147483648]:`` names no rank)."""
-    if text is None or len(text) > 30:        # more digits cannot fit, and past 4300 int() raises
+    if text is None or len(text) > 30:  # more digits cannot fit, and past 4300 int() raises
         return None
     v = int(text)
-    return v if v < 2 ** 31 else None
+    return v if v < 2**31 else None
 
 
 def _int64(text: str | None) -> int | None:
-    if text is None or len(text) > 30:        # more digits cannot fit, and past 4300 int() raises
+    if text is None or len(text) > 30:  # more digits cannot fit, and past 4300 int() raises
         return None
     v = int(text)
-    return v if v < 2 ** 63 else None
+    return v if v < 2**63 else None
 
 
 def _rfc3339(m: re.Match) -> datetime | None:
@@ -288,7 +289,7 @@ _HYDRA = re.compile(r"^\[(\d+)\] (?=\S)")
 _RAY = re.compile(
     r"^\((?P<name>[\w.:-]+)(?: (?:rank=(?P<rank>\d+)|[A-Za-z_]+\d+))* pid=(?P<pid>\d+)(?:, ip=(?P<ip>[^)\s]+))?\)\s?"
 )
-_RAY_REPEAT = re.compile(r"\[repeated (\d{1,18})x across cluster\]\s*$")   # spaces before it: rstrip
+_RAY_REPEAT = re.compile(r"\[repeated (\d{1,18})x across cluster\]\s*$")  # spaces before it: rstrip
 #: an SGR colour code whose escape byte was lost in a paste (`` [36m(RayWorker pid=1) [0m ...``): at
 #: the line start or after a space, with the space that stood for the escape byte
 _SGR_HINT = re.compile(r"\[\d{1,3}(?:;\d{1,3})*m")
@@ -324,10 +325,10 @@ _APP_RANK = re.compile(r"^\[(?:RANK|Rank|rank)[ :]?(\d+)\] ?(?=\[?\d{4}-\d\d-\d\
 _APP = re.compile(
     r"^\[?(?P<date>\d{4}-\d\d-\d\d)[ T](?P<hms>\d\d:\d\d:\d\d)(?:[,.](?P<frac>\d{1,9}))?(?:Z|[+-]\d\d:?\d\d)?\]?"
     r"(?:"
-    r" - (?P<n1>\S[^\n]{0,80}?) - (?P<l1>" + _LVL + r") - "              # logging: asctime - name - level -
-    r"| \[(?P<l2>" + _LVL + r")\] (?:\[(?P<w2>[^\]]*)\] |(?P<n2>[\w.<>-]+): )?"     # [LEVEL] [where] / name:
-    r"| \| (?P<l3>" + _LVL + r") *\| (?:(?P<w3>\S+) - )?"                # loguru
-    r"| (?P<l4>" + _LVL + r")(?: (?P<n4>[\w.<>-]+):)? "                  # asctime LEVEL name: msg
+    r" - (?P<n1>\S[^\n]{0,80}?) - (?P<l1>" + _LVL + r") - "  # logging: asctime - name - level -
+    r"| \[(?P<l2>" + _LVL + r")\] (?:\[(?P<w2>[^\]]*)\] |(?P<n2>[\w.<>-]+): )?"  # [LEVEL] [where] / name:
+    r"| \| (?P<l3>" + _LVL + r") *\| (?:(?P<w3>\S+) - )?"  # loguru
+    r"| (?P<l4>" + _LVL + r")(?: (?P<n4>[\w.<>-]+):)? "  # asctime LEVEL name: msg
     r")"
 )
 #: the bytes twin of ``[RANK N] `` + :data:`_APP` for the loader's continuation test (:func:`continues_b`)
@@ -345,7 +346,7 @@ _SG_TAG = re.compile(r"([A-Z][A-Z_]{1,9})(\d+)")
 # Rich's logging handler (accelerate, typer CLIs): an optional "[time]" column, the level left-justified
 # in 8 columns plus a space, the message, then the emitting "file.py:NN" right-aligned (>= 2 spaces)
 _RICH = re.compile(r"^ ?(?:\[[^\]]{4,40}\] ?)?(?P<lvl>DEBUG|INFO|WARNING|ERROR|CRITICAL)(?P<pad> +)(?=\S)")
-_RICH_FILE = re.compile(r"(?<! ) {2,}(?P<file>[\w.-]+\.py):(?P<line>\d+)\s*$")   # (?<! ): linear on spaces
+_RICH_FILE = re.compile(r"(?<! ) {2,}(?P<file>[\w.-]+\.py):(?P<line>\d+)\s*$")  # (?<! ): linear on spaces
 # Rich's traceback box: "╭─── Traceback (most recent call last) ───╮", "│ frame │", "╰───╯"
 _BOX_TOP = re.compile(r"^[╭┏]─*[─━] ?Traceback \(most recent call last\) ?[─━]*[╮┓]\s*$")
 _BOX_SIDE = re.compile(r"^[│┃](?P<inner>.*?)(?:[│┃]\s*)?$")
@@ -363,22 +364,43 @@ _SPLIT = re.compile(
 )
 #: literals one of which any split point contains: Python's re is slow on alternations, so
 #: lines without any of them skip the regex (most candidate lines)
-_SPLIT_HINTS = ("[rank", "Traceback (", "terminate called", "[E", "[W", "[I", "[F", "[V", ".py:", ".cc:",
-                ".cpp:", ".h:", " NCCL ")
+_SPLIT_HINTS = (
+    "[rank",
+    "Traceback (",
+    "terminate called",
+    "[E",
+    "[W",
+    "[I",
+    "[F",
+    "[V",
+    ".py:",
+    ".cc:",
+    ".cpp:",
+    ".h:",
+    " NCCL ",
+)
 
 
 def _has_split_hint(tail: str) -> bool:
     """``any(h in tail for h in _SPLIT_HINTS)``, unrolled (no generator per line)."""
-    if "[" in tail and ("[rank" in tail or "[E" in tail or "[W" in tail or "[I" in tail or "[F" in tail
-                        or "[V" in tail):
+    if "[" in tail and (
+        "[rank" in tail or "[E" in tail or "[W" in tail or "[I" in tail or "[F" in tail or "[V" in tail
+    ):
         return True
-    return ("Traceback (" in tail or "terminate called" in tail or ".py:" in tail or ".cc:" in tail
-            or ".cpp:" in tail or ".h:" in tail or " NCCL " in tail)
+    return (
+        "Traceback (" in tail
+        or "terminate called" in tail
+        or ".py:" in tail
+        or ".cc:" in tail
+        or ".cpp:" in tail
+        or ".h:" in tail
+        or " NCCL " in tail
+    )
 
 
 def _split_points(text: str, offset: int) -> list[int]:
     """Offsets > ``offset`` where a new record starts inside ``text`` (merged output)."""
-    tail = text[offset + 1:]
+    tail = text[offset + 1 :]
     if not _has_split_hint(tail):
         return []
     cuts = []
@@ -386,12 +408,12 @@ def _split_points(text: str, offset: int) -> list[int]:
         i, g = m.start(), m.group()
         before = text[i - 1]
         if g.startswith(("Traceback", "terminate")):
-            if before.isspace():                     # "traceback : Traceback (...": not a merge
+            if before.isspace():  # "traceback : Traceback (...": not a merge
                 continue
         elif g.endswith("] NCCL"):
-            pass                                     # an NCCL prefix (host matched as far back as it goes)
+            pass  # an NCCL prefix (host matched as far back as it goes)
         elif not g.startswith("[") and before.isalpha():
-            continue                                 # "[DIWEC]MMDD" glued to a word: not a header
+            continue  # "[DIWEC]MMDD" glued to a word: not a header
         cuts.append(i)
     return cuts
 
@@ -410,10 +432,10 @@ _CPP_CONT = re.compile(r"^(?:\s+what\(\):|terminate called|Exception raised from
 class _Parsed:
     message: str
     kinds: list[str] = field(default_factory=list)
-    rank: int | None = None            # [rankN]:
-    label_rank: int | None = None      # srun / MPI / template / DeepSpeed / Lightning
-    node_label: bool = False           # srun or pdsh label (node index when torchrun runs per node)
-    local_rank: int | None = None      # torchrun [roleN]: / template local
+    rank: int | None = None  # [rankN]:
+    label_rank: int | None = None  # srun / MPI / template / DeepSpeed / Lightning
+    node_label: bool = False  # srun or pdsh label (node index when torchrun runs per node)
+    local_rank: int | None = None  # torchrun [roleN]: / template local
     host: str | None = None
     pid: int | None = None
     t_wall: datetime | None = None
@@ -431,7 +453,7 @@ def _accepted_hosts(texts: list[str]) -> set[str]:
         if not m or _NOT_HOST.search(m.group(1)):
             continue
         tok = m.group(1)
-        rest = t[m.end():]
+        rest = t[m.end() :]
         if rest.startswith(("[rank", "[default", "(")) or _CPP.match(rest) or _GLOG.match(rest) or _NCCL.match(rest):
             hosts.add(tok)
         if re.search(r"[\d-]", tok):
@@ -451,25 +473,25 @@ def _strip(text: str, hosts: set[str], ctx: FileContext, allow_srun: bool = True
     # ones that cannot match there (this runs on every line of every block).
     p = _Parsed(message=text)
     s = text
-    m = _PDSH.match(s) if hosts else None       # a pdsh label counts only when it is an accepted host
+    m = _PDSH.match(s) if hosts else None  # a pdsh label counts only when it is an accepted host
     if m and m.group(1) in hosts:
         p.host, p.node_label = m.group(1), True
         p.kinds.append("pdsh")
-        s = s[m.end():]
+        s = s[m.end() :]
     c, c1 = s[:1], s[1:2]
     m = _MPI.match(s) if c == "[" and c1.isdigit() else None
     if m:
         p.label_rank = _int32(m.group(2))
         p.kinds.append("mpi")
-        s = s[m.end():]
+        s = s[m.end() :]
     elif allow_srun and (c.isdigit() or c.isspace()) and (m := _SRUN.match(s)):
         p.label_rank, p.node_label = _int32(m.group(1)), True
         p.kinds.append("srun")
-        s = s[m.end():]
+        s = s[m.end() :]
     elif c == "[" and c1.isdigit() and (m := _HYDRA.match(s)):
         p.label_rank = _int32(m.group(1))
         p.kinds.append("mpi")
-        s = s[m.end():]
+        s = s[m.end() :]
     while s[:1] == "(" and (m := _RAY.match(s)):
         p.pid = _int64(m.group("pid"))
         if m.group("ip"):
@@ -477,7 +499,7 @@ def _strip(text: str, hosts: set[str], ctx: FileContext, allow_srun: bool = True
         if m.group("rank") is not None:
             p.label_rank = _int32(m.group("rank"))
         p.kinds.append("ray")
-        s = s[m.end():]
+        s = s[m.end() :]
     if "ray" in p.kinds:
         r = _RAY_REPEAT.search(s)
         if r:
@@ -493,23 +515,23 @@ def _strip(text: str, hosts: set[str], ctx: FileContext, allow_srun: bool = True
             p.label_rank, p.local_rank = _int32(m.group("r")), _int32(m.group("lr"))
             p.node_label = False
             p.kinds.append("torchrun")
-            s = s[m.end():]
+            s = s[m.end() :]
         else:
             m = _TORCHRUN.match(s)
             if m and m.group("role") != "rank":
                 p.local_rank = _int32(m.group("lr"))
                 p.kinds.append("torchrun")
-                s = s[m.end():]
+                s = s[m.end() :]
         m = _RANK.match(s) if s.startswith("[rank") else None
     if m:
         p.rank = _int32(m.group(1))
         p.kinds.append("rank")
-        s = s[m.end():]
+        s = s[m.end() :]
     m = _APP_RANK.match(s) if s[:1] == "[" and s[1:2] in ("R", "r") else None
     if m:
         p.label_rank = _int32(m.group(1))
         p.kinds.append("app_rank")
-        s = s[m.end():]
+        s = s[m.end() :]
     s = _strip_header(s, p, ctx)
     for _ in range(_MAX_CHAIN):
         rest = _peel_inner(s, p, ctx)
@@ -538,9 +560,14 @@ def _peel_inner(s: str, p: _Parsed, ctx: FileContext) -> str | None:
     if not s or "nccl" in p.kinds or "rich_box" in p.kinds:
         return None
     c = s[0]
-    if not (c == "[" or c.isdigit() or (c in "DIWECFV" and s[1:2].isdigit()) or s.startswith(_LEVEL_WORDS)
-            or (s[:3] in _MONTHS and s[3:4] == " ")):
-        return None                 # most messages: nothing here can be a layer
+    if not (
+        c == "["
+        or c.isdigit()
+        or (c in "DIWECFV" and s[1:2].isdigit())
+        or s.startswith(_LEVEL_WORDS)
+        or (s[:3] in _MONTHS and s[3:4] == " ")
+    ):
+        return None  # most messages: nothing here can be a layer
     if s[0] == "[" and _role_start(s[1:2]):
         m = _TEMPLATE.match(s)
         if m:
@@ -548,25 +575,25 @@ def _peel_inner(s: str, p: _Parsed, ctx: FileContext) -> str | None:
                 p.label_rank = p.label_rank if p.label_rank is not None else _int32(m.group("r"))
                 p.local_rank = _int32(m.group("lr"))
             p.kinds.append("torchrun")
-            return s[m.end():]
+            return s[m.end() :]
         m = _TORCHRUN.match(s)
         if m and m.group("role") != "rank":
             if p.local_rank is None:
                 p.local_rank = _int32(m.group("lr"))
             p.kinds.append("torchrun")
-            return s[m.end():]
+            return s[m.end() :]
         m = _RANK.match(s) if s.startswith("[rank") else None
         if m:
             if p.rank is None:
                 p.rank = _int32(m.group(1))
             p.kinds.append("rank")
-            return s[m.end():]
+            return s[m.end() :]
         m = _APP_RANK.match(s) if s[1] in ("R", "r") else None
         if m:
             if p.label_rank is None:
                 p.label_rank = _int32(m.group(1))
             p.kinds.append("app_rank")
-            return s[m.end():]
+            return s[m.end() :]
     m = _OUT_ISO.match(s) if s[0].isdigit() else (_OUT_SYSLOG.match(s) if s[:3] in _MONTHS else None)
     if m:
         if s[0].isdigit():
@@ -577,7 +604,7 @@ def _peel_inner(s: str, p: _Parsed, ctx: FileContext) -> str | None:
             p.pid = _int64(m.group("pid")) if m.group("pid") else p.pid
             p.t_wall = _syslog_time(m, ctx) or p.t_wall
             p.kinds.append("syslog")
-        return s[m.end():]
+        return s[m.end() :]
     n = len(p.kinds)
     rest = _strip_header(s, p, ctx)
     if len(p.kinds) > n and rest != s:
@@ -594,23 +621,23 @@ _PY_OLD_FIRST = frozenset("DIWEC")
 def _strip_header(s: str, p: _Parsed, ctx: FileContext) -> str:
     c, c1 = s[:1], s[1:2]
     bracket = c == "["
-    dated = bracket and c1.isdigit()          # "[2025-...": DeepSpeed, Python 2.3, app loggers, NCCL, sglang
+    dated = bracket and c1.isdigit()  # "[2025-...": DeepSpeed, Python 2.3, app loggers, NCCL, sglang
     m = _CPP.match(s) if bracket and c1 in _CPP_SEV else None
     if m:
         p.severity, p.origin = m.group("sev"), f"{m.group('file')}:{m.group('line')}"
         if m.group("md"):
             p.t_wall = _glog_time(m.group("md"), m.group("hms"), m.group("frac"), ctx)
         p.kinds.append("glog_cpp")
-        return s[m.end():]
+        return s[m.end() :]
     m = _GLOG.match(s) if c in _GLOG_SEV else None
     if m:
         p.severity, p.origin = m.group("sev"), f"{m.group('file')}:{m.group('line')}"
         p.t_wall = _glog_time(m.group("md"), m.group("hms"), m.group("frac"), ctx)
         f = m.group("file")
-        if "/" in f or f.endswith(".py"):      # torch._logging: the emitter's pid; real glog: a thread id
+        if "/" in f or f.endswith(".py"):  # torch._logging: the emitter's pid; real glog: a thread id
             p.pid = _int64(m.group("pid"))
         p.kinds.append("glog")
-        return s[m.end():]
+        return s[m.end() :]
     m = _DEEPSPEED.match(s) if dated else None
     if m:
         p.severity, p.origin = _LEVELS.get(m.group("lvl"), m.group("lvl")[:1]), m.group("where")
@@ -618,23 +645,23 @@ def _strip_header(s: str, p: _Parsed, ctx: FileContext) -> str:
         if m.group("r") is not None and not m.group("r").startswith("-"):
             p.label_rank = _int32(m.group("r"))
         p.kinds.append("deepspeed")
-        return s[m.end():]
+        return s[m.end() :]
     m = _PY_23.match(s) if dated else None
     if m:
         p.severity, p.origin = _LEVELS.get(m.group("lvl"), m.group("lvl")[:1]), m.group("logger")
         p.t_wall = _iso_time(m.group("date"), m.group("hms"), int(m.group("ms")) * 1000, ctx)
         p.kinds.append("pylog")
-        return s[m.end():]
+        return s[m.end() :]
     m = _PY_OLD.match(s) if c in _PY_OLD_FIRST else None
     if m:
         p.severity, p.origin = _LEVELS[m.group("lvl")], m.group("logger")
         p.kinds.append("pylog")
-        return s[m.end():]
+        return s[m.end() :]
     m = _LIGHTNING.match(s) if s.startswith("[rank: ") else None
     if m:
         p.label_rank = _int32(m.group(1))
         p.kinds.append("lightning")
-        return s[m.end():]
+        return s[m.end() :]
     m = _APP.match(s) if c in "[0123456789" and (dated or not bracket) else None
     if m:
         lvl = m.group("l1") or m.group("l2") or m.group("l3") or m.group("l4")
@@ -643,20 +670,20 @@ def _strip_header(s: str, p: _Parsed, ctx: FileContext) -> str:
         us = int((m.group("frac") or "0")[:6].ljust(6, "0"))
         p.t_wall = _iso_time(m.group("date"), m.group("hms"), us, ctx)
         p.kinds.append("applog")
-        return s[m.end():]
+        return s[m.end() :]
     if s[:1] in "DIWEC" and (m := _VLLM.match(s)):
         p.severity, p.origin = _LEVELS[m.group("lvl")], f"{m.group('file')}:{m.group('line')}"
         p.t_wall = _glog_time(m.group("md").replace("-", ""), m.group("hms"), m.group("frac"), ctx)
         p.kinds.append("vllm")
-        return s[m.end():]
+        return s[m.end() :]
     m = _RICH.match(s) if s[:2].lstrip()[:1] in "[DIWEC" else None
     if m and len(m.group("lvl")) + len(m.group("pad")) == 9:
         p.severity = _LEVELS[m.group("lvl")]
-        s = s[m.end():]
+        s = s[m.end() :]
         f = _RICH_FILE.search(s)
         if f:
             p.origin = f"{f.group('file')}:{f.group('line')}"
-            s = s[:f.start()]
+            s = s[: f.start()]
         p.kinds.append("rich")
         return s
     if s[:1] in "│┃╭╰┏┗":
@@ -677,9 +704,9 @@ def _strip_header(s: str, p: _Parsed, ctx: FileContext) -> str:
         if m.group("ts"):
             date, hms = m.group("ts").split(" ")
             p.t_wall = _iso_time(date, hms, 0, ctx)
-            s = s[s.index("] ") + 2:]
+            s = s[s.index("] ") + 2 :]
         p.kinds.append("nccl")
-        return s          # the NCCL prefix stays: the nccl reader needs tid and device
+        return s  # the NCCL prefix stays: the nccl reader needs tid and device
     if dated and (m := _SGLANG.match(s)):
         us = int((m.group("frac") or "0")[:6].ljust(6, "0"))
         p.t_wall = _iso_time(m.group("date"), m.group("hms"), us, ctx)
@@ -689,7 +716,7 @@ def _strip_header(s: str, p: _Parsed, ctx: FileContext) -> str:
         if "TP" in tags and set(tags) <= {"TP", "EP"}:
             p.label_rank = _int32(tags["TP"])
         p.kinds.append("sglang")
-        return s[m.end():]
+        return s[m.end() :]
     return s
 
 
@@ -702,11 +729,11 @@ def continues_b(prev: bytes, line: bytes) -> bool:
 
     s = peel(line[:-1] if line.endswith(b"\r") else line)
     cut = PREFIX_RUN.match(s).end()
-    m = APP_B.match(s, cut) if s[cut:cut + 1] in (b"[", b"0", b"1", b"2") else None
+    m = APP_B.match(s, cut) if s[cut : cut + 1] in (b"[", b"0", b"1", b"2") else None
     if m is None:
         return False
-    rest = s[m.end():]
-    return is_continuation(prev, rest) if rest else True      # a header with nothing after it: a blank line
+    rest = s[m.end() :]
+    return is_continuation(prev, rest) if rest else True  # a header with nothing after it: a blank line
 
 
 def parse_header(text: str, ctx: FileContext | None = None) -> Line:
@@ -716,6 +743,7 @@ def parse_header(text: str, ctx: FileContext | None = None) -> Line:
 
 # --- time ------------------------------------------------------------------------------------
 
+
 @lru_cache(maxsize=64)
 def _zone(name: str | None):
     if not name or str(name).upper() == "UTC":
@@ -724,7 +752,7 @@ def _zone(name: str | None):
         from zoneinfo import ZoneInfo
 
         return ZoneInfo(str(name))
-    except (ImportError, KeyError, ValueError, OSError):   # unknown zone name (a user option): UTC
+    except (ImportError, KeyError, ValueError, OSError):  # unknown zone name (a user option): UTC
         return timezone.utc
 
 
@@ -797,7 +825,7 @@ def _split_merged(text: str, hosts: set[str], ctx: FileContext) -> list[tuple[st
     if len(text) < 12:
         return [(text, p)]
     offset = len(text) - len(p.message)
-    if "nccl" in p.kinds:   # the NCCL prefix stays in the message: skip past it
+    if "nccl" in p.kinds:  # the NCCL prefix stays in the message: skip past it
         m = _NCCL_LEVEL.search(text, offset)
         offset = m.end() if m else offset
     cuts = _split_points(text, offset)
@@ -808,7 +836,7 @@ def _split_merged(text: str, hosts: set[str], ctx: FileContext) -> list[tuple[st
         if c <= start:
             continue
         if start > 0 and not _strip(text[start:c], hosts, ctx).message.strip():
-            continue      # only prefixes since the last cut: the same rank's header, keep together
+            continue  # only prefixes since the last cut: the same rank's header, keep together
         pieces.append(text[start:c])
         start = c
     pieces.append(text[start:])
@@ -838,8 +866,9 @@ def _piece_spans(n: int, count: int, offsets: list[int] | None, skip: int, piece
     return spans
 
 
-def _is_wrapped_tail(prev: str, cur: str, hosts: set[str], ctx: FileContext,
-                     widths: frozenset[int] = _WRAP_WIDTHS) -> bool:
+def _is_wrapped_tail(
+    prev: str, cur: str, hosts: set[str], ctx: FileContext, widths: frozenset[int] = _WRAP_WIDTHS
+) -> bool:
     """Is ``cur`` the hard-wrapped continuation of ``prev`` (§1 "Hard-wrapped lines")? For pastes
     without a file-wide wrap width (see :mod:`.hardwrap` for those): a common width or an open
     bracket."""
@@ -919,18 +948,21 @@ def _is_hard_wrap_tail(text: str, head: tuple[list[str], list[str]], ctx: FileCo
         return True
     if any(k not in _WEAK_KINDS or k in head_inner for k in inner):
         return False
-    if head_inner:      # after a tagged line: unprefixed C++ stderr and traceback heads, not a cut word ("meError:")
+    if head_inner:  # after a tagged line: unprefixed C++ stderr and traceback heads, not a cut word ("meError:")
         return not (_CPP_CONT.match(text) or _OWN_RECORD.match(text))
     return not (_RECORD_START.match(text) or _CPP_CONT.match(text))
 
 
 #: whole phrases that start a record of their own even where the line before was cut at the width
-_OWN_RECORD = re.compile(r"^(?:Traceback \(most recent call last\)|During handling of|The above exception was"
-                         r"|Fatal Python error|\s+File \")")
+_OWN_RECORD = re.compile(
+    r"^(?:Traceback \(most recent call last\)|During handling of|The above exception was"
+    r"|Fatal Python error|\s+File \")"
+)
 
 
-def _unwrap(physical: list[tuple[int, str]], width: int,
-            ctx: FileContext) -> list[tuple[int, int, str, list[int] | None]]:
+def _unwrap(
+    physical: list[tuple[int, str]], width: int, ctx: FileContext
+) -> list[tuple[int, int, str, list[int] | None]]:
     """Join the physical lines of a file hard-wrapped at ``width`` (:mod:`.hardwrap`) into logical
     lines: (first line number, physical lines, text joined verbatim, offset of each piece in it)."""
     from .hardwrap import MAX_PIECES, at_width
@@ -944,8 +976,13 @@ def _unwrap(physical: list[tuple[int, str]], width: int,
             head = _line_start(text, ctx)
             pieces = [text]
             last = text
-            while j < n and physical[j][0] == first + len(pieces) and at_width(last, width) \
-                    and len(pieces) < MAX_PIECES and _is_hard_wrap_tail(physical[j][1], head, ctx):
+            while (
+                j < n
+                and physical[j][0] == first + len(pieces)
+                and at_width(last, width)
+                and len(pieces) < MAX_PIECES
+                and _is_hard_wrap_tail(physical[j][1], head, ctx)
+            ):
                 last = physical[j][1]
                 pieces.append(last)
                 j += 1
@@ -986,20 +1023,31 @@ def _to_lines(physical: list[tuple[int, str]], ctx: FileContext) -> list[Line]:
         pieces = _split_merged(body, hosts, ctx)
         count, offsets = (1, None) if groups is None else (groups[k][1], groups[k][3])
         first = pieces[0][0]
-        if count == 1 and logical and logical[-1][0] + logical[-1][1] == n and not outer.kinds \
-                and _is_wrapped_tail(logical[-1][3], first, hosts, ctx, widths):
+        if (
+            count == 1
+            and logical
+            and logical[-1][0] + logical[-1][1] == n
+            and not outer.kinds
+            and _is_wrapped_tail(logical[-1][3], first, hosts, ctx, widths)
+        ):
             prev = logical[-1]
             prev[2] = _join(prev[2], prev[3], first, widths)
             prev[3] = first
             prev[1] += 1
             prev[5] = None
             pieces = pieces[1:]
-        elif count == 1 and logical and logical[-1][7] and logical[-1][0] + logical[-1][1] == n \
-                and len(pieces) == 1 and _is_rich_tail(first, hosts, ctx):
+        elif (
+            count == 1
+            and logical
+            and logical[-1][7]
+            and logical[-1][0] + logical[-1][1] == n
+            and len(pieces) == 1
+            and _is_rich_tail(first, hosts, ctx)
+        ):
             # Rich wrapped its message column: the tail goes before the right-aligned file column
             prev = logical[-1]
             f = _RICH_FILE.search(prev[2])
-            at = f.start() if f else len(prev[2])      # no file column after all: the tail goes last
+            at = f.start() if f else len(prev[2])  # no file column after all: the tail goes last
             prev[2] = prev[2][:at] + " " + first.strip() + prev[2][at:]
             prev[3] = first
             prev[1] += 1
@@ -1027,17 +1075,31 @@ def _to_lines(physical: list[tuple[int, str]], ctx: FileContext) -> list[Line]:
         rank = p.rank
         if rank is None:
             rank = ctx.rank_hint if ctx.rank_hint is not None else file_rank
-        if rank is None and prev_line is not None and prev_line.rank is not None and _CPP_CONT.match(p.message) \
-                and "rank" not in p.kinds and prev_line.local_rank == local:
+        if (
+            rank is None
+            and prev_line is not None
+            and prev_line.rank is not None
+            and _CPP_CONT.match(p.message)
+            and "rank" not in p.kinds
+            and prev_line.local_rank == local
+        ):
             rank = prev_line.rank
         if rank is None and p.label_rank is not None and not (p.node_label and p.local_rank is not None):
             rank = p.label_rank
         if rank is None and local is not None and not p.node_label:
             rank = local
         line = Line(
-            lineno=n, text=p.message, raw=text, n_lines=count, rank=rank, local_rank=local,
-            host=p.host or outer.host, pid=p.pid if p.pid is not None else outer.pid,
-            t_wall=p.t_wall or outer.t_wall, severity=p.severity, origin=p.origin,
+            lineno=n,
+            text=p.message,
+            raw=text,
+            n_lines=count,
+            rank=rank,
+            local_rank=local,
+            host=p.host or outer.host,
+            pid=p.pid if p.pid is not None else outer.pid,
+            t_wall=p.t_wall or outer.t_wall,
+            severity=p.severity,
+            origin=p.origin,
             prefixes=tuple(outer.kinds) + tuple(p.kinds),
         )
         lines.append(line)
@@ -1048,4 +1110,3 @@ def _to_lines(physical: list[tuple[int, str]], ctx: FileContext) -> list[Line]:
 def wrap_widths() -> frozenset[int]:
     """The wrap widths treated as hard wraps (shared with the loader's continuation test)."""
     return _WRAP_WIDTHS
-

@@ -42,6 +42,7 @@ announced exception, ``Fatal Python error``), ``host``, ``root_cause``, ``error_
 and ``warning_category``; ranks ``world_size``. Agent lines name only a *local* rank, so their
 ``rank`` stays empty; the loader joins them to global ranks through the pid.
 """
+
 from __future__ import annotations
 
 import re
@@ -65,13 +66,17 @@ _WORD = re.compile(r"\w")
 _CHAIN = re.compile(r"^(?:During handling of the above exception|The above exception was the direct cause)")
 _FRAME = re.compile(r"^\s")
 _EXC = re.compile(r"^(?P<type>[A-Za-z_][\w.]*)(?::\s?(?P<msg>.*))?$")
-_EXC_NAMED = re.compile(r"^(?P<type>(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure)\w*): ?(?P<msg>.*)$")
+_EXC_NAMED = re.compile(
+    r"^(?P<type>(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure)\w*): ?(?P<msg>.*)$"
+)
 _OOM = re.compile(r"out of memory|OutOfMemoryError|can't allocate memory", re.I)
 _GPU = re.compile(r"\bGPU (\d+)")
 _AGENT_FAILED = re.compile(r"failed \(exitcode: (-?\d+)\) local_rank: (\d+) \(pid: (\d+)\) of binary: (.*)$")
 _CLOSING = re.compile(r"Sending process (\d+) closing signal (SIG\w+)")
 _SPAWN_TERM = re.compile(r"Terminating process (\d+) via signal (SIG\w+)")
-_SPAWN_EXITED = re.compile(r"ProcessExitedException: process (\d+) terminated with (?:signal (SIG\w+)|exit code (-?\d+))")
+_SPAWN_EXITED = re.compile(
+    r"ProcessExitedException: process (\d+) terminated with (?:signal (SIG\w+)|exit code (-?\d+))"
+)
 _SPAWN_RAISED = re.compile(r"ProcessRaisedException:")
 _SPAWN_PROC = re.compile(r"^-- Process (\d+) terminated with the following error:")
 _CFE = re.compile(r"ChildFailedError:")
@@ -113,19 +118,28 @@ _DS_RETURN = re.compile(r" exits with return code = (?P<code>-?\d+)")
 _DS_PROCESS = re.compile(r"Process (\d+)$")
 _DS_KILL = re.compile(r"Killing subprocess (\d+)")
 _DS_LOCAL = re.compile(r"--local_rank=(\d+)")
-_ELASTIC = re.compile(r"Starting elastic_operator with launch configs|Rendezvous complete for workers"
-                      r"|Setting OMP_NUM_THREADS environment variable for each process|Starting worker group"
-                      r"|Rendezvous'ing worker group|Local worker group finished|Done waiting for other agents")
+_ELASTIC = re.compile(
+    r"Starting elastic_operator with launch configs|Rendezvous complete for workers"
+    r"|Setting OMP_NUM_THREADS environment variable for each process|Starting worker group"
+    r"|Rendezvous'ing worker group|Local worker group finished|Done waiting for other agents"
+)
 _ELASTIC_HINTS = ("elastic_operator", "Rendezvous", "OMP_NUM_THREADS", "worker group", "other agents")
 _ELASTIC_KV = re.compile(r"^\s+(?P<k>[a-z_]+)\s*[=:] ?(?P<v>.*)$")
-_LIGHTNING_BANNER = re.compile(r"^distributed_backend=\w+\s*$|^All distributed processes registered\. Starting with (\d+) processes")
+_LIGHTNING_BANNER = re.compile(
+    r"^distributed_backend=\w+\s*$|^All distributed processes registered\. Starting with (\d+) processes"
+)
 _FATAL = re.compile(r"^Fatal Python error: (?P<what>[A-Z][\w ]*?)\s*$")
-_FATAL_SIGNALS = {"Aborted": "SIGABRT", "Segmentation fault": "SIGSEGV", "Bus error": "SIGBUS",
-                  "Floating point exception": "SIGFPE", "Illegal instruction": "SIGILL"}
+_FATAL_SIGNALS = {
+    "Aborted": "SIGABRT",
+    "Segmentation fault": "SIGSEGV",
+    "Bus error": "SIGBUS",
+    "Floating point exception": "SIGFPE",
+    "Illegal instruction": "SIGILL",
+}
 _LIBRARY = re.compile(
     r"[/\\](?:site-packages|dist-packages|lib/python\d[\d.]*)[/\\]|^<frozen "
     r"|[/\\]torch[/\\](?:distributed|nn|multiprocessing|utils|autograd|_dynamo|_tensor\.py)"
-    r"|[/\\]denpex_nb[/\\]trace\.py$"          # the opt-in tracer wraps every collective
+    r"|[/\\]denpex_nb[/\\]trace\.py$"  # the opt-in tracer wraps every collective
 )
 
 
@@ -159,8 +173,7 @@ def _frames(lines: list[Line]) -> list[tuple[str, str, str | None]]:
         m = _frame_match(ln.text)
         if m:
             out.append((m.group(1), m.group(3), None))
-        elif out and out[-1][2] is None and ln.text.strip() and not _MARKERS.match(ln.text) \
-                and ln.text[:1].isspace():
+        elif out and out[-1][2] is None and ln.text.strip() and not _MARKERS.match(ln.text) and ln.text[:1].isspace():
             path, func, _ = out[-1]
             out[-1] = (path, func, ln.text.strip())
     return out
@@ -228,7 +241,7 @@ class _Record:
     def __init__(self, first: Line, rank: int | None, spawn: int | None, announced: str | None = None):
         self.first, self.lines, self.exc, self.msg_lines = first, [first], None, []
         self.rank, self.spawn = rank, spawn
-        self.announced = announced      # the exception message printed before "Traceback" on its line
+        self.announced = announced  # the exception message printed before "Traceback" on its line
 
     def cut_in(self, line: Line) -> bool:
         """Is ``line`` another log record cutting into this traceback? A header like the
@@ -250,16 +263,40 @@ def _announced(msg: str) -> str:
     """The exception message of an announcing line: after the last ``: `` of its lead-in
     (``Exception in worker W while processing method M: <message>``), else all of it."""
     lead = re.match(r"^Exception in (?:worker|thread|process)\b[^:]*: ", msg)
-    return msg[lead.end():] if lead else msg
+    return msg[lead.end() :] if lead else msg
 
 
 class PythonReader(TextReader):
     name = SOURCE
-    needles = (b"Traceback", b"Error:", b"Exception", b"out of memory", b"exitcode", b"closing signal",
-               b"local_rank", b"Root Cause", b" FAILED", b"      : ", b"terminated with", b"via signal",
-               b"FutureWarning", b"GLOBAL_RANK", b"Failures:", b"==========", b"Warning: ", b"[runner.py:",
-               b"[launch.py:", b"elastic_operator", b"Rendezvous", b"OMP_NUM_THREADS", b"worker group",
-               b"distributed_backend=", b"distributed processes registered", b"Fatal Python error", b'File "')
+    needles = (
+        b"Traceback",
+        b"Error:",
+        b"Exception",
+        b"out of memory",
+        b"exitcode",
+        b"closing signal",
+        b"local_rank",
+        b"Root Cause",
+        b" FAILED",
+        b"      : ",
+        b"terminated with",
+        b"via signal",
+        b"FutureWarning",
+        b"GLOBAL_RANK",
+        b"Failures:",
+        b"==========",
+        b"Warning: ",
+        b"[runner.py:",
+        b"[launch.py:",
+        b"elastic_operator",
+        b"Rendezvous",
+        b"OMP_NUM_THREADS",
+        b"worker group",
+        b"distributed_backend=",
+        b"distributed processes registered",
+        b"Fatal Python error",
+        b'File "',
+    )
     # 'File "' makes a traceback whose head was cut off (a paste from its middle) a block too
     # "==========" closes the Root Cause row of a ChildFailedError table (see _table); the "-" rules
     # are not needles: progress bars and separators would make too many ordinary lines candidates
@@ -295,14 +332,19 @@ class PythonReader(TextReader):
         head = block[i]
         body: list[Line] = []
         j = i + 1
-        end = i + 1                    # past the lines this warning takes
+        end = i + 1  # past the lines this warning takes
         while j < len(block) and j - i <= 20:
             ln = block[j]
             t = ln.text
-            if not t.strip() or ln.rank != head.rank or _ANY_WARNING.search(t) or _TB_START.match(t) \
-                    or (ln.severity is not None and ln.severity != head.severity):
+            if (
+                not t.strip()
+                or ln.rank != head.rank
+                or _ANY_WARNING.search(t)
+                or _TB_START.match(t)
+                or (ln.severity is not None and ln.severity != head.severity)
+            ):
                 break
-            if _WARN_SOURCE.match(t):          # the indented source line closes the message
+            if _WARN_SOURCE.match(t):  # the indented source line closes the message
                 body.append(ln)
                 end = j + 1
                 break
@@ -311,7 +353,7 @@ class PythonReader(TextReader):
         source = body[-1] if body and end > i + 1 else None
         msg_lines = body[:-1] if source is not None else []
         if source is None and body and m.group("msg")[-1:].isalpha() and body[0].text[:1].islower():
-            msg_lines, end = body[:1], i + 2      # no source line (cut paste): only the wrapped tail is sure
+            msg_lines, end = body[:1], i + 2  # no source line (cut paste): only the wrapped tail is sure
         msg = m.group("msg").rstrip()
         for ln in msg_lines:
             t = ln.text.rstrip()
@@ -319,11 +361,21 @@ class PythonReader(TextReader):
             # after a letter joins without a break; anything else is a line of the message itself
             msg += t if msg[-1:].isalpha() and t[:1].islower() and "\n" not in msg else "\n" + t
         fut = _FUTURE.search(f"{m.group('cat')}: {msg}") if "deprecated" in msg else None
-        add_error(out, error_row(head, ctx, SOURCE, ErrorKind.WARNING, f"{m.group('cat')}: {msg}",
-                                 op=normalize_op(fut.group(1)) if fut else None,
-                                 origin=f"{m.group('file')}:{m.group('line')}", warning_category=m.group("cat")))
+        add_error(
+            out,
+            error_row(
+                head,
+                ctx,
+                SOURCE,
+                ErrorKind.WARNING,
+                f"{m.group('cat')}: {msg}",
+                op=normalize_op(fut.group(1)) if fut else None,
+                origin=f"{m.group('file')}:{m.group('line')}",
+                warning_category=m.group("cat"),
+            ),
+        )
         out.consume(head)
-        for ln in block[i + 1:end]:
+        for ln in block[i + 1 : end]:
             out.consume(ln)
         st["last"] = None
         return end
@@ -336,31 +388,56 @@ class PythonReader(TextReader):
         if "deepspeed" in line.prefixes and line.origin and line.origin.startswith(_DS_LAUNCHER):
             m = _DS_MAPPING.search(text) if "global_rank_mapping" in text else None
             if m:
-                pairs = [(h.group("host"), [i32(x) for x in re.findall(r"\d+", h.group("ranks"))])
-                         for h in _DS_HOST_RANKS.finditer(m.group("body"))]
+                pairs = [
+                    (h.group("host"), [i32(x) for x in re.findall(r"\d+", h.group("ranks"))])
+                    for h in _DS_HOST_RANKS.finditer(m.group("body"))
+                ]
                 world = sum(len(r) for _, r in pairs)
                 for host, ranks in pairs:
                     for local, r in enumerate(ranks):
-                        out.ranks.append({"rank": i32(r), "host": host, "local_rank": local, "world_size": i32(world),
-                                          "source": SOURCE, "file": ctx.file, "line": line.lineno})
+                        out.ranks.append(
+                            {
+                                "rank": i32(r),
+                                "host": host,
+                                "local_rank": local,
+                                "world_size": i32(world),
+                                "source": SOURCE,
+                                "file": ctx.file,
+                                "line": line.lineno,
+                            }
+                        )
                 return True
             m = _DS_RETURN.search(text) if "return code" in text else None
-            head = text[:m.start()] if m else ""
+            head = text[: m.start()] if m else ""
             proc = _DS_PROCESS.search(head) if head.endswith(tuple("0123456789")) else None
-            cmd = head[head.find("["):] if head.endswith("]") and "[" in head else None
+            cmd = head[head.find("[") :] if head.endswith("]") and "[" in head else None
             if m and (proc or cmd):
                 code = i32(m.group("code"))
                 lr = _DS_LOCAL.search(cmd or "")
-                add_error(out, error_row(line, ctx, SOURCE, ErrorKind.AGENT, text.strip(), rank=None, exit_code=code,
-                                         signal=signal_name(code), pid=i64(proc.group(1)) if proc else None,
-                                         local_rank=i32(lr.group(1)) if lr else None))
+                add_error(
+                    out,
+                    error_row(
+                        line,
+                        ctx,
+                        SOURCE,
+                        ErrorKind.AGENT,
+                        text.strip(),
+                        rank=None,
+                        exit_code=code,
+                        signal=signal_name(code),
+                        pid=i64(proc.group(1)) if proc else None,
+                        local_rank=i32(lr.group(1)) if lr else None,
+                    ),
+                )
                 return True
             m = _DS_KILL.search(text) if "Killing" in text else None
             if m:
-                add_error(out, error_row(line, ctx, SOURCE, ErrorKind.AGENT, text.strip(), rank=None, pid=i64(m.group(1))))
+                add_error(
+                    out, error_row(line, ctx, SOURCE, ErrorKind.AGENT, text.strip(), rank=None, pid=i64(m.group(1)))
+                )
             return True
         if any(h in text for h in _ELASTIC_HINTS) and _ELASTIC.search(text):
-            if text.rstrip().endswith(":"):      # a block of "  key=value" / "  key : value" lines follows
+            if text.rstrip().endswith(":"):  # a block of "  key=value" / "  key : value" lines follows
                 st["elastic"] = {"_line": line}
             return True
         return "distributed" in text and bool(_LIGHTNING_BANNER.match(text.strip()))
@@ -383,9 +460,17 @@ class PythonReader(TextReader):
         worlds = [i32(x) for x in re.findall(r"\d+", cur.get("global_world_sizes", ""))]
         line: Line = cur["_line"]
         for k, r in enumerate(ranks):
-            out.ranks.append({"rank": i32(r), "local_rank": i32(local[k]) if k < len(local) else None,
-                              "world_size": i32(worlds[k]) if k < len(worlds) else None, "host": line.host,
-                              "source": SOURCE, "file": ctx.file, "line": line.lineno})
+            out.ranks.append(
+                {
+                    "rank": i32(r),
+                    "local_rank": i32(local[k]) if k < len(local) else None,
+                    "world_size": i32(worlds[k]) if k < len(worlds) else None,
+                    "host": line.host,
+                    "source": SOURCE,
+                    "file": ctx.file,
+                    "line": line.lineno,
+                }
+            )
 
     # --- dispatch -------------------------------------------------------------------------------
 
@@ -398,7 +483,7 @@ class PythonReader(TextReader):
         if rec is not None:
             if self._in_traceback(rec, line, text, ctx, out, st):
                 return
-            rec = None                      # it ended before this line
+            rec = None  # it ended before this line
         tail = _TB_TAIL.match(text) if text.endswith("(most recent call last):") and not _TB_START.match(text) else None
         if tail is not None and not _WORD.search(tail.group("msg")):
             tail = None
@@ -433,23 +518,54 @@ class PythonReader(TextReader):
         if m:
             # faulthandler: the process got a fatal signal (its dump of the stack follows)
             sig = _FATAL_SIGNALS.get(m.group("what"))
-            add_error(out, error_row(line, ctx, SOURCE, "signal" if sig else ErrorKind.ABORT, text.strip(), signal=sig,
-                                     pid=line.pid, host=line.host))
+            add_error(
+                out,
+                error_row(
+                    line,
+                    ctx,
+                    SOURCE,
+                    "signal" if sig else ErrorKind.ABORT,
+                    text.strip(),
+                    signal=sig,
+                    pid=line.pid,
+                    host=line.host,
+                ),
+            )
             out.consume(line)
             return
         m = _SPAWN_PROC.match(text)
         if m:
             # mp.spawn's child caught an exception, sent its traceback to the parent and exited 1
             idx = st["spawn"] = i32(m.group(1))
-            add_error(out, error_row(line, ctx, SOURCE, ErrorKind.EXIT, f"ProcessRaisedException: {text.strip()}",
-                                        rank=idx, exit_code=1, spawn_index=idx))
+            add_error(
+                out,
+                error_row(
+                    line,
+                    ctx,
+                    SOURCE,
+                    ErrorKind.EXIT,
+                    f"ProcessRaisedException: {text.strip()}",
+                    rank=idx,
+                    exit_code=1,
+                    spawn_index=idx,
+                ),
+            )
             out.consume(line)
             return
         m = _LIGHTNING.search(text) if "GLOBAL_RANK" in text else None
         if m:
             r = i32(m.group(1))
-            out.ranks.append({"rank": r, "host": line.host, "pid": line.pid, "world_size": i32(m.group(3)),
-                              "source": SOURCE, "file": ctx.file, "line": line.lineno})
+            out.ranks.append(
+                {
+                    "rank": r,
+                    "host": line.host,
+                    "pid": line.pid,
+                    "world_size": i32(m.group(3)),
+                    "source": SOURCE,
+                    "file": ctx.file,
+                    "line": line.lineno,
+                }
+            )
             out.consume(line)
             return
         m = _FUTURE.search(text) if "deprecated" in text else None
@@ -463,7 +579,7 @@ class PythonReader(TextReader):
             return
         st["last"] = None
         m = _EXC_NAMED.match(text) if ":" in text else None
-        if m and "ChildFailedError" not in text:     # an exception line without its traceback (e.g. cut off)
+        if m and "ChildFailedError" not in text:  # an exception line without its traceback (e.g. cut off)
             self._exception(line, ctx, out, m.group("type"), text.strip(), line.rank)
             out.consume(line)
 
@@ -480,7 +596,7 @@ class PythonReader(TextReader):
                 self._finish(rec, ctx, out, st)
                 return False
             if rec.cut_in(line):
-                return False        # a log line of the same process cut in: the traceback stays open
+                return False  # a log line of the same process cut in: the traceback stays open
             m = _EXC.match(text.strip())
             rec.exc = text.strip() if m else text.strip()
             rec.lines.append(line)
@@ -488,11 +604,18 @@ class PythonReader(TextReader):
             if _CFE.search(text) or _SPAWN_RAISED.search(text) or _SPAWN_EXITED.search(text):
                 st["table"] = st["table"] or bool(_CFE.search(text))
                 self._finish(rec, ctx, out, st)
-                self._agent(line, text, ctx, out, st)   # the spawn/agent exception has its own rows
+                self._agent(line, text, ctx, out, st)  # the spawn/agent exception has its own rows
             return True
         # message continuation lines: same rank, not a new record, not a table
-        if (_NEW_RECORD.match(text) or _FIELD.match(text) or _ROOT.match(text) or _SPAWN_PROC.match(text)
-                or _EXC_NAMED.match(text) or len(rec.msg_lines) >= _MAX_MSG_LINES or rec.cut_in(line)):
+        if (
+            _NEW_RECORD.match(text)
+            or _FIELD.match(text)
+            or _ROOT.match(text)
+            or _SPAWN_PROC.match(text)
+            or _EXC_NAMED.match(text)
+            or len(rec.msg_lines) >= _MAX_MSG_LINES
+            or rec.cut_in(line)
+        ):
             self._finish(rec, ctx, out, st)
             return False
         rec.msg_lines.append(text.strip())
@@ -508,28 +631,63 @@ class PythonReader(TextReader):
                     del opened[k]
         if rec.exc is None:
             op, call = collective_of(rec.lines)
-            if rec.announced:            # the message came first: the exception is known, its type is not
-                self._exception(rec.first, ctx, out, None, rec.announced, rec.rank, n_traceback_lines=len(rec.lines),
-                                t_wall=rec.first.t_wall, call_site=call_site(rec.lines), op=op, collective_call=call,
-                                frames=frames_text(rec.lines), pid=rec.first.pid)
+            if rec.announced:  # the message came first: the exception is known, its type is not
+                self._exception(
+                    rec.first,
+                    ctx,
+                    out,
+                    None,
+                    rec.announced,
+                    rec.rank,
+                    n_traceback_lines=len(rec.lines),
+                    t_wall=rec.first.t_wall,
+                    call_site=call_site(rec.lines),
+                    op=op,
+                    collective_call=call,
+                    frames=frames_text(rec.lines),
+                    pid=rec.first.pid,
+                )
                 return
             last = next((ln.text.strip() for ln in reversed(rec.lines[1:]) if ln.text.strip()), "")
             msg = f"{TRUNCATED_TRACEBACK} (last: {last})" if last else TRUNCATED_TRACEBACK
-            add_error(out, error_row(rec.first, ctx, SOURCE, ErrorKind.EXCEPTION, msg, rank=rec.rank,
-                                        n_traceback_lines=len(rec.lines), op=op, collective_call=call,
-                                        frames=frames_text(rec.lines)))
+            add_error(
+                out,
+                error_row(
+                    rec.first,
+                    ctx,
+                    SOURCE,
+                    ErrorKind.EXCEPTION,
+                    msg,
+                    rank=rec.rank,
+                    n_traceback_lines=len(rec.lines),
+                    op=op,
+                    collective_call=call,
+                    frames=frames_text(rec.lines),
+                ),
+            )
             return
         if _CFE.search(rec.exc) or _SPAWN_RAISED.search(rec.exc) or _SPAWN_EXITED.search(rec.exc):
-            return                      # the agent/spawn rows describe these; no generic exception row
+            return  # the agent/spawn rows describe these; no generic exception row
         msg = rec.exc
         body = [m for m in rec.msg_lines if m]
         if body:
             msg += "\n" + "\n".join(body)
         m = _EXC.match(rec.exc)
         op, call = collective_of(rec.lines)
-        self._exception(rec.first, ctx, out, m.group("type") if m else None, msg, rec.rank,
-                        n_traceback_lines=len(rec.lines), t_wall=rec.first.t_wall, call_site=call_site(rec.lines),
-                        op=op, collective_call=call, frames=frames_text(rec.lines))
+        self._exception(
+            rec.first,
+            ctx,
+            out,
+            m.group("type") if m else None,
+            msg,
+            rec.rank,
+            n_traceback_lines=len(rec.lines),
+            t_wall=rec.first.t_wall,
+            call_site=call_site(rec.lines),
+            op=op,
+            collective_call=call,
+            frames=frames_text(rec.lines),
+        )
 
     def _exception(self, line: Line, ctx, out, exc_type, msg, rank, **extra) -> None:
         kind = ErrorKind.OOM if _OOM.search(msg) else ErrorKind.EXCEPTION
@@ -547,26 +705,68 @@ class PythonReader(TextReader):
         m = _AGENT_FAILED.search(text)
         if m:
             code, lr, pid = i32(m.group(1)), i32(m.group(2)), i64(m.group(3))
-            add_error(out, error_row(line, ctx, SOURCE, ErrorKind.AGENT, text.strip(), rank=None, exit_code=code,
-                                        signal=signal_name(code), local_rank=lr, pid=pid))
-            out.ranks.append({"rank": None, "local_rank": lr, "pid": pid, "exit_code": code, "signal": signal_name(code),
-                              "host": line.host, "source": SOURCE, "file": ctx.file, "line": line.lineno})
+            add_error(
+                out,
+                error_row(
+                    line,
+                    ctx,
+                    SOURCE,
+                    ErrorKind.AGENT,
+                    text.strip(),
+                    rank=None,
+                    exit_code=code,
+                    signal=signal_name(code),
+                    local_rank=lr,
+                    pid=pid,
+                ),
+            )
+            out.ranks.append(
+                {
+                    "rank": None,
+                    "local_rank": lr,
+                    "pid": pid,
+                    "exit_code": code,
+                    "signal": signal_name(code),
+                    "host": line.host,
+                    "source": SOURCE,
+                    "file": ctx.file,
+                    "line": line.lineno,
+                }
+            )
             return True
         m = _CLOSING.search(text) or _SPAWN_TERM.search(text)
         if m:
-            add_error(out, error_row(line, ctx, SOURCE, ErrorKind.AGENT, text.strip(), rank=None, signal=m.group(2),
-                                        pid=i64(m.group(1))))
+            add_error(
+                out,
+                error_row(
+                    line, ctx, SOURCE, ErrorKind.AGENT, text.strip(), rank=None, signal=m.group(2), pid=i64(m.group(1))
+                ),
+            )
             return True
         m = _SPAWN_EXITED.search(text)
         if m:
             idx = i32(m.group(1))
             if m.group(2):
-                add_error(out, error_row(line, ctx, SOURCE, "signal", text.strip(), rank=idx, signal=m.group(2),
-                                            spawn_index=idx))
+                add_error(
+                    out,
+                    error_row(line, ctx, SOURCE, "signal", text.strip(), rank=idx, signal=m.group(2), spawn_index=idx),
+                )
             else:
                 code = i32(m.group(3))
-                add_error(out, error_row(line, ctx, SOURCE, ErrorKind.EXIT, text.strip(), rank=idx, exit_code=code,
-                                            signal=signal_name(code), spawn_index=idx))
+                add_error(
+                    out,
+                    error_row(
+                        line,
+                        ctx,
+                        SOURCE,
+                        ErrorKind.EXIT,
+                        text.strip(),
+                        rank=idx,
+                        exit_code=code,
+                        signal=signal_name(code),
+                        spawn_index=idx,
+                    ),
+                )
             return True
         if _SPAWN_RAISED.search(text):
             st["spawn_raised"] = line
@@ -598,7 +798,7 @@ class PythonReader(TextReader):
             st["table"] = True
             return True
         if st["cfe"] is not None and "traceback" in st["cfe"] and text[:1].isspace() and text.strip():
-            st["cfe"]["_tb"].append(text.strip())       # @record: the traceback row runs on
+            st["cfe"]["_tb"].append(text.strip())  # @record: the traceback row runs on
             return True
         if _RULE.match(text):
             if st["cfe"] is not None:
@@ -644,17 +844,48 @@ class PythonReader(TextReader):
         tb = cur.get("traceback", "")
         if cur["_tb"]:
             tb = (tb + "\n" + "\n".join(cur["_tb"])).strip()
-        parts = [f"rank {rank} (local_rank {local})" if rank is not None else "rank ?",
-                 f"exitcode {code}" + (f" ({sig})" if sig else ""), f"pid {pid}", f"host {host}"]
+        parts = [
+            f"rank {rank} (local_rank {local})" if rank is not None else "rank ?",
+            f"exitcode {code}" + (f" ({sig})" if sig else ""),
+            f"pid {pid}",
+            f"host {host}",
+        ]
         if cur["_root"]:
             parts.insert(0, "Root Cause (first observed failure)")
         msg = "; ".join(parts) + (f"; traceback: {tb}" if tb else "")
-        add_error(out, error_row(line, ctx, SOURCE, ErrorKind.CHILD_FAILED, msg, rank=rank, t_wall=t, exit_code=code,
-                                    signal=sig, host=host, local_rank=local, pid=pid, root_cause=bool(cur["_root"]),
-                                    error_file=cur.get("error_file")))
-        out.ranks.append({"rank": rank, "host": host, "pid": pid, "local_rank": local, "exit_code": code,
-                          "signal": sig, "first_error_t": t, "source": SOURCE, "file": ctx.file, "line": line.lineno})
+        add_error(
+            out,
+            error_row(
+                line,
+                ctx,
+                SOURCE,
+                ErrorKind.CHILD_FAILED,
+                msg,
+                rank=rank,
+                t_wall=t,
+                exit_code=code,
+                signal=sig,
+                host=host,
+                local_rank=local,
+                pid=pid,
+                root_cause=bool(cur["_root"]),
+                error_file=cur.get("error_file"),
+            ),
+        )
+        out.ranks.append(
+            {
+                "rank": rank,
+                "host": host,
+                "pid": pid,
+                "local_rank": local,
+                "exit_code": code,
+                "signal": sig,
+                "first_error_t": t,
+                "source": SOURCE,
+                "file": ctx.file,
+                "line": line.lineno,
+            }
+        )
 
 
 register_text_reader(PythonReader())
-

@@ -22,6 +22,7 @@ light, and remote support is the optional ``remote`` extra (``pip install 'denpe
 A URL whose protocol's library is missing is an :class:`~denpex_nb.errors.InputError` naming the
 install command.
 """
+
 from __future__ import annotations
 
 import io
@@ -41,10 +42,17 @@ OPTIONS_ENV = "DENPEX_STORAGE_OPTIONS"
 _URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*)://")
 _GLOB_CHARS = re.compile(r"[*?\[]")
 #: what to install for a protocol fsspec cannot load (others: the package fsspec names)
-_INSTALL = {"s3": "pip install 'denpex_nb[remote]'", "s3a": "pip install 'denpex_nb[remote]'",
-            "gs": "pip install gcsfs", "gcs": "pip install gcsfs", "http": "pip install aiohttp",
-            "https": "pip install aiohttp", "az": "pip install adlfs", "abfs": "pip install adlfs",
-            "abfss": "pip install adlfs"}
+_INSTALL = {
+    "s3": "pip install 'denpex_nb[remote]'",
+    "s3a": "pip install 'denpex_nb[remote]'",
+    "gs": "pip install gcsfs",
+    "gcs": "pip install gcsfs",
+    "http": "pip install aiohttp",
+    "https": "pip install aiohttp",
+    "az": "pip install adlfs",
+    "abfs": "pip install adlfs",
+    "abfss": "pip install adlfs",
+}
 _S3 = ("s3", "s3a")
 
 
@@ -82,9 +90,13 @@ def storage_options_for(url: str, given: dict | None = None) -> dict:
         try:
             opts = json.loads(env)
         except ValueError as e:
-            raise InputError(f"{OPTIONS_ENV} is not valid JSON: {e}", fix=f"""set it like {OPTIONS_ENV}='{{"anon": true}}'""") from None
+            raise InputError(
+                f"{OPTIONS_ENV} is not valid JSON: {e}", fix=f"""set it like {OPTIONS_ENV}='{{"anon": true}}'"""
+            ) from None
         if not isinstance(opts, dict):
-            raise InputError(f"{OPTIONS_ENV} must be a JSON object", fix=f"""set it like {OPTIONS_ENV}='{{"anon": true}}'""")
+            raise InputError(
+                f"{OPTIONS_ENV} must be a JSON object", fix=f"""set it like {OPTIONS_ENV}='{{"anon": true}}'"""
+            )
     opts.update(given or {})
     if protocol_of(url) in _S3:
         endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
@@ -102,7 +114,7 @@ def storage_options_for(url: str, given: dict | None = None) -> dict:
             try:
                 import aiohttp
             except ImportError:
-                pass                   # filesystem() names the install
+                pass  # filesystem() names the install
             else:
                 client["timeout"] = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=60)
                 opts["client_kwargs"] = client
@@ -117,24 +129,35 @@ def filesystem(url: str, options: dict | None = None):
         import fsspec
         from fsspec.core import url_to_fs
     except ImportError:
-        raise InputError(f"reading {proto}:// URLs needs fsspec, which is not installed",
-                         fix=_INSTALL.get(proto, "pip install 'denpex_nb[remote]'"), where=url) from None
+        raise InputError(
+            f"reading {proto}:// URLs needs fsspec, which is not installed",
+            fix=_INSTALL.get(proto, "pip install 'denpex_nb[remote]'"),
+            where=url,
+        ) from None
     try:
         fsspec.get_filesystem_class(proto)
     except ImportError as e:
-        raise InputError(f"reading {proto}:// URLs needs a library that is not installed ({_one_line(e)})",
-                         fix=_INSTALL.get(proto, f"pip install the fsspec backend for {proto}://"), where=url) from None
+        raise InputError(
+            f"reading {proto}:// URLs needs a library that is not installed ({_one_line(e)})",
+            fix=_INSTALL.get(proto, f"pip install the fsspec backend for {proto}://"),
+            where=url,
+        ) from None
     except ValueError:
-        raise InputError(f"unknown protocol {proto}://", fix="use a local path or an s3://, gs:// or https:// URL",
-                         where=url) from None
+        raise InputError(
+            f"unknown protocol {proto}://", fix="use a local path or an s3://, gs:// or https:// URL", where=url
+        ) from None
     try:
         return url_to_fs(url, **(options or {}))
-    except Exception as e:               # bad options (an unknown keyword ...)
-        raise InputError(f"cannot set up {proto}:// access: {_one_line(e)}",
-                         fix="check storage_options / DENPEX_STORAGE_OPTIONS", where=url) from None
+    except Exception as e:  # bad options (an unknown keyword ...)
+        raise InputError(
+            f"cannot set up {proto}:// access: {_one_line(e)}",
+            fix="check storage_options / DENPEX_STORAGE_OPTIONS",
+            where=url,
+        ) from None
 
 
 # --- listing ---------------------------------------------------------------------------------------
+
 
 def expand_url(url: str, options: dict | None, keep, problems: list, *, add_spec, add_zip) -> None:
     """Expand one URL: ``add_spec(full_url, info, explicit, options)`` for each object to read,
@@ -163,17 +186,21 @@ def expand_url(url: str, options: dict | None, keep, problems: list, *, add_spec
             info = found[p]
             if info.get("type") == "directory" or p.endswith("/"):
                 continue
-            rel = p[len(root.rstrip("/")) + 1:] if p.startswith(root.rstrip("/") + "/") else posixpath.basename(p)
+            rel = p[len(root.rstrip("/")) + 1 :] if p.startswith(root.rstrip("/") + "/") else posixpath.basename(p)
             if not keep(rel):
                 continue
             emit(p, info, False)
             n += 1
         if not n:
             web = protocol_of(url) in ("http", "https")
-            what = ("links to no log files" if web else "holds no log files") if found else \
-                ("links to nothing" if web else "no objects under this prefix")
-            problems.append(Problem(url, what, "check the URL: pass the prefix (or page) that holds the logs",
-                                    missing=True))
+            what = (
+                ("links to no log files" if web else "holds no log files")
+                if found
+                else ("links to nothing" if web else "no objects under this prefix")
+            )
+            problems.append(
+                Problem(url, what, "check the URL: pass the prefix (or page) that holds the logs", missing=True)
+            )
         return n
 
     listing = True
@@ -188,7 +215,7 @@ def expand_url(url: str, options: dict | None, keep, problems: list, *, add_spec
                 else:
                     emit(p, matches[p], True)
             return
-        if url.endswith("/"):          # a prefix (or a web server's page of links): list it
+        if url.endswith("/"):  # a prefix (or a web server's page of links): list it
             walk(path)
             return
         listing = False
@@ -237,6 +264,7 @@ def info_size(info: dict) -> int:
 
 
 # --- reading ---------------------------------------------------------------------------------------
+
 
 def open_raw(spec) -> RemoteFile:
     """A raw binary stream over the object ``spec.path`` (a URL), read in ``BLOCK_SIZE`` blocks.
@@ -299,14 +327,38 @@ class RemoteFile(io.RawIOBase):
 
 # --- errors ----------------------------------------------------------------------------------------
 
-_UNREACHABLE = ("EndpointConnectionError", "ConnectTimeoutError", "ConnectionClosedError", "ClientConnectorError",
-                "ServerDisconnectedError", "ClientOSError", "ConnectionRefusedError", "ConnectionResetError",
-                "gaierror", "ConnectError", "ProxyConnectionError", "SSLError", "ClientConnectorDNSError")
+_UNREACHABLE = (
+    "EndpointConnectionError",
+    "ConnectTimeoutError",
+    "ConnectionClosedError",
+    "ClientConnectorError",
+    "ServerDisconnectedError",
+    "ClientOSError",
+    "ConnectionRefusedError",
+    "ConnectionResetError",
+    "gaierror",
+    "ConnectError",
+    "ProxyConnectionError",
+    "SSLError",
+    "ClientConnectorDNSError",
+)
 _TIMEOUT = ("ReadTimeoutError", "FSTimeoutError", "TimeoutError", "ServerTimeoutError")
-_NO_CREDENTIALS = ("NoCredentialsError", "PartialCredentialsError", "CredentialRetrievalError",
-                   "DefaultCredentialsError", "RefreshError")
-_BAD_CREDENTIALS = ("InvalidAccessKeyId", "does not exist in our records", "SignatureDoesNotMatch",
-                    "signature we calculated does not match", "ExpiredToken", "InvalidToken", "security token")
+_NO_CREDENTIALS = (
+    "NoCredentialsError",
+    "PartialCredentialsError",
+    "CredentialRetrievalError",
+    "DefaultCredentialsError",
+    "RefreshError",
+)
+_BAD_CREDENTIALS = (
+    "InvalidAccessKeyId",
+    "does not exist in our records",
+    "SignatureDoesNotMatch",
+    "signature we calculated does not match",
+    "ExpiredToken",
+    "InvalidToken",
+    "security token",
+)
 
 
 def describe(err: BaseException, url: str, fs=None, *, listing: bool = False) -> tuple[str, str | None]:
@@ -318,27 +370,41 @@ def describe(err: BaseException, url: str, fs=None, *, listing: bool = False) ->
     creds_fix = _credentials_fix(proto)
     if names & set(_NO_CREDENTIALS):
         return f"no credentials found for {proto}://", creds_fix
-    if names & set(_UNREACHABLE) or (isinstance(err, OSError) and getattr(err, "errno", None) in (111, 113, 101, -2, -3)):
-        return (f"cannot reach the store at {where}: {text}",
-                "check the network and the endpoint" + (" (AWS_ENDPOINT_URL, or storage_options={'endpoint_url': ...})"
-                                                        if proto in _S3 else ""))
+    if names & set(_UNREACHABLE) or (
+        isinstance(err, OSError) and getattr(err, "errno", None) in (111, 113, 101, -2, -3)
+    ):
+        return (
+            f"cannot reach the store at {where}: {text}",
+            "check the network and the endpoint"
+            + (" (AWS_ENDPOINT_URL, or storage_options={'endpoint_url': ...})" if proto in _S3 else ""),
+        )
     if names & set(_TIMEOUT):
-        return (f"the store at {where} did not answer in time: {text}",
-                "check the network; raise the timeouts with storage_options (config_kwargs={'read_timeout': ...})"
-                if proto in _S3 else "check the network")
+        return (
+            f"the store at {where} did not answer in time: {text}",
+            "check the network; raise the timeouts with storage_options (config_kwargs={'read_timeout': ...})"
+            if proto in _S3
+            else "check the network",
+        )
     if isinstance(err, PermissionError):
         if any(s.lower() in text.lower() for s in _BAD_CREDENTIALS):
             return f"the store rejected the credentials: {text}", creds_fix
         what = "to list this location" if listing else "to read it"
-        return f"access denied: {text}", f"ask for permission {what}, or use credentials that have it ({_cred_vars(proto)})"
+        return (
+            f"access denied: {text}",
+            f"ask for permission {what}, or use credentials that have it ({_cred_vars(proto)})",
+        )
     if isinstance(err, FileNotFoundError):
         low = text.lower()
         if "bucket" in low and ("not exist" in low or "nosuchbucket" in low):
             bucket = url.split("://", 1)[1].split("/", 1)[0]
-            return (f"no such bucket {bucket!r}",
-                    "check the bucket name, and that the endpoint/account it lives in is the one configured")
-        return ("no such object or prefix" if proto in _S3 + ("gs", "gcs") else "not found",
-                "check the URL (list the parent prefix to see what is there)")
+            return (
+                f"no such bucket {bucket!r}",
+                "check the bucket name, and that the endpoint/account it lives in is the one configured",
+            )
+        return (
+            "no such object or prefix" if proto in _S3 + ("gs", "gcs") else "not found",
+            "check the URL (list the parent prefix to see what is there)",
+        )
     if isinstance(err, IsADirectoryError):
         return "is a folder (a prefix), not an object", "pass it with a trailing / to read everything under it"
     return f"{type(err).__name__}: {text}", None
@@ -346,8 +412,10 @@ def describe(err: BaseException, url: str, fs=None, *, listing: bool = False) ->
 
 def _credentials_fix(proto: str) -> str:
     if proto in _S3:
-        return ("set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE), or for a public bucket "
-                """storage_options={'anon': True} / DENPEX_STORAGE_OPTIONS='{"anon": true}'""")
+        return (
+            "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE), or for a public bucket "
+            """storage_options={'anon': True} / DENPEX_STORAGE_OPTIONS='{"anon": true}'"""
+        )
     if proto in ("gs", "gcs"):
         return "set GOOGLE_APPLICATION_CREDENTIALS, or storage_options={'token': 'anon'} for a public bucket"
     return "pass credentials in storage_options / DENPEX_STORAGE_OPTIONS"

@@ -23,6 +23,7 @@ rolled back, the block's lines it had claimed go back to ``unparsed``, and the f
 failure (reader, file:line, exception) becomes one note on the Incident. In strict mode
 (``load(strict=True)`` or ``DENPEX_STRICT=1``) the exception propagates instead.
 """
+
 from __future__ import annotations
 
 import io
@@ -35,10 +36,10 @@ from typing import BinaryIO
 
 from .base import FileContext, Line, Output, TextReader
 
-CHUNK_SIZE = 16 << 20          # bytes read per step; blocks never straddle two processed chunks
-CARRY_CAP = 8 << 20           # a block that fills a whole buffer this large is processed as it is
-MAX_BLOCK_LINES = 5000         # a runaway continuation run is cut here (keeps memory bounded)
-DEFAULT_LINE_CAP = 1 << 20     # bytes of one line offered to the readers; the rest is counted, not kept
+CHUNK_SIZE = 16 << 20  # bytes read per step; blocks never straddle two processed chunks
+CARRY_CAP = 8 << 20  # a block that fills a whole buffer this large is processed as it is
+MAX_BLOCK_LINES = 5000  # a runaway continuation run is cut here (keeps memory bounded)
+DEFAULT_LINE_CAP = 1 << 20  # bytes of one line offered to the readers; the rest is counted, not kept
 WRAP_WIDTHS = frozenset({80, 100, 120, 160, 200})
 
 #: launcher and worker prefixes in front of a message (the bytes twin of prefixes._strip's outer
@@ -73,13 +74,23 @@ def peel(line: bytes) -> bytes:
     if b"\x1b" in line:
         line = ANSI_B.sub(b"", line)
     m = OUTER_RUN.match(line)
-    return line[m.end():] if m and m.end() else line
-_CONT_STARTS = (b"frame #", b"what():", b"Exception raised from",
-                "│".encode(), "┃".encode(), "╰".encode(), "┗".encode())   # Rich traceback box sides and bottom
+    return line[m.end() :] if m and m.end() else line
+
+
+_CONT_STARTS = (
+    b"frame #",
+    b"what():",
+    b"Exception raised from",
+    "│".encode(),
+    "┃".encode(),
+    "╰".encode(),
+    "┗".encode(),
+)  # Rich traceback box sides and bottom
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 
 
 # --- needle search -------------------------------------------------------------------------------
+
 
 class NeedleMatcher:
     """Find the lines that contain any of a set of literal byte strings, and which strings.
@@ -89,11 +100,16 @@ class NeedleMatcher:
     line in it. Without groups every mask is "all readers".
     """
 
-    def __init__(self, needles: Iterable[bytes], *, use_hyperscan: bool | None = None,
-                 groups: list[tuple[bytes, ...]] | None = None):
+    def __init__(
+        self,
+        needles: Iterable[bytes],
+        *,
+        use_hyperscan: bool | None = None,
+        groups: list[tuple[bytes, ...]] | None = None,
+    ):
         self.needles = sorted({bytes(n) for n in needles if n and b"\n" not in n})
         index = {n: i for i, n in enumerate(self.needles)}
-        self.masks = [-1] * len(self.needles)          # needle -> reader bitmask (-1: everyone)
+        self.masks = [-1] * len(self.needles)  # needle -> reader bitmask (-1: everyone)
         if groups is not None:
             self.masks = [0] * len(self.needles)
             for g, group in enumerate(groups):
@@ -106,8 +122,13 @@ class NeedleMatcher:
                 import hyperscan
 
                 db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-                db.compile(expressions=self.needles, ids=list(range(len(self.needles))),
-                           elements=len(self.needles), flags=0, literal=True)
+                db.compile(
+                    expressions=self.needles,
+                    ids=list(range(len(self.needles))),
+                    elements=len(self.needles),
+                    flags=0,
+                    literal=True,
+                )
                 self._db = db
             except Exception:  # not installed, or an old build without the literal API
                 if use_hyperscan:
@@ -141,7 +162,7 @@ class NeedleMatcher:
             app = hits.append
 
             def on_match(nid, _frm, to, _flags, _ctx):
-                app(to * k + nid)          # one int per match: sorts by end offset, keeps the needle
+                app(to * k + nid)  # one int per match: sorts by end offset, keeps the needle
 
             self._db.scan(buf if n == len(buf) else memoryview(buf)[:n], match_event_handler=on_match)
             hits.sort()
@@ -177,6 +198,7 @@ class NeedleMatcher:
 
 # --- continuation lines --------------------------------------------------------------------------
 
+
 def _balance_open(line: bytes) -> bool:
     return line.count(b"(") > line.count(b")") or line.count(b"[") > line.count(b"]")
 
@@ -206,7 +228,7 @@ def is_continuation(prev: bytes, line: bytes) -> bool:
     if rest[:1] in (b" ", b"\t"):
         return rest.strip() != b"" or cut > 0
     if not rest:
-        return cut > 0            # a launcher tag with nothing after it (``[1,2]<stdout>:``): a blank line of the block
+        return cut > 0  # a launcher tag with nothing after it (``[1,2]<stdout>:``): a blank line of the block
     if rest.startswith(_CONT_STARTS):
         return True
     if prev.endswith(b"\r"):
@@ -229,7 +251,7 @@ def _continues(prev: bytes, line: bytes, app_b: re.Pattern) -> bool:
     if c in (b" ", b"\t"):
         return rest.strip() != b"" or cut > 0
     if not rest:
-        return cut > 0            # a launcher tag with nothing after it (``[1,2]<stdout>:``): a blank line of the block
+        return cut > 0  # a launcher tag with nothing after it (``[1,2]<stdout>:``): a blank line of the block
     if rest.startswith(_CONT_STARTS):
         return True
     p = prev[:-1] if prev.endswith(b"\r") else prev
@@ -240,7 +262,7 @@ def _continues(prev: bytes, line: bytes, app_b: re.Pattern) -> bool:
     m = app_b.match(s, cut) if c in (b"[", b"0", b"1", b"2") else None
     if m is None:
         return False
-    after = s[m.end():]
+    after = s[m.end() :]
     return is_continuation(prev, after) if after else True
 
 
@@ -254,7 +276,7 @@ def _warning_opens(buf: bytes, s: int, e: int) -> int:
 def _warning_next(buf: bytes, s: int, left: int) -> int:
     """Lines an open warning message may still take after the line at ``s``: none once its
     indented source line came, else one fewer."""
-    if not left or buf[s:s + 1] in (b" ", b"\t"):
+    if not left or buf[s : s + 1] in (b" ", b"\t"):
         return 0
     return left - 1
 
@@ -262,11 +284,15 @@ def _warning_next(buf: bytes, s: int, left: int) -> int:
 def _warning_body(line: bytes) -> bool:
     """Can ``line`` be a line of a multi-line warning message (not blank, not a new record)?"""
     line = line.rstrip(b"\r")
-    return bool(line.strip()) and not line.startswith((b"Traceback", b"[", b"During handling")) \
+    return (
+        bool(line.strip())
+        and not line.startswith((b"Traceback", b"[", b"During handling"))
         and _PY_WARNING.search(line) is None
+    )
 
 
 # --- unparsed rows -------------------------------------------------------------------------------
+
 
 class UnparsedSink:
     """Collect ``unparsed`` rows column-wise: texts while the budget lasts, then collapsed runs."""
@@ -325,7 +351,7 @@ class UnparsedSink:
         if b"\r" in chunk:
             texts = [t[:-1] if t.endswith("\r") else t for t in texts]
         lengths = list(accumulate(map(len, texts)))
-        k = bisect_right(lengths, self.budget)       # lines that fit in what is left of the budget
+        k = bisect_right(lengths, self.budget)  # lines that fit in what is left of the budget
         if k:
             self.budget -= lengths[k - 1]
             self.line.extend(range(lineno, lineno + k))
@@ -342,10 +368,13 @@ class UnparsedSink:
 
 # --- blocks --------------------------------------------------------------------------------------
 
+
 def _fallback_to_lines(physical: list[tuple[int, str]], ctx: FileContext) -> list[Line]:
     """Used only while :mod:`prefixes` is missing: no prefix stripping beyond ANSI codes."""
-    return [Line(lineno=n, text=_ANSI.sub("", t), raw=_ANSI.sub("", t), rank=ctx.rank_hint,
-                 local_rank=ctx.local_rank_hint) for n, t in physical]
+    return [
+        Line(lineno=n, text=_ANSI.sub("", t), raw=_ANSI.sub("", t), rank=ctx.rank_hint, local_rank=ctx.local_rank_hint)
+        for n, t in physical
+    ]
 
 
 def resolve_to_lines() -> Callable[[list[tuple[int, str]], FileContext], list[Line]]:
@@ -359,9 +388,19 @@ def resolve_to_lines() -> Callable[[list[tuple[int, str]], FileContext], list[Li
 class BlockScanner:
     """Scan one text stream; feed blocks to readers; produce accounting and unparsed rows."""
 
-    def __init__(self, readers: list[TextReader], matcher: NeedleMatcher, ctx: FileContext, out: Output,
-                 sink: UnparsedSink, *, to_lines=None, on_bytes: Callable[[int], None] | None = None,
-                 chunk_size: int = CHUNK_SIZE, line_cap: int = DEFAULT_LINE_CAP):
+    def __init__(
+        self,
+        readers: list[TextReader],
+        matcher: NeedleMatcher,
+        ctx: FileContext,
+        out: Output,
+        sink: UnparsedSink,
+        *,
+        to_lines=None,
+        on_bytes: Callable[[int], None] | None = None,
+        chunk_size: int = CHUNK_SIZE,
+        line_cap: int = DEFAULT_LINE_CAP,
+    ):
         self.readers = readers
         self.matcher = matcher
         self.ctx = ctx
@@ -371,11 +410,11 @@ class BlockScanner:
         self.on_bytes = on_bytes
         self.chunk_size = chunk_size
         self.lines_total = 0
-        self.reader_failures: list[str] = []       # "reader 'x' failed at file:line: Type: message"
+        self.reader_failures: list[str] = []  # "reader 'x' failed at file:line: Type: message"
         self.n_failures = 0
         self.strict = strict_mode(ctx.options)
         self.rank_info: dict[int, dict] = {}
-        self.read_error: BaseException | None = None   # the stream broke off; lines before it are kept
+        self.read_error: BaseException | None = None  # the stream broke off; lines before it are kept
         self.line_cap = max(1, int(line_cap))
         #: (line number, bytes past the cap not read) per line longer than ``line_cap``
         self.overlong: list[tuple[int, int]] = []
@@ -391,24 +430,24 @@ class BlockScanner:
         # right after (``readinto`` for plain files), processed up to ``end`` without slicing. A 1 GB
         # file so costs no copy of its bytes and no fresh memory per chunk.
         cap = self.line_cap
-        carry = b""            # bytes in front of the next read (copied out of ``buf``)
+        carry = b""  # bytes in front of the next read (copied out of ``buf``)
         pending = head
-        lineno = 1             # number of the first line in ``carry``
+        lineno = 1  # number of the first line in ``carry``
         eof = False
-        skipping = False       # inside an overlong line whose kept head ends ``carry``
+        skipping = False  # inside an overlong line whose kept head ends ``carry``
         skipped = 0
         long_line = 0
         buf = bytearray()
         while not eof:
             k = len(carry)
-            need = k + (len(pending) if pending else self.chunk_size) + 1    # + 1: a last newline at EOF
+            need = k + (len(pending) if pending else self.chunk_size) + 1  # + 1: a last newline at EOF
             if len(buf) < need:
                 buf = bytearray(need + need // 8)
             if k:
                 buf[:k] = carry
             if pending:
                 n = len(pending)
-                buf[k:k + n] = pending
+                buf[k : k + n] = pending
                 pending = b""
             elif self.read_error is not None:
                 n = 0
@@ -416,7 +455,7 @@ class BlockScanner:
                 n = self._fill(stream, buf, k, self.chunk_size)
                 if self.on_bytes and n:
                     self.on_bytes(n)
-            blen = k + n           # ``buf[:blen]`` is carry + the new data
+            blen = k + n  # ``buf[:blen]`` is carry + the new data
             if skipping:
                 if n:
                     nl = buf.find(b"\n", k, blen)
@@ -424,25 +463,25 @@ class BlockScanner:
                         skipped += n
                         continue
                     skipped += nl - k
-                    if nl > k:     # drop the skipped bytes: the data resumes at the newline
-                        buf[k:blen - (nl - k)] = buf[nl:blen]
+                    if nl > k:  # drop the skipped bytes: the data resumes at the newline
+                        buf[k : blen - (nl - k)] = buf[nl:blen]
                         blen -= nl - k
                 self.overlong.append((long_line, skipped))
                 skipping = False
-            if blen == k:          # no data: the end of the stream
+            if blen == k:  # no data: the end of the stream
                 eof = True
                 if not k:
                     break
                 if buf[k - 1] != 10:
-                    buf[k] = 10    # a truncated last line still counts
+                    buf[k] = 10  # a truncated last line still counts
                     blen = k + 1
                 end, carry = blen, b""
             else:
                 cut = buf.rfind(b"\n", 0, blen) + 1
-                if blen - cut > cap:          # the unfinished last line is past the cap already
+                if blen - cut > cap:  # the unfinished last line is past the cap already
                     long_line = lineno + buf.count(b"\n", 0, cut)
                     skipped = blen - cut - cap
-                    kept = bytes(buf[cut:cut + cap])
+                    kept = bytes(buf[cut : cut + cap])
                     skipping = True
                     if cut == 0:
                         carry = kept
@@ -468,13 +507,13 @@ class BlockScanner:
             except ReadStopped as e:  # truncated/corrupt stream: keep what came
                 self.read_error = e.cause
                 data = e.partial
-            buf[k:k + len(data)] = data
+            buf[k : k + len(data)] = data
             return len(data)
         got = 0
         mv = memoryview(buf)
         try:
             while got < size:
-                r = stream.readinto(mv[k + got:k + size])
+                r = stream.readinto(mv[k + got : k + size])
                 if not r:
                     break
                 got += r
@@ -493,8 +532,7 @@ class BlockScanner:
                 parts[k] = part[:cap]
         return b"\n".join(parts)
 
-    def _process(self, buf: bytes | bytearray, lineno: int, *, final: bool,
-                 end: int | None = None) -> tuple[int, int]:
+    def _process(self, buf: bytes | bytearray, lineno: int, *, final: bool, end: int | None = None) -> tuple[int, int]:
         """Process whole lines of ``buf[:end]`` (which ends with a newline; ``end`` defaults to the
         whole buffer) starting at line ``lineno``.
 
@@ -511,30 +549,39 @@ class BlockScanner:
         n_buf = len(buf) if end is None else end
         if "wrap_width" not in self.ctx.options:
             if n_buf < hardwrap.WRAP_SAMPLE and not final:
-                return 0, lineno                 # the width is decided on the same bytes for any chunk size
-            self.ctx = replace(self.ctx, options={**self.ctx.options, "wrap_width": hardwrap.detect_width(
-                bytes(buf[:buf.rfind(b"\n", 0, min(hardwrap.WRAP_SAMPLE, n_buf)) + 1]))})
+                return 0, lineno  # the width is decided on the same bytes for any chunk size
+            self.ctx = replace(
+                self.ctx,
+                options={
+                    **self.ctx.options,
+                    "wrap_width": hardwrap.detect_width(
+                        bytes(buf[: buf.rfind(b"\n", 0, min(hardwrap.WRAP_SAMPLE, n_buf)) + 1])
+                    ),
+                },
+            )
         wrap = self.ctx.options["wrap_width"]
         if wrap and not final:
             cut = hardwrap.safe_end(buf, wrap, n_buf)
             if cut == 0 and n_buf < CARRY_CAP:
                 return 0, lineno
             n_buf = cut if cut else n_buf
-        starts, masks = hardwrap.line_hits(self.matcher, buf, wrap, n_buf) if wrap else \
-            self.matcher.line_hits(buf, n_buf)
+        starts, masks = (
+            hardwrap.line_hits(self.matcher, buf, wrap, n_buf) if wrap else self.matcher.line_hits(buf, n_buf)
+        )
         count = _newline_counter(buf, n_buf)
 
         def grows(prev_s: int, be: int, nxt_end: int) -> bool:
             """Does the line ``buf[be:nxt_end]`` continue the block whose last line starts at ``prev_s``?"""
-            prev = buf[prev_s:be - 1]
+            prev = buf[prev_s : be - 1]
             if wrap:
-                return hardwrap.joins_b(prev, buf[be:nxt_end - 1], wrap) or \
-                    _continues(prev, hardwrap.logical_start(buf, be, wrap, stop=n_buf), APP_B)
-            return _continues(prev, buf[be:nxt_end - 1], APP_B)
+                return hardwrap.joins_b(prev, buf[be : nxt_end - 1], wrap) or _continues(
+                    prev, hardwrap.logical_start(buf, be, wrap, stop=n_buf), APP_B
+                )
+            return _continues(prev, buf[be : nxt_end - 1], APP_B)
 
         find = buf.find
-        pos = 0            # first unprocessed byte (always a line start)
-        ln = lineno        # its line number
+        pos = 0  # first unprocessed byte (always a line start)
+        ln = lineno  # its line number
         i = 0
         while i < len(starts):
             bs = starts[i]
@@ -560,15 +607,15 @@ class BlockScanner:
                     warn_left = _warning_opens(buf, be, nxt_end) or _warning_next(buf, be, warn_left)
                 elif grows(prev_s, be, nxt_end):
                     warn_left = _warning_next(buf, be, warn_left)
-                elif warn_left and _warning_body(buf[be:nxt_end - 1]):
-                    warn_left -= 1           # a line of a multi-line warning message
+                elif warn_left and _warning_body(buf[be : nxt_end - 1]):
+                    warn_left -= 1  # a line of a multi-line warning message
                 else:
                     break
                 prev_s, be = be, nxt_end
                 n_block += 1
             if be >= n_buf and not final and (bs > 0 or n_buf < CARRY_CAP):
-                return bs, ln        # may continue in the next chunk: carry it over
-            while i < len(starts) and starts[i] < be:   # candidates swallowed as continuation lines
+                return bs, ln  # may continue in the next chunk: carry it over
+            while i < len(starts) and starts[i] < be:  # candidates swallowed as continuation lines
                 mask |= masks[i]
                 i += 1
             self._block(buf, bs, be, ln, n_block, mask)
@@ -626,7 +673,7 @@ class BlockScanner:
         their first ``line_cap`` bytes (the rest is recorded in ``overlong``)."""
         sink = self.sink
         if sink.budget > 0 and n and end - start > self.line_cap and _has_long_line(buf, start, end, self.line_cap):
-            capped = self._cap_lines(buf[start:end - 1], ln) + b"\n"
+            capped = self._cap_lines(buf[start : end - 1], ln) + b"\n"
             sink.add_region(capped, 0, len(capped), ln, n)
             return
         sink.add_region(buf, start, end, ln, n)
@@ -637,14 +684,25 @@ class BlockScanner:
         if not self.overlong:
             return None
         cap = _human(self.line_cap)
-        rows = [(ln, f"line {ln}: {extra} bytes past the line cap ({cap}) not read") for ln, extra in
-                self.overlong[:max_rows]]
+        rows = [
+            (ln, f"line {ln}: {extra} bytes past the line cap ({cap}) not read")
+            for ln, extra in self.overlong[:max_rows]
+        ]
         rest = self.overlong[max_rows:]
         if rest:
-            rows.append((rest[0][0], f"{len(rest)} more lines past the line cap ({cap}) from line {rest[0][0]}: "
-                                     f"{sum(x for _, x in rest)} bytes not read"))
-        return {"file": [file] * len(rows), "line": [r[0] for r in rows], "n_lines": [0] * len(rows),
-                "text": [r[1] for r in rows]}
+            rows.append(
+                (
+                    rest[0][0],
+                    f"{len(rest)} more lines past the line cap ({cap}) from line {rest[0][0]}: "
+                    f"{sum(x for _, x in rest)} bytes not read",
+                )
+            )
+        return {
+            "file": [file] * len(rows),
+            "line": [r[0] for r in rows],
+            "n_lines": [0] * len(rows),
+            "text": [r[1] for r in rows],
+        }
 
     def overlong_note(self) -> str | None:
         """One line for the Incident's notes when lines were cut at the line cap."""
@@ -652,9 +710,11 @@ class BlockScanner:
             return None
         n, extra = len(self.overlong), sum(x for _, x in self.overlong)
         first = self.overlong[0][0]
-        return (f"{n} line(s) longer than the line cap ({_human(self.line_cap)}), first at line {first}: their "
-                f"first {_human(self.line_cap)} were read, {extra} bytes past it were counted, not read (raise it: "
-                f"load(line_cap=...) or DENPEX_LINE_CAP)")
+        return (
+            f"{n} line(s) longer than the line cap ({_human(self.line_cap)}), first at line {first}: their "
+            f"first {_human(self.line_cap)} were read, {extra} bytes past it were counted, not read (raise it: "
+            f"load(line_cap=...) or DENPEX_LINE_CAP)"
+        )
 
     def _failed(self, who: str, e: Exception, first_line: int) -> None:
         """Record (or, in strict mode, raise) a reader's or the prefix stripper's exception."""
@@ -662,7 +722,7 @@ class BlockScanner:
         if self.strict:
             try:
                 e.add_note(f"denpex_nb: reader {who!r} failed at {where}")
-            except AttributeError:   # Python < 3.11
+            except AttributeError:  # Python < 3.11
                 pass
             raise e
         self.n_failures += 1
@@ -691,7 +751,7 @@ def _newline_counter(buf: bytes | bytearray, n: int) -> Callable[[bytes, int, in
     bcount = buf.count
     nonzero = np.count_nonzero
 
-    def count(sub: bytes, start: int, end: int) -> int:   # sub is always b"\n"
+    def count(sub: bytes, start: int, end: int) -> int:  # sub is always b"\n"
         if end - start < _NUMPY_COUNT_MIN:
             return bcount(sub, start, end)
         return int(nonzero(a[start:end] == 10))
@@ -752,9 +812,19 @@ def _failing_line(e: BaseException, default: int) -> int:
     return found
 
 
-def scan_text(stream: BinaryIO, readers: list[TextReader], ctx: FileContext, out: Output, sink: UnparsedSink,
-              *, head: bytes = b"", matcher: NeedleMatcher | None = None, on_bytes=None,
-              chunk_size: int = CHUNK_SIZE, line_cap: int = DEFAULT_LINE_CAP) -> BlockScanner:
+def scan_text(
+    stream: BinaryIO,
+    readers: list[TextReader],
+    ctx: FileContext,
+    out: Output,
+    sink: UnparsedSink,
+    *,
+    head: bytes = b"",
+    matcher: NeedleMatcher | None = None,
+    on_bytes=None,
+    chunk_size: int = CHUNK_SIZE,
+    line_cap: int = DEFAULT_LINE_CAP,
+) -> BlockScanner:
     """Scan a whole text stream (``head`` = bytes already read from it). Returns the scanner
     with ``lines_total``, ``reader_failures`` (see :meth:`BlockScanner.failure_note`),
     ``overlong`` (lines cut at ``line_cap``) and ``rank_info`` filled in. In strict mode

@@ -21,6 +21,7 @@ corrupt, and a log that was decompressed but kept its ``.gz`` name reads as text
 URLs (``s3://``, ``gs://``, ``https://`` ...) expand and open through fsspec (:mod:`.remote`);
 their specs carry the URL and the storage options, and every reader opens the object itself.
 """
+
 from __future__ import annotations
 
 import bz2
@@ -46,8 +47,28 @@ COMPRESSIONS = {".gz": "gz", ".bz2": "bz2", ".xz": "xz", ".zst": "zst", ".zstd":
 #: names a folder walk never treats as logs (reproducer metadata, editors, pictures ...)
 _SKIP_NAMES = {"error.json", ".DS_Store"}
 _SKIP_EXTS = {
-    ".py", ".pyc", ".ipynb", ".html", ".htm", ".css", ".js", ".png", ".jpg", ".jpeg", ".gif", ".svg",
-    ".pdf", ".so", ".whl", ".toml", ".yaml", ".yml", ".cfg", ".ini", ".lock", ".sh",
+    ".py",
+    ".pyc",
+    ".ipynb",
+    ".html",
+    ".htm",
+    ".css",
+    ".js",
+    ".png",
+    ".jpg",
+    ".jpeg",
+    ".gif",
+    ".svg",
+    ".pdf",
+    ".so",
+    ".whl",
+    ".toml",
+    ".yaml",
+    ".yml",
+    ".cfg",
+    ".ini",
+    ".lock",
+    ".sh",
 }
 _SKIP_DIRS = {"__pycache__", ".git", ".ipynb_checkpoints", ".hypothesis", ".pytest_cache", "node_modules"}
 
@@ -71,8 +92,12 @@ DEFAULT_MAX_STRUCTURED = 512 << 20
 #: standard input kept in memory up to this; past it, spooled to a temporary file
 STDIN_MEMORY = 64 << 20
 
-_ENV = {"max_decompressed": "DENPEX_MAX_DECOMPRESSED", "max_ratio": "DENPEX_MAX_RATIO",
-        "max_structured": "DENPEX_MAX_STRUCTURED", "line_cap": "DENPEX_LINE_CAP"}
+_ENV = {
+    "max_decompressed": "DENPEX_MAX_DECOMPRESSED",
+    "max_ratio": "DENPEX_MAX_RATIO",
+    "max_structured": "DENPEX_MAX_STRUCTURED",
+    "line_cap": "DENPEX_LINE_CAP",
+}
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
 
@@ -102,8 +127,12 @@ def resolve_limits(options: dict | None = None) -> dict:
     default. Raises ValueError for a value that is not a positive size."""
     from .scan import DEFAULT_LINE_CAP
 
-    defaults = {"max_decompressed": DEFAULT_MAX_DECOMPRESSED, "max_ratio": DEFAULT_MAX_RATIO,
-                "max_structured": DEFAULT_MAX_STRUCTURED, "line_cap": DEFAULT_LINE_CAP}
+    defaults = {
+        "max_decompressed": DEFAULT_MAX_DECOMPRESSED,
+        "max_ratio": DEFAULT_MAX_RATIO,
+        "max_structured": DEFAULT_MAX_STRUCTURED,
+        "line_cap": DEFAULT_LINE_CAP,
+    }
     out = {}
     for name, default in defaults.items():
         value = (options or {}).get(name)
@@ -131,12 +160,13 @@ class StreamError(OSError):
 class CapReached(StreamError):
     """The decompressed output reached ``max_decompressed`` or the ratio cap."""
 
+
 # Rank in a file name, most specific first. Each pattern is searched in the base name.
 _RANK_NAME_PATTERNS = [
-    re.compile(r"(?:^|[^a-z])rank[_-]?(\d+)(?![\d])", re.I),        # rank3.log, comm_lib_trace_rank_3, denpex_trace_rank3
-    re.compile(r"(?:^|[^a-z])trace_(\d+)$", re.I),                   # trace_3 (FR with a custom prefix)
-    re.compile(r"(?:^|[^a-z])worker[-_]?(\d+)(?![\d])", re.I),      # worker-3.log
-    re.compile(r"^(\d+)\.(?:log|txt|out|err)$", re.I),               # 3.log
+    re.compile(r"(?:^|[^a-z])rank[_-]?(\d+)(?![\d])", re.I),  # rank3.log, comm_lib_trace_rank_3, denpex_trace_rank3
+    re.compile(r"(?:^|[^a-z])trace_(\d+)$", re.I),  # trace_3 (FR with a custom prefix)
+    re.compile(r"(?:^|[^a-z])worker[-_]?(\d+)(?![\d])", re.I),  # worker-3.log
+    re.compile(r"^(\d+)\.(?:log|txt|out|err)$", re.I),  # 3.log
 ]
 _NCCL_DEBUG_FILE = re.compile(r"^nccl\.(?P<host>[^/]+?)\.(?P<pid>\d+)(?:\.log|\.txt|\.out)?$", re.I)
 _ATTEMPT = re.compile(r"^attempt_\d+$")
@@ -146,21 +176,21 @@ _ATTEMPT = re.compile(r"^attempt_\d+$")
 class FileSpec:
     """One input stream; picklable so a worker process (or Dask) can open and parse it."""
 
-    display: str                        # what goes in the ``file`` columns
-    path: str | None = None             # file on disk (None for stdin)
-    member: str | None = None           # zip member name
-    compression: str | None = None      # gz, bz2, xz, zst or None
-    data: bytes | None = None           # bytes already read (stdin)
-    size: int = 0                       # bytes on disk (compressed size), for progress and scheduling
+    display: str  # what goes in the ``file`` columns
+    path: str | None = None  # file on disk (None for stdin)
+    member: str | None = None  # zip member name
+    compression: str | None = None  # gz, bz2, xz, zst or None
+    data: bytes | None = None  # bytes already read (stdin)
+    size: int = 0  # bytes on disk (compressed size), for progress and scheduling
     rank_hint: int | None = None
     local_rank_hint: int | None = None
-    pid_hint: int | None = None         # NCCL_DEBUG_FILE nccl.<host>.<pid>.log
+    pid_hint: int | None = None  # NCCL_DEBUG_FILE nccl.<host>.<pid>.log
     host_hint: str | None = None
-    year: int | None = None             # from the file's mtime (year-less glog headers)
-    mtime: float | None = None          # epoch seconds (lets prefixes roll December lines back a year)
-    run_root: str = ""                  # files of one run share it; de-duplication stays inside a run
-    explicit: bool = True               # named by the user (not found by walking a folder)
-    temp: bool = False                  # a temporary file (spooled stdin) to delete after the load
+    year: int | None = None  # from the file's mtime (year-less glog headers)
+    mtime: float | None = None  # epoch seconds (lets prefixes roll December lines back a year)
+    run_root: str = ""  # files of one run share it; de-duplication stays inside a run
+    explicit: bool = True  # named by the user (not found by walking a folder)
+    temp: bool = False  # a temporary file (spooled stdin) to delete after the load
     storage_options: dict | None = None  # fsspec options for a URL ``path`` (endpoint, credentials ...)
 
     @property
@@ -186,7 +216,7 @@ class Problem:
     path: str
     problem: str
     fix: str | None = None
-    missing: bool = False          # the path names nothing to read (no file, no glob match, empty folder)
+    missing: bool = False  # the path names nothing to read (no file, no glob match, empty folder)
 
     def one_line(self) -> str:
         msg = f"{self.path}: {self.problem}"
@@ -212,15 +242,15 @@ def rank_hints(path: str) -> dict:
         for pat in _RANK_NAME_PATTERNS:
             m = pat.search(stem)
             if m:
-                hints["rank_hint"] = _bounded_int(m.group(1), 2 ** 31)
+                hints["rank_hint"] = _bounded_int(m.group(1), 2**31)
                 break
     parts = path.replace("\\", "/").split("/")
     if len(parts) >= 3 and parts[-2].isdigit() and _ATTEMPT.match(parts[-3]):
-        hints["local_rank_hint"] = _bounded_int(parts[-2], 2 ** 31)
+        hints["local_rank_hint"] = _bounded_int(parts[-2], 2**31)
     return hints
 
 
-def _bounded_int(digits: str, limit: int = 2 ** 63) -> int | None:
+def _bounded_int(digits: str, limit: int = 2**63) -> int | None:
     """A file name's digits as an int below ``limit``, else None (a name may hold 5000 digits)."""
     return int(digits) if len(digits) <= 19 and int(digits) < limit else None
 
@@ -267,11 +297,11 @@ def sniff_compression(head: bytes) -> str | None:
     if head[:3] == b"\x1f\x8b\x08":
         return "gz"
     if head[:4] == b"\x28\xb5\x2f\xfd" or (head[:1] and head[0] & 0xF0 == 0x50 and head[1:4] == b"\x2a\x4d\x18"):
-        return "zst"                   # a frame, or a skippable frame (0x184D2A5?)
+        return "zst"  # a frame, or a skippable frame (0x184D2A5?)
     if head[:6] == b"\xfd7zXZ\x00":
         return "xz"
     if head[:3] == b"BZh" and head[3:4] in b"123456789" and head[3:4] and head[4:10] in (b"1AY&SY", b"\x17rE8P\x90"):
-        return "bz2"                   # a block, or the end of an empty stream
+        return "bz2"  # a block, or the end of an empty stream
     if head[:4] in (b"PK\x03\x04", b"PK\x05\x06"):
         return "zip"
     return None
@@ -323,8 +353,7 @@ def _skip_dir(name: str) -> bool:
 
 def _skip_file(name: str) -> bool:
     """A folder walk never treats these as logs (metadata, pictures, code, hidden files)."""
-    return (name in _SKIP_NAMES or name.startswith(".") or not name
-            or os.path.splitext(name)[1].lower() in _SKIP_EXTS)
+    return name in _SKIP_NAMES or name.startswith(".") or not name or os.path.splitext(name)[1].lower() in _SKIP_EXTS
 
 
 def _keep_walked(rel: str) -> bool:
@@ -340,8 +369,13 @@ def _walk(folder: str, problems: list | None = None) -> list[str]:
 
     def unreadable(err: OSError) -> None:
         if problems is not None:
-            problems.append(Problem(err.filename or folder, f"cannot list this folder: {_reason(err)}",
-                                    "make it readable (chmod +rx) or pass the files inside it"))
+            problems.append(
+                Problem(
+                    err.filename or folder,
+                    f"cannot list this folder: {_reason(err)}",
+                    "make it readable (chmod +rx) or pass the files inside it",
+                )
+            )
 
     for root, dirs, files in os.walk(folder, onerror=unreadable):
         dirs[:] = sorted(d for d in dirs if not _skip_dir(d))
@@ -363,7 +397,7 @@ def _special_kind(path: str) -> str | None:
     try:
         mode = os.stat(path).st_mode
     except OSError:
-        return None                    # a dangling link or a race: the open reports it
+        return None  # a dangling link or a race: the open reports it
     if stat.S_ISFIFO(mode):
         return "a FIFO (named pipe)"
     if stat.S_ISSOCK(mode):
@@ -385,7 +419,7 @@ def _is_zip_file(path: str) -> bool:
         with open(path, "rb") as f:
             return sniff_compression(f.read(4)) == "zip"
     except OSError:
-        return False                   # the open while parsing reports it
+        return False  # the open while parsing reports it
 
 
 def _spec_for_file(path: str, display: str, *, explicit: bool, year: int | None) -> FileSpec:
@@ -398,13 +432,22 @@ def _spec_for_file(path: str, display: str, *, explicit: bool, year: int | None)
         mtime = os.stat(path).st_mtime
     except OSError:
         mtime = None
-    return FileSpec(display=display, path=path, compression=_compression_of(path), size=size, mtime=mtime,
-                    year=year if year is not None else _mtime_year(path), run_root=run_root(path),
-                    explicit=explicit, **hints)
+    return FileSpec(
+        display=display,
+        path=path,
+        compression=_compression_of(path),
+        size=size,
+        mtime=mtime,
+        year=year if year is not None else _mtime_year(path),
+        run_root=run_root(path),
+        explicit=explicit,
+        **hints,
+    )
 
 
-def _zip_specs(path: str, display: str, *, explicit: bool, year: int | None, opener=None,
-               storage_options: dict | None = None) -> tuple[list[FileSpec], list[Problem]]:
+def _zip_specs(
+    path: str, display: str, *, explicit: bool, year: int | None, opener=None, storage_options: dict | None = None
+) -> tuple[list[FileSpec], list[Problem]]:
     """One spec per log member of the archive at ``path`` (``opener()``: a seekable binary file
     over it, for an archive in object storage; default: the local file)."""
     try:
@@ -423,17 +466,28 @@ def _zip_specs(path: str, display: str, *, explicit: bool, year: int | None, ope
             continue
         hints = rank_hints(info.filename)
         member_year = year if year is not None else info.date_time[0]
-        specs.append(FileSpec(display=f"{display}:{info.filename}", path=path, member=info.filename,
-                              compression=_compression_of(info.filename), size=info.compress_size,
-                              year=member_year, run_root=display + ":" + run_root(info.filename),
-                              explicit=explicit, storage_options=storage_options, **hints))
+        specs.append(
+            FileSpec(
+                display=f"{display}:{info.filename}",
+                path=path,
+                member=info.filename,
+                compression=_compression_of(info.filename),
+                size=info.compress_size,
+                year=member_year,
+                run_root=display + ":" + run_root(info.filename),
+                explicit=explicit,
+                storage_options=storage_options,
+                **hints,
+            )
+        )
     if not specs:
         return [], [Problem(display, "zip archive holds no log files", "pass the archive that holds the logs")]
     return specs, []
 
 
-def expand(paths, *, year: int | None = None, stdin: BinaryIO | None = None,
-           storage_options: dict | None = None) -> tuple[list[FileSpec], list[Problem]]:
+def expand(
+    paths, *, year: int | None = None, stdin: BinaryIO | None = None, storage_options: dict | None = None
+) -> tuple[list[FileSpec], list[Problem]]:
     """Expand user paths into file specs, in a stable order, plus the problems met on the way.
 
     Local paths: files, folders (walked), globs, ``-``, zip archives (recognised by content).
@@ -466,16 +520,33 @@ def expand(paths, *, year: int | None = None, stdin: BinaryIO | None = None,
 
     def add_url(url: str, info: dict, explicit: bool, opts: dict) -> None:
         mtime = info_mtime(info)
-        add(FileSpec(display=url, path=url, compression=_compression_of(url), size=info_size(info), mtime=mtime,
-                     year=year if year is not None else _year_of(mtime), run_root=run_root(url),
-                     explicit=explicit, storage_options=opts, **rank_hints(url)))
+        add(
+            FileSpec(
+                display=url,
+                path=url,
+                compression=_compression_of(url),
+                size=info_size(info),
+                mtime=mtime,
+                year=year if year is not None else _year_of(mtime),
+                run_root=run_root(url),
+                explicit=explicit,
+                storage_options=opts,
+                **rank_hints(url),
+            )
+        )
 
     def add_url_zip(url: str, info: dict, explicit: bool, fs, path: str, opts: dict) -> None:
         from .remote import open_raw
 
         probe = FileSpec(display=url, path=url, storage_options=opts)
-        zs, zp = _zip_specs(url, url, explicit=explicit, year=year if year is not None else _year_of(info_mtime(info)),
-                            opener=lambda: open_raw(probe), storage_options=opts)
+        zs, zp = _zip_specs(
+            url,
+            url,
+            explicit=explicit,
+            year=year if year is not None else _year_of(info_mtime(info)),
+            opener=lambda: open_raw(probe),
+            storage_options=opts,
+        )
         for s in zs:
             add(s)
         problems.extend(zp)
@@ -497,17 +568,25 @@ def expand(paths, *, year: int | None = None, stdin: BinaryIO | None = None,
             before = len(problems)
             files = _walk(p, problems)
             if not files and len(problems) == before:
-                problems.append(Problem(p, "folder holds no log files",
-                                        "pass the folder that holds the logs (e.g. the torchrun --log-dir)",
-                                        missing=True))
+                problems.append(
+                    Problem(
+                        p,
+                        "folder holds no log files",
+                        "pass the folder that holds the logs (e.g. the torchrun --log-dir)",
+                        missing=True,
+                    )
+                )
             for f in files:
                 add_file(f, f, explicit=False)
             continue
         if os.path.exists(p):
             special = _special_kind(p)
             if special:
-                problems.append(Problem(p, f"{special}, not a file: not read",
-                                        "save the stream to a file first, or pipe it in with '-'"))
+                problems.append(
+                    Problem(
+                        p, f"{special}, not a file: not read", "save the stream to a file first, or pipe it in with '-'"
+                    )
+                )
                 continue
             add_file(p, p, explicit=True)
             continue
@@ -533,7 +612,7 @@ def _stdin_spec(stream: BinaryIO, year: int | None) -> FileSpec:
     file (``temp=True``; :func:`denpex_nb.ingest.load` deletes it) so memory stays bounded."""
     try:
         data = read_fully(stream, STDIN_MEMORY + 1)
-    except ReadStopped as e:          # a pipe that broke: what arrived is the input
+    except ReadStopped as e:  # a pipe that broke: what arrived is the input
         data = e.partial
     if len(data) <= STDIN_MEMORY:
         return FileSpec(display="<stdin>", data=data, size=len(data), year=year, run_root="<stdin>")
@@ -597,7 +676,7 @@ def _peek(raw: BinaryIO, kind: str | None = None) -> tuple[bytes, BinaryIO]:
     ``kind``: what ``raw`` decompresses (a zip member), for the message when that fails."""
     try:
         head = read_fully(raw, MAGIC_BYTES)
-    except ReadStopped as stopped:     # the first read of the caller meets it, as without a peek
+    except ReadStopped as stopped:  # the first read of the caller meets it, as without a peek
         e = stopped.cause
         if kind is not None and not isinstance(e, (StreamError, _remote_error())):
             e = StreamError(_stream_message(kind, e))
@@ -621,8 +700,10 @@ def _only_member(raw: BinaryIO, display: str) -> BinaryIO:
     try:
         infos = [i for i in zf.infolist() if not i.is_dir()]
         if len(infos) != 1:
-            raise StreamError(f"a zip archive of {len(infos)} files where one log was expected: pass the archive "
-                              f"itself (a path or URL ending in .zip) so each member is read")
+            raise StreamError(
+                f"a zip archive of {len(infos)} files where one log was expected: pass the archive "
+                f"itself (a path or URL ending in .zip) so each member is read"
+            )
         return _ZipMember(zf, zf.open(infos[0]), raw)
     except BaseException:
         zf.close()
@@ -672,8 +753,11 @@ def open_stream(spec: FileSpec, limits: dict | None = None) -> BinaryIO:
             except ImportError:
                 from ..errors import MissingDependencyError
 
-                raise MissingDependencyError("zstandard is not installed, cannot read .zst files",
-                                             fix="pip install 'denpex_nb[fast]'", where=spec.display) from None
+                raise MissingDependencyError(
+                    "zstandard is not installed, cannot read .zst files",
+                    fix="pip install 'denpex_nb[fast]'",
+                    where=spec.display,
+                ) from None
             frames = _ZstdFrames()
             tee = _Tee(raw, frames.feed)
             inner = _ZstdReader(zstandard.ZstdDecompressor().stream_reader(tee, read_across_frames=True), tee, frames)
@@ -726,7 +810,7 @@ class _Replay(io.RawIOBase):
                 data, self._head = self._head + self._raw.read(), b""
                 return data
             data, self._head = self._head[:n], self._head[n:]
-            if len(data) < n:          # fill the request as a file would
+            if len(data) < n:  # fill the request as a file would
                 data += self._raw.read(n - len(data)) or b""
             return data
         return self._raw.read(n)
@@ -758,7 +842,7 @@ class _Bounded(io.RawIOBase):
 
     def __init__(self, inner, kind: str, compressed: int, limits: dict, raw=None):
         self._inner, self.kind, self.compressed = inner, kind, compressed
-        self._raw = raw            # the compressed file: the decompressors do not close what they were given
+        self._raw = raw  # the compressed file: the decompressors do not close what they were given
         self.max_abs = int(limits["max_decompressed"])
         self.max_ratio = float(limits["max_ratio"])
         by_ratio = max(RATIO_FLOOR, int(self.max_ratio * max(compressed, 1)))
@@ -776,7 +860,7 @@ class _Bounded(io.RawIOBase):
         if n is None or n < 0:
             n = 1 << 20
         if self.out >= self.limit:
-            if self._call(1):          # more where the cap stopped us
+            if self._call(1):  # more where the cap stopped us
                 raise CapReached(self._cap_message())
             return b""
         data = self._call(min(n, self.limit - self.out))
@@ -795,20 +879,24 @@ class _Bounded(io.RawIOBase):
             return self._read1(n)
         except StreamError:
             raise
-        except _remote_error() as e:    # the object store failed under the decompressor: say so, not "corrupt"
+        except _remote_error() as e:  # the object store failed under the decompressor: say so, not "corrupt"
             raise StreamError(str(e)) from e
         except _STREAM_ERRORS as e:
             raise StreamError(_stream_message(self.kind, e)) from e
-        except Exception as e:        # zstandard.ZstdError and other decompressor errors
+        except Exception as e:  # zstandard.ZstdError and other decompressor errors
             raise StreamError(f"corrupt {self.kind} data: {type(e).__name__}: {e}") from e
 
     def _cap_message(self) -> str:
         if self.by_ratio:
-            return (f"decompressed output reached the ratio cap ({self.max_ratio:g}x its {human(self.compressed)} "
-                    f"compressed = {human(self.limit)}); the first {human(self.limit)} are kept (raise it: "
-                    f"load(max_ratio=...) or DENPEX_MAX_RATIO)")
-        return (f"decompressed output reached the cap of {human(self.limit)}; the first {human(self.limit)} are kept "
-                f"(raise it: load(max_decompressed=...) or DENPEX_MAX_DECOMPRESSED)")
+            return (
+                f"decompressed output reached the ratio cap ({self.max_ratio:g}x its {human(self.compressed)} "
+                f"compressed = {human(self.limit)}); the first {human(self.limit)} are kept (raise it: "
+                f"load(max_ratio=...) or DENPEX_MAX_RATIO)"
+            )
+        return (
+            f"decompressed output reached the cap of {human(self.limit)}; the first {human(self.limit)} are kept "
+            f"(raise it: load(max_decompressed=...) or DENPEX_MAX_DECOMPRESSED)"
+        )
 
     def close(self):
         try:
@@ -843,7 +931,7 @@ _ARCHIVES_KEPT = 4
 
 
 def _local_archive(path: str) -> zipfile.ZipFile:
-    st = os.stat(path)                  # an archive rewritten in place is a new archive
+    st = os.stat(path)  # an archive rewritten in place is a new archive
     key = (os.getpid(), path, st.st_ino, st.st_size, st.st_mtime_ns)
     zf = _ARCHIVES.get(key)
     if zf is not None:
@@ -854,7 +942,7 @@ def _local_archive(path: str) -> zipfile.ZipFile:
     while len(_ARCHIVES) > _ARCHIVES_KEPT:
         (pid, *_), old = _ARCHIVES.popitem(last=False)
         if pid == os.getpid():
-            old.close()             # a member still open keeps the file open until it is closed
+            old.close()  # a member still open keeps the file open until it is closed
     return zf
 
 
@@ -935,10 +1023,10 @@ class _ZstdFrames:
     _MAGIC = 0xFD2FB528
 
     def __init__(self):
-        self.state = "magic"       # magic, skip_size, fhd, header, block, skip, checksum
-        self.need = 4              # bytes the current state still needs
+        self.state = "magic"  # magic, skip_size, fhd, header, block, skip, checksum
+        self.need = 4  # bytes the current state still needs
         self.buf = b""
-        self.skip = 0              # bytes of content still to skip
+        self.skip = 0  # bytes of content still to skip
         self.checksum = False
         self.frames = 0
         self.bad: str | None = None
@@ -959,14 +1047,14 @@ class _ZstdFrames:
                     self._after_skip()
                 continue
             take = min(self.need - len(self.buf), n - pos)
-            self.buf += data[pos:pos + take]
+            self.buf += data[pos : pos + take]
             pos += take
             if len(self.buf) == self.need:
                 head, self.buf = self.buf, b""
                 self._step(head)
 
     def _after_skip(self) -> None:
-        if self.state == "skip":                 # a skippable frame or the last block's content ended
+        if self.state == "skip":  # a skippable frame or the last block's content ended
             self.state, self.need = "magic", 4
         elif self.state == "block_data":
             self.state, self.need = "block", 3
@@ -1029,7 +1117,7 @@ class _ZstdReader(io.RawIOBase):
         c = self._r.read(n)
         if not c and self._frames is not None and not self._done:
             self._done = True
-            left = 0                   # input the decompressor did not take (it should take all)
+            left = 0  # input the decompressor did not take (it should take all)
             while True:
                 more = self._raw.read(1 << 16)
                 if not more:

@@ -12,6 +12,7 @@ across ranks on (pg, seq) with ``seq_kind="trace"``. Each ``error`` line is also
 (kind ``exception``). Progress: per pg, the last issued and the last done seq. Corrupt lines (a
 rank killed mid-write) are left unparsed; they never raise.
 """
+
 from __future__ import annotations
 
 import json
@@ -101,13 +102,29 @@ class TraceReader(FileReader):
             row = rows.get(key)
             if row is None:
                 in_s, out_s = _shapes(obj.get("in_shapes")), _shapes(obj.get("out_shapes"))
-                row = {"rank": rank, "pg": pg, "pg_desc": obj.get("pg_desc"), "seq": seq, "seq_kind": SeqKind.TRACE,
-                       "op": normalize_op(obj.get("op")), "in_shapes": in_s, "out_shapes": out_s,
-                       "numel_in": _numel(in_s), "numel_out": _numel(out_s), "dtype": _dtype(obj.get("dtypes")),
-                       "state": State.SCHEDULED, "world_size": obj.get("world_size", meta.get("world_size")),
-                       "root": obj.get("peer", obj.get("root")), "t_wall": _ts(obj.get("t_wall")),
-                       "t_mono": obj.get("t_mono"), "source": "trace", "file": ctx.file, "line": i,
-                       "t_done_wall": None, "t_done_mono": None}
+                row = {
+                    "rank": rank,
+                    "pg": pg,
+                    "pg_desc": obj.get("pg_desc"),
+                    "seq": seq,
+                    "seq_kind": SeqKind.TRACE,
+                    "op": normalize_op(obj.get("op")),
+                    "in_shapes": in_s,
+                    "out_shapes": out_s,
+                    "numel_in": _numel(in_s),
+                    "numel_out": _numel(out_s),
+                    "dtype": _dtype(obj.get("dtypes")),
+                    "state": State.SCHEDULED,
+                    "world_size": obj.get("world_size", meta.get("world_size")),
+                    "root": obj.get("peer", obj.get("root")),
+                    "t_wall": _ts(obj.get("t_wall")),
+                    "t_mono": obj.get("t_mono"),
+                    "source": "trace",
+                    "file": ctx.file,
+                    "line": i,
+                    "t_done_wall": None,
+                    "t_done_mono": None,
+                }
                 rows[key] = row
                 order.append(key)
             if kind == "issue":
@@ -123,19 +140,37 @@ class TraceReader(FileReader):
                 row["state"] = State.FAILED
                 row["t_done_wall"] = _ts(obj.get("t_wall"))
                 row["t_done_mono"] = obj.get("t_mono")
-                out.errors.append({"rank": rank, "t_wall": _ts(obj.get("t_wall")), "kind": ErrorKind.EXCEPTION,
-                                   "message": str(obj.get("error", "")), "op": normalize_op(obj.get("op")),
-                                   "seq": seq, "seq_kind": SeqKind.TRACE, "pg": pg, "source": "trace",
-                                   "file": ctx.file, "line": i})
+                out.errors.append(
+                    {
+                        "rank": rank,
+                        "t_wall": _ts(obj.get("t_wall")),
+                        "kind": ErrorKind.EXCEPTION,
+                        "message": str(obj.get("error", "")),
+                        "op": normalize_op(obj.get("op")),
+                        "seq": seq,
+                        "seq_kind": SeqKind.TRACE,
+                        "pg": pg,
+                        "source": "trace",
+                        "file": ctx.file,
+                        "line": i,
+                    }
+                )
             out.parsed.add(i)
         out.events.extend(rows[k] for k in order)
         rank = meta.get("rank", ctx.rank_hint)
         for pg in sorted(set(last_issued) | set(last_done)):
-            out.progress.append({"rank": rank, "pg": pg, "seq_kind": SeqKind.TRACE,
-                                 "last_enqueued": last_issued.get(pg, (None, None))[0],
-                                 "last_completed": last_done.get(pg, (None, None))[0],
-                                 "source": "trace", "file": ctx.file,
-                                 "line": max(last_issued.get(pg, (0, 0))[1], last_done.get(pg, (0, 0))[1]) or None})
+            out.progress.append(
+                {
+                    "rank": rank,
+                    "pg": pg,
+                    "seq_kind": SeqKind.TRACE,
+                    "last_enqueued": last_issued.get(pg, (None, None))[0],
+                    "last_completed": last_done.get(pg, (None, None))[0],
+                    "source": "trace",
+                    "file": ctx.file,
+                    "line": max(last_issued.get(pg, (0, 0))[1], last_done.get(pg, (0, 0))[1]) or None,
+                }
+            )
         return len(lines)
 
 

@@ -19,6 +19,7 @@ One job per module:
 
 The command-line handlers (``report``, ``demo``) live in :mod:`denpex_nb.cli`.
 """
+
 from __future__ import annotations
 
 from .contract import HEADLESS_ENV, REDACT_MIME, REDACT_STATE_ENV, SUMMARY_MIME, SUMMARY_TAG
@@ -27,28 +28,52 @@ from .execute import execute, read_summary
 from .pipeline import ReportResult, render, resolve_inputs
 from .prepare import prepare
 from .sections import (
-                       RANK_STATE_COLUMNS,
-                       errors_frame,
-                       errors_section,
-                       evidence,
-                       fix,
-                       headline,
-                       inputs,
-                       other_findings,
-                       pictures,
-                       rank_state_section,
-                       ranks_text,
-                       record,
-                       render_template,
-                       summary,
-                       verdict_text,
+    RANK_STATE_COLUMNS,
+    errors_frame,
+    errors_section,
+    evidence,
+    fix,
+    headline,
+    inputs,
+    other_findings,
+    pictures,
+    rank_state_section,
+    ranks_text,
+    record,
+    render_template,
+    summary,
+    verdict_text,
 )
 from .show import HTML, display
 
 __all__ = [
-    "render", "ReportResult", "resolve_inputs", "execute", "read_summary", "to_html", "prepare",
-    "headline", "evidence", "fix", "pictures", "rank_state_section", "errors_section", "errors_frame",
-    "other_findings", "inputs", "summary", "record", "verdict_text", "ranks_text", "render_template",
-    "RANK_STATE_COLUMNS", "HTML", "display",
-    "SUMMARY_MIME", "SUMMARY_TAG", "REDACT_MIME", "REDACT_STATE_ENV", "HEADLESS_ENV",
+    "render",
+    "ReportResult",
+    "resolve_inputs",
+    "execute",
+    "read_summary",
+    "to_html",
+    "prepare",
+    "headline",
+    "evidence",
+    "fix",
+    "pictures",
+    "rank_state_section",
+    "errors_section",
+    "errors_frame",
+    "other_findings",
+    "inputs",
+    "summary",
+    "record",
+    "verdict_text",
+    "ranks_text",
+    "render_template",
+    "RANK_STATE_COLUMNS",
+    "HTML",
+    "display",
+    "SUMMARY_MIME",
+    "SUMMARY_TAG",
+    "REDACT_MIME",
+    "REDACT_STATE_ENV",
+    "HEADLESS_ENV",
 ]

@@ -4,6 +4,7 @@ The report notebook runs in a separate kernel process. Its cells (:mod:`.section
 and the code that runs and renders it (:mod:`.execute`, :mod:`.pipeline`) share nothing but these
 names, so they are written once, here.
 """
+
 from __future__ import annotations
 
 #: the MIME type of the summary :func:`~denpex_nb.report.sections.record` displays

@@ -4,6 +4,7 @@ With ``--redact`` the kernel masked what it computed (:func:`~.prepare.prepare`)
 compute (papermill's parameters in the notebook metadata, a traceback, the title) is masked here,
 with the kernel's own redactor so the masks are numbered alike.
 """
+
 from __future__ import annotations
 
 import json

@@ -5,6 +5,7 @@ every committed notebook. The kernel papermill starts sees ``DENPEX_NB_HEADLESS=
 back to static tables); what the kernel writes on its stderr goes to a file, and its last line
 is quoted when the kernel cannot start.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -92,14 +93,24 @@ def execute(nb, parameters: dict, *, cwd=None, timeout: float = 600) -> tuple[ob
         error = None
         with environment(HEADLESS_ENV, "1"), _kernel_stderr_to(Path(tmp) / "kernel.stderr"):
             try:
-                pm.execute_notebook(str(src), str(dst), parameters=parameters, kernel_name="python3",
-                                    progress_bar=False, log_output=False, cwd=cwd, execution_timeout=timeout)
+                pm.execute_notebook(
+                    str(src),
+                    str(dst),
+                    parameters=parameters,
+                    kernel_name="python3",
+                    progress_bar=False,
+                    log_output=False,
+                    cwd=cwd,
+                    execution_timeout=timeout,
+                )
             except pm.PapermillExecutionError as e:
                 error = f"cell {e.exec_count}: {e.ename}: {e.evalue}".strip()
             except Exception as e:  # noqa: BLE001 - kernel missing or dead: one line, not a traceback
                 detail = _tail(Path(tmp) / "kernel.stderr")
-                raise DenpexError(f"the report notebook could not run: {type(e).__name__}: {e}{detail}",
-                                  fix="check that ipykernel is installed: pip install 'denpex_nb[notebook]'") from None
+                raise DenpexError(
+                    f"the report notebook could not run: {type(e).__name__}: {e}{detail}",
+                    fix="check that ipykernel is installed: pip install 'denpex_nb[notebook]'",
+                ) from None
         if not dst.exists():
             raise DenpexError("the report notebook did not run", fix="check that ipykernel is installed")
         return nbformat.read(str(dst), as_version=4), error

@@ -7,6 +7,7 @@ A failing cell does not lose the report: papermill keeps the executed notebook w
 cell, and it is rendered like any other (the traceback shows where it happened); the error is
 returned in :attr:`ReportResult.error`.
 """
+
 from __future__ import annotations
 
 import glob
@@ -32,8 +33,8 @@ class ReportResult:
 
     html: Path
     ipynb: Path | None
-    summary: dict | None                        # the notebook's summary (None when it failed before it)
-    error: str | None = None                    # the failing cell's error, when one failed
+    summary: dict | None  # the notebook's summary (None when it failed before it)
+    error: str | None = None  # the failing cell's error, when one failed
     seconds: dict = field(default_factory=dict)
 
 
@@ -48,7 +49,7 @@ def resolve_inputs(paths) -> list[str]:
         if p == "-":
             fd, tmp = tempfile.mkstemp(prefix=_STDIN_PREFIX, suffix=".log")
             with os.fdopen(fd, "wb") as fh:
-                shutil.copyfileobj(sys.stdin.buffer, fh, 1 << 20)     # in pieces: never whole in memory
+                shutil.copyfileobj(sys.stdin.buffer, fh, 1 << 20)  # in pieces: never whole in memory
             out.append(tmp)
             continue
         if is_url(p):
@@ -79,8 +80,16 @@ def _template(template):
     return require("nbformat", "notebook").read(str(template), as_version=4)
 
 
-def render(paths, output="report.html", *, title: str | None = None, redact: bool = False,
-           ipynb=None, template=None, timeout: float = 600) -> ReportResult:
+def render(
+    paths,
+    output="report.html",
+    *,
+    title: str | None = None,
+    redact: bool = False,
+    ipynb=None,
+    template=None,
+    timeout: float = 600,
+) -> ReportResult:
     """Execute the incident report for ``paths`` and write HTML (and optionally the .ipynb)."""
     t0 = time.perf_counter()
     logs = resolve_inputs(paths)
@@ -91,18 +100,26 @@ def render(paths, output="report.html", *, title: str | None = None, redact: boo
     specs, problems = expand(logs)
     missing = [p for p in problems if p.missing]
     if missing or not (specs or problems):
-        raise InputError(missing[0].one_line() if missing else "no log files found", fix=None if missing else
-                         "pass the files or folders of the failed job")
+        raise InputError(
+            missing[0].one_line() if missing else "no log files found",
+            fix=None if missing else "pass the files or folders of the failed job",
+        )
     load_jupyter_stack_quickly()
     nb = _template(template)
     out_html = Path(output)
     out_html.parent.mkdir(parents=True, exist_ok=True)
     redactor = None
-    with tempfile.TemporaryDirectory(prefix="denpex-redact-") as private, \
-            environment("DENPEX_UNREADABLE", "report"), \
-            environment(REDACT_STATE_ENV, str(Path(private) / "state.json") if redact else None):
-        executed, error = execute(nb, {"logs": logs, "title": title, "redact": bool(redact)},
-                                  cwd=str(out_html.parent.resolve()), timeout=timeout)
+    with (
+        tempfile.TemporaryDirectory(prefix="denpex-redact-") as private,
+        environment("DENPEX_UNREADABLE", "report"),
+        environment(REDACT_STATE_ENV, str(Path(private) / "state.json") if redact else None),
+    ):
+        executed, error = execute(
+            nb,
+            {"logs": logs, "title": title, "redact": bool(redact)},
+            cwd=str(out_html.parent.resolve()),
+            timeout=timeout,
+        )
         t1 = time.perf_counter()
         hosts = take_redact_hosts(executed)
         if redact:
@@ -125,5 +142,10 @@ def render(paths, output="report.html", *, title: str | None = None, redact: boo
         if Path(p).name.startswith(_STDIN_PREFIX) and Path(p).parent == Path(tempfile.gettempdir()):
             Path(p).unlink(missing_ok=True)
     t2 = time.perf_counter()
-    return ReportResult(out_html, nb_path, summ, error,
-                        {"execute": round(t1 - t0, 2), "render": round(t2 - t1, 2), "total": round(t2 - t0, 2)})
+    return ReportResult(
+        out_html,
+        nb_path,
+        summ,
+        error,
+        {"execute": round(t1 - t0, 2), "render": round(t2 - t1, 2), "total": round(t2 - t0, 2)},
+    )

@@ -4,6 +4,7 @@ This runs in the notebook's kernel. With ``redact``, what the kernel's redactor 
 to the renderer through a private file (see :data:`~.contract.REDACT_STATE_ENV`), so the renderer
 masks every other output the same way.
 """
+
 from __future__ import annotations
 
 import json

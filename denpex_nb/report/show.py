@@ -3,6 +3,7 @@
 The report's sections and the teaching helpers (:mod:`denpex_nb.teach`) use these, so a section
 also runs in plain Python (a script, a test), where it prints what a notebook would show.
 """
+
 from __future__ import annotations
 
 import json

@@ -8,6 +8,7 @@
 Each rank is a separate OS process (``python -m denpex_nb.repro._worker``) started by
 :mod:`denpex_nb.repro.launch`; every run is bounded by a collective timeout and a hard kill.
 """
+
 from __future__ import annotations
 
 from .registry import Scenario, get, scenarios

@@ -8,6 +8,7 @@ body and exits: 0 on success; on an exception it prints the traceback through to
 excepthook (so lines carry ``[rankN]:`` as in real jobs), dumps the Flight Recorder and exits 1 without
 running interpreter teardown (a broken gloo group can block in its destructor).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -75,14 +76,35 @@ def main(argv=None) -> int:
     # Rendezvous and collectives get separate timeouts: the collective timeout is short on purpose
     # (a planted hang must end quickly), but on a loaded machine one rank may start seconds after
     # the others, and that must not fail the run before the scenario even begins.
-    store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), world_size,
-                          is_master=rank == 0, timeout=timedelta(seconds=max(RENDEZVOUS_TIMEOUT_S, args.timeout)))
-    dist.init_process_group(args.backend, store=store, rank=rank, world_size=world_size,
-                            timeout=timedelta(seconds=args.timeout), **init_kwargs)
-    ctx = RankContext(rank=rank, world_size=world_size, local_rank=local_rank, backend=args.backend,
-                      device=device, debug=args.debug, variant=args.variant, scenario=args.scenario)
-    ctx.log(f"rank {rank}/{world_size} pid {os.getpid()} ready: {args.scenario} ({args.variant}) "
-            f"on {args.backend}, device {device}")
+    store = dist.TCPStore(
+        os.environ["MASTER_ADDR"],
+        int(os.environ["MASTER_PORT"]),
+        world_size,
+        is_master=rank == 0,
+        timeout=timedelta(seconds=max(RENDEZVOUS_TIMEOUT_S, args.timeout)),
+    )
+    dist.init_process_group(
+        args.backend,
+        store=store,
+        rank=rank,
+        world_size=world_size,
+        timeout=timedelta(seconds=args.timeout),
+        **init_kwargs,
+    )
+    ctx = RankContext(
+        rank=rank,
+        world_size=world_size,
+        local_rank=local_rank,
+        backend=args.backend,
+        device=device,
+        debug=args.debug,
+        variant=args.variant,
+        scenario=args.scenario,
+    )
+    ctx.log(
+        f"rank {rank}/{world_size} pid {os.getpid()} ready: {args.scenario} ({args.variant}) "
+        f"on {args.backend}, device {device}"
+    )
     try:
         body(rank, world_size, ctx)
     except BaseException:

@@ -3,6 +3,7 @@ make the run look like ordinary training (a few normal collectives and log lines
 
 Everything here is deterministic: values depend only on rank and step.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

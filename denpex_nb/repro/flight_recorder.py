@@ -16,6 +16,7 @@ the C-level handler writes the signal number to a wake-up pipe (``signal.set_wak
 small daemon thread does the dump, restores the default disposition and re-sends SIGTERM, so the
 rank still ends with -15 as a launcher expects.
 """
+
 from __future__ import annotations
 
 import os

@@ -17,6 +17,7 @@ Why our own launcher and not torchrun:
 Workers get the same environment torchrun gives them (MASTER_ADDR=127.0.0.1, a free port,
 RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE), so the rank bodies would run under torchrun too.
 """
+
 from __future__ import annotations
 
 import collections
@@ -50,8 +51,15 @@ DEBUG_ENV = {
 }
 NCCL_ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,COLL"}
 #: variables we always control in the children (removed when inherited and not set by us)
-_CONTROLLED = ("TORCH_DISTRIBUTED_DEBUG", "TORCH_CPP_LOG_LEVEL", "NCCL_DEBUG", "NCCL_DEBUG_SUBSYS",
-               "DENPEX_TRACE_DIR", "TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE")
+_CONTROLLED = (
+    "TORCH_DISTRIBUTED_DEBUG",
+    "TORCH_CPP_LOG_LEVEL",
+    "NCCL_DEBUG",
+    "NCCL_DEBUG_SUBSYS",
+    "DENPEX_TRACE_DIR",
+    "TORCH_FR_BUFFER_SIZE",
+    "TORCH_NCCL_TRACE_BUFFER_SIZE",
+)
 
 #: seconds between SIGTERM and SIGKILL: a rank's SIGTERM handler dumps its Flight Recorder (1.5-3 s)
 KILL_GRACE_S = 6.0
@@ -90,8 +98,10 @@ class RunResult:
         return self.out_dir / "attempt_0" / str(rank) / f"{stream}.log"
 
     def summary(self) -> str:
-        lines = [f"{self.scenario} ({self.variant}) on {self.manifest.get('backend')}, "
-                 f"{len(self.exit_codes)} ranks, {self.wall_s:.1f} s: {'ok' if self.ok else 'FAILED'}"]
+        lines = [
+            f"{self.scenario} ({self.variant}) on {self.manifest.get('backend')}, "
+            f"{len(self.exit_codes)} ranks, {self.wall_s:.1f} s: {'ok' if self.ok else 'FAILED'}"
+        ]
         for r in self.manifest.get("ranks", []):
             how = f"signal {r['signal']}" if r.get("signal") else f"exit code {r['exit_code']}"
             extra = " (killed by the launcher)" if r.get("killed_by_launcher") else ""
@@ -100,8 +110,10 @@ class RunResult:
         return "\n".join(lines)
 
     def __repr__(self) -> str:
-        return (f"RunResult(scenario={self.scenario!r}, variant={self.variant!r}, ok={self.ok}, "
-                f"exit_codes={self.exit_codes}, signals={self.signals}, wall_s={self.wall_s:.2f}, out_dir='{self.out_dir}')")
+        return (
+            f"RunResult(scenario={self.scenario!r}, variant={self.variant!r}, ok={self.ok}, "
+            f"exit_codes={self.exit_codes}, signals={self.signals}, wall_s={self.wall_s:.2f}, out_dir='{self.out_dir}')"
+        )
 
 
 def check_backend(backend: str, world_size: int) -> None:
@@ -111,8 +123,10 @@ def check_backend(backend: str, world_size: int) -> None:
     if backend == "nccl":
         visible = gpu_count()
         if visible < world_size:
-            raise UsageError(f"--backend nccl needs {world_size} visible CUDA GPUs, found {visible}",
-                             fix="run on a machine with enough GPUs, lower --world-size, or use --backend gloo")
+            raise UsageError(
+                f"--backend nccl needs {world_size} visible CUDA GPUs, found {visible}",
+                fix="run on a machine with enough GPUs, lower --world-size, or use --backend gloo",
+            )
 
 
 def gpu_count() -> int:
@@ -147,15 +161,18 @@ def validate(scenario: str, world_size: int, backend: str, debug: str, timeout: 
     """Every check that needs no process: one-line UsageError / MissingDependencyError on bad input."""
     sc = registry.get(scenario)
     if not isinstance(world_size, int) or world_size < 2:
-        raise UsageError(f"world size must be at least 2, got {world_size}",
-                         fix="pass --world-size 2 or more (a collective needs two ranks to disagree)")
+        raise UsageError(
+            f"world size must be at least 2, got {world_size}",
+            fix="pass --world-size 2 or more (a collective needs two ranks to disagree)",
+        )
     if debug not in DEBUG_MODES:
         raise UsageError(f"unknown debug mode {debug!r}", fix=f"use one of {', '.join(DEBUG_MODES)}")
     if not timeout or timeout <= 0:
         raise UsageError(f"timeout must be positive, got {timeout}", fix="pass --timeout 5")
     if importlib.util.find_spec("torch") is None:
-        raise MissingDependencyError("torch is not installed; the reproducers run real torch.distributed ranks",
-                                     fix="pip install torch==2.13.0")
+        raise MissingDependencyError(
+            "torch is not installed; the reproducers run real torch.distributed ranks", fix="pip install torch==2.13.0"
+        )
     check_backend(backend, world_size)
     return sc
 
@@ -186,8 +203,9 @@ class _Collector:
                 self.files[(r, stream)] = open(d / f"{stream}.log", "w", encoding="utf-8", newline="\n")
 
     def follow(self, rank: int, stream: str, pipe) -> None:
-        t = threading.Thread(target=self._pump, args=(rank, stream, pipe), daemon=True,
-                             name=f"denpex-collect-{rank}-{stream}")
+        t = threading.Thread(
+            target=self._pump, args=(rank, stream, pipe), daemon=True, name=f"denpex-collect-{rank}-{stream}"
+        )
         t.start()
         self.threads.append(t)
 
@@ -231,10 +249,22 @@ class _Collector:
             self.combined.close()
 
 
-def run(scenario: str, *, fixed: bool = False, world_size: int = 2, backend: str = "gloo", debug: str = "off",
-        flight_recorder: bool = False, trace: bool = False, timeout: float = 5.0, out=None,
-        fr_stack_traces: bool = False, wall_limit: float | None = None, max_log_lines: int | None = None,
-        drop_lines_containing: tuple[str, ...] = ()) -> RunResult:
+def run(
+    scenario: str,
+    *,
+    fixed: bool = False,
+    world_size: int = 2,
+    backend: str = "gloo",
+    debug: str = "off",
+    flight_recorder: bool = False,
+    trace: bool = False,
+    timeout: float = 5.0,
+    out=None,
+    fr_stack_traces: bool = False,
+    wall_limit: float | None = None,
+    max_log_lines: int | None = None,
+    drop_lines_containing: tuple[str, ...] = (),
+) -> RunResult:
     """Run ``scenario`` as ``world_size`` real processes and return what they left behind.
 
     ``flight_recorder`` dumps every rank's Flight Recorder ring to ``<out>/fr/`` (on failure, at
@@ -259,8 +289,14 @@ def run(scenario: str, *, fixed: bool = False, world_size: int = 2, backend: str
     # survivors of a failure need up to one collective timeout to notice, plus their dump
     after_failure_s = float(timeout) + KILL_GRACE_S + (20.0 if flight_recorder and fr_stack_traces else 4.0)
     port = free_port()
-    env_set = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "WORLD_SIZE": str(world_size),
-               "LOCAL_WORLD_SIZE": str(world_size), "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
+    env_set = {
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(port),
+        "WORLD_SIZE": str(world_size),
+        "LOCAL_WORLD_SIZE": str(world_size),
+        "PYTHONUNBUFFERED": "1",
+        "OMP_NUM_THREADS": "1",
+    }
     env_set.update(DEBUG_ENV[debug])
     if backend == "nccl":
         env_set.update(NCCL_ENV)
@@ -278,9 +314,24 @@ def run(scenario: str, *, fixed: bool = False, world_size: int = 2, backend: str
 
     base_env = {k: v for k, v in os.environ.items() if k not in _CONTROLLED}
     pkg_root = str(Path(__file__).resolve().parents[2])
-    base_env["PYTHONPATH"] = os.pathsep.join([pkg_root] + ([base_env["PYTHONPATH"]] if base_env.get("PYTHONPATH") else []))
-    cmd = [sys.executable, "-m", "denpex_nb.repro._worker", "--scenario", sc.id, "--variant", variant,
-           "--backend", backend, "--debug", debug, "--timeout", str(timeout)]
+    base_env["PYTHONPATH"] = os.pathsep.join(
+        [pkg_root] + ([base_env["PYTHONPATH"]] if base_env.get("PYTHONPATH") else [])
+    )
+    cmd = [
+        sys.executable,
+        "-m",
+        "denpex_nb.repro._worker",
+        "--scenario",
+        sc.id,
+        "--variant",
+        variant,
+        "--backend",
+        backend,
+        "--debug",
+        debug,
+        "--timeout",
+        str(timeout),
+    ]
     if fr_dir is not None:
         cmd += ["--fr-dir", str(fr_dir.resolve())] + (["--fr-stacks"] if fr_stack_traces else [])
     if trace_dir is not None:
@@ -296,8 +347,14 @@ def run(scenario: str, *, fixed: bool = False, world_size: int = 2, backend: str
     try:
         for r in range(world_size):
             env = dict(base_env, **env_set, RANK=str(r), LOCAL_RANK=str(r), GROUP_RANK="0", ROLE_RANK=str(r))
-            p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                 stdin=subprocess.DEVNULL, start_new_session=True)
+            p = subprocess.Popen(
+                cmd,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
             procs.append(p)
             collector.follow(r, "stdout", p.stdout)
             collector.follow(r, "stderr", p.stderr)
@@ -345,9 +402,19 @@ def run(scenario: str, *, fixed: bool = False, world_size: int = 2, backend: str
 
     exit_codes = [p.returncode for p in procs]
     signals = [signal_name(c) for c in exit_codes]
-    ranks = [{"rank": r, "local_rank": r, "pid": p.pid, "exit_code": p.returncode, "signal": signals[r],
-              "killed_by_launcher": r in killed, "ended_after_s": round(ended_at.get(r, wall), 3),
-              "last_line": collector.last_line.get(r)} for r, p in enumerate(procs)]
+    ranks = [
+        {
+            "rank": r,
+            "local_rank": r,
+            "pid": p.pid,
+            "exit_code": p.returncode,
+            "signal": signals[r],
+            "killed_by_launcher": r in killed,
+            "ended_after_s": round(ended_at.get(r, wall), 3),
+            "last_line": collector.last_line.get(r),
+        }
+        for r, p in enumerate(procs)
+    ]
     files = sorted(str(f.relative_to(out_dir)) for f in out_dir.rglob("*") if f.is_file()) + ["manifest.json"]
     from importlib.metadata import version
 
@@ -387,5 +454,13 @@ def run(scenario: str, *, fixed: bool = False, world_size: int = 2, backend: str
     with open(out_dir / "manifest.json", "w", encoding="utf-8") as fh:
         json.dump(manifest, fh, indent=2)
         fh.write("\n")
-    return RunResult(scenario=sc.id, variant=variant, out_dir=out_dir, manifest=manifest, exit_codes=exit_codes,
-                     signals=signals, wall_s=wall, files=[out_dir / f for f in files])
+    return RunResult(
+        scenario=sc.id,
+        variant=variant,
+        out_dir=out_dir,
+        manifest=manifest,
+        exit_codes=exit_codes,
+        signals=signals,
+        wall_s=wall,
+        files=[out_dir / f for f in files],
+    )

@@ -10,6 +10,7 @@ counted in each manifest), so that the whole tree stays small. DDP segfaults und
 torch 2.13 CPU, so ddp-unused-parameters is recorded with ``info`` instead (``*-info-w<N>``). ``<out>/<backend>/
 index.json`` lists every run with its outcome.
 """
+
 from __future__ import annotations
 
 import json
@@ -35,8 +36,17 @@ def run_dir(out, backend: str, scenario: str, variant: str, mode: str, world_siz
     return Path(out) / backend / scenario / f"{variant}-{mode}-w{world_size}"
 
 
-def record_all(out="data/recorded", *, backend: str = "gloo", scenarios=None, variants=registry.VARIANTS,
-               modes=tuple(MODES), world_sizes=WORLD_SIZES, timeout: float = 5.0, progress: bool = False) -> list[Path]:
+def record_all(
+    out="data/recorded",
+    *,
+    backend: str = "gloo",
+    scenarios=None,
+    variants=registry.VARIANTS,
+    modes=tuple(MODES),
+    world_sizes=WORLD_SIZES,
+    timeout: float = 5.0,
+    progress: bool = False,
+) -> list[Path]:
     """Run every combination and write it under ``out``; returns the run folders."""
     if min(world_sizes) < 2:
         from ..errors import UsageError
@@ -55,19 +65,40 @@ def record_all(out="data/recorded", *, backend: str = "gloo", scenarios=None, va
                     folder = run_dir(out, backend, sid, variant, mode, ws)
                     if folder.exists():
                         shutil.rmtree(folder)
-                    result = run(sid, fixed=(variant == "fixed"), world_size=ws, backend=backend,
-                                 debug=MODES.get(mode, mode), flight_recorder=True, trace=True, timeout=timeout,
-                                 out=folder, fr_stack_traces=(mode == "plain" and ws == 2),
-                                 max_log_lines=MAX_LOG_LINES, drop_lines_containing=DROP,
-                                 wall_limit=timeout + 60)
+                    result = run(
+                        sid,
+                        fixed=(variant == "fixed"),
+                        world_size=ws,
+                        backend=backend,
+                        debug=MODES.get(mode, mode),
+                        flight_recorder=True,
+                        trace=True,
+                        timeout=timeout,
+                        out=folder,
+                        fr_stack_traces=(mode == "plain" and ws == 2),
+                        max_log_lines=MAX_LOG_LINES,
+                        drop_lines_containing=DROP,
+                        wall_limit=timeout + 60,
+                    )
                     written.append(folder)
-                    index.append({"path": str(folder.relative_to(Path(out) / backend)), "scenario": sid,
-                                  "variant": variant, "mode": mode, "world_size": ws,
-                                  "exit_codes": result.exit_codes, "signals": result.signals,
-                                  "wall_s": round(result.wall_s, 2), "expected": result.manifest["expected"]})
+                    index.append(
+                        {
+                            "path": str(folder.relative_to(Path(out) / backend)),
+                            "scenario": sid,
+                            "variant": variant,
+                            "mode": mode,
+                            "world_size": ws,
+                            "exit_codes": result.exit_codes,
+                            "signals": result.signals,
+                            "wall_s": round(result.wall_s, 2),
+                            "expected": result.manifest["expected"],
+                        }
+                    )
                     if progress:
-                        print(f"[{len(written)}/{total}] {folder}: exit codes {result.exit_codes}, "
-                              f"{result.wall_s:.1f} s", flush=True)
+                        print(
+                            f"[{len(written)}/{total}] {folder}: exit codes {result.exit_codes}, {result.wall_s:.1f} s",
+                            flush=True,
+                        )
     index_path = Path(out) / backend / "index.json"
     if scenarios is not None and index_path.exists():  # a partial re-record keeps the other entries
         keep = [e for e in json.loads(index_path.read_text()) if e["path"] not in {i["path"] for i in index}]

@@ -8,6 +8,7 @@ A scenario module defines ``ID``, ``TITLE``, ``TEACHES``, ``broken(rank, world_s
 ``fixed(rank, world_size, ctx)`` and ``expected(variant, world_size, debug) -> dict`` (the
 manifest's ``expected``: ``{"class", "op", "culprit_ranks", "seq": {"trace", "fr", "detail"}}``).
 """
+
 from __future__ import annotations
 
 import importlib
@@ -74,20 +75,31 @@ def get(scenario_id: str) -> Scenario:
     known = scenarios()
     key = str(scenario_id).strip().replace("_", "-")
     if key not in known:
-        raise UsageError(f"unknown scenario {scenario_id!r}",
-                         fix=f"pick one of: {', '.join(known)} (see 'denpex-nb repro list')")
+        raise UsageError(
+            f"unknown scenario {scenario_id!r}", fix=f"pick one of: {', '.join(known)} (see 'denpex-nb repro list')"
+        )
     return known[key]
 
 
 # --- helpers for the scenario modules' expected() ------------------------------------------
+
 
 def no_failure() -> dict:
     """``expected`` of every fixed variant."""
     return {"class": "no-failure", "op": None, "culprit_ranks": [], "seq": None}
 
 
-def planted(cls: str, op: str | None, culprit_ranks, *, debug: str = "off", trace: int | None, fr: int | None,
-            detail: int | None, **extra) -> dict:
+def planted(
+    cls: str,
+    op: str | None,
+    culprit_ranks,
+    *,
+    debug: str = "off",
+    trace: int | None,
+    fr: int | None,
+    detail: int | None,
+    **extra,
+) -> dict:
     """``expected`` of a broken variant: the class, the planted op, the culprit ranks, the seq per kind.
 
     ``op`` is the planted collective: the one the culprit issued wrongly, or the one it failed to
@@ -103,8 +115,12 @@ def planted(cls: str, op: str | None, culprit_ranks, *, debug: str = "off", trac
         detail = None
     else:
         fr = None
-    out = {"class": cls, "op": op, "culprit_ranks": sorted(int(r) for r in culprit_ranks),
-           "seq": {"trace": trace, "fr": fr, "detail": detail}}
+    out = {
+        "class": cls,
+        "op": op,
+        "culprit_ranks": sorted(int(r) for r in culprit_ranks),
+        "seq": {"trace": trace, "fr": fr, "detail": detail},
+    }
     out.update(extra)
     return out
 

@@ -8,6 +8,7 @@
 
 Used by ``tests/analysis/test_vs_torchfrtrace.py`` and ``benchmarks/bench_diagnose_fr.py``.
 """
+
 from __future__ import annotations
 
 import pickle
@@ -32,8 +33,10 @@ _OPS = (  # (profiling name, input sizes(n), output sizes(n, ws)) cycled for a t
     ("all_reduce", lambda n: [[n // 2]], lambda n, ws: [[n // 2]]),
     ("broadcast", lambda n: [[32]], lambda n, ws: [[32]]),
 )
-_FRAMES = [{"name": "all_reduce", "filename": "torch/distributed/distributed_c10d.py", "line": 2950},
-           {"name": "train_step", "filename": "train.py", "line": 88}]
+_FRAMES = [
+    {"name": "all_reduce", "filename": "torch/distributed/distributed_c10d.py", "line": 2950},
+    {"name": "train_step", "filename": "train.py", "line": 88},
+]
 
 
 @dataclass
@@ -49,13 +52,28 @@ class Planted:
 
     @property
     def expected_class(self) -> str:
-        return {"none": ClassId.NO_FAILURE, "size": ClassId.SHAPE_MISMATCH, "dtype": ClassId.DTYPE_MISMATCH, "op": ClassId.OP_MISMATCH,
-                "skip": ClassId.RANK_DESYNC, "two": ClassId.SHAPE_MISMATCH}[self.kind]
+        return {
+            "none": ClassId.NO_FAILURE,
+            "size": ClassId.SHAPE_MISMATCH,
+            "dtype": ClassId.DTYPE_MISMATCH,
+            "op": ClassId.OP_MISMATCH,
+            "skip": ClassId.RANK_DESYNC,
+            "two": ClassId.SHAPE_MISMATCH,
+        }[self.kind]
 
 
-def write_synthetic_dumps(out_dir, world_size: int, entries: int, plant: str = "size", *, plant_rank: int = 1,
-                          plant_seq: int | None = None, gloo_pg_config: bool = False, missing_ranks=(),
-                          numel: int = 4096) -> Planted:
+def write_synthetic_dumps(
+    out_dir,
+    world_size: int,
+    entries: int,
+    plant: str = "size",
+    *,
+    plant_rank: int = 1,
+    plant_seq: int | None = None,
+    gloo_pg_config: bool = False,
+    missing_ranks=(),
+    numel: int = 4096,
+) -> Planted:
     """Write one dump per rank (``<out_dir>/comm_lib_trace_rank_<R>``) with ``entries`` collectives.
 
     ``plant_seq`` defaults to the last collective (a hang: entries there stay ``scheduled``).
@@ -69,15 +87,19 @@ def write_synthetic_dumps(out_dir, world_size: int, entries: int, plant: str = "
     seq_at = plant_seq or entries
     second = max(2, seq_at // 2) if plant == "two" else None
     if plant == "two":
-        seq_at, second = second, seq_at                      # first mismatch mid-run, second at the end
+        seq_at, second = second, seq_at  # first mismatch mid-run, second at the end
     hang = plant in ("size", "dtype", "op", "skip") and seq_at == entries
     ranks_cfg = str(list(range(world_size)))
-    pg_config = ({"": {"name": "", "desc": "", "ranks": ranks_cfg}} if gloo_pg_config
-                 else {"0": {"name": "0", "desc": "default_pg", "ranks": ranks_cfg}})
+    pg_config = (
+        {"": {"name": "", "desc": "", "ranks": ranks_cfg}}
+        if gloo_pg_config
+        else {"0": {"name": "0", "desc": "default_pg", "ranks": ranks_cfg}}
+    )
     t0 = 1_764_454_060_000_000_000
     base = [_OPS[i % len(_OPS)] for i in range(entries)]
-    planted = Planted(plant, None if plant == "none" else seq_at, None if plant == "none" else plant_rank,
-                      second_seq=second)
+    planted = Planted(
+        plant, None if plant == "none" else seq_at, None if plant == "none" else plant_rank, second_seq=second
+    )
     files = []
     for rank in range(world_size):
         if rank in missing_ranks:
@@ -91,8 +113,10 @@ def write_synthetic_dumps(out_dir, world_size: int, entries: int, plant: str = "
             odd = rank == plant_rank and seq in (seq_at, second)
             if odd and plant in ("size", "two"):
                 in_sizes = [[d - 1 if j == 0 else d for j, d in enumerate(s)] for s in in_sizes]
-                out_sizes = [[d - (world_size if name == "all_gather" else 1) if j == 0 else d
-                              for j, d in enumerate(s)] for s in out_sizes]
+                out_sizes = [
+                    [d - (world_size if name == "all_gather" else 1) if j == 0 else d for j, d in enumerate(s)]
+                    for s in out_sizes
+                ]
             elif odd and plant == "dtype":
                 dtype = "Double"
             elif odd and plant == "op":
@@ -101,21 +125,45 @@ def write_synthetic_dumps(out_dir, world_size: int, entries: int, plant: str = "
                 planted.op = _norm(base[i][0])
             pending = hang and seq == entries
             created = t0 + seq * 1_000_000 + rank * 1_000
-            ents.append({
-                "frames": _FRAMES, "record_id": i, "pg_id": 0, "process_group": ("0", "default_pg"),
-                "thread_name": "pt_main_thread", "thread_id": "140000000000000", "collective_seq_id": seq,
-                "p2p_seq_id": 0, "op_id": seq, "profiling_name": f"nccl:{name}", "time_created_ns": created,
-                "input_sizes": in_sizes, "input_dtypes": [dtype] * len(in_sizes), "output_sizes": out_sizes,
-                "output_dtypes": [dtype] * len(out_sizes), "state": "scheduled" if pending else "completed",
-                "time_discovered_started_ns": None if pending else created + 1000,
-                "time_discovered_completed_ns": None if pending else created + 2000,
-                "retired": not pending, "timeout_ms": 600000, "is_p2p": False,
-            })
+            ents.append(
+                {
+                    "frames": _FRAMES,
+                    "record_id": i,
+                    "pg_id": 0,
+                    "process_group": ("0", "default_pg"),
+                    "thread_name": "pt_main_thread",
+                    "thread_id": "140000000000000",
+                    "collective_seq_id": seq,
+                    "p2p_seq_id": 0,
+                    "op_id": seq,
+                    "profiling_name": f"nccl:{name}",
+                    "time_created_ns": created,
+                    "input_sizes": in_sizes,
+                    "input_dtypes": [dtype] * len(in_sizes),
+                    "output_sizes": out_sizes,
+                    "output_dtypes": [dtype] * len(out_sizes),
+                    "state": "scheduled" if pending else "completed",
+                    "time_discovered_started_ns": None if pending else created + 1000,
+                    "time_discovered_completed_ns": None if pending else created + 2000,
+                    "retired": not pending,
+                    "timeout_ms": 600000,
+                    "is_p2p": False,
+                }
+            )
         last = n_here
-        dump = {"version": "2.10", "comm_lib_version": "2.21.5", "pg_config": pg_config,
-                "pg_status": {"0": {"last_enqueued_collective": last, "last_started_collective": last,
-                                    "last_completed_collective": last - 1 if hang else last}},
-                "entries": ents}
+        dump = {
+            "version": "2.10",
+            "comm_lib_version": "2.21.5",
+            "pg_config": pg_config,
+            "pg_status": {
+                "0": {
+                    "last_enqueued_collective": last,
+                    "last_started_collective": last,
+                    "last_completed_collective": last - 1 if hang else last,
+                }
+            },
+            "entries": ents,
+        }
         path = out / f"{PREFIX}{rank}"
         with open(path, "wb") as f:
             pickle.dump(dump, f, protocol=2)
@@ -126,6 +174,7 @@ def write_synthetic_dumps(out_dir, world_size: int, entries: int, plant: str = "
 
 def _norm(name: str) -> str:
     from ..ops import normalize_op
+
     return normalize_op(name)
 
 
@@ -156,6 +205,7 @@ def torchfrtrace_command() -> list[str] | None:
         return [exe]
     try:
         import importlib.util
+
         if importlib.util.find_spec("torch.distributed.flight_recorder.fr_trace"):
             return [sys.executable, "-m", "torch.distributed.flight_recorder.fr_trace"]
     except (ImportError, ValueError):
@@ -168,11 +218,11 @@ def run_torchfrtrace(trace_dir, *, timeout: float = 120.0, prefix: str = PREFIX,
     cmd = torchfrtrace_command()
     if cmd is None:
         from ..errors import MissingDependencyError
+
         raise MissingDependencyError("torchfrtrace is not installed", fix="pip install torch==2.13.0")
     cmd = cmd + [str(trace_dir), "--prefix", prefix, *extra]
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         out, err = proc.communicate(timeout=timeout)
         timed_out = False
@@ -182,14 +232,18 @@ def run_torchfrtrace(trace_dir, *, timeout: float = 120.0, prefix: str = PREFIX,
         timed_out = True
     wall = time.perf_counter() - t0
     # the analyzer logs its findings on stderr in some versions, stdout in others
-    return FrtraceResult(proc.returncode, wall, timed_out, out or "", err or "",
-                         parse_torchfrtrace((out or "") + "\n" + (err or "")))
+    return FrtraceResult(
+        proc.returncode, wall, timed_out, out or "", err or "", parse_torchfrtrace((out or "") + "\n" + (err or ""))
+    )
 
 
-_TYPE_CLASS = {"SIZE_OR_SYNTAX_MISMATCH": ClassId.SHAPE_MISMATCH, "COLLECTIVE_TYPE_MISMATCH": ClassId.OP_MISMATCH,
-               "COLLECTIVE_DTYPE_MISMATCH": ClassId.DTYPE_MISMATCH,
-               # one rank completed what another still has scheduled: they are at different places
-               "COLLECTIVE_STATE_MISMATCH": ClassId.RANK_DESYNC}
+_TYPE_CLASS = {
+    "SIZE_OR_SYNTAX_MISMATCH": ClassId.SHAPE_MISMATCH,
+    "COLLECTIVE_TYPE_MISMATCH": ClassId.OP_MISMATCH,
+    "COLLECTIVE_DTYPE_MISMATCH": ClassId.DTYPE_MISMATCH,
+    # one rank completed what another still has scheduled: they are at different places
+    "COLLECTIVE_STATE_MISMATCH": ClassId.RANK_DESYNC,
+}
 
 
 def parse_torchfrtrace(text: str) -> list[dict]:
@@ -209,13 +263,20 @@ def parse_torchfrtrace(text: str) -> list[dict]:
     out = []
     for row in errors[errors["kind"].astype(object) == ErrorKind.FR_FINDING].itertuples(index=False):
         if pd.isna(row.seq):
-            continue                       # "missing dump files" and other findings without a collective
+            continue  # "missing dump files" and other findings without a collective
         etype = None if pd.isna(row.error_type) else str(row.error_type)
         missing = list(row.missing_ranks or ())
         if etype is None and missing:
             cls, etype, culprits = ClassId.RANK_DESYNC, "NOT_JOINING", sorted(missing)
         else:
             cls, culprits = _TYPE_CLASS.get(etype), sorted(row.culprit_ranks or ())
-        out.append({"seq": int(row.seq), "class": cls, "culprit_ranks": culprits, "error_type": etype,
-                    "op": None if pd.isna(row.op) else str(row.op)})
+        out.append(
+            {
+                "seq": int(row.seq),
+                "class": cls,
+                "culprit_ranks": culprits,
+                "error_type": etype,
+                "op": None if pd.isna(row.op) else str(row.op),
+            }
+        )
     return out

@@ -1,4 +1,5 @@
 """Alignment per (pg, seq_kind, seq): op-aware size rules, dedup, missing ranks, never across counters."""
+
 from __future__ import annotations
 
 from denpex_nb.analysis.align import align
@@ -40,8 +41,10 @@ def test_op_and_dtype_divergences():
 def test_all_gather_output_is_input_times_world_size():
     ok = [ev(r, 1, op="all_gather_into_tensor", shape=(5, 4), out_shape=(10, 4)) for r in range(2)]
     assert _align(ok).divergences == []
-    bad = [ev(0, 1, op="all_gather_into_tensor", shape=(5, 4), out_shape=(10, 4)),
-           ev(1, 1, op="all_gather_into_tensor", shape=(5, 4), out_shape=(5, 4))]
+    bad = [
+        ev(0, 1, op="all_gather_into_tensor", shape=(5, 4), out_shape=(10, 4)),
+        ev(1, 1, op="all_gather_into_tensor", shape=(5, 4), out_shape=(5, 4)),
+    ]
     (d,) = _align(bad).divergences
     assert d.kind == "local-size"
     assert d.rows.set_index("rank")["_local_bad"].to_dict() == {0: False, 1: True}
@@ -50,8 +53,10 @@ def test_all_gather_output_is_input_times_world_size():
 def test_reduce_scatter_compares_outputs_and_input_is_output_times_world():
     ok = [ev(r, 1, op="reduce_scatter_tensor", shape=(8,), out_shape=(4,)) for r in range(2)]
     assert _align(ok).divergences == []
-    bad = [ev(0, 1, op="reduce_scatter_tensor", shape=(8,), out_shape=(4,)),
-           ev(1, 1, op="reduce_scatter_tensor", shape=(6,), out_shape=(3,))]
+    bad = [
+        ev(0, 1, op="reduce_scatter_tensor", shape=(8,), out_shape=(4,)),
+        ev(1, 1, op="reduce_scatter_tensor", shape=(6,), out_shape=(3,)),
+    ]
     (d,) = _align(bad).divergences
     assert d.kind == "size"
 
@@ -66,8 +71,12 @@ def test_same_element_count_in_another_shape_is_a_shape_divergence():
     (d,) = _align(rows).divergences
     assert (d.kind, d.seq) == ("shape", 3)
     # ops whose shapes may legitimately differ, and unknown shapes, are not compared
-    rows = [ev(0, 1, op="all_to_all_single", shape=(2, 4)), ev(1, 1, op="all_to_all_single", shape=(4, 2)),
-            ev(0, 2, shape=None, numel_in=8), ev(1, 2, shape=(2, 4))]
+    rows = [
+        ev(0, 1, op="all_to_all_single", shape=(2, 4)),
+        ev(1, 1, op="all_to_all_single", shape=(4, 2)),
+        ev(0, 2, shape=None, numel_in=8),
+        ev(1, 2, shape=(2, 4)),
+    ]
     assert _align(rows).divergences == []
 
 
@@ -104,8 +113,10 @@ def test_world_size_reveals_ranks_without_evidence():
 
 
 def test_numel_only_watchdog_rows_are_compared_by_numel():
-    rows = [ev(r, 7, kind="work", shape=None, numel_in=1024 if r else 512, op="all_reduce", state="timed_out")
-            for r in range(3)]
+    rows = [
+        ev(r, 7, kind="work", shape=None, numel_in=1024 if r else 512, op="all_reduce", state="timed_out")
+        for r in range(3)
+    ]
     (d,) = _align(rows).divergences
     assert d.kind == "size" and d.seq == 7
 

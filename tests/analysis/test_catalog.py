@@ -1,4 +1,5 @@
 """The catalog is data a user can rely on: stable ids, every field, fingerprints that match real lines."""
+
 from __future__ import annotations
 
 import re
@@ -8,8 +9,19 @@ import pytest
 from denpex_nb.analysis import catalog
 from denpex_nb.errors import UsageError
 
-IDS = ["shape-mismatch", "dtype-mismatch", "op-mismatch", "rank-desync", "unused-parameters", "syncbn-eval-hang",
-       "rank-crash", "nccl-error", "timeout-undetermined", "no-failure", "no-evidence"]
+IDS = [
+    "shape-mismatch",
+    "dtype-mismatch",
+    "op-mismatch",
+    "rank-desync",
+    "unused-parameters",
+    "syncbn-eval-hang",
+    "rank-crash",
+    "nccl-error",
+    "timeout-undetermined",
+    "no-failure",
+    "no-evidence",
+]
 
 # verbatim lines from the gloo ground truth and the log-format reference
 LINES = {
@@ -24,14 +36,21 @@ LINES = {
     ],
     "dtype-mismatch": ["Collectives differ in the following aspects:   Tensor Tensor dtypes: Doublevs Float"],
     "op-mismatch": ["Collectives differ in the following aspects:   Op type: ALLREDUCEvs BROADCAST"],
-    "rank-desync": ["RuntimeError: [Rank 0]: Ranks 1 failed to pass monitoredBarrier in 10000 ms",
-                    "Not all ranks joining collective, sequence number: 2"],
-    "unused-parameters": ["RuntimeError: Expected to have finished reduction in the prior iteration before "
-                          "starting a new one."],
-    "timeout-undetermined": ["RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/"
-                             "unbound_buffer.cc:78] Timed out waiting 10000ms for recv operation to complete"],
-    "nccl-error": ["torch.distributed.DistBackendError: NCCL error in: /opt/src/ProcessGroupNCCL.cpp:2011, "
-                   "invalid usage (run with NCCL_DEBUG=WARN for details), NCCL version 2.21.5"],
+    "rank-desync": [
+        "RuntimeError: [Rank 0]: Ranks 1 failed to pass monitoredBarrier in 10000 ms",
+        "Not all ranks joining collective, sequence number: 2",
+    ],
+    "unused-parameters": [
+        "RuntimeError: Expected to have finished reduction in the prior iteration before starting a new one."
+    ],
+    "timeout-undetermined": [
+        "RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/"
+        "unbound_buffer.cc:78] Timed out waiting 10000ms for recv operation to complete"
+    ],
+    "nccl-error": [
+        "torch.distributed.DistBackendError: NCCL error in: /opt/src/ProcessGroupNCCL.cpp:2011, "
+        "invalid usage (run with NCCL_DEBUG=WARN for details), NCCL version 2.21.5"
+    ],
     "rank-crash": ["torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.50 GiB."],
 }
 
@@ -76,8 +95,10 @@ def test_fixes_use_the_fixes_library_where_one_applies():
 def test_backends_are_described_as_they_behave():
     assert "watchdog" in catalog.get("shape-mismatch").mechanism["nccl"]
     assert "EnforceNotMet" in catalog.get("shape-mismatch").mechanism["gloo"]
-    assert "silently" in catalog.get("dtype-mismatch").mechanism["gloo"] or \
-        "garbage" in catalog.get("dtype-mismatch").mechanism["gloo"]
+    assert (
+        "silently" in catalog.get("dtype-mismatch").mechanism["gloo"]
+        or "garbage" in catalog.get("dtype-mismatch").mechanism["gloo"]
+    )
 
 
 def test_unknown_id_is_a_one_line_error_listing_valid_ids():
@@ -95,6 +116,7 @@ def test_entries_serialise_and_show_in_jupyter():
 
 def test_every_rule_declares_catalog_ids_only():
     import sys
+
     rules = sys.modules["denpex_nb.analysis.rules"]
     assert rules.RULES, "no rule registered"
     for r in rules.RULES:
@@ -108,9 +130,11 @@ def test_a_rule_emitting_an_undeclared_class_is_refused(monkeypatch):
 
     from denpex_nb.analysis import Finding, diagnose
     from tests.analysis._frames import incident, steps
+
     rules = sys.modules["denpex_nb.analysis.rules"]
-    rogue = rules.Rule("rogue", "find", ("rank-desync",), ("nothing",),
-                       lambda ctx: [Finding("state-mismatch", "made up")])
+    rogue = rules.Rule(
+        "rogue", "find", ("rank-desync",), ("nothing",), lambda ctx: [Finding("state-mismatch", "made up")]
+    )
     monkeypatch.setattr(rules, "RULES", rules.RULES + [rogue])
     d = diagnose(incident(steps(2, 3)))
     assert d.verdict == "no-failure" and any("undeclared class 'state-mismatch'" in n for n in d.notes)
@@ -126,9 +150,14 @@ def test_every_emitted_class_is_in_the_catalog_on_every_input_we_have():
 
     import denpex_nb as dx
     from tests import wild
+
     root = Path(__file__).resolve().parents[2]
-    inputs = [[d] for d in sorted({str(Path(p).parent) for p in glob.glob(str(root / "data/recorded/**/manifest.json"),
-                                                                       recursive=True)})]
+    inputs = [
+        [d]
+        for d in sorted(
+            {str(Path(p).parent) for p in glob.glob(str(root / "data/recorded/**/manifest.json"), recursive=True)}
+        )
+    ]
     inputs += [[str(Path(c["dir"]) / f) for f in c["files"]] for c in wild.cases()]
     assert len(inputs) > 100
     for paths in inputs:
@@ -146,6 +175,7 @@ def test_broader_classes_are_catalog_ids_and_never_the_class_itself():
 
 def test_the_vocabulary_names_the_catalog_and_the_incident_schema():
     from denpex_nb import incident, vocab
+
     assert [str(c) for c in vocab.ClassId] == list(IDS)
     assert set(incident.ERROR_KINDS) == {str(k) for k in vocab.ErrorKind}
     assert set(incident.SEQ_KINDS) == {str(k) for k in vocab.SeqKind}

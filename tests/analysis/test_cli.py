@@ -1,4 +1,5 @@
 """``denpex-nb diagnose``: human summary, the issue's JSON, exit 0 when it ran, 2 with one line on bad input."""
+
 from __future__ import annotations
 
 import json
@@ -12,15 +13,43 @@ def write_trace(folder, world=2, odd_rank=1, steps=3):
     """denpex_nb.trace JSONL files (COMMON.md format) with an all_gather shape mismatch at the last seq."""
     folder.mkdir(parents=True, exist_ok=True)
     for r in range(world):
-        lines = [{"v": 1, "event": "meta", "rank": r, "world_size": world, "pid": 100 + r, "host": "h",
-                  "backend": "gloo", "torch": "2.13.0"}]
+        lines = [
+            {
+                "v": 1,
+                "event": "meta",
+                "rank": r,
+                "world_size": world,
+                "pid": 100 + r,
+                "host": "h",
+                "backend": "gloo",
+                "torch": "2.13.0",
+            }
+        ]
         for s in range(1, steps + 1):
             rows = 3 if (r == odd_rank and s == steps) else 5
-            base = {"v": 1, "rank": r, "world_size": world, "pg": "0", "pg_desc": "default_pg", "seq": s,
-                    "op": "all_gather", "t_wall": 1764454060.0 + s + r * 0.001, "t_mono": 1.0 + s}
-            lines.append({**base, "event": "issue", "in_shapes": [[rows, 4]], "out_shapes": [[rows, 4]] * world,
-                          "dtypes": ["float32"], "pid": 100 + r, "host": "h"})
-            if s < steps or odd_rank < 0:      # a clean run's last collective returns too
+            base = {
+                "v": 1,
+                "rank": r,
+                "world_size": world,
+                "pg": "0",
+                "pg_desc": "default_pg",
+                "seq": s,
+                "op": "all_gather",
+                "t_wall": 1764454060.0 + s + r * 0.001,
+                "t_mono": 1.0 + s,
+            }
+            lines.append(
+                {
+                    **base,
+                    "event": "issue",
+                    "in_shapes": [[rows, 4]],
+                    "out_shapes": [[rows, 4]] * world,
+                    "dtypes": ["float32"],
+                    "pid": 100 + r,
+                    "host": "h",
+                }
+            )
+            if s < steps or odd_rank < 0:  # a clean run's last collective returns too
                 lines.append({**base, "event": "done"})
         (folder / f"denpex_trace_rank{r}.jsonl").write_text("\n".join(json.dumps(x) for x in lines) + "\n")
     return folder
@@ -47,7 +76,7 @@ def test_human_summary_and_exit_zero_whatever_the_verdict(tmp_path, capsys):
     assert main(["diagnose", str(clean), "--quiet"]) == 0
     assert capsys.readouterr().out.startswith("Diagnosis: no-failure")
     stuck = write_trace(tmp_path / "stuck", odd_rank=-1)
-    for f in stuck.glob("*.jsonl"):                     # every rank issued its last collective, none returned
+    for f in stuck.glob("*.jsonl"):  # every rank issued its last collective, none returned
         f.write_text("".join(ln + "\n" for ln in f.read_text().splitlines()[:-1]))
     assert main(["diagnose", str(stuck), "--quiet"]) == 0
     assert capsys.readouterr().out.startswith("Diagnosis: timeout-undetermined")
@@ -55,8 +84,12 @@ def test_human_summary_and_exit_zero_whatever_the_verdict(tmp_path, capsys):
 
 def test_bad_input_is_one_line_and_exit_2(tmp_path):
     missing = tmp_path / "does-not-exist"
-    p = subprocess.run([sys.executable, "-m", "denpex_nb.cli", "diagnose", str(missing), "--json"],
-                       capture_output=True, text=True, timeout=120)
+    p = subprocess.run(
+        [sys.executable, "-m", "denpex_nb.cli", "diagnose", str(missing), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert p.returncode == 2
     assert p.stdout == ""
     err = p.stderr.strip()
@@ -66,10 +99,12 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path):
 
 def test_diagnosing_never_imports_torch_or_jupyter(tmp_path):
     d = write_trace(tmp_path / "run")
-    code = ("import sys, denpex_nb as dx, denpex_nb.testing.frcompare\n"
-            f"dx.diagnose(dx.load({str(d)!r}, progress=False))\n"
-            "bad = [m for m in ('torch', 'papermill', 'jupyter_client', 'IPython') if m in sys.modules]\n"
-            "assert not bad, bad\n")
+    code = (
+        "import sys, denpex_nb as dx, denpex_nb.testing.frcompare\n"
+        f"dx.diagnose(dx.load({str(d)!r}, progress=False))\n"
+        "bad = [m for m in ('torch', 'papermill', 'jupyter_client', 'IPython') if m in sys.modules]\n"
+        "assert not bad, bad\n"
+    )
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr[-2000:]
 

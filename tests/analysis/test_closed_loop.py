@@ -37,6 +37,7 @@ syncbn-eval-single-rank     op-mismatch (the tracebacks end in      syncbn-eval-
                                                                     the 2C+1 statistics all_gather)
 ==========================  ======================================  =====================================
 """
+
 from __future__ import annotations
 
 import glob
@@ -58,11 +59,16 @@ TEXT_ONLY = {  # scenario -> debug mode -> verdicts the text logs alone support
     "dtype-mismatch": {"off": {"shape-mismatch", "dtype-mismatch"}, "detail": {"dtype-mismatch"}},
     "op-mismatch": {"off": {"timeout-undetermined", "op-mismatch"}, "detail": {"op-mismatch"}},
     "skipped-collective": {"off": {"timeout-undetermined"}, "detail": {"rank-desync"}},
-    "ddp-unused-parameters": {"off": {"unused-parameters"}, "info": {"unused-parameters"},
-                              "detail": {"unused-parameters"}},
+    "ddp-unused-parameters": {
+        "off": {"unused-parameters"},
+        "info": {"unused-parameters"},
+        "detail": {"unused-parameters"},
+    },
     "rank-crash": {"off": {"rank-crash"}, "detail": {"rank-crash"}, "info": {"rank-crash"}},
-    "syncbn-eval-single-rank": {"off": {"timeout-undetermined", "syncbn-eval-hang", "op-mismatch"},
-                                "detail": {"syncbn-eval-hang"}},
+    "syncbn-eval-single-rank": {
+        "off": {"timeout-undetermined", "syncbn-eval-hang", "op-mismatch"},
+        "detail": {"syncbn-eval-hang"},
+    },
 }
 
 
@@ -76,8 +82,10 @@ def check_against_expected(diagnosis, manifest: dict) -> None:
     """The verdict, seq, op and culprit against the run's ``expected`` (see the module docstring)."""
     exp = manifest["expected"]
     world = int(manifest.get("world_size", 0))
-    desc = f"{manifest.get('scenario')} {manifest.get('variant')} debug={manifest.get('debug')} w{world}: " \
-           f"{diagnosis.summary()} | findings={[f.to_dict()['class'] for f in diagnosis.findings]}"
+    desc = (
+        f"{manifest.get('scenario')} {manifest.get('variant')} debug={manifest.get('debug')} w{world}: "
+        f"{diagnosis.summary()} | findings={[f.to_dict()['class'] for f in diagnosis.findings]}"
+    )
     if exp["class"] == "no-failure":
         assert diagnosis.verdict == "no-failure", desc
         return
@@ -90,7 +98,7 @@ def check_against_expected(diagnosis, manifest: dict) -> None:
     if f.op is not None:
         assert _family(f.op) == _family(exp["op"]), desc
     else:
-        assert f.class_id == "op-mismatch" and not f.culprit_ranks, desc          # a tie names no op
+        assert f.class_id == "op-mismatch" and not f.culprit_ranks, desc  # a tie names no op
     if f.culprit_ranks:
         assert sorted(f.culprit_ranks) == sorted(exp["culprit_ranks"]), desc
     else:
@@ -127,6 +135,7 @@ def _no_errors(run_dir: Path) -> bool:
 
 # --- recorded runs ----------------------------------------------------------------------------
 
+
 def _rid(path: str) -> str:
     return str(Path(path).parent.relative_to(ROOT / "data/recorded"))
 
@@ -144,14 +153,20 @@ def test_recorded_run(manifest_path):
 
 #: the lean live set: scenarios that fail fast (no collective timeout to wait for), broken + one fixed.
 #: DENPEX_LIVE_ALL=1 runs every scenario broken and fixed (about 16 runs; minutes on 2 cores).
-LEAN_LIVE = [("allgather-shape-mismatch", False), ("allgather-shape-mismatch", True),
-             ("allreduce-shape-mismatch", False), ("dtype-mismatch", False), ("skipped-collective", False),
-             ("rank-crash", False)]
+LEAN_LIVE = [
+    ("allgather-shape-mismatch", False),
+    ("allgather-shape-mismatch", True),
+    ("allreduce-shape-mismatch", False),
+    ("dtype-mismatch", False),
+    ("skipped-collective", False),
+    ("rank-crash", False),
+]
 
 
 def _live_plan():
     if os.environ.get("DENPEX_LIVE_ALL") == "1":
         from denpex_nb.repro import registry
+
         return [(sid, fixed) for sid in registry.scenarios() for fixed in (False, True)]
     return LEAN_LIVE
 
@@ -160,6 +175,7 @@ def _live_plan():
 def live_runs(tmp_path_factory):
     pytest.importorskip("torch")
     from denpex_nb.repro import run
+
     base = tmp_path_factory.mktemp("closed_loop_live")
 
     def one(item):

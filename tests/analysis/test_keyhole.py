@@ -17,6 +17,7 @@ every view of every run; here:
 
 Nothing here is marked xfail: a view that fails the acceptance rule fails the suite.
 """
+
 from __future__ import annotations
 
 import json
@@ -44,10 +45,14 @@ def _settings(n: int):
     # derandomized: the same examples every run (a failure is reproducible, an xfail stable);
     # no shrinking: a failing example already carries its one-line reproducer, and shrinking
     # re-diagnoses dozens of views
-    return settings(max_examples=n, deadline=None, derandomize=True, database=None,
-                    phases=(Phase.explicit, Phase.generate),
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                           HealthCheck.filter_too_much])
+    return settings(
+        max_examples=n,
+        deadline=None,
+        derandomize=True,
+        database=None,
+        phases=(Phase.explicit, Phase.generate),
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
+    )
 
 
 # --- strategies --------------------------------------------------------------------------------
@@ -55,10 +60,12 @@ def _settings(n: int):
 runs = st.sampled_from(RUNS) if RUNS else st.nothing()
 fractions = st.floats(0.02, 0.98).map(lambda x: round(x, 3))
 mids = st.floats(0.05, 0.95).map(lambda x: round(x, 2))
-cuts = st.builds(lambda kind, f, mid: keyhole.cut_spec(kind, f, mid),
-                 st.sampled_from(("head", "tail")), fractions, st.none() | mids)
-text_sources = st.sampled_from(["logs-combined", "logs-perrank", "logs", "logs+fr", "logs+tracer",
-                                "everything-no-manifest"]).map(SOURCE_SETS.get)
+cuts = st.builds(
+    lambda kind, f, mid: keyhole.cut_spec(kind, f, mid), st.sampled_from(("head", "tail")), fractions, st.none() | mids
+)
+text_sources = st.sampled_from(
+    ["logs-combined", "logs-perrank", "logs", "logs+fr", "logs+tracer", "everything-no-manifest"]
+).map(SOURCE_SETS.get)
 
 
 @st.composite
@@ -71,25 +78,29 @@ def rank_subsets(draw, run, min_size=1):
 @st.composite
 def composed(draw):
     run = draw(runs)
-    rec = Recipe(sources=draw(text_sources),
-                 ranks=draw(st.none() | rank_subsets(run)),
-                 merge=draw(st.none() | st.integers(0, 999)),
-                 prefix=draw(st.none() | st.sampled_from(PREFIXES)),
-                 cut=draw(st.none() | cuts),
-                 wrap=draw(st.none() | st.sampled_from(WRAPS)))
+    rec = Recipe(
+        sources=draw(text_sources),
+        ranks=draw(st.none() | rank_subsets(run)),
+        merge=draw(st.none() | st.integers(0, 999)),
+        prefix=draw(st.none() | st.sampled_from(PREFIXES)),
+        cut=draw(st.none() | cuts),
+        wrap=draw(st.none() | st.sampled_from(WRAPS)),
+    )
     return run, rec
 
 
 def _check(run, rec: Recipe, *, in_property: bool = True) -> None:
     files, d, j = keyhole.check_view(run, rec)
     if in_property:
-        assume(files)                                  # nothing left of this view: nothing to judge
+        assume(files)  # nothing left of this view: nothing to judge
     assert files, f"{keyhole.run_id(run)} [{rec.name}]: the view is empty"
-    assert j.ok, (f"{keyhole.run_id(run)} [{rec.name}]: {d.summary()} -> {j}\n"
-                  f"  reproduce: {keyhole.reproducer(run, rec)}")
+    assert j.ok, (
+        f"{keyhole.run_id(run)} [{rec.name}]: {d.summary()} -> {j}\n  reproduce: {keyhole.reproducer(run, rec)}"
+    )
 
 
 # --- the harness itself (no diagnosis) ---------------------------------------------------------
+
 
 @_settings(60)
 @given(composed())
@@ -103,8 +114,11 @@ def test_recipe_name_round_trips_and_render_is_pure(item):
 def test_untouched_view_is_the_run(run):
     files = keyhole.render(run, Recipe(sources=SOURCE_SETS["everything-no-manifest"]))
     base = Path(run)
-    want = {p.relative_to(base).as_posix(): p.read_bytes() for p in base.rglob("*")
-            if p.is_file() and p.name != "manifest.json" and p.stat().st_size}   # empty files are left out
+    want = {
+        p.relative_to(base).as_posix(): p.read_bytes()
+        for p in base.rglob("*")
+        if p.is_file() and p.name != "manifest.json" and p.stat().st_size
+    }  # empty files are left out
     assert files == want
     manifest = json.loads(keyhole.render(run, Recipe())["manifest.json"])
     assert "expected" not in manifest and manifest["exit_codes"] == keyhole.load_manifest(run)["exit_codes"]
@@ -182,8 +196,11 @@ def test_prefix_only_wraps_lines(prefix):
             plain = keyhole.render(run, Recipe(sources=SOURCE_SETS[src], merge=3))
             wrapped = keyhole.render(run, Recipe(sources=SOURCE_SETS[src], merge=3, prefix=prefix))
             want = sorted(ln for blob in plain.values() for ln in blob.decode().splitlines())
-            got = sorted(re.sub(strip, "", ln, count=0 if prefix.startswith("ansi") else 1)
-                         for blob in wrapped.values() for ln in blob.decode().splitlines())
+            got = sorted(
+                re.sub(strip, "", ln, count=0 if prefix.startswith("ansi") else 1)
+                for blob in wrapped.values()
+                for ln in blob.decode().splitlines()
+            )
             assert got == want, (prefix, src, keyhole.run_id(run))
 
 
@@ -200,10 +217,11 @@ def test_views_are_many_and_distinct():
     run = RUNS[0]
     names = [n for n, _ in keyhole.views(run)]
     assert len(names) == len(set(names)) >= 40
-    assert keyhole.recipes(run) == keyhole.recipes(run)                  # deterministic
+    assert keyhole.recipes(run) == keyhole.recipes(run)  # deterministic
 
 
 # --- the rule itself ---------------------------------------------------------------------------
+
 
 def _d(verdict, culprits=()):
     return SimpleNamespace(verdict=verdict, culprit_ranks=list(culprits), confidence="high")
@@ -217,23 +235,26 @@ LOGS = {"attempt_0/0/stderr.log": b"[rank0]: RuntimeError: boom\n", "attempt_0/1
 CLEAN = {"attempt_0/0/stdout.log": b"step 1\n", "attempt_0/1/stdout.log": b"step 1\n"}
 
 
-@pytest.mark.parametrize("diag, manifest, files, outcome, ok", [
-    (_d("no-failure"), _m("no-failure"), LOGS, "exact", True),
-    (_d("no-evidence"), _m("no-failure"), LOGS, "abstain", True),
-    (_d("rank-crash", [0]), _m("no-failure"), LOGS, "different-class", False),
-    (_d("shape-mismatch", [1]), _m("shape-mismatch", [1]), LOGS, "exact", True),
-    (_d("shape-mismatch", []), _m("shape-mismatch", [1]), LOGS, "exact", True),
-    (_d("shape-mismatch", [0]), _m("shape-mismatch", [1]), LOGS, "exact", False),      # invented culprit
-    (_d("timeout-undetermined"), _m("shape-mismatch", [1]), LOGS, "abstain", True),
-    (_d("no-evidence"), _m("shape-mismatch", [1]), LOGS, "abstain", True),
-    (_d("rank-crash", [1]), _m("shape-mismatch", [1]), LOGS, "different-class", False),
-    (_d("rank-crash", [1]), _m("rank-crash", [1], scenario="rank-crash"), LOGS, "exact", True),
-    (_d("shape-mismatch"), _m("dtype-mismatch", [1]), LOGS, "less-specific", True),
-    (_d("dtype-mismatch"), _m("shape-mismatch", [1]), LOGS, "different-class", False),
-    (_d("no-failure"), _m("shape-mismatch", [1]), LOGS, "false-all-clear", False),
-    (_d("no-failure"), _m("shape-mismatch", [1]), CLEAN, "honest-all-clear", True),
-    (_d("shape-mismatch", [3]), _m("shape-mismatch", [3]), LOGS, "exact", False),      # rank 3 not in view
-])
+@pytest.mark.parametrize(
+    "diag, manifest, files, outcome, ok",
+    [
+        (_d("no-failure"), _m("no-failure"), LOGS, "exact", True),
+        (_d("no-evidence"), _m("no-failure"), LOGS, "abstain", True),
+        (_d("rank-crash", [0]), _m("no-failure"), LOGS, "different-class", False),
+        (_d("shape-mismatch", [1]), _m("shape-mismatch", [1]), LOGS, "exact", True),
+        (_d("shape-mismatch", []), _m("shape-mismatch", [1]), LOGS, "exact", True),
+        (_d("shape-mismatch", [0]), _m("shape-mismatch", [1]), LOGS, "exact", False),  # invented culprit
+        (_d("timeout-undetermined"), _m("shape-mismatch", [1]), LOGS, "abstain", True),
+        (_d("no-evidence"), _m("shape-mismatch", [1]), LOGS, "abstain", True),
+        (_d("rank-crash", [1]), _m("shape-mismatch", [1]), LOGS, "different-class", False),
+        (_d("rank-crash", [1]), _m("rank-crash", [1], scenario="rank-crash"), LOGS, "exact", True),
+        (_d("shape-mismatch"), _m("dtype-mismatch", [1]), LOGS, "less-specific", True),
+        (_d("dtype-mismatch"), _m("shape-mismatch", [1]), LOGS, "different-class", False),
+        (_d("no-failure"), _m("shape-mismatch", [1]), LOGS, "false-all-clear", False),
+        (_d("no-failure"), _m("shape-mismatch", [1]), CLEAN, "honest-all-clear", True),
+        (_d("shape-mismatch", [3]), _m("shape-mismatch", [3]), LOGS, "exact", False),  # rank 3 not in view
+    ],
+)
 def test_judge(diag, manifest, files, outcome, ok):
     j = keyhole.judge(diag, manifest, files)
     assert (j.outcome, j.ok) == (outcome, ok), j
@@ -245,6 +266,7 @@ def test_judge_accepts_a_culprit_named_by_a_peer():
 
 
 # --- property tests: one kind of damage each ---------------------------------------------------
+
 
 @_settings(12)
 @given(st.data())
@@ -297,6 +319,7 @@ def test_composed_views(item):
 
 # --- the closed loop over source sets ----------------------------------------------------------
 
+
 def _closed_loop_params():
     out = []
     for name in SOURCE_SETS:
@@ -311,4 +334,3 @@ def test_source_set_closed_loop(source_set, run):
     if not keyhole.render(run, rec):
         pytest.skip(f"the run has no {source_set} files")
     _check(run, rec, in_property=False)
-

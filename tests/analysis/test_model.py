@@ -1,4 +1,5 @@
 """Diagnosis shows itself as text and HTML and serialises to the JSON of issue 4."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -11,8 +12,10 @@ from ._frames import ev, incident, steps
 
 
 def _diag():
-    rows = steps(4, 2) + [ev(r, 3, op="all_gather", shape=(3, 4) if r == 1 else (5, 4),
-                             out_shape=(12, 4) if r == 1 else (20, 4)) for r in range(4)]
+    rows = steps(4, 2) + [
+        ev(r, 3, op="all_gather", shape=(3, 4) if r == 1 else (5, 4), out_shape=(12, 4) if r == 1 else (20, 4))
+        for r in range(4)
+    ]
     return diagnose(incident(rows))
 
 
@@ -26,8 +29,13 @@ def test_json_has_exactly_the_issue_keys_and_types():
     assert {"class", "pg", "seq", "op", "culprit_ranks", "ranks", "evidence", "confidence"} <= set(f)
     assert f["confidence"] in ("high", "medium", "low")
     assert set(f["ranks"]) == {"0", "1", "2", "3"}
-    assert f["ranks"]["1"] == {"op": "all_gather", "seq": 3, "shapes": [[3, 4]], "dtypes": ["float32"],
-                               "state": "completed"}
+    assert f["ranks"]["1"] == {
+        "op": "all_gather",
+        "seq": 3,
+        "shapes": [[3, 4]],
+        "dtypes": ["float32"],
+        "state": "completed",
+    }
     assert all(set(e) == {"file", "line", "text"} and isinstance(e["line"], int) for e in f["evidence"])
     assert d["ranks_seen"] == [0, 1, 2, 3]
 

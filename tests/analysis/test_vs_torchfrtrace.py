@@ -4,6 +4,7 @@ denpex_nb must agree wherever torchfrtrace answers, and answer where it crashes 
 a missing dump) or stays silent (all dumps match). torchfrtrace runs as a bounded subprocess; all
 runs of this module start together in a small thread pool to keep the wall time down.
 """
+
 from __future__ import annotations
 
 import json
@@ -35,8 +36,11 @@ SYNTHETIC = {  # name: (world, entries, plant, kwargs)
 }
 
 
-RECORDED_PICKS = ["op-mismatch/broken-plain-w4", "skipped-collective/broken-plain-w4",
-                  "allgather-shape-mismatch/fixed-plain-w2"]
+RECORDED_PICKS = [
+    "op-mismatch/broken-plain-w4",
+    "skipped-collective/broken-plain-w4",
+    "allgather-shape-mismatch/fixed-plain-w2",
+]
 
 
 def _recorded_fr_dirs() -> list[Path]:
@@ -58,6 +62,7 @@ def cases(tmp_path_factory):
         jobs[name] = (base / name, planted)
     for i, d in enumerate(_recorded_fr_dirs()):
         from denpex_nb.ingest.flight_recorder import write_repaired_dumps
+
         repaired = base / f"recorded-{i}-repaired"
         write_repaired_dumps(d, repaired)
         jobs[f"recorded-{i}-repaired"] = (repaired, None)
@@ -67,7 +72,9 @@ def cases(tmp_path_factory):
     with ThreadPoolExecutor(max_workers=3) as pool:
         futs = {n: pool.submit(run_torchfrtrace, d, timeout=180) for n, (d, _) in jobs.items() if n not in skip_frt}
         results = {n: f.result() for n, f in futs.items()}
-    return {n: (d, planted, results.get(n), dx.diagnose(dx.load(d, progress=False))) for n, (d, planted) in jobs.items()}
+    return {
+        n: (d, planted, results.get(n), dx.diagnose(dx.load(d, progress=False))) for n, (d, planted) in jobs.items()
+    }
 
 
 def _agrees(frt_finding: dict, diagnosis) -> bool:
@@ -101,7 +108,7 @@ def test_every_mismatch_in_a_group_is_reported(cases):
     seqs = [f.seq for f in diag.findings if f.class_id == "shape-mismatch"]
     assert seqs == [planted.seq, planted.second_seq]
     assert diag.first.seq == planted.seq and diag.culprit_ranks == [planted.rank]
-    for f in frt.findings:               # whatever torchfrtrace reports, we report too
+    for f in frt.findings:  # whatever torchfrtrace reports, we report too
         assert _agrees(f, diag)
 
 
@@ -137,20 +144,30 @@ def test_recorded_gloo_dumps(cases):
         # (its culprit may differ: it assumes the first rank is right; ours is checked against the manifest)
         for f in frt_rep.findings:
             if f["class"] in ("shape-mismatch", "dtype-mismatch", "op-mismatch", "rank-desync"):
-                assert any(x.seq_kind == "fr" and x.seq == f["seq"] and x.class_id == f["class"]
-                           for x in diag.findings), (raw, f, diag.summary())
+                assert any(
+                    x.seq_kind == "fr" and x.seq == f["seq"] and x.class_id == f["class"] for x in diag.findings
+                ), (raw, f, diag.summary())
         if frt_rep.silent:
             assert diag.verdict == "no-failure" or expected["class"] != "no-failure"
 
 
 def test_parser_reads_the_documented_blocks():
-    text = ("Not all ranks joining collective, sequence number: 2\ninternal record id: 1\ngroup info: 0:default_pg\n"
-            "collective: gloo:all_reduce\nmissing ranks: {1}\ninput sizes: [[8]]\n"
-            "Collective sequence number: 5 has errors\ncollective: nccl:all_gather\n"
-            "error msg: Culprit rank 5; Error type: SIZE_OR_SYNTAX_MISMATCH, Expected input sizes: '[[16, 64]]' "
-            "does not match found input sizes: '[[12, 64]]'\n")
+    text = (
+        "Not all ranks joining collective, sequence number: 2\ninternal record id: 1\ngroup info: 0:default_pg\n"
+        "collective: gloo:all_reduce\nmissing ranks: {1}\ninput sizes: [[8]]\n"
+        "Collective sequence number: 5 has errors\ncollective: nccl:all_gather\n"
+        "error msg: Culprit rank 5; Error type: SIZE_OR_SYNTAX_MISMATCH, Expected input sizes: '[[16, 64]]' "
+        "does not match found input sizes: '[[12, 64]]'\n"
+    )
     got = parse_torchfrtrace(text)
-    assert got == [{"seq": 2, "class": "rank-desync", "culprit_ranks": [1], "error_type": "NOT_JOINING", "op": "all_reduce"},
-                   {"seq": 5, "class": "shape-mismatch", "culprit_ranks": [5], "error_type": "SIZE_OR_SYNTAX_MISMATCH",
-                    "op": "all_gather"}]
+    assert got == [
+        {"seq": 2, "class": "rank-desync", "culprit_ranks": [1], "error_type": "NOT_JOINING", "op": "all_reduce"},
+        {
+            "seq": 5,
+            "class": "shape-mismatch",
+            "culprit_ranks": [5],
+            "error_type": "SIZE_OR_SYNTAX_MISMATCH",
+            "op": "all_gather",
+        },
+    ]
     assert parse_torchfrtrace("tabulate is not installed. Proceeding without it.\n") == []

@@ -4,6 +4,7 @@ The totals recorded by ``python benchmarks/bench_accuracy.py`` in
 ``benchmarks/results/bench_accuracy.json`` are the floor: fewer right verdicts, any invented
 culprit or any false all-clear fails. Every case must keep its provenance.
 """
+
 from __future__ import annotations
 
 import json
@@ -47,8 +48,11 @@ def test_totals_do_not_regress():
     recorded = json.loads(RESULTS.read_text())["totals"]
     scores = [wild.score_case(c) for c in CASES]
     now = wild.totals(scores)
-    wrong = [f"{s.id}: {s.verdict} {s.culprits} (truth {s.truth_classes} {s.truth_culprits})" for s in scores
-             if not s.right or s.invented_culprit or s.false_all_clear]
+    wrong = [
+        f"{s.id}: {s.verdict} {s.culprits} (truth {s.truth_classes} {s.truth_culprits})"
+        for s in scores
+        if not s.right or s.invented_culprit or s.false_all_clear
+    ]
     assert now["false_all_clears"] == 0, wrong
     assert now["invented_culprits"] == 0, wrong
     assert now["right"] >= recorded["right"], wrong

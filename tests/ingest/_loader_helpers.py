@@ -4,6 +4,7 @@
 whitespace right after a MARK line are consumed as its continuation. Registering it as a reader
 shows the loader's dispatch, de-duplication and accounting without depending on real formats.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -31,12 +32,30 @@ class MarkReader(TextReader):
             m = _MARK.search(line.text)
             if m:
                 rank, seq, err = int(m.group(1)), int(m.group(2)), m.group(3)
-                out.events.append({"rank": rank, "seq": seq, "seq_kind": "work", "op": "all_reduce", "pg": "0",
-                                   "state": "completed", "source": self.name, "file": ctx.file,
-                                   "line": line.lineno})
+                out.events.append(
+                    {
+                        "rank": rank,
+                        "seq": seq,
+                        "seq_kind": "work",
+                        "op": "all_reduce",
+                        "pg": "0",
+                        "state": "completed",
+                        "source": self.name,
+                        "file": ctx.file,
+                        "line": line.lineno,
+                    }
+                )
                 if err:
-                    out.errors.append({"rank": rank, "kind": "exception", "message": err, "source": self.name,
-                                       "file": ctx.file, "line": line.lineno})
+                    out.errors.append(
+                        {
+                            "rank": rank,
+                            "kind": "exception",
+                            "message": err,
+                            "source": self.name,
+                            "file": ctx.file,
+                            "line": line.lineno,
+                        }
+                    )
                 out.consume(line)
                 owner = True
             elif owner and _INDENTED.match(line.raw or line.text):

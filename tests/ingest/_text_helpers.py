@@ -1,4 +1,5 @@
 """Run a text reader on literal lines, the way the loader does: to_lines, then parse."""
+
 from __future__ import annotations
 
 from denpex_nb.incident import ERROR_KINDS, OPS, SEQ_KINDS, STATES, check_schema, coerce
@@ -43,13 +44,46 @@ def one(rows: list[dict], **match) -> dict:
 
 
 FUZZ_FRAGMENTS = [
-    "[rank1]:", "[default0]:", "\t", "[E1129 22:27:23.88 ProcessGroupNCCL.cpp:9] ", "Traceback (most recent call last):",
-    "terminate called after throwing an instance of 'x'", "  what():  ", "h:1:2 [0] NCCL INFO ", "h:1:2 [0] NCCL WARN ",
-    "WorkNCCL(SeqNum=", "OpType=", "CollectiveFingerPrint(", "Rank 1 is running collective: ", "(", ")", "[", "]",
-    "  time      : ", "  rank      : ", "  exitcode  : ", "Root Cause (first observed failure):", "=" * 20,
-    "RuntimeError: ", "comm 0x1 rank ", " nranks ", "opCount ", "count ", "datatype 99", "#0-0 (ab) MISMATCH",
-    "Collective sequence number: ", "error msg: Culprit rank ", "missing ranks: {", "collective: ",
-    "failed (exitcode: ", ") local_rank: ", "(pid: ", "\ufffd", "-1", "99999999999999999999", "x" * 40,
+    "[rank1]:",
+    "[default0]:",
+    "\t",
+    "[E1129 22:27:23.88 ProcessGroupNCCL.cpp:9] ",
+    "Traceback (most recent call last):",
+    "terminate called after throwing an instance of 'x'",
+    "  what():  ",
+    "h:1:2 [0] NCCL INFO ",
+    "h:1:2 [0] NCCL WARN ",
+    "WorkNCCL(SeqNum=",
+    "OpType=",
+    "CollectiveFingerPrint(",
+    "Rank 1 is running collective: ",
+    "(",
+    ")",
+    "[",
+    "]",
+    "  time      : ",
+    "  rank      : ",
+    "  exitcode  : ",
+    "Root Cause (first observed failure):",
+    "=" * 20,
+    "RuntimeError: ",
+    "comm 0x1 rank ",
+    " nranks ",
+    "opCount ",
+    "count ",
+    "datatype 99",
+    "#0-0 (ab) MISMATCH",
+    "Collective sequence number: ",
+    "error msg: Culprit rank ",
+    "missing ranks: {",
+    "collective: ",
+    "failed (exitcode: ",
+    ") local_rank: ",
+    "(pid: ",
+    "\ufffd",
+    "-1",
+    "99999999999999999999",
+    "x" * 40,
 ]
 
 
@@ -59,12 +93,17 @@ def fuzz(reader, examples: int = 25) -> None:
     from hypothesis import strategies as st
 
     @settings(max_examples=examples, deadline=None)
-    @given(st.lists(st.lists(st.sampled_from(FUZZ_FRAGMENTS) | st.text(max_size=6), max_size=7).map("".join),
-                    min_size=1, max_size=10))
+    @given(
+        st.lists(
+            st.lists(st.sampled_from(FUZZ_FRAGMENTS) | st.text(max_size=6), max_size=7).map("".join),
+            min_size=1,
+            max_size=10,
+        )
+    )
     def check(texts):
         ctx = FileContext(file="f.log", year=2025)
         out = Output()
-        reader.parse(to_lines([(i + 1, t) for i, t in enumerate(texts)], ctx), ctx, out)   # unguarded: bugs show
+        reader.parse(to_lines([(i + 1, t) for i, t in enumerate(texts)], ctx), ctx, out)  # unguarded: bugs show
         assert out.parsed <= set(range(1, len(texts) + 1))
         for row in out.errors:
             assert row["kind"] in ERROR_KINDS

@@ -14,6 +14,7 @@ moto's SigV4 check rebuilds the request from the query string as the server rece
 check (``SignatureDoesNotMatch``) although the client signed it correctly. The fixture re-escapes
 the query before moto computes the signature (:func:`_escape_query`); the check itself still runs.
 """
+
 from __future__ import annotations
 
 import json
@@ -32,37 +33,44 @@ DENIED_KEY = "mixed/attempt_0/1/stderr.log"
 REGION = "us-east-1"
 
 _ALLOW_ALL = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}
-_READER = {"Version": "2012-10-17", "Statement": [
-    {"Effect": "Allow", "Action": "s3:*", "Resource": "*"},
-    {"Effect": "Deny", "Action": "s3:GetObject", "Resource": f"arn:aws:s3:::{BUCKET}/{DENIED_KEY}"},
-]}
+_READER = {
+    "Version": "2012-10-17",
+    "Statement": [
+        {"Effect": "Allow", "Action": "s3:*", "Resource": "*"},
+        {"Effect": "Deny", "Action": "s3:GetObject", "Resource": f"arn:aws:s3:::{BUCKET}/{DENIED_KEY}"},
+    ],
+}
 
 
 @dataclass
 class S3Server:
     endpoint: str
-    keys: dict                        # user -> (access key id, secret)
+    keys: dict  # user -> (access key id, secret)
 
     def options(self, user: str = "reader") -> dict:
         """storage_options for denpex_nb.load (s3fs)."""
         key, secret = self.keys[user]
-        return {"endpoint_url": self.endpoint, "key": key, "secret": secret,
-                "client_kwargs": {"region_name": REGION}}
+        return {"endpoint_url": self.endpoint, "key": key, "secret": secret, "client_kwargs": {"region_name": REGION}}
 
     def env(self, user: str = "reader") -> dict:
         """Environment variables that point the AWS SDK (and so the CLI) at this server."""
         key, secret = self.keys[user]
         env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_") and k != "DENPEX_STORAGE_OPTIONS"}
-        env.update(AWS_ENDPOINT_URL=self.endpoint, AWS_ACCESS_KEY_ID=key, AWS_SECRET_ACCESS_KEY=secret,
-                   AWS_DEFAULT_REGION=REGION)
+        env.update(
+            AWS_ENDPOINT_URL=self.endpoint,
+            AWS_ACCESS_KEY_ID=key,
+            AWS_SECRET_ACCESS_KEY=secret,
+            AWS_DEFAULT_REGION=REGION,
+        )
         return env
 
     def client(self, user: str = "admin"):
         import boto3
 
         key, secret = self.keys[user]
-        return boto3.client("s3", endpoint_url=self.endpoint, region_name=REGION, aws_access_key_id=key,
-                            aws_secret_access_key=secret)
+        return boto3.client(
+            "s3", endpoint_url=self.endpoint, region_name=REGION, aws_access_key_id=key, aws_secret_access_key=secret
+        )
 
     def put(self, key: str, body: bytes, bucket: str = BUCKET) -> None:
         self.client("admin").put_object(Bucket=bucket, Key=key, Body=body)
@@ -100,8 +108,11 @@ def _escape_query(original):
         path, _, query = self._path.partition("?")
         if query:
             pairs = [p.partition("=") for p in query.split("&")]
-            self._path = path + "?" + "&".join(quote(unquote(k), safe="-_.~") + "=" + quote(unquote(v), safe="-_.~")
-                                               for k, _, v in pairs)
+            self._path = (
+                path
+                + "?"
+                + "&".join(quote(unquote(k), safe="-_.~") + "=" + quote(unquote(v), safe="-_.~") for k, _, v in pairs)
+            )
         return original(self)
 
     return create
@@ -115,7 +126,7 @@ def _start() -> tuple[S3Server, callable]:
     import moto.iam.access_control as access_control
     import requests
 
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)       # one line per request otherwise
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise
     server = server_mod.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
@@ -164,4 +175,5 @@ def _stopper(stop):
     def cleanup() -> None:
         _shared.pop("server", None)
         stop()
+
     return cleanup

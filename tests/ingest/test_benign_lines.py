@@ -13,6 +13,7 @@ distributed lines count as parsed; the diagnosis reads "nothing parsed" as "no e
   gives ``ranks`` rows with host, local rank and ``world_size``), torchrun's elastic start and
   rendezvous result (``global_ranks`` / ``global_world_sizes``), Lightning's banner.
 """
+
 from __future__ import annotations
 
 import os
@@ -30,9 +31,16 @@ def _wild(case: str, name: str = "log.txt"):
     return dx.load(os.path.join(WILD, case, name))
 
 
-@pytest.mark.parametrize("case", ["deepspeed-716-functional-launch-nccl-debug", "primerl-pr417-finished-run-destroy-pg-warning",
-                                  "pytorch-126275-pg-not-destroyed-warning-wall", "pytorch-76949-fsdp-allgather-order-warning-eval",
-                                  "pytorch-pr105695-pgnccl-options-info-chatter"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "deepspeed-716-functional-launch-nccl-debug",
+        "primerl-pr417-finished-run-destroy-pg-warning",
+        "pytorch-126275-pg-not-destroyed-warning-wall",
+        "pytorch-76949-fsdp-allgather-order-warning-eval",
+        "pytorch-pr105695-pgnccl-options-info-chatter",
+    ],
+)
 def test_corpus_benign_cases_parse_some_lines(case):
     inc = _wild(case)
     assert parsed(inc) > 0
@@ -42,26 +50,37 @@ def test_corpus_benign_cases_parse_some_lines(case):
 def test_pg_nccl_options_block(tmp_path):
     # tests/data/wild/pytorch-pr105695-pgnccl-options-info-chatter (pytorch#105695), lines 1-2, plus the
     # other keys of that block (generated)
-    lines = ["I0719 10:50:33.485718 219407 ProcessGroupNCCL.cpp:482] [Rank 3] ProcessGroupNCCL initialized with following options:",
-             "NCCL_ASYNC_ERROR_HANDLING: 0", "NCCL_DESYNC_DEBUG: 0", "NCCL_ENABLE_TIMING: 0", "NCCL_BLOCKING_WAIT: 0",
-             "TIMEOUT(ms): 1800000", "USE_HIGH_PRIORITY_STREAM: 0", "TORCH_DISTRIBUTED_DEBUG: OFF", "NCCL_DEBUG: INFO",
-             "PG ID: 0", "PG GUID: 0"]
+    lines = [
+        "I0719 10:50:33.485718 219407 ProcessGroupNCCL.cpp:482] [Rank 3] ProcessGroupNCCL initialized with following options:",
+        "NCCL_ASYNC_ERROR_HANDLING: 0",
+        "NCCL_DESYNC_DEBUG: 0",
+        "NCCL_ENABLE_TIMING: 0",
+        "NCCL_BLOCKING_WAIT: 0",
+        "TIMEOUT(ms): 1800000",
+        "USE_HIGH_PRIORITY_STREAM: 0",
+        "TORCH_DISTRIBUTED_DEBUG: OFF",
+        "NCCL_DEBUG: INFO",
+        "PG ID: 0",
+        "PG GUID: 0",
+    ]
     inc = load_text(tmp_path, lines)
     assert parsed(inc) == len(lines) and inc.errors.empty
 
 
 def test_pg_nccl_one_line_options_give_the_world_size(tmp_path):
-    lines = ["[rank3]:I0101 00:00:00.000000 1 ProcessGroupNCCL.cpp:913] [PG ID 0 PG GUID 0 Rank 3] ProcessGroupNCCL "
-             "initialization options: size: 8, global rank: 3, TIMEOUT(ms): 600000, USE_HIGH_PRIORITY_STREAM: 0, "
-             "SPLIT_FROM: 0, SPLIT_COLOR: 0, PG Name: 0",
-             "[rank3]:I0101 00:00:00.000000 1 ProcessGroupNCCL.cpp:913] [PG ID 1 PG GUID 1 Rank 1] ProcessGroupNCCL "
-             "initialization options: size: 2, global rank: 3, TIMEOUT(ms): 600000, USE_HIGH_PRIORITY_STREAM: 0, "
-             "SPLIT_FROM: 0, SPLIT_COLOR: 0, PG Name: 1",
-             "[rank3]:I0101 00:00:00.000000 1 ProcessGroupNCCL.cpp:914] [PG ID 0 PG GUID 0 Rank 3] ProcessGroupNCCL "
-             "environments: NCCL version: 2.21.5, TORCH_NCCL_ASYNC_ERROR_HANDLING: 3"]
+    lines = [
+        "[rank3]:I0101 00:00:00.000000 1 ProcessGroupNCCL.cpp:913] [PG ID 0 PG GUID 0 Rank 3] ProcessGroupNCCL "
+        "initialization options: size: 8, global rank: 3, TIMEOUT(ms): 600000, USE_HIGH_PRIORITY_STREAM: 0, "
+        "SPLIT_FROM: 0, SPLIT_COLOR: 0, PG Name: 0",
+        "[rank3]:I0101 00:00:00.000000 1 ProcessGroupNCCL.cpp:913] [PG ID 1 PG GUID 1 Rank 1] ProcessGroupNCCL "
+        "initialization options: size: 2, global rank: 3, TIMEOUT(ms): 600000, USE_HIGH_PRIORITY_STREAM: 0, "
+        "SPLIT_FROM: 0, SPLIT_COLOR: 0, PG Name: 1",
+        "[rank3]:I0101 00:00:00.000000 1 ProcessGroupNCCL.cpp:914] [PG ID 0 PG GUID 0 Rank 3] ProcessGroupNCCL "
+        "environments: NCCL version: 2.21.5, TORCH_NCCL_ASYNC_ERROR_HANDLING: 3",
+    ]
     inc = load_text(tmp_path, lines)
     assert parsed(inc) == 3
-    assert inc.ranks[["rank", "world_size"]].values.tolist() == [[3, 8]]   # the sub-group's size is not the world's
+    assert inc.ranks[["rank", "world_size"]].values.tolist() == [[3, 8]]  # the sub-group's size is not the world's
 
 
 def test_lone_option_words_elsewhere_are_not_taken():
@@ -69,30 +88,36 @@ def test_lone_option_words_elsewhere_are_not_taken():
     from denpex_nb.ingest.c10d import C10dReader
 
     from ._text_helpers import run
+
     assert run(C10dReader(), inc_lines).parsed == set()
 
 
-@pytest.mark.parametrize("text", [
-    "[rank0]:[W515 07:06:42.829549331 ProcessGroupNCCL.cpp:1117] WARNING: process group has NOT been destroyed before it "
-    "is being destructed. On normal program exit, the application should call destroy_process_group to ensure that "
-    "any pending NCCL data transfers have finished in this process.",
-    "[rank0]:[W616 21:29:33.762196891 ProcessGroupNCCL.cpp:1496] Warning: WARNING: destroy_process_group() was not "
-    "called before program exit, which can leak resources. For more info, please see "
-    "https://pytorch.org/docs/stable/distributed.html#shutdown (function operator())",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[rank0]:[W515 07:06:42.829549331 ProcessGroupNCCL.cpp:1117] WARNING: process group has NOT been destroyed before it "
+        "is being destructed. On normal program exit, the application should call destroy_process_group to ensure that "
+        "any pending NCCL data transfers have finished in this process.",
+        "[rank0]:[W616 21:29:33.762196891 ProcessGroupNCCL.cpp:1496] Warning: WARNING: destroy_process_group() was not "
+        "called before program exit, which can leak resources. For more info, please see "
+        "https://pytorch.org/docs/stable/distributed.html#shutdown (function operator())",
+    ],
+)
 def test_teardown_warnings(tmp_path, text):
     inc = load_text(tmp_path, [text])
     (row,) = inc.errors.itertuples()
     assert (row.kind, row.rank, row.source) == ("warning", 0, "c10d")
 
 
-FSDP = ["/dev/lib/python3.8/site-packages/torch/distributed/fsdp/fully_sharded_data_parallel.py:2770: UserWarning: All-gathe",
-        "r order differs from that of the first iteration on rank 0 -- collectives are unchecked and may give incorrect results or hang",
-        "Expected no more all-gathers but got an all-gather for the FSDP module wrapping ['fc1.weight', 'fc1.bias']",
-        "First iteration's all-gather sequence: [0, 1]",
-        "This iteration's all-gather sequence (so far): [0, 1, 1]",
-        "where indices follow the root FSDP module's `.parameters()` order",
-        "  warnings.warn("]   # tests/data/wild/pytorch-76949-fsdp-allgather-order-warning-eval (pytorch#76949), lines 1-7
+FSDP = [
+    "/dev/lib/python3.8/site-packages/torch/distributed/fsdp/fully_sharded_data_parallel.py:2770: UserWarning: All-gathe",
+    "r order differs from that of the first iteration on rank 0 -- collectives are unchecked and may give incorrect results or hang",
+    "Expected no more all-gathers but got an all-gather for the FSDP module wrapping ['fc1.weight', 'fc1.bias']",
+    "First iteration's all-gather sequence: [0, 1]",
+    "This iteration's all-gather sequence (so far): [0, 1, 1]",
+    "where indices follow the root FSDP module's `.parameters()` order",
+    "  warnings.warn(",
+]  # tests/data/wild/pytorch-76949-fsdp-allgather-order-warning-eval (pytorch#76949), lines 1-7
 
 
 def test_multi_line_torch_distributed_warning(tmp_path):
@@ -108,20 +133,24 @@ def test_multi_line_torch_distributed_warning(tmp_path):
 
 @pytest.mark.parametrize("prefix", ["", "[rank1]:", "[default1]:"])
 def test_one_line_warnings_and_the_deprecated_collective(tmp_path, prefix):
-    lines = [prefix + "/x/site-packages/torch/distributed/distributed_c10d.py:2582: FutureWarning: "
-                      "`torch.distributed._all_gather_base` is a private function and will be deprecated. Please use "
-                      "`torch.distributed.all_gather_into_tensor` instead.",
-             prefix + "  warnings.warn(",
-             prefix + "/x/site-packages/torch/nn/parallel/distributed.py:1200: UserWarning: find_unused_parameters=True "
-                      "was specified in DDP constructor, but did not find any unused parameters",
-             prefix + "  return Variable._execution_engine.run_backward("]
+    lines = [
+        prefix + "/x/site-packages/torch/distributed/distributed_c10d.py:2582: FutureWarning: "
+        "`torch.distributed._all_gather_base` is a private function and will be deprecated. Please use "
+        "`torch.distributed.all_gather_into_tensor` instead.",
+        prefix + "  warnings.warn(",
+        prefix + "/x/site-packages/torch/nn/parallel/distributed.py:1200: UserWarning: find_unused_parameters=True "
+        "was specified in DDP constructor, but did not find any unused parameters",
+        prefix + "  return Variable._execution_engine.run_backward(",
+    ]
     inc = load_text(tmp_path, lines)
     assert len(inc.errors) == 2 and set(inc.errors["kind"]) == {"warning"}
     assert parsed(inc) == 4
 
 
 def test_warnings_of_other_libraries_stay_unparsed(tmp_path):
-    inc = load_text(tmp_path, ["/x/site-packages/transformers/trainer.py:12: UserWarning: something", "  warnings.warn("])
+    inc = load_text(
+        tmp_path, ["/x/site-packages/transformers/trainer.py:12: UserWarning: something", "  warnings.warn("]
+    )
     assert parsed(inc) == 0
 
 
@@ -133,19 +162,21 @@ def test_warning_without_its_source_line_takes_only_its_wrapped_tail(tmp_path):
 def test_deepspeed_launcher(tmp_path):
     # tests/data/wild/deepspeed-716-functional-launch-nccl-debug (deepspeed#716), with 2 hosts x 2 ranks (generated)
     h = "[2021-01-31 23:07:46,791] [INFO] "
-    lines = ["[2021-01-31 23:07:46,345] [WARNING] [runner.py:117:fetch_hostfile] Unable to find hostfile, will proceed "
-             "with training with local resources only.",
-             "[2021-01-31 23:07:46,368] [INFO] [runner.py:355:main] cmd = /usr/bin/python3 -u -m deepspeed.launcher.launch "
-             "--world_info=eyJsb2NhbGhvc3QiOiBbMF19 --master_addr=127.0.0.1 --master_port=29500 train.py",
-             h + "[launch.py:71:main] 0 NCCL_DEBUG INFO",
-             h + "[launch.py:78:main] WORLD INFO DICT: {'node-a': [0, 1], 'node-b': [0, 1]}",
-             h + "[launch.py:87:main] nnodes=2, num_local_procs=2, node_rank=0",
-             h + "[launch.py:99:main] global_rank_mapping=defaultdict(<class 'list'>, {'node-a': [0, 1], 'node-b': [2, 3]})",
-             h + "[launch.py:100:main] dist_world_size=4",
-             h + "[launch.py:103:main] Setting CUDA_VISIBLE_DEVICES=0,1",
-             "[2021-01-31 23:09:00,000] [INFO] [launch.py:320:sigkill_handler] Killing subprocess 4242",
-             "[2021-01-31 23:09:00,000] [ERROR] [launch.py:326:sigkill_handler] ['/usr/bin/python3', '-u', 'train.py', "
-             "'--local_rank=1'] exits with return code = -9"]
+    lines = [
+        "[2021-01-31 23:07:46,345] [WARNING] [runner.py:117:fetch_hostfile] Unable to find hostfile, will proceed "
+        "with training with local resources only.",
+        "[2021-01-31 23:07:46,368] [INFO] [runner.py:355:main] cmd = /usr/bin/python3 -u -m deepspeed.launcher.launch "
+        "--world_info=eyJsb2NhbGhvc3QiOiBbMF19 --master_addr=127.0.0.1 --master_port=29500 train.py",
+        h + "[launch.py:71:main] 0 NCCL_DEBUG INFO",
+        h + "[launch.py:78:main] WORLD INFO DICT: {'node-a': [0, 1], 'node-b': [0, 1]}",
+        h + "[launch.py:87:main] nnodes=2, num_local_procs=2, node_rank=0",
+        h + "[launch.py:99:main] global_rank_mapping=defaultdict(<class 'list'>, {'node-a': [0, 1], 'node-b': [2, 3]})",
+        h + "[launch.py:100:main] dist_world_size=4",
+        h + "[launch.py:103:main] Setting CUDA_VISIBLE_DEVICES=0,1",
+        "[2021-01-31 23:09:00,000] [INFO] [launch.py:320:sigkill_handler] Killing subprocess 4242",
+        "[2021-01-31 23:09:00,000] [ERROR] [launch.py:326:sigkill_handler] ['/usr/bin/python3', '-u', 'train.py', "
+        "'--local_rank=1'] exits with return code = -9",
+    ]
     inc = load_text(tmp_path, lines)
     assert parsed(inc) == len(lines)
     r = inc.ranks[["rank", "host", "local_rank", "world_size"]].values.tolist()
@@ -156,12 +187,24 @@ def test_deepspeed_launcher(tmp_path):
 
 
 def test_torchrun_elastic_start(tmp_path):
-    lines = ["INFO:torch.distributed.launcher.api:Starting elastic_operator with launch configs:",
-             "  entrypoint       : train.py", "  min_nodes        : 1", "  nproc_per_node   : 2", "  rdzv_backend     : static",
-             "INFO:torch.distributed.elastic.agent.server.api:[default] Rendezvous complete for workers. Result:",
-             "  restart_count=0", "  master_addr=127.0.0.1", "  group_rank=1", "  group_world_size=2",
-             "  local_ranks=[0, 1]", "  role_ranks=[2, 3]", "  global_ranks=[2, 3]", "  role_world_sizes=[4, 4]",
-             "  global_world_sizes=[4, 4]", ""]
+    lines = [
+        "INFO:torch.distributed.launcher.api:Starting elastic_operator with launch configs:",
+        "  entrypoint       : train.py",
+        "  min_nodes        : 1",
+        "  nproc_per_node   : 2",
+        "  rdzv_backend     : static",
+        "INFO:torch.distributed.elastic.agent.server.api:[default] Rendezvous complete for workers. Result:",
+        "  restart_count=0",
+        "  master_addr=127.0.0.1",
+        "  group_rank=1",
+        "  group_world_size=2",
+        "  local_ranks=[0, 1]",
+        "  role_ranks=[2, 3]",
+        "  global_ranks=[2, 3]",
+        "  role_world_sizes=[4, 4]",
+        "  global_world_sizes=[4, 4]",
+        "",
+    ]
     inc = load_text(tmp_path, lines[:-1])
     assert parsed(inc) == len(lines) - 1
     assert inc.ranks[["rank", "local_rank", "world_size"]].values.tolist() == [[2, 0, 4], [3, 1, 4]]
@@ -169,10 +212,12 @@ def test_torchrun_elastic_start(tmp_path):
 
 def test_lightning_banner_and_world_size_on_ranks(tmp_path):
     # tests/data/wild/party-7-lightning-quoted-first-broadcast-timeout (party#7), lines 10-15, quoted as there
-    lines = ["> Initializing distributed: GLOBAL_RANK: 2, MEMBER: 3/4",
-             "> Initializing distributed: GLOBAL_RANK: 1, MEMBER: 2/4",
-             "> distributed_backend=nccl",
-             "> All distributed processes registered. Starting with 4 processes"]
+    lines = [
+        "> Initializing distributed: GLOBAL_RANK: 2, MEMBER: 3/4",
+        "> Initializing distributed: GLOBAL_RANK: 1, MEMBER: 2/4",
+        "> distributed_backend=nccl",
+        "> All distributed processes registered. Starting with 4 processes",
+    ]
     inc = load_text(tmp_path, lines)
     assert parsed(inc) == 4
     assert inc.ranks[["rank", "world_size"]].values.tolist() == [[1, 4], [2, 4]]

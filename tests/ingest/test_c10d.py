@@ -1,4 +1,5 @@
 """c10d reader: ProcessGroupNCCL, DETAIL, DDP reducer and gloo lines (docs/formats.md#pgnccl, #detail, #ddp, #gloo)."""
+
 from __future__ import annotations
 
 from datetime import datetime, timezone
@@ -23,20 +24,37 @@ DETAIL_MSG = (
 )
 
 
-@pytest.mark.parametrize("line,numel", [
-    ("[rank3]:[E412 09:24:02.550218903 ProcessGroupNCCL.cpp:688] [Rank 3] Watchdog caught collective operation timeout: "
-     "WorkNCCL(SeqNum=2417, OpType=ALLGATHER, NumelIn=8192, NumelOut=65536, Timeout(ms)=600000) ran for 600071 "
-     "milliseconds before timing out.", (8192, 65536)),
-    ("[rank3]:[E ProcessGroupNCCL.cpp:475] [Rank 3] Watchdog caught collective operation timeout: "
-     "WorkNCCL(SeqNum=2417, OpType=ALLGATHER, Timeout(ms)=1800000) ran for 1800081 milliseconds before timing out.",
-     (None, None)),
-    ("[rank3]:[E412 09:24:02.5 ProcessGroupNCCL.cpp:1] [PG 0 Rank 3] Work WorkNCCL(SeqNum=2417, OpType=ALLGATHER, "
-     "NumelIn=8192, NumelOut=65536, Timeout(ms)=600000) timed out in blocking wait.", (8192, 65536)),
-])
+@pytest.mark.parametrize(
+    "line,numel",
+    [
+        (
+            "[rank3]:[E412 09:24:02.550218903 ProcessGroupNCCL.cpp:688] [Rank 3] Watchdog caught collective operation timeout: "
+            "WorkNCCL(SeqNum=2417, OpType=ALLGATHER, NumelIn=8192, NumelOut=65536, Timeout(ms)=600000) ran for 600071 "
+            "milliseconds before timing out.",
+            (8192, 65536),
+        ),
+        (
+            "[rank3]:[E ProcessGroupNCCL.cpp:475] [Rank 3] Watchdog caught collective operation timeout: "
+            "WorkNCCL(SeqNum=2417, OpType=ALLGATHER, Timeout(ms)=1800000) ran for 1800081 milliseconds before timing out.",
+            (None, None),
+        ),
+        (
+            "[rank3]:[E412 09:24:02.5 ProcessGroupNCCL.cpp:1] [PG 0 Rank 3] Work WorkNCCL(SeqNum=2417, OpType=ALLGATHER, "
+            "NumelIn=8192, NumelOut=65536, Timeout(ms)=600000) timed out in blocking wait.",
+            (8192, 65536),
+        ),
+    ],
+)
 def test_watchdog_timeout_all_eras(line, numel):
     out = run(R, line)
     ev = one(out.events)
-    assert (ev["rank"], ev["seq"], ev["seq_kind"], ev["op"], ev["state"]) == (3, 2417, "work", "all_gather", "timed_out")
+    assert (ev["rank"], ev["seq"], ev["seq_kind"], ev["op"], ev["state"]) == (
+        3,
+        2417,
+        "work",
+        "all_gather",
+        "timed_out",
+    )
     assert (ev.get("numel_in"), ev.get("numel_out")) == numel
     err = one(out.errors, kind="watchdog_timeout")
     assert (err["op"], err["seq"], err["rank"]) == ("all_gather", 2417, 3)
@@ -44,24 +62,44 @@ def test_watchdog_timeout_all_eras(line, numel):
 
 
 def test_watchdog_timeout_rank_tag_is_a_fallback_only():
-    text = ("[rank7]:[E412 09:24:02.5 ProcessGroupNCCL.cpp:1] [Rank 2] Watchdog caught collective operation timeout: "
-            "WorkNCCL(SeqNum=5, OpType=_ALLGATHER_BASE, NumelIn=1, NumelOut=8, Timeout(ms)=600000) ran for 600001 ms")
+    text = (
+        "[rank7]:[E412 09:24:02.5 ProcessGroupNCCL.cpp:1] [Rank 2] Watchdog caught collective operation timeout: "
+        "WorkNCCL(SeqNum=5, OpType=_ALLGATHER_BASE, NumelIn=1, NumelOut=8, Timeout(ms)=600000) ran for 600001 ms"
+    )
     assert one(run(R, text).events)["rank"] == 7
     ev = one(run(R, text.split("]:", 1)[1]).events)
     assert ev["rank"] == 2 and ev["op"] == "all_gather_into_tensor"
 
 
-@pytest.mark.parametrize("text,pg", [
-    ("[PG 0 Rank 3] Timeout at NCCL work: 2417, last enqueued NCCL work: 2419, last completed NCCL work: 2416.", "0"),
-    ("[PG 1 (tp_group) Rank 3] Exception (either an error or timeout) detected by watchdog at work: 2417, last enqueued "
-     "NCCL work: 2419, last completed NCCL work: 2416.", "1"),
-    ("[PG ID 2 PG GUID 5(tp_group) Rank 3]  failure detected by watchdog at work sequence id: 2417 PG status: last "
-     "enqueued work: 2419, last completed work: 2416", "2"),
-])
+@pytest.mark.parametrize(
+    "text,pg",
+    [
+        (
+            "[PG 0 Rank 3] Timeout at NCCL work: 2417, last enqueued NCCL work: 2419, last completed NCCL work: 2416.",
+            "0",
+        ),
+        (
+            "[PG 1 (tp_group) Rank 3] Exception (either an error or timeout) detected by watchdog at work: 2417, last enqueued "
+            "NCCL work: 2419, last completed NCCL work: 2416.",
+            "1",
+        ),
+        (
+            "[PG ID 2 PG GUID 5(tp_group) Rank 3]  failure detected by watchdog at work sequence id: 2417 PG status: last "
+            "enqueued work: 2419, last completed work: 2416",
+            "2",
+        ),
+    ],
+)
 def test_status_lines_give_progress(text, pg):
     out = run(R, "[rank3]:[E412 09:24:02.550390114 ProcessGroupNCCL.cpp:2190] " + text)
     pr = one(out.progress)
-    assert (pr["rank"], pr["pg"], pr["seq_kind"], pr["last_enqueued"], pr["last_completed"]) == (3, pg, "work", 2419, 2416)
+    assert (pr["rank"], pr["pg"], pr["seq_kind"], pr["last_enqueued"], pr["last_completed"]) == (
+        3,
+        pg,
+        "work",
+        2419,
+        2416,
+    )
     err = one(out.errors, kind="watchdog_status")
     assert (err["seq"], err["pg"]) == (2417, pg)
     assert err["t_wall"] == datetime(2025, 4, 12, 9, 24, 2, 550390, tzinfo=timezone.utc)
@@ -86,44 +124,58 @@ def test_teardown_sequence_is_consumed_and_classified():
     out = run(R, block)
     assert out.parsed == set(range(1, 8))
     aborts = [e for e in out.errors if e["kind"] == "watchdog_abort"]
-    assert len(aborts) == 2 and all(e["rank"] == 3 for e in aborts)   # the what() copy folds into the E line
+    assert len(aborts) == 2 and all(e["rank"] == 3 for e in aborts)  # the what() copy folds into the E line
     assert aborts[1]["seq"] == 2417 and aborts[1]["pg"] == "0" and aborts[1]["line"] == 3
     ab = one(out.errors, kind="abort")
     assert ab["signal"] == "SIGABRT" and "DistBackendError" in ab["message"] and "Watchdog caught" in ab["message"]
-    assert out.events == []           # the teardown repeats the timeout; it is not a new observation
+    assert out.events == []  # the teardown repeats the timeout; it is not a new observation
 
 
 def test_flight_recorder_stack_hint_lines_are_claimed():
-    block = ["[rank3]:[E412 09:24:02.5 ProcessGroupNCCL.cpp:1] Stack trace of the failed collective: ",
-             "#0 all_reduce from /opt/x/distributed_c10d.py:2950", "#1 train_step from train.py:41",
-             "[rank3]:[E412 09:24:02.5 ProcessGroupNCCL.cpp:1] Stack trace of the failed collective not found, potentially "
-             "because FlightRecorder is disabled. You can enable it by setting TORCH_NCCL_TRACE_BUFFER_SIZE to a non-zero value."]
+    block = [
+        "[rank3]:[E412 09:24:02.5 ProcessGroupNCCL.cpp:1] Stack trace of the failed collective: ",
+        "#0 all_reduce from /opt/x/distributed_c10d.py:2950",
+        "#1 train_step from train.py:41",
+        "[rank3]:[E412 09:24:02.5 ProcessGroupNCCL.cpp:1] Stack trace of the failed collective not found, potentially "
+        "because FlightRecorder is disabled. You can enable it by setting TORCH_NCCL_TRACE_BUFFER_SIZE to a non-zero value.",
+    ]
     out = run(R, block)
     assert out.parsed == {1, 2, 3, 4} and out.errors == []
 
 
 def test_async_nccl_error():
-    out = run(R, "[rank1]:[E412 09:24:02.5 ProcessGroupNCCL.cpp:1] [PG 0 Rank 1] Collective WorkNCCL(SeqNum=9, "
-                 "OpType=ALLREDUCE, NumelIn=4, NumelOut=4, Timeout(ms)=600000) raised the following async exception: "
-                 "NCCL error: remote process exited or there was a network error, NCCL version 2.21.5")
+    out = run(
+        R,
+        "[rank1]:[E412 09:24:02.5 ProcessGroupNCCL.cpp:1] [PG 0 Rank 1] Collective WorkNCCL(SeqNum=9, "
+        "OpType=ALLREDUCE, NumelIn=4, NumelOut=4, Timeout(ms)=600000) raised the following async exception: "
+        "NCCL error: remote process exited or there was a network error, NCCL version 2.21.5",
+    )
     assert one(out.events)["state"] == "failed"
     assert one(out.errors, kind="nccl_error")["seq"] == 9
 
 
-@pytest.mark.parametrize("text", [
-    "[PG 0 Rank 6] Heartbeat monitor timed out! Process will be terminated after dumping debug info. workMetaList_.size()=3",
-    "[PG ID 0 PG GUID 0(default_pg) Rank 6] ProcessGroupNCCL's watchdog got stuck for 480 seconds without making progress",
-    "[PG ID 0 PG GUID 0(default_pg) Rank 6] [PG ID 0 PG GUID 0(default_pg) Rank 6] Terminating the process after "
-    "attempting to dump debug info, due to ProcessGroupNCCL watchdog hang.",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[PG 0 Rank 6] Heartbeat monitor timed out! Process will be terminated after dumping debug info. workMetaList_.size()=3",
+        "[PG ID 0 PG GUID 0(default_pg) Rank 6] ProcessGroupNCCL's watchdog got stuck for 480 seconds without making progress",
+        "[PG ID 0 PG GUID 0(default_pg) Rank 6] [PG ID 0 PG GUID 0(default_pg) Rank 6] Terminating the process after "
+        "attempting to dump debug info, due to ProcessGroupNCCL watchdog hang.",
+    ],
+)
 def test_heartbeat(text):
     err = one(run(R, "[rank6]:[F412 09:32:02.911207458 ProcessGroupNCCL.cpp:1561] " + text).errors)
     assert err["kind"] == "heartbeat" and err["rank"] == 6
 
 
 def test_dump_signal_names_first_detector():
-    err = one(run(R, "[rank2]:[E412 1:1:1.1 x.cpp:1] [PG 0 Rank 2] Received a dump signal due to a collective timeout "
-                     "from rank 5 and we will try our best to dump the debug info.").errors)
+    err = one(
+        run(
+            R,
+            "[rank2]:[E412 1:1:1.1 x.cpp:1] [PG 0 Rank 2] Received a dump signal due to a collective timeout "
+            "from rank 5 and we will try our best to dump the debug info.",
+        ).errors
+    )
     assert err["related_ranks"] == (5,)
 
 
@@ -142,7 +194,12 @@ def test_desync_report():
     out = run(R, block, ctx=None)
     assert out.parsed == set(range(1, 10))
     ev = [e for e in out.events if e["state"] == "timed_out"]
-    assert len(ev) == 1 and (ev[0]["rank"], ev[0]["seq"], ev[0]["seq_kind"], ev[0]["op"]) == (0, 2417, "desync", "all_gather")
+    assert len(ev) == 1 and (ev[0]["rank"], ev[0]["seq"], ev[0]["seq_kind"], ev[0]["op"]) == (
+        0,
+        2417,
+        "desync",
+        "all_gather",
+    )
     assert one(out.errors, related_ranks=(5, 6))["kind"] == "desync_report"
     assert one(out.errors, related_ranks=(1, 2))["seq"] == 2417
     assert one(out.errors, related_ranks=(5,))["seq"] == 2417
@@ -166,16 +223,18 @@ def test_detail_mismatch_gives_both_ranks_fingerprints():
 
 def test_detail_mismatch_hard_wrapped_at_120():
     full = "[rank1]: " + DETAIL_MSG
-    chunks = [full[i:i + 120] for i in range(0, len(full), 120)]
+    chunks = [full[i : i + 120] for i in range(0, len(full), 120)]
     out = run(R, chunks)
     assert len(out.events) == 2 and out.parsed == set(range(1, len(chunks) + 1))
 
 
 def test_detail_dtype_op_and_barrier_variants():
-    msg = ("Detected mismatch between collectives on ranks. Rank 0 is running collective: CollectiveFingerPrint("
-           "SequenceNumber=3, OpType=ALLREDUCE, TensorShape=[8], TensorDtypes=Double, TensorDeviceTypes=TensorOptions("
-           "dtype=double, device=cpu)), but Rank 1 is running collective: CollectiveFingerPrint(SequenceNumber=3OpType="
-           "BARRIER).Collectives differ in the following aspects:   Op type: ALLREDUCEvs BARRIER")
+    msg = (
+        "Detected mismatch between collectives on ranks. Rank 0 is running collective: CollectiveFingerPrint("
+        "SequenceNumber=3, OpType=ALLREDUCE, TensorShape=[8], TensorDtypes=Double, TensorDeviceTypes=TensorOptions("
+        "dtype=double, device=cpu)), but Rank 1 is running collective: CollectiveFingerPrint(SequenceNumber=3OpType="
+        "BARRIER).Collectives differ in the following aspects:   Op type: ALLREDUCEvs BARRIER"
+    )
     out = run(R, "[rank0]: RuntimeError: " + msg)
     assert one(out.events, rank=0)["dtype"] == "float64"
     b = one(out.events, rank=1)
@@ -183,54 +242,78 @@ def test_detail_dtype_op_and_barrier_variants():
 
 
 def test_old_inconsistent_fingerprint_form():
-    out = run(R, "RuntimeError: Rank 2 is running inconsistent collective: CollectiveFingerPrint(OpType=BROADCAST, "
-                 "TensorShape=[4], TensorDtypes=Half)")
+    out = run(
+        R,
+        "RuntimeError: Rank 2 is running inconsistent collective: CollectiveFingerPrint(OpType=BROADCAST, "
+        "TensorShape=[4], TensorDtypes=Half)",
+    )
     ev = one(out.events)
     assert (ev["rank"], ev["op"], ev["dtype"], ev.get("seq")) == (2, "broadcast", "float16", None)
 
 
 def test_running_collective_info_line():
-    out = run(R, "[rank0]:[I1129 22:37:26.285475132 ProcessGroupWrapper.cpp:710] [Rank 0] Running collective: "
-                 "CollectiveFingerPrint(SequenceNumber=0, OpType=ALLREDUCE, TensorShape=[4], TensorDtypes=BFloat16, "
-                 "TensorDeviceTypes=TensorOptions(dtype=c10::BFloat16, device=cpu))")
+    out = run(
+        R,
+        "[rank0]:[I1129 22:37:26.285475132 ProcessGroupWrapper.cpp:710] [Rank 0] Running collective: "
+        "CollectiveFingerPrint(SequenceNumber=0, OpType=ALLREDUCE, TensorShape=[4], TensorDtypes=BFloat16, "
+        "TensorDeviceTypes=TensorOptions(dtype=c10::BFloat16, device=cpu))",
+    )
     ev = one(out.events)
-    assert (ev["state"], ev["op"], ev["in_shapes"], ev["dtype"], ev["seq"]) == ("scheduled", "all_reduce", ((4,),), "bfloat16", 0)
+    assert (ev["state"], ev["op"], ev["in_shapes"], ev["dtype"], ev["seq"]) == (
+        "scheduled",
+        "all_reduce",
+        ((4,),),
+        "bfloat16",
+        0,
+    )
     assert out.errors == []
 
 
 def test_monitored_barrier_lines():
-    block = ["[rank0]:[E1129 22:40:01.1 ProcessGroupGloo.cpp:2901] [Rank 0]: Rank 1 failed to pass monitoredBarrier in 10000 ms",
-             "[rank0]:[E1129 22:40:01.1 ProcessGroupGloo.cpp:67] [Rank 0]: Ranks 1, 3 failed to pass monitoredBarrier in 10000 ms",
-             "[rank0]: RuntimeError: [Rank 0]: Ranks 1, 3 failed to pass monitoredBarrier in 10000 ms"]
+    block = [
+        "[rank0]:[E1129 22:40:01.1 ProcessGroupGloo.cpp:2901] [Rank 0]: Rank 1 failed to pass monitoredBarrier in 10000 ms",
+        "[rank0]:[E1129 22:40:01.1 ProcessGroupGloo.cpp:67] [Rank 0]: Ranks 1, 3 failed to pass monitoredBarrier in 10000 ms",
+        "[rank0]: RuntimeError: [Rank 0]: Ranks 1, 3 failed to pass monitoredBarrier in 10000 ms",
+    ]
     out = run(R, block)
     mb = [e for e in out.errors if e["kind"] == "monitored_barrier"]
-    assert [e["related_ranks"] for e in mb] == [(1,), (1, 3)]     # the RuntimeError repeats the summary line
+    assert [e["related_ranks"] for e in mb] == [(1,), (1, 3)]  # the RuntimeError repeats the summary line
     assert all(e["rank"] == 0 for e in mb) and 3 in out.parsed
 
 
 def test_ddp_unused_parameters_collects_names_and_indices():
-    block = ["[rank2]: RuntimeError: Expected to have finished reduction in the prior iteration before starting a new "
-             "one. This error indicates that your module has parameters that were not used in producing loss.",
-             "[rank2]: Parameters which did not receive grad for rank 2: decoder.gate_proj.weight, decoder.gate_proj.bias",
-             "[rank2]: Parameter indices which did not receive grad for rank 2: 21 22"]
+    block = [
+        "[rank2]: RuntimeError: Expected to have finished reduction in the prior iteration before starting a new "
+        "one. This error indicates that your module has parameters that were not used in producing loss.",
+        "[rank2]: Parameters which did not receive grad for rank 2: decoder.gate_proj.weight, decoder.gate_proj.bias",
+        "[rank2]: Parameter indices which did not receive grad for rank 2: 21 22",
+    ]
     out = run(R, block)
     err = one(out.errors)
     assert err["kind"] == "ddp_unused_parameters" and err["rank"] == 2
-    assert err["param_indices"] == (21, 22) and err["param_names"] == ("decoder.gate_proj.weight", "decoder.gate_proj.bias")
+    assert err["param_indices"] == (21, 22) and err["param_names"] == (
+        "decoder.gate_proj.weight",
+        "decoder.gate_proj.bias",
+    )
     assert "21 22" in err["message"] and out.parsed == {1, 2, 3}
 
 
 def test_ddp_other_errors():
-    out = run(R, "[rank0]: RuntimeError: DDP expects same model across all ranks, but Rank 0 has 10 params, while rank 1 "
-                 "has inconsistent 12 params.")
+    out = run(
+        R,
+        "[rank0]: RuntimeError: DDP expects same model across all ranks, but Rank 0 has 10 params, while rank 1 "
+        "has inconsistent 12 params.",
+    )
     assert one(out.errors)["kind"] == "ddp_error"
 
 
 def test_gloo_enforce_not_met_after_terminate():
-    block = ["terminate called after throwing an instance of 'gloo::EnforceNotMet'",
-             "  what():  [enforce fail at /__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:456] "
-             "op.preamble.length <= op.nbytes. 40 vs 24. Received data size doesn't match expected size. Is there a "
-             "distributed collective mismatch in your code?"]
+    block = [
+        "terminate called after throwing an instance of 'gloo::EnforceNotMet'",
+        "  what():  [enforce fail at /__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:456] "
+        "op.preamble.length <= op.nbytes. 40 vs 24. Received data size doesn't match expected size. Is there a "
+        "distributed collective mismatch in your code?",
+    ]
     out = run(R, block, ctx=None)
     enf = one(out.errors, kind="gloo_enforce")
     assert (enf["bytes_got"], enf["bytes_expected"]) == (40, 24) and "40 vs 24" in enf["message"]
@@ -239,20 +322,40 @@ def test_gloo_enforce_not_met_after_terminate():
 
 
 def test_gloo_invalid_tensor_size():
-    out = run(R, "[rank1]: RuntimeError: ProcessGroupGloo::allgather: invalid tensor size at index 1 (expected (5, 4), got (3, 4))")
+    out = run(
+        R,
+        "[rank1]: RuntimeError: ProcessGroupGloo::allgather: invalid tensor size at index 1 (expected (5, 4), got (3, 4))",
+    )
     err = one(out.errors)
-    assert (err["kind"], err["op"], err["expected_shape"], err["got_shape"], err["rank"]) == \
-        ("gloo_invalid_size", "all_gather", (5, 4), (3, 4), 1)
+    assert (err["kind"], err["op"], err["expected_shape"], err["got_shape"], err["rank"]) == (
+        "gloo_invalid_size",
+        "all_gather",
+        (5, 4),
+        (3, 4),
+        1,
+    )
 
 
-@pytest.mark.parametrize("text,kind", [
-    ("RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:537] Read error [127.0.0.1]:7318: "
-     "Connection reset by peer. This is typically caused by a remote worker hanging. GLHF! 🏖️", "gloo_peer_gone"),
-    ("RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:612] Connection closed by peer [192.0.2.18]:52881. "
-     "This is typically caused by a remote worker crashing.", "gloo_peer_gone"),
-    ("RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:78] Timed out waiting "
-     "10000ms for recv operation to complete", "gloo_timeout"),
-])
+@pytest.mark.parametrize(
+    "text,kind",
+    [
+        (
+            "RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:537] Read error [127.0.0.1]:7318: "
+            "Connection reset by peer. This is typically caused by a remote worker hanging. GLHF! 🏖️",
+            "gloo_peer_gone",
+        ),
+        (
+            "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:612] Connection closed by peer [192.0.2.18]:52881. "
+            "This is typically caused by a remote worker crashing.",
+            "gloo_peer_gone",
+        ),
+        (
+            "RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:78] Timed out waiting "
+            "10000ms for recv operation to complete",
+            "gloo_timeout",
+        ),
+    ],
+)
 def test_gloo_peer_gone_and_timeout(text, kind):
     err = one(run(R, "[rank0]: " + text).errors)
     assert err["kind"] == kind and err["rank"] == 0 and not err["message"].startswith("RuntimeError")
@@ -264,9 +367,14 @@ def test_unrelated_lines_are_left_unparsed():
 
 
 def test_odd_input_never_raises():
-    for junk in ["WorkNCCL(", "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=x, OpType=",
-                 "Rank 1 is running collective: CollectiveFingerPrint(((", "ranks [ are the lagging ranks",
-                 "\t - [x] Timeout at collective: , #", "Ranks  failed to pass monitoredBarrier in  ms"]:
+    for junk in [
+        "WorkNCCL(",
+        "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=x, OpType=",
+        "Rank 1 is running collective: CollectiveFingerPrint(((",
+        "ranks [ are the lagging ranks",
+        "\t - [x] Timeout at collective: , #",
+        "Ranks  failed to pass monitoredBarrier in  ms",
+    ]:
         run(R, junk)
 
 
@@ -297,14 +405,14 @@ def test_recorded_detail_shape_mismatch_names_every_ranks_shape():
     exp = manifest["expected"]
     out = run(R, lines)
     mism = [e for e in out.errors if e["kind"] == "detail_mismatch"]
-    assert sorted(e["rank"] for e in mism) == [0, 1, 2, 3]          # every rank raises, naming itself first
+    assert sorted(e["rank"] for e in mism) == [0, 1, 2, 3]  # every rank raises, naming itself first
     failed = [e for e in out.events if e["state"] == "failed"]
-    assert sorted(e["rank"] for e in failed) == [0, 1, 2, 3]          # one row per rank, however often named
+    assert sorted(e["rank"] for e in failed) == [0, 1, 2, 3]  # one row per rank, however often named
     assert sum(e["n_reports"] for e in failed) == 8 and all(e["reported_by"] == e["rank"] for e in failed)
     for e in failed:
         assert e["seq"] == exp["seq"]["detail"] and e["op"] == exp["op"]
         assert [list(s) for s in e["in_shapes"]] == exp["shapes"][str(e["rank"])]
-    running = [e for e in out.events if e["state"] == "scheduled"]      # TORCH_CPP_LOG_LEVEL=INFO lines
+    running = [e for e in out.events if e["state"] == "scheduled"]  # TORCH_CPP_LOG_LEVEL=INFO lines
     assert {e["rank"] for e in running} == {0, 1, 2, 3}
 
 
@@ -324,7 +432,11 @@ def test_repeats_within_one_file_fold_across_blocks():
     ctx, out = FileContext(file="f.log"), Output()
     text = "[rank0]:[E1130 00:38:08.285084681 ProcessGroupGloo.cpp:67] [Rank 0]: Ranks 1 failed to pass monitoredBarrier in 5000 ms"
     R.parse(to_lines([(1, text)], ctx), ctx, out)
-    R.parse(to_lines([(9, "[rank0]: RuntimeError: [Rank 0]: Ranks 1 failed to pass monitoredBarrier in 5000 ms")], ctx), ctx, out)
+    R.parse(
+        to_lines([(9, "[rank0]: RuntimeError: [Rank 0]: Ranks 1 failed to pass monitoredBarrier in 5000 ms")], ctx),
+        ctx,
+        out,
+    )
     assert len(out.errors) == 1 and out.errors[0]["line"] == 1 and out.parsed == {1, 9}
 
 
@@ -340,11 +452,13 @@ def test_ddp_info_lines_about_parameters_without_gradient():
 
 
 def test_old_communicator_aborted_error_is_a_teardown_not_a_second_timeout():
-    block = ["[E ProcessGroupNCCL.cpp:475] [Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=9, "
-             "OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1800081 milliseconds before timing out.",
-             "RuntimeError: NCCL communicator was aborted on rank 3.  Original reason for failure was: [Rank 3] Watchdog "
-             "caught collective operation timeout: WorkNCCL(SeqNum=9, OpType=ALLREDUCE, Timeout(ms)=1800000) ran for "
-             "1800081 milliseconds before timing out."]
+    block = [
+        "[E ProcessGroupNCCL.cpp:475] [Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=9, "
+        "OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1800081 milliseconds before timing out.",
+        "RuntimeError: NCCL communicator was aborted on rank 3.  Original reason for failure was: [Rank 3] Watchdog "
+        "caught collective operation timeout: WorkNCCL(SeqNum=9, OpType=ALLREDUCE, Timeout(ms)=1800000) ran for "
+        "1800081 milliseconds before timing out.",
+    ]
     out = run(R, block, ctx=None)
     assert len(out.events) == 1 and out.events[0]["seq"] == 9
     ab = one(out.errors, kind="watchdog_abort")

@@ -2,6 +2,7 @@
 Incident as a serial load, for a local run and for one in S3 (the workers open the objects
 themselves), futures released as they are gathered, and a cluster that is not there or goes away
 mid-load as one line, promptly."""
+
 from __future__ import annotations
 
 import logging
@@ -44,8 +45,9 @@ def _no_resource_tracker_left():
 @pytest.fixture(scope="module")
 def cluster():
     """Two worker processes, one thread each; closed (processes gone) after the module."""
-    with distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=":0",
-                                  silence_logs=logging.ERROR) as cl:
+    with distributed.LocalCluster(
+        n_workers=2, processes=True, threads_per_worker=1, dashboard_address=":0", silence_logs=logging.ERROR
+    ) as cl:
         yield cl
 
 
@@ -64,8 +66,9 @@ def _same(a, b, rename=lambda v: v) -> None:
         return frame.reset_index(drop=True)
 
     for name in FRAMES + ("sources",):
-        pd.testing.assert_frame_equal(norm(getattr(a, name)), norm(getattr(b, name), rename), obj=name,
-                                      check_dtype=False)
+        pd.testing.assert_frame_equal(
+            norm(getattr(a, name)), norm(getattr(b, name), rename), obj=name, check_dtype=False
+        )
 
 
 def _no_parse_tasks_left(cl) -> bool:
@@ -79,14 +82,14 @@ def _no_parse_tasks_left(cl) -> bool:
 
 def test_a_local_run_on_worker_processes_is_the_serial_incident(cluster):
     serial = _load(str(RUN), jobs=1)
-    with distributed.Client(cluster) as client:                 # the current client is used
+    with distributed.Client(cluster) as client:  # the current client is used
         on_dask = _load(str(RUN), jobs="dask")
         parsed_there = client.run(lambda: "denpex_nb.ingest.parse" in sys.modules)
         pids = client.run(os.getpid)
     _same(serial, on_dask)
     assert dx.diagnose(on_dask).culprit_ranks == [3]
     assert all(parsed_there.values()) and os.getpid() not in pids.values() and len(set(pids.values())) == 2
-    assert _no_parse_tasks_left(cluster)                         # every future was released
+    assert _no_parse_tasks_left(cluster)  # every future was released
 
 
 def test_an_s3_run_is_read_by_the_workers_themselves(cluster, s3_server, monkeypatch):
@@ -99,7 +102,7 @@ def test_an_s3_run_is_read_by_the_workers_themselves(cluster, s3_server, monkeyp
 
     import denpex_nb.ingest.remote as remote
 
-    monkeypatch.setattr(remote, "open_raw", no_reads_here)       # this process lists, never reads
+    monkeypatch.setattr(remote, "open_raw", no_reads_here)  # this process lists, never reads
     on_dask = _load(url, storage_options=s3_server.options(), dask_client=cluster.scheduler_address)
     _same(serial, on_dask)
     assert on_dask.sources["error"].isna().all()
@@ -112,8 +115,9 @@ def test_an_s3_run_is_read_by_the_workers_themselves(cluster, s3_server, monkeyp
 def test_a_local_run_equals_the_s3_run_on_the_cluster(cluster, s3_server):
     s3_server.upload_folder(RUN, "dask/run2")
     local = _load(str(RUN), dask_client=cluster.scheduler_address)
-    remote = _load(f"s3://{BUCKET}/dask/run2/", storage_options=s3_server.options(),
-                   dask_client=cluster.scheduler_address)
+    remote = _load(
+        f"s3://{BUCKET}/dask/run2/", storage_options=s3_server.options(), dask_client=cluster.scheduler_address
+    )
     _same(local, remote, lambda v: v.replace(f"s3://{BUCKET}/dask/run2", str(RUN)))
 
 
@@ -124,10 +128,19 @@ def test_a_scheduler_address_with_nothing_listening_is_one_line_exit_2(monkeypat
     with pytest.raises(DenpexError, match="cannot reach the Dask scheduler at " + address) as e:
         _load(str(RUN), dask_client=address)
     assert "\n" not in str(e.value) and "fix:" in str(e.value)
-    env = dict(os.environ, DENPEX_DASK_SCHEDULER=address, DENPEX_DASK_TIMEOUT="3",
-               PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    res = subprocess.run([sys.executable, "-m", "denpex_nb.cli", "diagnose", str(RUN)], capture_output=True,
-                         text=True, env=env, timeout=60)
+    env = dict(
+        os.environ,
+        DENPEX_DASK_SCHEDULER=address,
+        DENPEX_DASK_TIMEOUT="3",
+        PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+    )
+    res = subprocess.run(
+        [sys.executable, "-m", "denpex_nb.cli", "diagnose", str(RUN)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     lines = res.stderr.strip().splitlines()
     assert res.returncode == 2 and len(lines) == 1 and "cannot reach the Dask scheduler" in lines[0], res.stderr
     assert time.monotonic() - t0 < 30
@@ -139,14 +152,15 @@ def test_a_cluster_that_goes_away_mid_load_is_one_line_and_no_hang(monkeypatch):
 
     monkeypatch.setenv("DENPEX_DASK_TIMEOUT", "5")
     specs, _ = expand([str(RUN)])
-    assert len(specs) >= 8                                   # several tasks: the first result comes before the rest
-    cl = distributed.LocalCluster(n_workers=1, processes=True, threads_per_worker=1, dashboard_address=":0",
-                                  silence_logs=logging.CRITICAL)
+    assert len(specs) >= 8  # several tasks: the first result comes before the rest
+    cl = distributed.LocalCluster(
+        n_workers=1, processes=True, threads_per_worker=1, dashboard_address=":0", silence_logs=logging.CRITICAL
+    )
     gathered = []
 
     def after_first(spec):
         gathered.append(spec)
-        if len(gathered) == 1:                           # close the cluster from another thread, then go on
+        if len(gathered) == 1:  # close the cluster from another thread, then go on
             closer = threading.Thread(target=cl.close)
             closer.start()
             closer.join(30)
@@ -170,9 +184,12 @@ def test_a_cluster_without_workers_is_one_line_after_the_timeout(monkeypatch):
 
     monkeypatch.setenv("DENPEX_DASK_TIMEOUT", "2")
     specs, _ = expand([str(RUN / "combined.log")])
-    with distributed.LocalCluster(n_workers=0, processes=False, dashboard_address=":0",
-                                  silence_logs=logging.CRITICAL) as cl, \
-            distributed.Client(cl, set_as_default=False) as client:
+    with (
+        distributed.LocalCluster(
+            n_workers=0, processes=False, dashboard_address=":0", silence_logs=logging.CRITICAL
+        ) as cl,
+        distributed.Client(cl, set_as_default=False) as client,
+    ):
         t0 = time.monotonic()
         with pytest.raises(DenpexError) as e:
             run_all(specs, resolve_limits(), "dask", dask_client=client)

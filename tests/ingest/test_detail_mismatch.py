@@ -19,6 +19,7 @@ From every variant: one ``detail_mismatch`` error (``related_ranks`` = every ran
 ``numel_in`` / ``dtype`` when the fingerprint has tensors, ``state="failed"``, file and line of the
 message's first line.
 """
+
 from __future__ import annotations
 
 import random
@@ -39,13 +40,17 @@ def message(seq0=12, op0="ALLREDUCE", seq1=12, op1="BARRIER", shapes=True, tail=
         s = "" if old else f"SequenceNumber={seq}"
         if shapes and op != "BARRIER":
             sep = ", " if s else ""
-            return f"CollectiveFingerPrint({s}{sep}OpType={op}, TensorShape=[{shape}], TensorDtypes=Float, " \
-                   "TensorDeviceTypes=Device(type=cpu))"
+            return (
+                f"CollectiveFingerPrint({s}{sep}OpType={op}, TensorShape=[{shape}], TensorDtypes=Float, "
+                "TensorDeviceTypes=Device(type=cpu))"
+            )
         return f"CollectiveFingerPrint({s}OpType={op})"
 
     running = "is running inconsistent collective" if old else "is running collective"
-    text = (f"Detected mismatch between collectives on ranks. Rank 0 {running}: {fp(seq0, op0, '20, 10')}, "
-            f"but Rank 1 {running}: {fp(seq1, op1, '10')}.")
+    text = (
+        f"Detected mismatch between collectives on ranks. Rank 0 {running}: {fp(seq0, op0, '20, 10')}, "
+        f"but Rank 1 {running}: {fp(seq1, op1, '10')}."
+    )
     if tail:
         aspects = []
         if seq0 != seq1:
@@ -67,16 +72,20 @@ VARIANTS = {
 WRAPS = {
     "bare": lambda m: [m],
     "runtime_error": lambda m: ["RuntimeError: " + m],
-    "dist_error_in_traceback": lambda m: ["Traceback (most recent call last):", '  File "train.py", line 9, in <module>',
-                                          "    dist.all_reduce(t)", "torch.distributed.DistBackendError: " + m],
+    "dist_error_in_traceback": lambda m: [
+        "Traceback (most recent call last):",
+        '  File "train.py", line 9, in <module>',
+        "    dist.all_reduce(t)",
+        "torch.distributed.DistBackendError: " + m,
+    ],
     "torchrun": lambda m: ["[default0]:[rank0]: RuntimeError: " + m],
     "app_logger": lambda m: ["[RANK 0] 2025-01-01 12:00:00 [ERROR] trainer: step failed: " + m],
     "py_logging": lambda m: ["2024-01-01 12:00:00,123 - root - ERROR - Exception: " + m],
     "kubectl": lambda m: ["2024-05-01T12:00:00.000000001Z [rank0]:RuntimeError: " + m],
-    "split_at_80": lambda m: [m[i:i + 80] for i in range(0, len(m), 80)],
-    "split_at_57": lambda m: [m[i:i + 57] for i in range(0, len(m), 57)],
+    "split_at_80": lambda m: [m[i : i + 80] for i in range(0, len(m), 80)],
+    "split_at_57": lambda m: [m[i : i + 57] for i in range(0, len(m), 57)],
     "word_wrapped": lambda m: textwrap.wrap(m, 70, break_long_words=False),
-    "torchrun_split": lambda m: ["[rank0]:" + m[i:i + 90] for i in range(0, len(m), 90)],
+    "torchrun_split": lambda m: ["[rank0]:" + m[i : i + 90] for i in range(0, len(m), 90)],
 }
 
 
@@ -85,14 +94,18 @@ def _want(text):
     import re
 
     out = {}
-    for r, blob in re.findall(r"Rank (\d) is running (?:inconsistent )?collective: (CollectiveFingerPrint\([^)]*\)?\)?)", text):
+    for r, blob in re.findall(
+        r"Rank (\d) is running (?:inconsistent )?collective: (CollectiveFingerPrint\([^)]*\)?\)?)", text
+    ):
         seq = re.search(r"SequenceNumber=(\d+)", blob)
         op = re.search(r"OpType=(\w+)", blob).group(1)
         shape = re.search(r"TensorShape=\[([^\]]*)\]", blob)
-        out[int(r)] = (int(seq.group(1)) if seq else None,
-                       {"ALLREDUCE": "all_reduce", "BARRIER": "barrier", "BROADCAST": "broadcast"}[op],
-                       (tuple(int(x) for x in shape.group(1).split(", ")),) if shape else None,
-                       "float32" if shape else None)
+        out[int(r)] = (
+            int(seq.group(1)) if seq else None,
+            {"ALLREDUCE": "all_reduce", "BARRIER": "barrier", "BROADCAST": "broadcast"}[op],
+            (tuple(int(x) for x in shape.group(1).split(", ")),) if shape else None,
+            "float32" if shape else None,
+        )
     return out
 
 
@@ -107,8 +120,11 @@ def test_every_variant_gives_both_fingerprints(variant, wrap):
     err = errs[0]
     assert err["related_ranks"] == (0, 1)
     want = _want(msg)
-    got = {e["rank"]: (e.get("seq"), e["op"], e.get("in_shapes"), e.get("dtype")) for e in out.events
-           if e["seq_kind"] == "detail"}
+    got = {
+        e["rank"]: (e.get("seq"), e["op"], e.get("in_shapes"), e.get("dtype"))
+        for e in out.events
+        if e["seq_kind"] == "detail"
+    }
     assert got == want
     first = next(i for i, t in enumerate(lines, start=1) if "Detected" in t or "Rank 0" in t)
     for e in out.events:
@@ -120,7 +136,9 @@ def test_every_variant_gives_both_fingerprints(variant, wrap):
 
 
 def test_the_tail_on_its_own_line_belongs_to_the_message():
-    out = run(R, [message(tail=False), "Collectives differ in the following aspects: ", "  Op type: ALLREDUCEvs BARRIER"])
+    out = run(
+        R, [message(tail=False), "Collectives differ in the following aspects: ", "  Op type: ALLREDUCEvs BARRIER"]
+    )
     assert out.parsed == {1, 2, 3} and len(out.errors) == 1
 
 
@@ -152,7 +170,9 @@ def test_word_wrapped_message_through_the_loader(tmp_path):
     for _ in range(20):
         width = rng.randint(40, 150)
         msg = message(seq1=rng.choice([12, 13]), op1=rng.choice(["BARRIER", "BROADCAST", "ALLREDUCE"]))
-        lines = ["noise before"] + textwrap.wrap("RuntimeError: " + msg, width, break_long_words=False) + ["noise after"]
+        lines = (
+            ["noise before"] + textwrap.wrap("RuntimeError: " + msg, width, break_long_words=False) + ["noise after"]
+        )
         p = tmp_path / "paste.txt"
         p.write_text("\n".join(lines) + "\n")
         inc = dx.load(str(p), progress=False)

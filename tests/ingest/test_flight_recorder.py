@@ -1,4 +1,5 @@
 """Flight Recorder dumps: real gloo pickles and JSON, malicious and truncated dumps, pg_config repair."""
+
 from __future__ import annotations
 
 import os
@@ -28,6 +29,7 @@ def real_dump(rank=0) -> bytes:
 
 def malicious_pickle(target: str) -> bytes:
     """A pickle that, if executed, would create ``target`` (builtins.open(target, 'w'))."""
+
     class Evil:
         def __reduce__(self):
             return (open, (target, "w"))
@@ -46,7 +48,7 @@ def test_real_gloo_pickle_dumps_load_with_ranks_from_names():
     assert r0["in_shapes"].iloc[3] == ((5, 4),) and r0["out_shapes"].iloc[3] == ((2, 5, 4),)
     assert list(r0["numel_in"]) == [8, 8, 8, 20, 2] and r0["numel_out"].iloc[3] == 40
     assert list(r0["dtype"]) == ["float32"] * 4 + ["float64"]
-    assert set(r0["state"]) == {"scheduled"} and r0["retired"].all()     # gloo: retired is the signal
+    assert set(r0["state"]) == {"scheduled"} and r0["retired"].all()  # gloo: retired is the signal
     assert (r0["pg"] == "0").all() and (r0["pg_desc"] == "default_pg").all() and (r0["world_size"] == 2).all()
     assert r0["t_wall"].notna().all() and str(r0["t_wall"].dt.tz) == "UTC"
     assert list(r0["line"]) == [0, 1, 2, 3, 4]
@@ -61,7 +63,7 @@ def test_json_dump_reads_like_the_pickle():
     assert set(js.sources["format"]) == {"fr_json"}
     cols = ["rank", "pg", "seq", "op", "in_shapes", "out_shapes", "numel_in", "dtype", "state", "t_wall", "retired"]
     assert pk[cols].astype(str).equals(js.events[cols].astype(str))
-    assert int(js.progress["last_completed"][0]) == 5     # pg_status strings became ints
+    assert int(js.progress["last_completed"][0]) == 5  # pg_status strings became ints
 
 
 def test_malicious_pickle_is_refused_and_never_executed(tmp_path):
@@ -72,7 +74,7 @@ def test_malicious_pickle_is_refused_and_never_executed(tmp_path):
         read_dump(bad)
     with pytest.raises(UnsafePickleError):
         safe_loads(bad.read_bytes())
-    with pytest.raises(UnsafePickleError) as e:   # alone: nothing loads -> the error itself
+    with pytest.raises(UnsafePickleError) as e:  # alone: nothing loads -> the error itself
         dx.load(str(bad))
     assert "comm_lib_trace_rank_3" in str(e.value)
     shutil.copy(os.path.join(FR, "comm_lib_trace_rank_0"), tmp_path / "comm_lib_trace_rank_0")
@@ -88,7 +90,7 @@ def test_truncated_dump_is_a_load_error_for_that_rank_only(tmp_path):
     shutil.copy(os.path.join(FR, "comm_lib_trace_rank_0"), tmp_path / "comm_lib_trace_rank_0")
     data = real_dump(1)
     (tmp_path / "comm_lib_trace_rank_1").write_bytes(data[: len(data) // 2])
-    (tmp_path / "comm_lib_trace_rank_2").write_bytes(b"")       # killed before writing anything
+    (tmp_path / "comm_lib_trace_rank_2").write_bytes(b"")  # killed before writing anything
     with pytest.warns(RuntimeWarning):
         inc = dx.load(str(tmp_path))
     assert list(inc.events["rank"].unique()) == [0]
@@ -107,19 +109,45 @@ def test_a_pickle_that_is_no_dump_is_a_load_error(tmp_path):
 
 
 def test_p2p_entries_keep_p2p_seq_and_peer():
-    dump = {"version": "2.10", "pg_config": {"0": {"name": "0", "desc": "default_pg", "ranks": "[0, 1]"}},
-            "pg_status": {"0": {"last_enqueued_collective": 1, "last_started_collective": -1,
-                                "last_completed_collective": 0}},
-            "entries": [
-                {"record_id": 0, "pg_id": 0, "process_group": ("0", "default_pg"), "collective_seq_id": 1,
-                 "p2p_seq_id": 0, "profiling_name": "nccl:all_reduce", "input_sizes": [[4]], "output_sizes": [[4]],
-                 "input_dtypes": ["BFloat16"], "state": "completed", "retired": True, "is_p2p": False,
-                 "time_created_ns": 0},
-                {"record_id": 1, "pg_id": 0, "process_group": ("0", "default_pg"), "collective_seq_id": 1,
-                 "p2p_seq_id": 7, "profiling_name": "nccl:send 0->1", "input_sizes": [[2, 3]],
-                 "output_sizes": [[2, 3]], "input_dtypes": ["Long"], "state": "started", "retired": False,
-                 "is_p2p": True, "time_created_ns": 1764454060123456789},
-            ]}
+    dump = {
+        "version": "2.10",
+        "pg_config": {"0": {"name": "0", "desc": "default_pg", "ranks": "[0, 1]"}},
+        "pg_status": {
+            "0": {"last_enqueued_collective": 1, "last_started_collective": -1, "last_completed_collective": 0}
+        },
+        "entries": [
+            {
+                "record_id": 0,
+                "pg_id": 0,
+                "process_group": ("0", "default_pg"),
+                "collective_seq_id": 1,
+                "p2p_seq_id": 0,
+                "profiling_name": "nccl:all_reduce",
+                "input_sizes": [[4]],
+                "output_sizes": [[4]],
+                "input_dtypes": ["BFloat16"],
+                "state": "completed",
+                "retired": True,
+                "is_p2p": False,
+                "time_created_ns": 0,
+            },
+            {
+                "record_id": 1,
+                "pg_id": 0,
+                "process_group": ("0", "default_pg"),
+                "collective_seq_id": 1,
+                "p2p_seq_id": 7,
+                "profiling_name": "nccl:send 0->1",
+                "input_sizes": [[2, 3]],
+                "output_sizes": [[2, 3]],
+                "input_dtypes": ["Long"],
+                "state": "started",
+                "retired": False,
+                "is_p2p": True,
+                "time_created_ns": 1764454060123456789,
+            },
+        ],
+    }
     ev, prog = dump_to_frames(dump, rank=0, file="x", source="fr_pickle")
     assert list(ev["op"]) == ["all_reduce", "send"]
     assert list(ev["seq"]) == [1, 7] and list(ev["is_p2p"]) == [False, True]
@@ -134,7 +162,7 @@ def test_repair_pg_config_rebuilds_gloo_empty_key():
     assert set(dump["pg_config"]) == {""}
     fixed = repair_pg_config(dump)
     assert fixed["pg_config"] == {"0": {"name": "0", "desc": "default_pg", "ranks": "[0, 1]"}}
-    assert dump["pg_config"] == {"": {"name": "", "desc": "", "ranks": "[0, 1]"}}   # input untouched
+    assert dump["pg_config"] == {"": {"name": "", "desc": "", "ranks": "[0, 1]"}}  # input untouched
     new_group = dict(dump, pg_config={"": {"name": "", "desc": "", "ranks": "[]"}})
     assert repair_pg_config(new_group, world_size=4)["pg_config"]["0"]["ranks"] == "[0, 1, 2, 3]"
     proper = {"pg_config": {"0": {"name": "0", "desc": "d", "ranks": "[0]"}}, "entries": []}
@@ -150,7 +178,7 @@ def test_write_repaired_dumps_converts_json_and_skips_non_dumps(tmp_path):
     out = write_repaired_dumps(src, tmp_path / "dst")
     assert sorted(os.path.basename(p) for p in out) == ["comm_lib_trace_rank_0", "comm_lib_trace_rank_1"]
     for p in out:
-        d = pickle.load(open(p, "rb"))   # plain pickle, as torchfrtrace reads it
+        d = pickle.load(open(p, "rb"))  # plain pickle, as torchfrtrace reads it
         assert set(d["pg_config"]) == {"0"} and d["pg_config"]["0"]["ranks"] == "[0, 1]"
         assert isinstance(d["pg_status"]["0"]["last_completed_collective"], int)
         assert isinstance(d["entries"][0]["process_group"], tuple)
@@ -162,9 +190,10 @@ def test_torchfrtrace_accepts_repaired_gloo_dumps(tmp_path):
     if exe is None:
         pytest.skip("torchfrtrace not installed")
     write_repaired_dumps(FR, tmp_path / "fixed")
-    run = subprocess.run([exe, str(tmp_path / "fixed"), "-p", "comm_lib_trace_rank_"], capture_output=True,
-                         text=True, timeout=120)
-    assert run.returncode == 0, run.stderr[-2000:]   # raw gloo dumps stop with KeyError: ('0', 0)
+    run = subprocess.run(
+        [exe, str(tmp_path / "fixed"), "-p", "comm_lib_trace_rank_"], capture_output=True, text=True, timeout=120
+    )
+    assert run.returncode == 0, run.stderr[-2000:]  # raw gloo dumps stop with KeyError: ('0', 0)
 
 
 def test_many_dumps_load_column_wise_quickly(tmp_path):

@@ -1,4 +1,5 @@
 """The compiled Flight Recorder path gives exactly the frames of the unpickler path, or declines."""
+
 from __future__ import annotations
 
 import glob
@@ -55,11 +56,24 @@ def test_synthetic_dumps_of_every_plant_give_the_same_frames(tmp_path, plant):
 
 
 def _entry(**over):
-    e = {"record_id": 0, "pg_id": 0, "process_group": ("0", "default_pg"), "collective_seq_id": 1, "p2p_seq_id": 0,
-         "profiling_name": "nccl:all_reduce", "input_sizes": [[4, 2]], "output_sizes": [[4, 2]],
-         "input_dtypes": ["Float"], "output_dtypes": ["Float"], "state": "completed", "retired": True,
-         "is_p2p": False, "time_created_ns": 1764454060123456789, "timeout_ms": 600000,
-         "frames": [{"name": "f", "filename": "x.py", "line": 1}]}
+    e = {
+        "record_id": 0,
+        "pg_id": 0,
+        "process_group": ("0", "default_pg"),
+        "collective_seq_id": 1,
+        "p2p_seq_id": 0,
+        "profiling_name": "nccl:all_reduce",
+        "input_sizes": [[4, 2]],
+        "output_sizes": [[4, 2]],
+        "input_dtypes": ["Float"],
+        "output_dtypes": ["Float"],
+        "state": "completed",
+        "retired": True,
+        "is_p2p": False,
+        "time_created_ns": 1764454060123456789,
+        "timeout_ms": 600000,
+        "frames": [{"name": "f", "filename": "x.py", "line": 1}],
+    }
     e.update(over)
     return {k: v for k, v in e.items() if v is not _DROP}
 
@@ -68,9 +82,14 @@ _DROP = object()
 
 
 def _dump(entries, **over):
-    d = {"version": "2.10", "pg_config": {"0": {"name": "0", "desc": "default_pg", "ranks": "[0, 1, 2]"}},
-         "pg_status": {"0": {"last_enqueued_collective": 3, "last_started_collective": 3,
-                             "last_completed_collective": 2}}, "entries": entries}
+    d = {
+        "version": "2.10",
+        "pg_config": {"0": {"name": "0", "desc": "default_pg", "ranks": "[0, 1, 2]"}},
+        "pg_status": {
+            "0": {"last_enqueued_collective": 3, "last_started_collective": 3, "last_completed_collective": 2}
+        },
+        "entries": entries,
+    }
     d.update(over)
     return pickle.dumps(d, protocol=2)
 
@@ -79,7 +98,7 @@ def test_p2p_missing_values_and_odd_groups_give_the_same_frame():
     entries = [
         _entry(),
         _entry(profiling_name="nccl:send 0->1", is_p2p=True, p2p_seq_id=4, collective_seq_id=1),
-        _entry(profiling_name="nccl:recv 2->0", is_p2p=False, p2p_seq_id=5),      # p2p by name only
+        _entry(profiling_name="nccl:recv 2->0", is_p2p=False, p2p_seq_id=5),  # p2p by name only
         _entry(input_sizes=None, output_sizes=[], input_dtypes=[], state="weird", retired=None),
         _entry(process_group=None, pg_id=3, time_created_ns=0, timeout_ms=None),
         _entry(process_group=("7", None), collective_seq_id=None, is_p2p=None),
@@ -98,9 +117,9 @@ def test_dumps_without_entries_and_odd_heads():
 
 def test_what_the_compiled_path_declines_still_loads_through_the_unpickler():
     declined = [
-        _dump([_entry(), "not a dict"]),                  # the unpickler path drops it, as before
-        _dump([_entry(collective_seq_id=1.5)]),           # a float where an int belongs
-        _dump([_entry(time_created_ns=2**70)]),           # a big int
+        _dump([_entry(), "not a dict"]),  # the unpickler path drops it, as before
+        _dump([_entry(collective_seq_id=1.5)]),  # a float where an int belongs
+        _dump([_entry(time_created_ns=2**70)]),  # a big int
         _dump([_entry(input_sizes=[[1, "x"]])]),
         _dump([_entry(process_group=(1, "x"))]),
     ]
@@ -108,9 +127,14 @@ def test_what_the_compiled_path_declines_still_loads_through_the_unpickler():
         assert not assert_same(data, must_accept=False)
 
 
-_VALUE = st.one_of(st.none(), st.booleans(), st.integers(-2**40, 2**40), st.text(max_size=6),
-                   st.lists(st.lists(st.integers(0, 9), max_size=3), max_size=3),
-                   st.tuples(st.text(max_size=3), st.one_of(st.none(), st.text(max_size=3))))
+_VALUE = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**40), 2**40),
+    st.text(max_size=6),
+    st.lists(st.lists(st.integers(0, 9), max_size=3), max_size=3),
+    st.tuples(st.text(max_size=3), st.one_of(st.none(), st.text(max_size=3))),
+)
 _ENTRY = st.dictionaries(st.sampled_from(fr_columns.KEYS + ("frames", "output_dtypes")), _VALUE, max_size=12)
 
 
@@ -124,7 +148,7 @@ def test_random_entries_agree_or_decline(entries, protocol, rank):
     try:
         slow = dump_to_columns(parse_dump_bytes(data)[0], rank=rank, file="f", source="fr_pickle")
         expected = build_frame("events", [slow[0]])
-    except Exception as e:        # the unpickler path cannot type it either: the compiled one must not guess
+    except Exception as e:  # the unpickler path cannot type it either: the compiled one must not guess
         pytest.fail(f"compiled path accepted what the unpickler path fails on: {e!r}")
     pd.testing.assert_frame_equal(build_frame("events", [fast[0]]), expected)
 
@@ -150,7 +174,7 @@ def test_numba_failing_switches_the_compiled_decoder_off_with_a_warning(tmp_path
     def broken():
         raise RuntimeError("LLVM said no")
 
-    monkeypatch.setattr(fr_columns, "_warm_up", broken)        # numba itself fails on a known-good dump
+    monkeypatch.setattr(fr_columns, "_warm_up", broken)  # numba itself fails on a known-good dump
     monkeypatch.setattr(flight_recorder, "_COMPILED_BROKEN", False)
     monkeypatch.setattr(flight_recorder, "_COMPILED_READY", False)
     monkeypatch.setenv(DECODER_ENV, "compiled")
@@ -182,6 +206,6 @@ def test_one_dump_failing_in_the_compiled_path_does_not_switch_it_off(tmp_path, 
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         inc = dx.load(str(tmp_path), progress=False, jobs=1)
-    assert len(calls) == 4 and not flight_recorder._COMPILED_BROKEN     # the others still went compiled
+    assert len(calls) == 4 and not flight_recorder._COMPILED_BROKEN  # the others still went compiled
     assert sorted(inc.events["rank"].unique()) == [0, 1, 2, 3] and len(inc.events) == 40
     assert not (inc.errors["kind"] == "load_error").any()

@@ -1,5 +1,6 @@
 """Which decoder reads Flight Recorder pickles: ``auto`` skips numba for a small incident, uses the
 compiled decoder past ``COMPILED_MIN_BYTES``; the other modes force; the reader prepares itself."""
+
 from __future__ import annotations
 
 import json
@@ -28,10 +29,14 @@ print(json.dumps({"numba": "numba" in sys.modules, "events": len(inc.events), "p
 
 def probe(folder, mode: str, min_bytes: int | None = None) -> dict:
     env = dict(os.environ, DENPEX_FR_DECODER=mode)
-    code = _PROBE if min_bytes is None else _PROBE.replace(
-        "inc = dx.load", f"fr.COMPILED_MIN_BYTES = {min_bytes}\ninc = dx.load")
-    out = subprocess.run([sys.executable, "-c", code, str(folder)], capture_output=True, text=True, env=env,
-                         timeout=300, check=True)
+    code = (
+        _PROBE
+        if min_bytes is None
+        else _PROBE.replace("inc = dx.load", f"fr.COMPILED_MIN_BYTES = {min_bytes}\ninc = dx.load")
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(folder)], capture_output=True, text=True, env=env, timeout=300, check=True
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -43,7 +48,7 @@ def test_a_small_incident_never_imports_numba():
 
 @pytest.mark.skipif(not fr.numba_found(), reason="numba not installed")
 def test_past_the_threshold_and_when_forced_the_compiled_decoder_reads():
-    assert probe(SMALL, "auto", min_bytes=1)["ready"]          # the reader warmed it in prepare()
+    assert probe(SMALL, "auto", min_bytes=1)["ready"]  # the reader warmed it in prepare()
     assert probe(SMALL, "compiled")["ready"]
     got = probe(SMALL, "unpickle")
     assert not got["ready"] and got["events"] > 0
@@ -59,7 +64,7 @@ def test_the_choice_follows_the_total_pickle_bytes(tmp_path, monkeypatch):
     reader = fr.FlightRecorderReader()
     monkeypatch.setattr(fr, "_COMPILED_READY", False)
     monkeypatch.setattr(fr, "_PLAN", None)
-    monkeypatch.setattr(fr, "load_compiled", lambda: True)       # the choice only, nothing loaded
+    monkeypatch.setattr(fr, "load_compiled", lambda: True)  # the choice only, nothing loaded
     monkeypatch.setenv(fr.DECODER_ENV, "auto")
     monkeypatch.setattr(fr, "_NUMBA_FOUND", True)
     for threshold, plan in ((pickle_bytes, "compiled"), (pickle_bytes + 1, "python")):
@@ -70,7 +75,7 @@ def test_the_choice_follows_the_total_pickle_bytes(tmp_path, monkeypatch):
     for mode, compiled in (("compiled", True), ("unpickle", False), ("python", False)):
         monkeypatch.setenv(fr.DECODER_ENV, mode)
         assert fr.use_compiled(1) == compiled
-    assert fr.scanner_compiled() is False                        # python: no numba at all
+    assert fr.scanner_compiled() is False  # python: no numba at all
     monkeypatch.setenv(fr.DECODER_ENV, "unpickle")
     assert fr.scanner_compiled() is True
 

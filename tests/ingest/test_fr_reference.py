@@ -9,6 +9,7 @@ unpickler) must give the reference's rows on every recorded dump, synthetic dump
 entries (p2p with peers, coalesced ops, missing and wrongly typed fields, None sizes). Where an
 entry holds a value of the wrong type, the compiled path may decline (None), never differ.
 """
+
 from __future__ import annotations
 
 import glob
@@ -33,36 +34,61 @@ try:
     import numba  # noqa: F401
 
     from denpex_nb.ingest import fr_columns
-except ImportError:          # pragma: no cover - the unpickler path is still checked
+except ImportError:  # pragma: no cover - the unpickler path is still checked
     fr_columns = None
 
 # --- the reference -------------------------------------------------------------------------------
 
 #: profiling name -> op: the names torch writes (nccl:/gloo: prefix, p2p names carry "a->b")
-OPS = {"all_reduce": "all_reduce", "allreduce": "all_reduce", "all_gather": "all_gather",
-       "_allgather_base": "all_gather_into_tensor", "all_gather_into_tensor": "all_gather_into_tensor",
-       "all_gather_into_tensor_coalesced": "all_gather_coalesced", "allreduce_coalesced": "all_reduce_coalesced",
-       "coalesced": "coalesced", "reduce_scatter_tensor_coalesced": "reduce_scatter",
-       "_reduce_scatter_base": "reduce_scatter_tensor", "reduce_scatter_tensor": "reduce_scatter_tensor",
-       "broadcast": "broadcast", "barrier": "barrier", "all_to_all": "all_to_all", "alltoall_base": "all_to_all_single",
-       "reduce": "reduce", "gather": "gather", "scatter": "scatter",
-       "send": "send", "recv": "recv", "recvAnySource": "recv_anysource"}
+OPS = {
+    "all_reduce": "all_reduce",
+    "allreduce": "all_reduce",
+    "all_gather": "all_gather",
+    "_allgather_base": "all_gather_into_tensor",
+    "all_gather_into_tensor": "all_gather_into_tensor",
+    "all_gather_into_tensor_coalesced": "all_gather_coalesced",
+    "allreduce_coalesced": "all_reduce_coalesced",
+    "coalesced": "coalesced",
+    "reduce_scatter_tensor_coalesced": "reduce_scatter",
+    "_reduce_scatter_base": "reduce_scatter_tensor",
+    "reduce_scatter_tensor": "reduce_scatter_tensor",
+    "broadcast": "broadcast",
+    "barrier": "barrier",
+    "all_to_all": "all_to_all",
+    "alltoall_base": "all_to_all_single",
+    "reduce": "reduce",
+    "gather": "gather",
+    "scatter": "scatter",
+    "send": "send",
+    "recv": "recv",
+    "recvAnySource": "recv_anysource",
+}
 #: input_dtypes spellings (c10 ScalarType names) -> torch dtype
-DTYPES = {"Float": "float32", "Double": "float64", "Half": "float16", "BFloat16": "bfloat16", "Long": "int64",
-          "Int": "int32", "Short": "int16", "Char": "int8", "Byte": "uint8", "Bool": "bool"}
+DTYPES = {
+    "Float": "float32",
+    "Double": "float64",
+    "Half": "float16",
+    "BFloat16": "bfloat16",
+    "Long": "int64",
+    "Int": "int32",
+    "Short": "int16",
+    "Char": "int8",
+    "Byte": "uint8",
+    "Bool": "bool",
+}
 P2P = {"send", "recv", "recv_anysource"}
 STATES = {"scheduled", "started", "completed"}
 
 
 def ref_int(v):
-    return v if type(v) is int and -2**63 <= v < 2**63 else None
+    return v if type(v) is int and -(2**63) <= v < 2**63 else None
 
 
 def ref_op(name):
     if type(name) is not str or not name:
         return None
     word = name.split(":", 1)[-1].split(" ", 1)[0]
-    return OPS.get(word, "unknown")      # an op name nobody knows is "unknown", never dropped
+    return OPS.get(word, "unknown")  # an op name nobody knows is "unknown", never dropped
 
 
 def ref_peer(name, op, rank):
@@ -87,20 +113,23 @@ def ref_shape(sizes):
             p *= d
         total += p
     shape = tuple(tuple(t) for t in sizes)
-    return shape, (total if -2**63 < total < 2**63 else None)
+    return shape, (total if -(2**63) < total < 2**63 else None)
 
 
 def ref_world(pg_config, pg):
     counts = {}
     for key, cfg in (pg_config or {}).items() if isinstance(pg_config, dict) else ():
         ranks = cfg.get("ranks") if isinstance(cfg, dict) else None
-        n = len(re.findall(r"-?\d+", ranks)) if isinstance(ranks, str) else (
-            sum(type(r) is int for r in ranks) if isinstance(ranks, (list, tuple)) else 0)
+        n = (
+            len(re.findall(r"-?\d+", ranks))
+            if isinstance(ranks, str)
+            else (sum(type(r) is int for r in ranks) if isinstance(ranks, (list, tuple)) else 0)
+        )
         if n:
             counts[str(key)] = n
     if pg in counts:
         return counts[pg]
-    return counts[""] if set(counts) == {""} else None     # gloo: one config keyed '' for every group
+    return counts[""] if set(counts) == {""} else None  # gloo: one config keyed '' for every group
 
 
 def ref_status_int(v):
@@ -133,42 +162,81 @@ def reference(dump: dict, rank):
         t = ref_int(e.get("time_created_ns"))
         state = e.get("state")
         retired = e.get("retired")
-        rows.append({
-            "rank": rank, "pg": pg, "pg_desc": desc, "seq_kind": "fr", "op": op,
-            "seq": ref_int(e.get("p2p_seq_id") if p2p else e.get("collective_seq_id")),
-            "in_shapes": in_shape, "out_shapes": out_shape, "numel_in": numel_in, "numel_out": numel_out,
-            "dtype": DTYPES[first] if first else None,
-            "state": state if type(state) is str and state in STATES else None,
-            "world_size": ref_world(dump.get("pg_config"), pg),
-            "root": ref_peer(name, op, rank) if p2p else None,
-            # 0 means missing; -2**63 ns is NaT itself in datetime64, so it cannot be a time either
-            "t_wall_ns": t if t and t != -2**63 else None,
-            "line": i, "retired": retired if type(retired) is bool else None, "is_p2p": p2p,
-            "record_id": ref_int(e.get("record_id")), "collective_seq_id": ref_int(e.get("collective_seq_id")),
-            "p2p_seq_id": ref_int(e.get("p2p_seq_id")), "timeout_ms": ref_int(e.get("timeout_ms")),
-        })
+        rows.append(
+            {
+                "rank": rank,
+                "pg": pg,
+                "pg_desc": desc,
+                "seq_kind": "fr",
+                "op": op,
+                "seq": ref_int(e.get("p2p_seq_id") if p2p else e.get("collective_seq_id")),
+                "in_shapes": in_shape,
+                "out_shapes": out_shape,
+                "numel_in": numel_in,
+                "numel_out": numel_out,
+                "dtype": DTYPES[first] if first else None,
+                "state": state if type(state) is str and state in STATES else None,
+                "world_size": ref_world(dump.get("pg_config"), pg),
+                "root": ref_peer(name, op, rank) if p2p else None,
+                # 0 means missing; -2**63 ns is NaT itself in datetime64, so it cannot be a time either
+                "t_wall_ns": t if t and t != -(2**63) else None,
+                "line": i,
+                "retired": retired if type(retired) is bool else None,
+                "is_p2p": p2p,
+                "record_id": ref_int(e.get("record_id")),
+                "collective_seq_id": ref_int(e.get("collective_seq_id")),
+                "p2p_seq_id": ref_int(e.get("p2p_seq_id")),
+                "timeout_ms": ref_int(e.get("timeout_ms")),
+            }
+        )
     progress = []
     status = dump.get("pg_status")
-    for pg, pg_status in (status.items() if isinstance(status, dict) else ()):
+    for pg, pg_status in status.items() if isinstance(status, dict) else ():
         if isinstance(pg_status, dict):
-            progress.append({"rank": rank, "pg": str(pg), "seq_kind": "fr",
-                             "last_enqueued": ref_status_int(pg_status.get("last_enqueued_collective")),
-                             "last_started": ref_status_int(pg_status.get("last_started_collective")),
-                             "last_completed": ref_status_int(pg_status.get("last_completed_collective"))})
+            progress.append(
+                {
+                    "rank": rank,
+                    "pg": str(pg),
+                    "seq_kind": "fr",
+                    "last_enqueued": ref_status_int(pg_status.get("last_enqueued_collective")),
+                    "last_started": ref_status_int(pg_status.get("last_started_collective")),
+                    "last_completed": ref_status_int(pg_status.get("last_completed_collective")),
+                }
+            )
     return rows, progress
 
 
 # --- the package's output as plain rows ------------------------------------------------------------
 
-COLUMNS = ["rank", "pg", "pg_desc", "seq_kind", "op", "seq", "in_shapes", "out_shapes", "numel_in", "numel_out",
-           "dtype", "state", "world_size", "root", "line", "retired", "is_p2p", "record_id", "collective_seq_id",
-           "p2p_seq_id", "timeout_ms"]
+COLUMNS = [
+    "rank",
+    "pg",
+    "pg_desc",
+    "seq_kind",
+    "op",
+    "seq",
+    "in_shapes",
+    "out_shapes",
+    "numel_in",
+    "numel_out",
+    "dtype",
+    "state",
+    "world_size",
+    "root",
+    "line",
+    "retired",
+    "is_p2p",
+    "record_id",
+    "collective_seq_id",
+    "p2p_seq_id",
+    "timeout_ms",
+]
 
 
 def _plain(v):
     if v is None or v is pd.NA or v is pd.NaT or (isinstance(v, float) and v != v):
         return None
-    if hasattr(v, "item"):               # numpy scalars
+    if hasattr(v, "item"):  # numpy scalars
         return v.item()
     return v
 
@@ -240,24 +308,49 @@ def test_the_json_dump_matches_the_reference():
 _RANKS = st.integers(0, 3)
 _P2P_NAME = st.builds(lambda kind, a, b: f"nccl:{kind} {a}->{b}", st.sampled_from(["send", "recv"]), _RANKS, _RANKS)
 _NAME = st.one_of(_P2P_NAME, st.sampled_from(sorted(f"{b}:{k}" for k in OPS for b in ("nccl", "gloo"))))
-_INT = st.one_of(st.integers(-5, 2**40), st.sampled_from([0, 2**63 - 1, -2**63]))
+_INT = st.one_of(st.integers(-5, 2**40), st.sampled_from([0, 2**63 - 1, -(2**63)]))
 _SIZES = st.lists(st.lists(st.integers(-3, 2**20), max_size=3), max_size=3)
-_GROUP = st.one_of(st.tuples(st.sampled_from(["0", "1", "7"]), st.sampled_from(["default_pg", "", "tp", None])),
-                   st.tuples(st.sampled_from(["0", "1"])), st.just(()),
-                   st.lists(st.sampled_from(["0", "1", "x"]), min_size=1, max_size=2))
+_GROUP = st.one_of(
+    st.tuples(st.sampled_from(["0", "1", "7"]), st.sampled_from(["default_pg", "", "tp", None])),
+    st.tuples(st.sampled_from(["0", "1"])),
+    st.just(()),
+    st.lists(st.sampled_from(["0", "1", "x"]), min_size=1, max_size=2),
+)
 #: well-typed values per key (None means missing, as an absent key does)
 GOOD = {
-    "record_id": _INT, "pg_id": _INT, "collective_seq_id": _INT, "p2p_seq_id": _INT, "time_created_ns": _INT,
-    "timeout_ms": _INT, "retired": st.booleans(), "is_p2p": st.booleans(), "profiling_name": _NAME,
+    "record_id": _INT,
+    "pg_id": _INT,
+    "collective_seq_id": _INT,
+    "p2p_seq_id": _INT,
+    "time_created_ns": _INT,
+    "timeout_ms": _INT,
+    "retired": st.booleans(),
+    "is_p2p": st.booleans(),
+    "profiling_name": _NAME,
     "state": st.sampled_from(["scheduled", "started", "completed", "weird", ""]),
-    "process_group": _GROUP, "input_dtypes": st.lists(st.sampled_from(sorted(DTYPES)), max_size=2),
-    "input_sizes": _SIZES, "output_sizes": _SIZES,
+    "process_group": _GROUP,
+    "input_dtypes": st.lists(st.sampled_from(sorted(DTYPES)), max_size=2),
+    "input_sizes": _SIZES,
+    "output_sizes": _SIZES,
 }
 #: wrongly typed values (the compiled path may decline; the unpickler path reads them as missing)
-BAD = st.one_of(st.floats(allow_nan=False, allow_infinity=False), st.integers(2**63, 2**70), st.booleans(), st.just([1, 2]),
-                st.just("text"), st.just({"a": 1}), st.just([["x"]]), st.just((5, "d")), st.just([7]))
-_UNREAD = {"frames": st.just([{"name": "f", "filename": "x.py", "line": 1}]), "output_dtypes": st.just(["Float"]),
-           "op_id": _INT, "thread_name": st.just("t")}
+BAD = st.one_of(
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.integers(2**63, 2**70),
+    st.booleans(),
+    st.just([1, 2]),
+    st.just("text"),
+    st.just({"a": 1}),
+    st.just([["x"]]),
+    st.just((5, "d")),
+    st.just([7]),
+)
+_UNREAD = {
+    "frames": st.just([{"name": "f", "filename": "x.py", "line": 1}]),
+    "output_dtypes": st.just(["Float"]),
+    "op_id": _INT,
+    "thread_name": st.just("t"),
+}
 
 
 def _entry(bad: bool):
@@ -269,28 +362,32 @@ def _entry(bad: bool):
     return st.fixed_dictionaries({}, optional={**{k: value(k) for k in keys}, **_UNREAD})
 
 
-_CONFIG = st.one_of(st.just({"0": {"name": "0", "desc": "default_pg", "ranks": "[0, 1, 2, 3]"}}),
-                    st.just({"": {"name": "", "desc": "", "ranks": "[0, 1]"}}),
-                    st.just({"0": {"ranks": [0, 1, 2]}, "1": {"ranks": "[0, 2]"}, "7": {"ranks": "[]"}}),
-                    st.just({}))
-_STATUS = st.one_of(st.just({"0": {"last_enqueued_collective": 3, "last_started_collective": -1,
-                                   "last_completed_collective": 2}}),
-                    st.just({"0": {"last_enqueued_collective": "5", "last_completed_collective": None}, "1": "x"}),
-                    st.none())
+_CONFIG = st.one_of(
+    st.just({"0": {"name": "0", "desc": "default_pg", "ranks": "[0, 1, 2, 3]"}}),
+    st.just({"": {"name": "", "desc": "", "ranks": "[0, 1]"}}),
+    st.just({"0": {"ranks": [0, 1, 2]}, "1": {"ranks": "[0, 2]"}, "7": {"ranks": "[]"}}),
+    st.just({}),
+)
+_STATUS = st.one_of(
+    st.just({"0": {"last_enqueued_collective": 3, "last_started_collective": -1, "last_completed_collective": 2}}),
+    st.just({"0": {"last_enqueued_collective": "5", "last_completed_collective": None}, "1": "x"}),
+    st.none(),
+)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(_entry(bad=False), max_size=8), _CONFIG, _STATUS, st.one_of(st.none(), _RANKS),
-       st.sampled_from([2, 4, 5]))
+@given(
+    st.lists(_entry(bad=False), max_size=8), _CONFIG, _STATUS, st.one_of(st.none(), _RANKS), st.sampled_from([2, 4, 5])
+)
 def test_random_well_typed_entries_match_the_reference(entries, config, status, rank, protocol):
-    data = pickle.dumps({"version": "2.10", "pg_config": config, "pg_status": status, "entries": entries},
-                        protocol=protocol)
+    data = pickle.dumps(
+        {"version": "2.10", "pg_config": config, "pg_status": status, "entries": entries}, protocol=protocol
+    )
     check(data, rank, must_accept=True)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(st.one_of(_entry(bad=True), st.just("not a dict")), max_size=6), _CONFIG,
-       st.one_of(st.none(), _RANKS))
+@given(st.lists(st.one_of(_entry(bad=True), st.just("not a dict")), max_size=6), _CONFIG, st.one_of(st.none(), _RANKS))
 def test_random_wrongly_typed_entries_match_the_reference_or_decline(entries, config, rank):
     data = pickle.dumps({"version": "2.10", "pg_config": config, "entries": entries}, protocol=2)
     check(data, rank, must_accept=False)
@@ -298,10 +395,12 @@ def test_random_wrongly_typed_entries_match_the_reference_or_decline(entries, co
 
 def test_p2p_peers_by_hand():
     """The p2p rules spelled out: a send's peer is its destination, a recv's its source."""
-    entries = [{"profiling_name": "nccl:send 0->1", "is_p2p": True, "p2p_seq_id": 4, "collective_seq_id": 9},
-               {"profiling_name": "nccl:recv 2->0", "is_p2p": False, "p2p_seq_id": 5, "collective_seq_id": 9},
-               {"profiling_name": "nccl:all_reduce", "is_p2p": True, "p2p_seq_id": 6, "collective_seq_id": 9},
-               {"profiling_name": "nccl:all_reduce", "is_p2p": False, "p2p_seq_id": 7, "collective_seq_id": 9}]
+    entries = [
+        {"profiling_name": "nccl:send 0->1", "is_p2p": True, "p2p_seq_id": 4, "collective_seq_id": 9},
+        {"profiling_name": "nccl:recv 2->0", "is_p2p": False, "p2p_seq_id": 5, "collective_seq_id": 9},
+        {"profiling_name": "nccl:all_reduce", "is_p2p": True, "p2p_seq_id": 6, "collective_seq_id": 9},
+        {"profiling_name": "nccl:all_reduce", "is_p2p": False, "p2p_seq_id": 7, "collective_seq_id": 9},
+    ]
     data = pickle.dumps({"version": "2.10", "entries": entries}, protocol=2)
     for rank, roots in ((0, [1, 2, None, None]), (None, [1, 2, None, None]), (5, [0, 2, None, None])):
         rows, _ = reference(pickle.loads(data), rank)

@@ -4,6 +4,7 @@ The full campaign (10 000 cases) is the benchmark; here 300 cases of every kind 
 subprocesses (address space capped, a per-case alarm): no exception escapes ``load`` + ``diagnose``,
 every line is accounted for, no case hangs, no load takes 5 s.
 """
+
 from __future__ import annotations
 
 import json
@@ -17,10 +18,27 @@ BENCH = os.path.join(ROOT, "benchmarks", "bench_fuzz.py")
 
 def _campaign(cases: int, seed: int) -> dict:
     env = dict(os.environ)
-    env.pop("DENPEX_STRICT", None)        # as the CLI runs; reader failures are counted apart
-    run = subprocess.run([sys.executable, BENCH, "--cases", str(cases), "--seed", str(seed), "--workers", "2",
-                          "--chunk", str(cases // 2), "--no-write"], capture_output=True, text=True, timeout=240,
-                         cwd=ROOT, env=env)
+    env.pop("DENPEX_STRICT", None)  # as the CLI runs; reader failures are counted apart
+    run = subprocess.run(
+        [
+            sys.executable,
+            BENCH,
+            "--cases",
+            str(cases),
+            "--seed",
+            str(seed),
+            "--workers",
+            "2",
+            "--chunk",
+            str(cases // 2),
+            "--no-write",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=ROOT,
+        env=env,
+    )
     lines = [ln for ln in run.stdout.splitlines() if ln.startswith('{"benchmark"')]
     assert lines, (run.returncode, run.stdout[-2000:], run.stderr[-2000:])
     return json.loads(lines[-1])

@@ -3,6 +3,7 @@
 The full campaign (100 000 cases) is the benchmark; here a few hundred cases of every kind run in
 a worker subprocess, so a segfault shows as a crashed worker instead of killing pytest.
 """
+
 from __future__ import annotations
 
 import json
@@ -20,9 +21,26 @@ BENCH = os.path.join(ROOT, "benchmarks", "bench_fuzz_pickles.py")
 
 def _campaign(cases: int, seed: int, env_extra: dict | None = None) -> dict:
     env = dict(os.environ, **(env_extra or {}))
-    run = subprocess.run([sys.executable, BENCH, "--cases", str(cases), "--seed", str(seed), "--workers", "1",
-                          "--chunk", str(cases), "--no-write"], capture_output=True, text=True, timeout=240,
-                         cwd=ROOT, env=env)
+    run = subprocess.run(
+        [
+            sys.executable,
+            BENCH,
+            "--cases",
+            str(cases),
+            "--seed",
+            str(seed),
+            "--workers",
+            "1",
+            "--chunk",
+            str(cases),
+            "--no-write",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=ROOT,
+        env=env,
+    )
     lines = [ln for ln in run.stdout.splitlines() if ln.startswith('{"benchmark"')]
     assert lines, (run.returncode, run.stdout[-2000:], run.stderr[-2000:])
     return json.loads(lines[-1])
@@ -44,7 +62,7 @@ def test_seeded_fuzz_subset_has_no_crash_escape_or_disagreement():
 def test_a_crashing_worker_is_counted_and_its_case_saved(tmp_path):
     got = _campaign(30, seed=5, env_extra={"FUZZ_SELFTEST_SEGFAULT_AT": "17"})
     t = got["totals"]
-    assert t["cases"] == 30 and t["crashes"] == 1, t          # the other 29 ran in fresh workers
+    assert t["cases"] == 30 and t["crashes"] == 1, t  # the other 29 ran in fresh workers
     crash = got["examples"]["crashes"][0]
     assert crash["i"] == 17 and crash["rc"] == -11
     saved = os.path.join(ROOT, crash["saved"])

@@ -7,6 +7,7 @@ The closed loop: every recorded run's ``combined.log`` and per-rank logs, behind
 gives the rows of the unwrapped view. The full sweep (64 runs x 2 sources x 6 wrappers x 5 widths)
 runs with ``DENPEX_SLOW=1``; the default run takes one run per scenario.
 """
+
 from __future__ import annotations
 
 import io
@@ -28,19 +29,46 @@ from ..keyhole import Recipe, recorded_runs, render, write_view
 PREFIX_KINDS = (None, "kubectl", "syslog", "grep", "compose", "applog")
 WIDTHS = (60, 80, 100, 120, 160)
 
-_ERR_COLS = ("rank", "kind", "op", "seq", "seq_kind", "pg", "related_ranks", "exit_code", "signal", "message",
-             "exc_type", "n_traceback_lines", "collective_call", "call_site", "frames")
-_EV_COLS = ("rank", "pg", "seq", "seq_kind", "op", "in_shapes", "out_shapes", "numel_in", "numel_out", "dtype",
-            "state", "world_size")
+_ERR_COLS = (
+    "rank",
+    "kind",
+    "op",
+    "seq",
+    "seq_kind",
+    "pg",
+    "related_ranks",
+    "exit_code",
+    "signal",
+    "message",
+    "exc_type",
+    "n_traceback_lines",
+    "collective_call",
+    "call_site",
+    "frames",
+)
+_EV_COLS = (
+    "rank",
+    "pg",
+    "seq",
+    "seq_kind",
+    "op",
+    "in_shapes",
+    "out_shapes",
+    "numel_in",
+    "numel_out",
+    "dtype",
+    "state",
+    "world_size",
+)
 _RANK_COLS = ("rank", "host", "pid", "local_rank", "exit_code", "signal")
 _PROG_COLS = ("rank", "pg", "seq_kind", "last_enqueued", "last_started", "last_completed")
 
 
 def _norm(v):
     try:
-        if v is None or v != v:            # NaN / NA
+        if v is None or v != v:  # NaN / NA
             return None
-    except (TypeError, ValueError):        # arrays, NA comparisons
+    except (TypeError, ValueError):  # arrays, NA comparisons
         pass
     if hasattr(v, "tolist"):
         v = v.tolist()
@@ -58,8 +86,12 @@ def _frame_rows(df, cols) -> list[tuple]:
 def incident_rows(inc) -> dict[str, list[tuple]]:
     s = inc.sources
     assert (s["lines_total"] == s["lines_parsed"] + s["lines_unparsed"]).all(), s
-    return {"errors": _frame_rows(inc.errors, _ERR_COLS), "events": _frame_rows(inc.events, _EV_COLS),
-            "ranks": _frame_rows(inc.ranks, _RANK_COLS), "progress": _frame_rows(inc.progress, _PROG_COLS)}
+    return {
+        "errors": _frame_rows(inc.errors, _ERR_COLS),
+        "events": _frame_rows(inc.events, _EV_COLS),
+        "ranks": _frame_rows(inc.ranks, _RANK_COLS),
+        "progress": _frame_rows(inc.progress, _PROG_COLS),
+    }
 
 
 def view_rows(run, src: str, prefix: str | None, wrap: int | None) -> dict[str, list[tuple]]:
@@ -74,15 +106,18 @@ def diff_rows(want: dict, got: dict) -> dict:
     for k in want:
         a, b = set(want[k]), set(got[k])
         if a != b or len(want[k]) != len(got[k]):
-            out[k] = {"missing": sorted(a - b, key=repr)[:3], "extra": sorted(b - a, key=repr)[:3],
-                      "n": (len(want[k]), len(got[k]))}
+            out[k] = {
+                "missing": sorted(a - b, key=repr)[:3],
+                "extra": sorted(b - a, key=repr)[:3],
+                "n": (len(want[k]), len(got[k])),
+            }
     return out
 
 
 def _one_run_per_scenario() -> list[Path]:
     seen, out = set(), []
     for r in recorded_runs():
-        key = (r.parent.parent.name, r.parent.name, r.name.split("-")[0])     # backend, scenario, broken/fixed
+        key = (r.parent.parent.name, r.parent.name, r.name.split("-")[0])  # backend, scenario, broken/fixed
         if key not in seen:
             seen.add(key)
             out.append(r)
@@ -105,8 +140,9 @@ def test_wrapped_views_give_the_rows_of_the_unwrapped_view(run, prefix, src):
 
 # --- the width ------------------------------------------------------------------------------------
 
+
 def _wrap(lines: list[str], w: int) -> list[str]:
-    return [ln[i:i + w] for ln in lines for i in range(0, max(len(ln), 1), w)]
+    return [ln[i : i + w] for ln in lines for i in range(0, max(len(ln), 1), w)]
 
 
 TRACEBACK = [
@@ -114,7 +150,7 @@ TRACEBACK = [
     '[rank1]:   File "/work/train.py", line 77, in main',
     "[rank1]:     body(rank, world_size, ctx)",
     '[rank1]:   File "/usr/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py", line 4280, '
-    'in all_gather',
+    "in all_gather",
     "[rank1]:     work = default_pg.allgather([tensor_list], [tensor])",
     "[rank1]: RuntimeError: Expected to have finished reduction in the prior iteration before starting a new one. "
     "This error indicates that your module has parameters that were not used in producing loss.",
@@ -146,20 +182,31 @@ def test_short_lines_only_are_no_wrap():
 
 # --- logical lines --------------------------------------------------------------------------------
 
+
 def _lines(texts: list[str], width: int | None):
     ctx = FileContext(file="t.log", options={"wrap_width": width})
     return to_lines(list(enumerate(texts, start=1)), ctx)
 
 
-@pytest.mark.parametrize("prefix", ["", "2024-05-01T12:00:00.479500055Z ", "May  1 12:00:03 node1 python[3871]: ",
-                                    "rank1.log:", "worker-1  | ", "[default1]:"])
+@pytest.mark.parametrize(
+    "prefix",
+    [
+        "",
+        "2024-05-01T12:00:00.479500055Z ",
+        "May  1 12:00:03 node1 python[3871]: ",
+        "rank1.log:",
+        "worker-1  | ",
+        "[default1]:",
+    ],
+)
 @pytest.mark.parametrize("w", [60, 80, 120])
 def test_to_lines_joins_the_pieces_of_each_line(prefix, w):
     logical = [prefix + t for t in TRACEBACK]
     physical = _wrap(logical, w)
     lines = _lines(physical, w)
-    assert [ln.text for ln in lines] == [t[len("[rank1]: "):] if t.startswith("[rank1]: ") else t[len("[rank1]:"):]
-                                         for t in TRACEBACK]
+    assert [ln.text for ln in lines] == [
+        t[len("[rank1]: ") :] if t.startswith("[rank1]: ") else t[len("[rank1]:") :] for t in TRACEBACK
+    ]
     assert all(ln.rank == 1 for ln in lines)
     assert sum(ln.n_lines for ln in lines) == len(physical)
     starts = [1 + sum(len(_wrap([t], w)) for t in logical[:k]) for k in range(len(logical))]
@@ -167,13 +214,13 @@ def test_to_lines_joins_the_pieces_of_each_line(prefix, w):
 
 
 def test_a_line_of_exactly_the_width_followed_by_a_prefixed_line_stays_apart():
-    a = "[rank1]: " + "x" * 71          # 80 characters
+    a = "[rank1]: " + "x" * 71  # 80 characters
     lines = _lines([a, "[rank1]: next line", "[rank1]: " + "y" * 71, "[rank0]: other rank"], 80)
     assert [ln.n_lines for ln in lines] == [1, 1, 1, 1]
 
 
 def test_without_a_width_nothing_new_is_joined():
-    a = "2024-05-01T12:00:00.479500055Z [rank1]: " + "x" * 40      # 80 characters
+    a = "2024-05-01T12:00:00.479500055Z [rank1]: " + "x" * 40  # 80 characters
     lines = _lines([a, "tail without prefix"], None)
     assert [ln.n_lines for ln in lines] == [1, 1]
     assert [ln.n_lines for ln in _lines([a, "tail without prefix"], 80)] == [2]
@@ -181,13 +228,19 @@ def test_without_a_width_nothing_new_is_joined():
 
 def test_unprefixed_cpp_lines_after_a_rank_line_are_no_tail():
     a = "[rank1]: " + "x" * 71
-    lines = _lines([a, "terminate called after throwing an instance of 'gloo::EnforceNotMet'",
-                    "  what():  [enforce fail at pair.cc:456] op.preamble.length <= op.nbytes. 40 vs 24."], 80)
+    lines = _lines(
+        [
+            a,
+            "terminate called after throwing an instance of 'gloo::EnforceNotMet'",
+            "  what():  [enforce fail at pair.cc:456] op.preamble.length <= op.nbytes. 40 vs 24.",
+        ],
+        80,
+    )
     assert [ln.n_lines for ln in lines] == [1, 1, 1]
 
 
 def test_width_minus_one_with_a_trailing_space():
-    a = "May  1 12:00:06 node1 python[3871]: [rank1]: making sure all `forward` function "   # 79 + space? 80
+    a = "May  1 12:00:06 node1 python[3871]: [rank1]: making sure all `forward` function "  # 79 + space? 80
     a79 = a[:78] + " "
     lines = _lines([a79, "outputs participate in calculating loss."], 80)
     assert len(lines) == 1 and lines[0].text.endswith("calculating loss.")
@@ -206,11 +259,19 @@ def test_merged_ranks_inside_a_wrapped_line_keep_their_physical_lines():
 
 # --- the loader -----------------------------------------------------------------------------------
 
+
 def _scan(data: bytes, chunk: int = 1 << 20, options: dict | None = None):
     readers = all_text_readers()
     out, sink = Output(), UnparsedSink(1 << 20)
-    sc = scan_text(io.BytesIO(data), readers, FileContext(file="f", options=dict(options or {})), out, sink,
-                   matcher=NeedleMatcher.for_readers(readers), chunk_size=chunk)
+    sc = scan_text(
+        io.BytesIO(data),
+        readers,
+        FileContext(file="f", options=dict(options or {})),
+        out,
+        sink,
+        matcher=NeedleMatcher.for_readers(readers),
+        chunk_size=chunk,
+    )
     return sc, out, sink
 
 
@@ -222,14 +283,16 @@ def test_a_needle_cut_by_the_wrap_is_found_and_the_block_starts_at_the_head():
     exc = [e for e in out.errors if e["kind"] == "exception"]
     assert len(exc) == 1 and exc[0]["message"].startswith("RuntimeError: Expected to have finished reduction"), exc
     assert exc[0]["rank"] == 1 and exc[0]["op"] == "all_gather"
-    assert sc.lines_total == len(out.parsed | set(
-        ln for s, n in zip(sink.line, sink.n_lines) for ln in range(s, s + n)))
+    assert sc.lines_total == len(
+        out.parsed | set(ln for s, n in zip(sink.line, sink.n_lines) for ln in range(s, s + n))
+    )
 
 
 @pytest.mark.parametrize("chunk", [64, 200, 1000, 1 << 20])
 def test_chunk_size_does_not_change_a_wrapped_file(chunk):
-    lines = [f"May  1 12:00:03 node1 python[{i}]: {t}" for i, t in enumerate(
-        (["step 1 loss=2.0 " * 3] * 7 + TRACEBACK) * 4)]
+    lines = [
+        f"May  1 12:00:03 node1 python[{i}]: {t}" for i, t in enumerate((["step 1 loss=2.0 " * 3] * 7 + TRACEBACK) * 4)
+    ]
     data = _blob(_wrap(lines, 80))
     big = _scan(data)
     small = _scan(data, chunk)
@@ -238,7 +301,7 @@ def test_chunk_size_does_not_change_a_wrapped_file(chunk):
     assert [(e["kind"], e["message"]) for e in small[1].errors] == [(e["kind"], e["message"]) for e in big[1].errors]
     assert {e["kind"] for e in big[1].errors} == {"exception", "ddp_unused_parameters"}
     heads = [i for i, t in enumerate(data.decode().split("\n"), start=1) if "[rank1]" in t]
-    assert set(heads) <= big[1].parsed and len(big[1].parsed) > len(heads)       # heads and their tails
+    assert set(heads) <= big[1].parsed and len(big[1].parsed) > len(heads)  # heads and their tails
 
 
 def test_wrap_width_option_forces_or_disables():
@@ -273,8 +336,10 @@ def test_syslog_wrapped_ddp_reducer_error_is_read_whole():
     assert exc["frames"].iloc[0].count("\n") >= 5
 
 
-@pytest.mark.parametrize("run", ["allgather-shape-mismatch/broken-detail-w2", "op-mismatch/broken-detail-w2",
-                                 "dtype-mismatch/broken-detail-w2"])
+@pytest.mark.parametrize(
+    "run",
+    ["allgather-shape-mismatch/broken-detail-w2", "op-mismatch/broken-detail-w2", "dtype-mismatch/broken-detail-w2"],
+)
 def test_kubectl_wrapped_detail_mismatch_is_read_whole(run):
     e = _errors(run, "src=combined;prefix=kubectl;wrap=80")
     dm = e[e["kind"] == "detail_mismatch"]
@@ -291,13 +356,16 @@ def test_app_logger_around_torchrun_prefix_reads_the_traceback():
     assert list(exc["rank"]) == [1]
 
 
-@pytest.mark.parametrize("run,recipe", [
-    ("ddp-unused-parameters/broken-plain-w2", "src=perrank;prefix=syslog;wrap=80"),
-    ("allgather-shape-mismatch/broken-detail-w2", "src=combined;prefix=kubectl;wrap=80"),
-    ("op-mismatch/broken-detail-w2", "src=combined;prefix=kubectl;wrap=80"),
-    ("dtype-mismatch/broken-detail-w2", "src=combined;prefix=kubectl;wrap=80"),
-    ("rank-crash/broken-plain-w2", "src=perrank;ranks=1;prefix=applog"),
-])
+@pytest.mark.parametrize(
+    "run,recipe",
+    [
+        ("ddp-unused-parameters/broken-plain-w2", "src=perrank;prefix=syslog;wrap=80"),
+        ("allgather-shape-mismatch/broken-detail-w2", "src=combined;prefix=kubectl;wrap=80"),
+        ("op-mismatch/broken-detail-w2", "src=combined;prefix=kubectl;wrap=80"),
+        ("dtype-mismatch/broken-detail-w2", "src=combined;prefix=kubectl;wrap=80"),
+        ("rank-crash/broken-plain-w2", "src=perrank;ranks=1;prefix=applog"),
+    ],
+)
 def test_the_views_are_judged_right(run, recipe):
     from ..keyhole import check_view
 

@@ -1,4 +1,5 @@
 """load(): inputs of every kind, bad input, de-duplication, accounting, parallel = serial."""
+
 from __future__ import annotations
 
 import bz2
@@ -18,11 +19,13 @@ from denpex_nb.incident import FRAMES, check_schema
 from ._loader_helpers import mark_reader
 
 DATA = os.path.join(os.path.dirname(__file__), "data")
-LOG = (b"step 1 loss=2.31\n"
-       b"MARK rank=0 seq=1\n"
-       b"MARK rank=1 seq=1 ERR RuntimeError: boom\n"
-       b"  continuation of the error\n"
-       b"step 2 loss=2.30\n")
+LOG = (
+    b"step 1 loss=2.31\n"
+    b"MARK rank=0 seq=1\n"
+    b"MARK rank=1 seq=1 ERR RuntimeError: boom\n"
+    b"  continuation of the error\n"
+    b"step 2 loss=2.30\n"
+)
 
 
 @pytest.fixture
@@ -74,8 +77,9 @@ def test_stdin(marks):
     assert len(inc.events) == 2
 
 
-@pytest.mark.parametrize("ext, pack", [(".gz", gzip.compress), (".bz2", bz2.compress), (".xz", lzma.compress),
-                                       (".zst", None)])
+@pytest.mark.parametrize(
+    "ext, pack", [(".gz", gzip.compress), (".bz2", bz2.compress), (".xz", lzma.compress), (".zst", None)]
+)
 def test_each_compression(tmp_path, marks, ext, pack):
     if pack is None:
         zstd = pytest.importorskip("zstandard")
@@ -102,7 +106,9 @@ def test_zip_archive(tmp_path, marks):
     z = tmp_path / "logs.zip"
     with zipfile.ZipFile(z, "w") as zf:
         zf.writestr("run/rank0.log", LOG)
-        zf.writestr("run/fr/comm_lib_trace_rank_1", open(os.path.join(DATA, "fr", "comm_lib_trace_rank_1"), "rb").read())
+        zf.writestr(
+            "run/fr/comm_lib_trace_rank_1", open(os.path.join(DATA, "fr", "comm_lib_trace_rank_1"), "rb").read()
+        )
     inc = dx.load(str(z))
     assert set(inc.sources["format"]) == {"text", "fr_pickle"}
     assert set(inc.events["seq_kind"]) == {"work", "fr"}
@@ -119,7 +125,7 @@ def test_log_dir_tree_and_dedup(tmp_path, marks):
     assert_accounting(inc)
     assert sorted(zip(inc.events["rank"], inc.events["seq"])) == [(0, 1), (0, 2), (1, 1)]
     assert len(inc.errors) == 1
-    assert inc.errors["file"][0].endswith("combined.log")   # the first file that said it
+    assert inc.errors["file"][0].endswith("combined.log")  # the first file that said it
     raw = dx.load(str(run), dedup=False)
     assert len(raw.events) == 5 and len(raw.errors) == 2
 
@@ -234,11 +240,17 @@ def test_a_file_that_fails_to_read_is_named_in_one_line():
 
 
 def test_reproducer_manifest_gives_exit_codes_but_not_the_answer(tmp_path):
-    m = {"scenario": "x", "world_size": 2, "started_at": "2026-11-30T00:26:08+00:00", "exit_codes": [1, -6],
-         "ranks": [{"rank": 0, "local_rank": 0, "pid": 11, "exit_code": 1, "signal": None, "ended_after_s": 2.5},
-                   {"rank": 1, "local_rank": 1, "pid": 12, "exit_code": -6, "signal": "SIGABRT",
-                    "ended_after_s": 1.5}],
-         "expected": {"class": "shape-mismatch", "culprit_ranks": [1]}}
+    m = {
+        "scenario": "x",
+        "world_size": 2,
+        "started_at": "2026-11-30T00:26:08+00:00",
+        "exit_codes": [1, -6],
+        "ranks": [
+            {"rank": 0, "local_rank": 0, "pid": 11, "exit_code": 1, "signal": None, "ended_after_s": 2.5},
+            {"rank": 1, "local_rank": 1, "pid": 12, "exit_code": -6, "signal": "SIGABRT", "ended_after_s": 1.5},
+        ],
+        "expected": {"class": "shape-mismatch", "culprit_ranks": [1]},
+    }
     (tmp_path / "manifest.json").write_text(__import__("json").dumps(m))
     inc = dx.load(str(tmp_path))
     assert inc.sources["format"][0] == "repro_manifest"
@@ -246,12 +258,14 @@ def test_reproducer_manifest_gives_exit_codes_but_not_the_answer(tmp_path):
     assert list(r["exit_code"]) == [1, -6] and r.loc[1, "signal"] == "SIGABRT" and r.loc[0, "pid"] == 11
     assert r.loc[1, "first_error_t"] < r.loc[0, "first_error_t"]
     assert list(inc.errors["kind"]) == ["exit", "signal"]
-    assert not inc.errors["message"].str.contains("shape").any()     # 'expected' is not evidence
+    assert not inc.errors["message"].str.contains("shape").any()  # 'expected' is not evidence
 
 
-WATCHDOG = (b"[rank0]:[E1129 22:27:23.883942729 ProcessGroupNCCL.cpp:688] [Rank 0] Watchdog caught collective operation "
-            b"timeout: WorkNCCL(SeqNum=5, OpType=ALLREDUCE, NumelIn=8, NumelOut=8, Timeout(ms)=600000) ran for 600071 "
-            b"milliseconds before timing out.\n")
+WATCHDOG = (
+    b"[rank0]:[E1129 22:27:23.883942729 ProcessGroupNCCL.cpp:688] [Rank 0] Watchdog caught collective operation "
+    b"timeout: WorkNCCL(SeqNum=5, OpType=ALLREDUCE, NumelIn=8, NumelOut=8, Timeout(ms)=600000) ran for 600071 "
+    b"milliseconds before timing out.\n"
+)
 
 
 def test_year_of_yearless_timestamps_from_mtime_or_option(tmp_path):
@@ -301,7 +315,8 @@ Root Cause (first observed failure):
 def test_nccl_debug_file_rows_get_the_rank_whose_pid_another_file_names(tmp_path):
     (tmp_path / "nccl.tern-07.61204.log").write_text(
         "tern-07:61204:61266 [0] NCCL INFO AllGather: opCount 3a sendbuff 0x7f0e52000000 recvbuff 0x7f0e52400000 "
-        "count 6144 datatype 7 op 0 root 0 comm 0x5581c0a0 [nranks=8] stream 0x5581b7f0\n")
+        "count 6144 datatype 7 op 0 root 0 comm 0x5581c0a0 [nranks=8] stream 0x5581b7f0\n"
+    )
     (tmp_path / "agent.log").write_text(CHILD_FAILED)
     inc = dx.load(str(tmp_path))
     assert set(inc.events["rank"]) == {4} and set(inc.events["op"]) == {"all_gather"}
@@ -309,6 +324,7 @@ def test_nccl_debug_file_rows_get_the_rank_whose_pid_another_file_names(tmp_path
 
 
 # --- bounded loads (issue #10) -----------------------------------------------------------------------
+
 
 def _zst(data: bytes) -> bytes:
     zstandard = pytest.importorskip("zstandard")
@@ -332,7 +348,7 @@ def test_a_corrupt_zst_next_to_a_good_file_is_a_load_error_row(tmp_path, marks):
 @pytest.mark.parametrize("ext", ["gz", "bz2", "xz", "zst"])
 def test_a_truncated_compressed_log_is_reported_with_its_lines_kept(tmp_path, marks, ext):
     pack = {"gz": gzip.compress, "bz2": bz2.compress, "xz": lzma.compress, "zst": _zst}[ext]
-    blob = pack(LOG * (50000 if ext == "bz2" else 5000))     # bz2: several 900 kB blocks
+    blob = pack(LOG * (50000 if ext == "bz2" else 5000))  # bz2: several 900 kB blocks
     f = tmp_path / f"rank1.log.{ext}"
     f.write_bytes(blob[: len(blob) * 3 // 4])
     with pytest.warns(RuntimeWarning, match=f"rank1.log.{ext}: read stopped early: truncated {ext} stream"):
@@ -350,8 +366,8 @@ def test_the_decompression_cap_keeps_what_came_before_it(tmp_path, marks):
     err = inc.sources["error"][0]
     assert "100 KiB" in err and "max_decompressed" in err and "DENPEX_MAX_DECOMPRESSED" in err
     assert 0 < len(inc.events) < 2 * 10000
-    kept = (LOG * 10000)[:100 << 10]
-    assert int(inc.sources["lines_total"][0]) == kept.count(b"\n") + 1     # the cut last line counts too
+    kept = (LOG * 10000)[: 100 << 10]
+    assert int(inc.sources["lines_total"][0]) == kept.count(b"\n") + 1  # the cut last line counts too
     assert_accounting(inc)
 
 
@@ -399,8 +415,10 @@ def test_files_read_whole_have_a_cap(tmp_path):
         dx.load(str(fr), format="fr_pickle", max_structured=1000)
     trace = tmp_path / "trace" / "denpex_trace_rank0.jsonl"
     trace.parent.mkdir()
-    rows = [{"v": 1, "event": "issue", "rank": 0, "pg": "0", "seq": i, "op": "all_reduce", "t_wall": 1.0 + i}
-            for i in range(200)]
+    rows = [
+        {"v": 1, "event": "issue", "rank": 0, "pg": "0", "seq": i, "op": "all_reduce", "t_wall": 1.0 + i}
+        for i in range(200)
+    ]
     trace.write_text("".join(__import__("json").dumps(r) + "\n" for r in rows))
     with pytest.warns(RuntimeWarning, match="stopped at the cap for files read whole"):
         inc = dx.load(str(trace), max_structured=5000)
@@ -432,7 +450,7 @@ def test_unreadable_report_mode_from_the_environment(tmp_path, monkeypatch):
     folder = tmp_path / "bins"
     folder.mkdir()
     (folder / "core.1").write_bytes(b"\x00\x01\x02" * 5000)
-    inc = dx.load(str(folder))                 # a folder of binary files only: what it held is listed
+    inc = dx.load(str(folder))  # a folder of binary files only: what it held is listed
     assert inc.sources["format"].tolist() == ["binary"]
     monkeypatch.setenv("DENPEX_UNREADABLE", "raise")
     with pytest.raises(InputError):

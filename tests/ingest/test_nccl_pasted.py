@@ -10,6 +10,7 @@ Real formats: NCCL ``src/enqueue.cc``::
 ``[YYYY-mm-dd HH:MM:SS] `` and, for WARN, ``file.cc:line (func)``. ``init.cc`` prints
 ``comm %p rank %d nranks %d cudaDev %d nvmlDev %d busId %lx commId 0x%llx - Init COMPLETE``.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -20,10 +21,14 @@ from denpex_nb.ingest.nccl import NcclReader
 from ._text_helpers import one, run
 
 R = NcclReader()
-INIT = ("node7:4242:4300 [3] NCCL INFO comm 0x55d0c8a0 rank 11 nranks 16 cudaDev 3 nvmlDev 3 busId 3b000 "
-        "commId 0x9e1f2a - Init COMPLETE")
-COLL = ("node7:4242:4310 [3] NCCL INFO AllReduce: opCount 1a sendbuff 0x7f4c2a000000 recvbuff 0x7f4c2a000000 "
-        "count 1048576 datatype 7 op 0 root 0 comm 0x55d0c8a0 [nranks=16] stream 0x55e0b1c0")
+INIT = (
+    "node7:4242:4300 [3] NCCL INFO comm 0x55d0c8a0 rank 11 nranks 16 cudaDev 3 nvmlDev 3 busId 3b000 "
+    "commId 0x9e1f2a - Init COMPLETE"
+)
+COLL = (
+    "node7:4242:4310 [3] NCCL INFO AllReduce: opCount 1a sendbuff 0x7f4c2a000000 recvbuff 0x7f4c2a000000 "
+    "count 1048576 datatype 7 op 0 root 0 comm 0x55d0c8a0 [nranks=16] stream 0x55e0b1c0"
+)
 
 
 def _ev(out, kind="nccl_opcount"):
@@ -33,10 +38,16 @@ def _ev(out, kind="nccl_opcount"):
 def test_coll_line_alone_names_host_and_pid_but_no_rank():
     out = run(R, COLL)
     ev = _ev(out)
-    assert ev["rank"] is None                                  # [3] is a local device, not rank 3
+    assert ev["rank"] is None  # [3] is a local device, not rank 3
     assert (ev["host"], ev["pid"], ev["device"]) == ("node7", 4242, "cuda:3")
-    assert (ev["seq"], ev["nccl_opcount"], ev["nccl_position"]) == (0x1a, 26, 1)
-    assert (ev["pg"], ev["world_size"], ev["op"], ev["numel_in"], ev["dtype"]) == ("0x55d0c8a0", 16, "all_reduce", 1048576, "float32")
+    assert (ev["seq"], ev["nccl_opcount"], ev["nccl_position"]) == (0x1A, 26, 1)
+    assert (ev["pg"], ev["world_size"], ev["op"], ev["numel_in"], ev["dtype"]) == (
+        "0x55d0c8a0",
+        16,
+        "all_reduce",
+        1048576,
+        "float32",
+    )
     pos = _ev(out, "nccl_position")
     assert (pos["seq"], pos["nccl_opcount"]) == (1, 26)
 
@@ -56,17 +67,20 @@ def test_same_pid_on_another_host_is_another_process():
     assert ev["host"] == "node8" and ev["rank"] is None and ev["pg"] == "0x55d0c8a0"
 
 
-@pytest.mark.parametrize("front, rank", [
-    ("", None),
-    ("[2025-04-12 09:14:02] ", None),                              # NCCL_DEBUG_TIMESTAMP_FORMAT
-    ("run.3.log:", None),                                          # grep -H: not clearly a rank
-    ("run.3.log:88:", None),                                       # grep -Hn
-    ("logs/rank3.log:", 3),                                        # grep -H with a rank file name
-    ("rank3.log-", 3),                                             # grep context line
-    ("2024-05-01T12:00:00.123456789Z ", None),                     # kubectl --timestamps
-    ("[rank5]:", 5),                                               # torchrun --tee
-    ("\x1b[36m", None),
-])
+@pytest.mark.parametrize(
+    "front, rank",
+    [
+        ("", None),
+        ("[2025-04-12 09:14:02] ", None),  # NCCL_DEBUG_TIMESTAMP_FORMAT
+        ("run.3.log:", None),  # grep -H: not clearly a rank
+        ("run.3.log:88:", None),  # grep -Hn
+        ("logs/rank3.log:", 3),  # grep -H with a rank file name
+        ("rank3.log-", 3),  # grep context line
+        ("2024-05-01T12:00:00.123456789Z ", None),  # kubectl --timestamps
+        ("[rank5]:", 5),  # torchrun --tee
+        ("\x1b[36m", None),
+    ],
+)
 def test_prefixes_in_front(front, rank):
     ev = _ev(run(R, front + COLL))
     assert (ev["rank"], ev["host"], ev["pid"], ev["seq"], ev["op"]) == (rank, "node7", 4242, 26, "all_reduce")
@@ -82,8 +96,10 @@ def test_rccl_globalrank():
     assert ev["rank"] == 9
 
 
-@pytest.mark.parametrize("oc, want", [("0", 0), ("a", 10), ("1a", 26), ("ff", 255), ("7fffffffffffffff", 2 ** 63 - 1),
-                                      ("ffffffffffffffffff", None)])
+@pytest.mark.parametrize(
+    "oc, want",
+    [("0", 0), ("a", 10), ("1a", 26), ("ff", 255), ("7fffffffffffffff", 2**63 - 1), ("ffffffffffffffffff", None)],
+)
 def test_opcount_is_hex(oc, want):
     ev = _ev(run(R, COLL.replace("opCount 1a", f"opCount {oc}")))
     assert ev["seq"] == want and ev["nccl_opcount"] == want
@@ -105,14 +121,22 @@ def test_gather_and_scatter_counts_are_per_rank():
 
 def test_truncated_and_out_of_range_lines_never_raise():
     cut = COLL[: COLL.index(" comm ")]
-    out = run(R, [cut, COLL.replace("count 1048576", "count 99999999999999999999"),
-                  COLL.replace("node7:4242", "node7:99999999999999999999")])
+    out = run(
+        R,
+        [
+            cut,
+            COLL.replace("count 1048576", "count 99999999999999999999"),
+            COLL.replace("node7:4242", "node7:99999999999999999999"),
+        ],
+    )
     ev = [e for e in out.events if e["seq_kind"] == "nccl_opcount"]
     assert ev[0]["numel_in"] is None and ev[1]["pid"] is None
 
 
 def test_nil_buffers_and_send_recv():
-    send = ("h:1:1 [0] NCCL INFO Send: opCount 5 sendbuff 0x7f00 recvbuff (nil) count 4 datatype 4 op 0 root 2 "
-            "comm 0x99 [nranks=2] stream 0x3")
+    send = (
+        "h:1:1 [0] NCCL INFO Send: opCount 5 sendbuff 0x7f00 recvbuff (nil) count 4 datatype 4 op 0 root 2 "
+        "comm 0x99 [nranks=2] stream 0x3"
+    )
     ev = _ev(run(R, send))
     assert (ev["op"], ev["root"], ev["dtype"]) == ("send", 2, "int64")

@@ -1,4 +1,5 @@
 """How load() spreads files over a process pool: tasks group small files, big ones go alone."""
+
 from __future__ import annotations
 
 from denpex_nb.ingest.parallel import CHUNK_BYTES, _chunks
@@ -12,8 +13,8 @@ def _specs(sizes):
 def test_a_thousand_small_dumps_become_a_few_dozen_tasks_for_every_worker():
     specs = _specs([380_000] * 1024)
     chunks = _chunks(list(range(1024)), specs, workers=2)
-    assert sorted(i for c in chunks for i in c) == list(range(1024))       # every file exactly once
-    assert max(len(c) for c in chunks) <= 64 and len(chunks) >= 2 * 4     # >= 4 tasks per worker
+    assert sorted(i for c in chunks for i in c) == list(range(1024))  # every file exactly once
+    assert max(len(c) for c in chunks) <= 64 and len(chunks) >= 2 * 4  # >= 4 tasks per worker
     assert len(chunks) <= 32
 
 
@@ -22,7 +23,7 @@ def test_big_files_go_alone_and_few_files_are_not_grouped():
     assert _chunks([0, 1, 2, 3, 4], specs, workers=2) == [[0], [1], [2], [3], [4]]
     specs = _specs([CHUNK_BYTES // 2 + 1] * 40)
     chunks = _chunks(list(range(40)), specs, workers=2)
-    assert all(len(c) == 1 for c in chunks)                                # two would pass the byte cap
+    assert all(len(c) == 1 for c in chunks)  # two would pass the byte cap
 
 
 def test_grouped_tasks_give_the_serial_result_in_input_order(tmp_path):
@@ -31,7 +32,7 @@ def test_grouped_tasks_give_the_serial_result_in_input_order(tmp_path):
     import denpex_nb as dx
     from denpex_nb.testing.frcompare import write_synthetic_dumps
 
-    write_synthetic_dumps(tmp_path / "fr", 40, 6, "size", plant_rank=7)      # 40 files: 5 per task
+    write_synthetic_dumps(tmp_path / "fr", 40, 6, "size", plant_rank=7)  # 40 files: 5 per task
     for r in range(3):
         (tmp_path / f"rank{r}.log").write_text(f"[rank{r}]: RuntimeError: boom on rank {r}\n" * 3)
     serial = dx.load(str(tmp_path), jobs=1, progress=False)
@@ -53,7 +54,7 @@ def test_dask_is_chosen_by_name_by_a_client_or_by_the_scheduler_variable(monkeyp
     monkeypatch.delenv("DENPEX_DASK_SCHEDULER", raising=False)
     assert choose_jobs(specs, "dask") == "dask" and choose_jobs(specs, None) == 1
     monkeypatch.setenv("DENPEX_DASK_SCHEDULER", "tcp://127.0.0.1:8786")
-    assert choose_jobs(specs, None) == "dask" and choose_jobs(specs, 1) == 1       # an explicit jobs= wins
+    assert choose_jobs(specs, None) == "dask" and choose_jobs(specs, 1) == 1  # an explicit jobs= wins
     with pytest.raises(UsageError, match="dask_client= was given with jobs=2"):
         run_all(specs, {}, 2, dask_client="tcp://127.0.0.1:8786")
     with pytest.raises(UsageError, match="not understood"):

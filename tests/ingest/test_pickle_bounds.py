@@ -6,6 +6,7 @@ fails too), the bad dump must be one load_error row with a one-line reason, and 
 still load. Both paths run: the compiled decoder, and the restricted unpickler (its bounds scanner
 compiled, and in plain Python).
 """
+
 from __future__ import annotations
 
 import json
@@ -38,7 +39,16 @@ def deep_tuple(key: str, n: int = 10**6) -> bytes:
 
 def billion_laughs(levels: int = 9, fan: int = 10) -> bytes:
     """``pg_config`` holding L8, where L(i) is a list of ``fan`` references to L(i-1): 10^9 values."""
-    out = b"\x80\x02}(" + _s("version") + _s("2.10") + _s("pg_config") + b"](" + b"](" + b"N" * fan + b"er\x00\x00\x00\x00"
+    out = (
+        b"\x80\x02}("
+        + _s("version")
+        + _s("2.10")
+        + _s("pg_config")
+        + b"]("
+        + b"]("
+        + b"N" * fan
+        + b"er\x00\x00\x00\x00"
+    )
     for i in range(1, levels):
         out += b"](" + (b"j" + struct.pack("<I", i - 1)) * fan + b"e" + b"r" + struct.pack("<I", i)
     return out + b"e" + _s("entries") + b"]u."
@@ -46,9 +56,22 @@ def billion_laughs(levels: int = 9, fan: int = 10) -> bytes:
 
 def shared_entries(n: int = 80_000) -> bytes:
     """``entries`` = [E] * n where E's ``input_sizes`` = [T] * n: n^2 tensors from ~4n bytes."""
-    return (b"\x80\x02}(" + _s("version") + _s("2.10") + _s("entries") + b"](}(" + _s("profiling_name")
-            + _s("nccl:all_reduce") + _s("input_sizes") + b"](](K\x01K\x02eq\x00" + b"h\x00" * (n - 1) + b"eu"
-            + b"q\x01" + b"h\x01" * (n - 1) + b"eu.")
+    return (
+        b"\x80\x02}("
+        + _s("version")
+        + _s("2.10")
+        + _s("entries")
+        + b"](}("
+        + _s("profiling_name")
+        + _s("nccl:all_reduce")
+        + _s("input_sizes")
+        + b"](](K\x01K\x02eq\x00"
+        + b"h\x00" * (n - 1)
+        + b"eu"
+        + b"q\x01"
+        + b"h\x01" * (n - 1)
+        + b"eu."
+    )
 
 
 REPRODUCERS = {
@@ -88,10 +111,21 @@ def _load_in_a_box(tmp_path, data: bytes, decoder: str) -> dict:
     folder.mkdir()
     shutil.copy(os.path.join(FR, "comm_lib_trace_rank_0"), folder / "comm_lib_trace_rank_0")
     (folder / "comm_lib_trace_rank_1").write_bytes(data)
-    env = dict(os.environ, DENPEX_FR_DECODER=decoder, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1",
-               PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    run = subprocess.run([sys.executable, "-c", _CHILD, str(folder), os.path.join(FR, "comm_lib_trace_rank_0")],
-                         capture_output=True, text=True, timeout=120, env=env, cwd=ROOT)
+    env = dict(
+        os.environ,
+        DENPEX_FR_DECODER=decoder,
+        OPENBLAS_NUM_THREADS="1",
+        OMP_NUM_THREADS="1",
+        PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", _CHILD, str(folder), os.path.join(FR, "comm_lib_trace_rank_0")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=ROOT,
+    )
     assert run.returncode == 0, (run.returncode, run.stderr[-3000:])
     return json.loads(run.stdout.strip().splitlines()[-1])
 
@@ -100,7 +134,7 @@ def _load_in_a_box(tmp_path, data: bytes, decoder: str) -> dict:
 @pytest.mark.parametrize("name", sorted(REPRODUCERS))
 def test_reproducer_is_a_clean_load_error_in_bounded_time_and_memory(tmp_path, name, decoder):
     got = _load_in_a_box(tmp_path, REPRODUCERS[name], decoder)
-    assert got["ranks"] == [0], got                          # the good dump still loads
+    assert got["ranks"] == [0], got  # the good dump still loads
     assert len(got["errors"]) == 1 and got["errors"][0][0] == "1", got
     message = got["errors"][0][1]
     assert "\n" not in message and "comm_lib_trace_rank_1" in message
@@ -115,9 +149,11 @@ def _paths(data: bytes) -> dict:
     from denpex_nb.ingest import pickle_nodes as pn
 
     got = pn.decode(data)
-    return {"decode": got[0] if isinstance(got, tuple) else pn.OK,
-            "scan_compiled": fr.scan_pickle(data, compiled=True)[0],
-            "scan_python": fr.scan_pickle(data, compiled=False)[0]}
+    return {
+        "decode": got[0] if isinstance(got, tuple) else pn.OK,
+        "scan_compiled": fr.scan_pickle(data, compiled=True)[0],
+        "scan_python": fr.scan_pickle(data, compiled=False)[0],
+    }
 
 
 @pytest.mark.parametrize("name", sorted(REPRODUCERS))
@@ -130,7 +166,7 @@ def test_scanners_and_decoder_agree_on_each_reproducer(name):
 def test_bounds_sit_just_where_documented():
     from denpex_nb.ingest import pickle_nodes as pn
 
-    def nested(levels):        # a dump whose pg_config is a list nested `levels` deep in total
+    def nested(levels):  # a dump whose pg_config is a list nested `levels` deep in total
         inner = []
         for _ in range(levels - 2):
             inner = [inner]
@@ -142,10 +178,12 @@ def test_bounds_sit_just_where_documented():
     # memo: the next slot and overwrites are fine, one past the end is not
     assert _paths(b"\x80\x02]q\x00q\x00h\x00\x86.")["scan_python"] == pn.OK
     assert set(_paths(b"\x80\x02]q\x01.").values()) == {pn.E_MEMO_INDEX}
+
     # expansion: a list of k references to a list of k Nones expands to 1 + k * (k + 1) values
     def square(k):
         return b"\x80\x02](](" + b"N" * k + b"eq\x00" + b"h\x00" * (k - 1) + b"e."
-    k = 2048                                   # 4.2M values: past MIN_EXPANSION for a 6 KB pickle
+
+    k = 2048  # 4.2M values: past MIN_EXPANSION for a 6 KB pickle
     assert 1 + k * (k + 1) > pn.expansion_cap(len(square(k))) > 1 + 2047 * 2048
     assert set(_paths(square(k)).values()) == {pn.E_EXPANSION}
     assert set(_paths(square(2047)).values()) == {pn.OK}
@@ -156,8 +194,8 @@ def test_a_container_changed_after_it_was_shared_is_refused():
     # L = []; T = (L,); then append to L: T's size would be stale, and no pickler writes this
     data = b"\x80\x02]q\x00h\x00\x85K\x01a."
     assert set(_paths(b"\x80\x02]q\x00h\x00\x85h\x00K\x01a\x86.").values()) == {fr.E_MUTATED}
-    assert _paths(data)["scan_python"] == fr.E_STACK       # APPEND onto the tuple: malformed, as C says too
-    with pytest.raises(AttributeError):   # the tuple has no append
+    assert _paths(data)["scan_python"] == fr.E_STACK  # APPEND onto the tuple: malformed, as C says too
+    with pytest.raises(AttributeError):  # the tuple has no append
         pickle.loads(data)
 
 
@@ -165,13 +203,13 @@ def test_shared_values_are_built_once_by_to_python():
     from denpex_nb.ingest import pickle_nodes as pn
 
     level = [None] * 8
-    for _ in range(6):               # 8^6 = 262144 leaves behind 6 shared lists
+    for _ in range(6):  # 8^6 = 262144 leaves behind 6 shared lists
         level = [level] * 8
     data = pickle.dumps({"pg_config": level}, protocol=2)
     nodes = pn.decode(data)
     value = nodes.to_python(nodes.root)
     assert value == pickle.loads(data)
-    assert value["pg_config"][0] is value["pg_config"][1]        # one object, as pickle.loads builds it
+    assert value["pg_config"][0] is value["pg_config"][1]  # one object, as pickle.loads builds it
 
 
 def test_globals_are_still_refused_with_their_name_after_the_scan(tmp_path):
@@ -180,7 +218,7 @@ def test_globals_are_still_refused_with_their_name_after_the_scan(tmp_path):
             return (os.system, ("true",))
 
     data = pickle.dumps({"version": "2.10", "entries": [Evil()]}, protocol=4)
-    assert fr.scan_pickle(data)[0] == fr.OK               # in bounds: the unpickler refuses the global itself
+    assert fr.scan_pickle(data)[0] == fr.OK  # in bounds: the unpickler refuses the global itself
     with pytest.raises(fr.UnsafePickleError, match="asks for posix.system|asks for os.system"):
         fr.safe_loads(data)
 

@@ -1,4 +1,5 @@
 """The compiled pickle decoder: same values as pickle.loads, refuses code, never crashes on garbage."""
+
 from __future__ import annotations
 
 import os
@@ -15,14 +16,26 @@ from denpex_nb.ingest.flight_recorder import REFUSALS  # noqa: E402
 
 FR = os.path.join(os.path.dirname(__file__), "data", "fr")
 
-_INTS = st.one_of(st.integers(-2**63, 2**63 - 1),
-                  st.sampled_from([0, 1, 255, 256, 65535, 65536, 2**31 - 1, -2**31, 2**31, -2**31 - 1,
-                                   2**63 - 1, -2**63, 2**56, -2**56]))
+_INTS = st.one_of(
+    st.integers(-(2**63), 2**63 - 1),
+    st.sampled_from(
+        [0, 1, 255, 256, 65535, 65536, 2**31 - 1, -(2**31), 2**31, -(2**31) - 1, 2**63 - 1, -(2**63), 2**56, -(2**56)]
+    ),
+)
 _LEAVES = st.one_of(st.none(), st.booleans(), _INTS, st.text(max_size=20))
-_DATA = st.recursive(_LEAVES, lambda inner: st.one_of(
-    st.lists(inner, max_size=6), st.tuples(inner), st.tuples(inner, inner), st.tuples(inner, inner, inner),
-    st.lists(inner, min_size=4, max_size=6).map(tuple), st.dictionaries(st.text(max_size=8), inner, max_size=5),
-    st.dictionaries(st.integers(-5, 5), inner, max_size=3)), max_leaves=40)
+_DATA = st.recursive(
+    _LEAVES,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=6),
+        st.tuples(inner),
+        st.tuples(inner, inner),
+        st.tuples(inner, inner, inner),
+        st.lists(inner, min_size=4, max_size=6).map(tuple),
+        st.dictionaries(st.text(max_size=8), inner, max_size=5),
+        st.dictionaries(st.integers(-5, 5), inner, max_size=3),
+    ),
+    max_leaves=40,
+)
 
 
 def _decoded(data: bytes):
@@ -56,7 +69,7 @@ def test_real_torch_dumps_decode_exactly():
 
 
 def test_floats_and_big_ints_are_kinds_not_values():
-    nodes = pn.decode(pickle.dumps([1.5, 2**70, -2**64], protocol=2))
+    nodes = pn.decode(pickle.dumps([1.5, 2**70, -(2**64)], protocol=2))
     kinds = [int(nodes.kind[c]) for c in nodes.children(nodes.root)]
     assert kinds == [pn.K_FLOAT, pn.K_BIGINT, pn.K_BIGINT]
     with pytest.raises(ValueError):
@@ -107,12 +120,12 @@ def test_mutated_pickles_never_crash_and_agree_when_both_decode(data):
         return
     try:
         value = got.to_python(got.root)
-    except (ValueError, TypeError):      # a float or an unhashable key: fine, not a crash
+    except (ValueError, TypeError):  # a float or an unhashable key: fine, not a crash
         return
     try:
         expected = pickle.loads(bytes(blob))
     except Exception:
-        return                           # the C unpickler is stricter about some stacks; never looser
+        return  # the C unpickler is stricter about some stacks; never looser
     assert value == expected
 
 
@@ -127,12 +140,12 @@ def test_a_value_that_contains_itself_is_refused_not_recursed():
     data = pickle.dumps({"pg_config": loop, "entries": []}, protocol=2)
     with pytest.raises(DumpRefused, match="contains itself"):
         fast_dump_columns(data, rank=0, file="f", source="fr_pickle")
-    with pytest.raises(DumpRefused, match="contains itself"):      # the unpickler path refuses it too
+    with pytest.raises(DumpRefused, match="contains itself"):  # the unpickler path refuses it too
         safe_loads(data)
 
 
 def test_denser_pickles_than_the_first_guess_are_decoded_again_with_room():
-    value = [[]] * 50_000 + [None] * 1000        # ~1 value per 1-2 bytes, far above FR dumps' density
+    value = [[]] * 50_000 + [None] * 1000  # ~1 value per 1-2 bytes, far above FR dumps' density
     assert _decoded(pickle.dumps(value, protocol=2)) == value
 
 

@@ -1,4 +1,5 @@
 """Prefix stripping and rank attribution (docs/formats.md §2), one test per variant."""
+
 from __future__ import annotations
 
 from datetime import datetime, timezone
@@ -17,7 +18,7 @@ def lines(*texts, ctx=CTX, start=1):
 
 def test_torchrun_and_rank_prefix_with_cpp_header():
     (ln,) = lines("[default1]:[rank5]:[E412 09:24:02.550218903 ProcessGroupNCCL.cpp:688] [Rank 1] Watchdog caught x")
-    assert (ln.rank, ln.local_rank) == (5, 1)          # [rankN]: beats torchrun's local rank
+    assert (ln.rank, ln.local_rank) == (5, 1)  # [rankN]: beats torchrun's local rank
     assert ln.text == "[Rank 1] Watchdog caught x"
     assert ln.severity == "E" and ln.origin == "ProcessGroupNCCL.cpp:688"
     assert ln.t_wall == datetime(2025, 4, 12, 9, 24, 2, 550218, tzinfo=timezone.utc)
@@ -38,10 +39,12 @@ def test_old_cpp_headers_without_time():
 
 
 def test_python_logging_header_gives_pid_and_time():
-    ln = parse_header("E0412 09:25:40.318000 61190 torch/distributed/elastic/multiprocessing/api.py:874] failed (exitcode: -6)", CTX)
+    ln = parse_header(
+        "E0412 09:25:40.318000 61190 torch/distributed/elastic/multiprocessing/api.py:874] failed (exitcode: -6)", CTX
+    )
     assert ln.text == "failed (exitcode: -6)" and ln.pid == 61190 and ln.severity == "E"
     assert ln.t_wall == datetime(2025, 4, 12, 9, 25, 40, 318000, tzinfo=timezone.utc)
-    assert ln.rank is None                      # an agent line belongs to no rank
+    assert ln.rank is None  # an agent line belongs to no rank
 
 
 def test_real_glog_header_thread_id_is_not_a_pid():
@@ -52,8 +55,12 @@ def test_real_glog_header_thread_id_is_not_a_pid():
 def test_older_python_logging_forms():
     ln = parse_header("ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1) local_rank: 0", CTX)
     assert ln.text.startswith("failed (exitcode: 1)") and ln.severity == "E"
-    ln = parse_header("[2023-05-01 12:00:00,123] torch.distributed.elastic.multiprocessing.api: [ERROR] failed (exitcode: 1)", CTX)
-    assert ln.text == "failed (exitcode: 1)" and ln.t_wall == datetime(2023, 5, 1, 12, 0, 0, 123000, tzinfo=timezone.utc)
+    ln = parse_header(
+        "[2023-05-01 12:00:00,123] torch.distributed.elastic.multiprocessing.api: [ERROR] failed (exitcode: 1)", CTX
+    )
+    assert ln.text == "failed (exitcode: 1)" and ln.t_wall == datetime(
+        2023, 5, 1, 12, 0, 0, 123000, tzinfo=timezone.utc
+    )
 
 
 def test_timezone_option_converts_to_utc():
@@ -84,7 +91,7 @@ def test_srun_label_over_torchrun_is_a_node_index_not_a_rank():
 def test_open_mpi_and_hydra_labels():
     (ln,) = lines("[1,6]<stdout>:tern-08:61207:61290 [2] NCCL INFO AllReduce: opCount 1c")
     assert ln.rank == 6 and ln.host == "tern-08" and ln.pid == 61207 and ln.severity == "INFO"
-    assert ln.text.startswith("tern-08:61207:61290 [2] NCCL INFO")   # nccl reader needs the prefix
+    assert ln.text.startswith("tern-08:61207:61290 [2] NCCL INFO")  # nccl reader needs the prefix
     (ln,) = lines("[4] step 3 done")
     assert ln.rank == 4 and ln.text == "step 3 done"
 
@@ -100,7 +107,9 @@ def test_exception_names_are_not_pdsh_hosts():
 
 
 def test_ray_prefix_nested_and_repeat_suffix():
-    (ln,) = lines("(TrainWorker pid=61206, ip=192.0.2.18) [rank6]:[E412 09:24:02.1 x.cpp:1] hi [repeated 3x across cluster]")
+    (ln,) = lines(
+        "(TrainWorker pid=61206, ip=192.0.2.18) [rank6]:[E412 09:24:02.1 x.cpp:1] hi [repeated 3x across cluster]"
+    )
     assert ln.pid == 61206 and ln.host == "192.0.2.18" and ln.rank == 6 and ln.text == "hi"
     assert "ray_repeated=3" in ln.prefixes
 
@@ -155,7 +164,9 @@ def test_grep_hn_file_name_gives_rank_hint():
 
 
 def test_python_warning_location_is_not_a_grep_prefix():
-    (ln,) = lines("/opt/x/distributed_c10d.py:4012: FutureWarning: `torch.distributed.all_gather_into_tensor` is deprecated.")
+    (ln,) = lines(
+        "/opt/x/distributed_c10d.py:4012: FutureWarning: `torch.distributed.all_gather_into_tensor` is deprecated."
+    )
     assert ln.text.startswith("/opt/x/distributed_c10d.py:4012: FutureWarning")
 
 
@@ -174,8 +185,10 @@ def test_prefix_chain_is_not_a_merge():
 
 
 def test_hard_wrapped_prefixed_line_is_joined():
-    full = ("[rank1]:[E1129 22:37:26.285475132 ProcessGroupWrapper.cpp:710] RuntimeError: Detected mismatch between "
-            "collectives on ranks. Rank 1 is running collective: CollectiveFingerPrint(SequenceNumber=7, OpType=ALLREDUCE)")
+    full = (
+        "[rank1]:[E1129 22:37:26.285475132 ProcessGroupWrapper.cpp:710] RuntimeError: Detected mismatch between "
+        "collectives on ranks. Rank 1 is running collective: CollectiveFingerPrint(SequenceNumber=7, OpType=ALLREDUCE)"
+    )
     parts = [full[:120], full[120:]]
     ls = lines(*parts, start=10)
     assert len(ls) == 1
@@ -190,10 +203,12 @@ def test_open_parenthesis_joins_unprefixed_tail():
 
 
 def test_cpp_continuation_lines_are_not_joined_and_inherit_rank():
-    ls = lines("[rank3]:[E412 09:24:02.5 ProcessGroupNCCL.cpp:1] [Rank 3] watchdog thread terminated with exception: (",
-               "terminate called after throwing an instance of 'c10::DistBackendError'",
-               "  what():  [Rank 3] Watchdog caught collective operation timeout",
-               "frame #0: foo")
+    ls = lines(
+        "[rank3]:[E412 09:24:02.5 ProcessGroupNCCL.cpp:1] [Rank 3] watchdog thread terminated with exception: (",
+        "terminate called after throwing an instance of 'c10::DistBackendError'",
+        "  what():  [Rank 3] Watchdog caught collective operation timeout",
+        "frame #0: foo",
+    )
     assert len(ls) == 4 and [ln.rank for ln in ls] == [3, 3, 3, 3]
 
 
@@ -203,15 +218,46 @@ def test_unprefixed_line_after_short_line_is_not_joined():
 
 
 def test_invalid_input_never_raises():
-    weird = ["\x00\x01", "[", "[rank]:", "[default]:", "99999999999999999999: x", "[E9999 99:99:99.9 x.cpp:1] y",
-             "\ufffd\ufffd", "(a pid=) x", "" * 3, "[rank1]:" * 50]
+    weird = [
+        "\x00\x01",
+        "[",
+        "[rank]:",
+        "[default]:",
+        "99999999999999999999: x",
+        "[E9999 99:99:99.9 x.cpp:1] y",
+        "\ufffd\ufffd",
+        "(a pid=) x",
+        "" * 3,
+        "[rank1]:" * 50,
+    ]
     ls = lines(*weird)
     assert len(ls) >= len(weird) - 1
 
 
-_FRAGMENTS = ["[rank1]:", "[default0]:", " 3: ", "\t", "[E1129 22:27:23.88 x.cpp:9] ", "E1129 22:27:23.883 12 a/b.py:3] ",
-              "Traceback (most recent call last):", "terminate called", "h:1:2 [0] NCCL INFO ", "(", ")", "[", "]",
-              "x" * 79, "\x1b[31m", "\ufffd", "  what():  ", "frame #0", "12\t", "host-1: ", "[1,2]<stdout>:", "step 4"]
+_FRAGMENTS = [
+    "[rank1]:",
+    "[default0]:",
+    " 3: ",
+    "\t",
+    "[E1129 22:27:23.88 x.cpp:9] ",
+    "E1129 22:27:23.883 12 a/b.py:3] ",
+    "Traceback (most recent call last):",
+    "terminate called",
+    "h:1:2 [0] NCCL INFO ",
+    "(",
+    ")",
+    "[",
+    "]",
+    "x" * 79,
+    "\x1b[31m",
+    "\ufffd",
+    "  what():  ",
+    "frame #0",
+    "12\t",
+    "host-1: ",
+    "[1,2]<stdout>:",
+    "step 4",
+]
 
 
 def test_random_fragment_soup_never_raises_and_keeps_every_line():
@@ -219,14 +265,17 @@ def test_random_fragment_soup_never_raises_and_keeps_every_line():
     from hypothesis import strategies as st
 
     @settings(max_examples=30, deadline=None)
-    @given(st.lists(st.lists(st.sampled_from(_FRAGMENTS) | st.text(max_size=8), max_size=6).map("".join),
-                    min_size=1, max_size=8))
+    @given(
+        st.lists(
+            st.lists(st.sampled_from(_FRAGMENTS) | st.text(max_size=8), max_size=6).map("".join), min_size=1, max_size=8
+        )
+    )
     def check(texts):
         ls = lines(*texts)
         covered = set()
         for ln in ls:
             covered.update(ln.linenos)
-        assert covered == set(range(1, len(texts) + 1))      # every physical line is in some Line
+        assert covered == set(range(1, len(texts) + 1))  # every physical line is in some Line
         assert all(ln.lineno >= 1 and ln.n_lines >= 1 for ln in ls)
 
     check()
@@ -241,14 +290,21 @@ def test_messy_copy_of_a_real_log_parses_like_the_clean_one():
 
     from ._text_helpers import run
 
-    path = (Path(__file__).resolve().parents[2] / "data" / "recorded" / "gloo" / "allgather-shape-mismatch"
-            / "broken-detail-w4" / "combined.log")
+    path = (
+        Path(__file__).resolve().parents[2]
+        / "data"
+        / "recorded"
+        / "gloo"
+        / "allgather-shape-mismatch"
+        / "broken-detail-w4"
+        / "combined.log"
+    )
     if not path.exists():
         pytest.skip("recorded run not present")
     clean = path.read_text(encoding="utf-8", errors="replace").splitlines()
     messy = []
     for line in clean:
-        chunks = [line[i:i + 120] for i in range(0, len(line), 120)] or [""]
+        chunks = [line[i : i + 120] for i in range(0, len(line), 120)] or [""]
         chunks[0] = chunks[0].replace("]:", "]:\x1b[0m", 1).replace("[default", "\x1b[32m[default", 1)
         messy.extend(chunks)
     messy = [f"{n:6}\t{t}" for n, t in enumerate(messy, 1)]
@@ -260,15 +316,21 @@ def test_messy_copy_of_a_real_log_parses_like_the_clean_one():
         return events, errors
 
     assert summary(messy) == summary(clean)
-    assert len(messy) > len(clean)          # the DETAIL lines really were wrapped
+    assert len(messy) > len(clean)  # the DETAIL lines really were wrapped
 
 
 def test_thousands_of_digits_name_nothing_and_never_raise():
-    big = "9" * 5000           # int() refuses past 4300 digits
-    for text in [f"[rank{big}]: boom", f"{big}:[rank1]: boom", f"{big}\t[rank1]: boom", f"  {big}: boom",
-                 f"x.log:{big}:[rank1]: boom", f"(RayWorker pid={big}) boom [repeated {big}x across cluster]",
-                 f"[2024-01-01 12:00:00,123] [INFO] [engine.py:1] [Rank {big}] boom",
-                 f"[RANK 1] 2025-01-01 12:00:00 [ERROR] trainer: [rank{big}]: boom"]:
+    big = "9" * 5000  # int() refuses past 4300 digits
+    for text in [
+        f"[rank{big}]: boom",
+        f"{big}:[rank1]: boom",
+        f"{big}\t[rank1]: boom",
+        f"  {big}: boom",
+        f"x.log:{big}:[rank1]: boom",
+        f"(RayWorker pid={big}) boom [repeated {big}x across cluster]",
+        f"[2024-01-01 12:00:00,123] [INFO] [engine.py:1] [Rank {big}] boom",
+        f"[RANK 1] 2025-01-01 12:00:00 [ERROR] trainer: [rank{big}]: boom",
+    ]:
         ln = parse_header(text)
         assert ln.rank in (None, 1), text[:60]
     lines = to_lines([(1, f"{big}:[rank1]: a"), (2, f"{big}:[rank1]: b")], FileContext(file="t.log"))

@@ -3,6 +3,7 @@
 Runs come from ``data/recorded/`` (written by ``denpex-nb repro record``). When none are there yet,
 one real 2-rank gloo run is made with :func:`denpex_nb.repro.run` (slow: real processes).
 """
+
 from __future__ import annotations
 
 import glob
@@ -19,8 +20,7 @@ RECORDED = os.path.join(ROOT, "data", "recorded")
 
 
 def recorded_runs() -> list[str]:
-    return sorted(os.path.dirname(m) for m in glob.glob(os.path.join(RECORDED, "**", "manifest.json"),
-                                                        recursive=True))
+    return sorted(os.path.dirname(m) for m in glob.glob(os.path.join(RECORDED, "**", "manifest.json"), recursive=True))
 
 
 @pytest.fixture(scope="session")
@@ -71,8 +71,11 @@ def check_run(run: str) -> None:
         assert not inc.errors.duplicated(subset=key).any()
 
 
-@pytest.mark.parametrize("run", recorded_runs() or [pytest.param(None, marks=pytest.mark.skip("no data/recorded yet"))],
-                         ids=lambda r: os.path.relpath(r, RECORDED) if r else "none")
+@pytest.mark.parametrize(
+    "run",
+    recorded_runs() or [pytest.param(None, marks=pytest.mark.skip("no data/recorded yet"))],
+    ids=lambda r: os.path.relpath(r, RECORDED) if r else "none",
+)
 def test_recorded_run_loads_with_what_was_planted(run):
     check_run(run)
 

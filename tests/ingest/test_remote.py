@@ -2,6 +2,7 @@
 mode, IAM enforced; :mod:`tests.ingest.s3server`) and loaded through s3fs like a local folder, and
 every bad path (unreachable store, missing bucket or object, a denied object, a truncated object)
 as a one-line error or a reported file with the rest loaded."""
+
 from __future__ import annotations
 
 import gzip
@@ -55,6 +56,7 @@ def _load(*paths, **kw):
 
 def _same_incident(local, remote, local_root: str, remote_root: str, rename=lambda f: f) -> None:
     """The two Incidents hold the same rows, once file names are written the same way."""
+
     def norm(frame: pd.DataFrame, fix=lambda v: v) -> pd.DataFrame:
         frame = frame.copy()
         for col in frame.columns:
@@ -72,8 +74,9 @@ def _same_incident(local, remote, local_root: str, remote_root: str, rename=lamb
     cols = ["format", "lines_total", "lines_parsed", "lines_unparsed"]
     src, local_src = norm(remote.sources, fix), norm(local.sources)
     assert sorted(local_src["file"]) == sorted(src["file"])
-    pd.testing.assert_frame_equal(local_src.sort_values("file")[cols].reset_index(drop=True),
-                                  src.sort_values("file")[cols].reset_index(drop=True))
+    pd.testing.assert_frame_equal(
+        local_src.sort_values("file")[cols].reset_index(drop=True), src.sort_values("file")[cols].reset_index(drop=True)
+    )
 
 
 def _verdict(incident) -> tuple:
@@ -92,15 +95,18 @@ def test_a_run_in_s3_loads_like_the_local_folder(uploaded):
 
 def test_a_process_pool_reads_s3_too(uploaded):
     serial = _load(f"s3://{BUCKET}/run/", storage_options=uploaded.options(), jobs=1)
-    pooled = _load(f"s3://{BUCKET}/run/", storage_options=uploaded.options(), jobs=2)   # forked workers
+    pooled = _load(f"s3://{BUCKET}/run/", storage_options=uploaded.options(), jobs=2)  # forked workers
     _same_incident(serial, pooled, "", "")
     assert pooled.sources["error"].isna().all()
 
 
-@pytest.mark.parametrize("prefix, rename", [
-    ("gzrun", lambda f: f),                                            # same names, gzip inside
-    ("zstrun", lambda f: f[:-4] if f.endswith(".zst") else f),        # .zst endings
-])
+@pytest.mark.parametrize(
+    "prefix, rename",
+    [
+        ("gzrun", lambda f: f),  # same names, gzip inside
+        ("zstrun", lambda f: f[:-4] if f.endswith(".zst") else f),  # .zst endings
+    ],
+)
 def test_compressed_objects_load_like_the_plain_ones(uploaded, prefix, rename):
     local = _load(str(RUN))
     remote = _load(f"s3://{BUCKET}/{prefix}/", storage_options=uploaded.options())
@@ -130,8 +136,14 @@ def test_a_zip_object_is_read_member_by_member(uploaded):
 
 def _cli(*args: str, env: dict, timeout: float = 60) -> subprocess.CompletedProcess:
     env = dict(env, PYTHONPATH=str(ROOT) + os.pathsep + env.get("PYTHONPATH", ""))
-    return subprocess.run([sys.executable, "-m", "denpex_nb.cli", *args], capture_output=True, text=True,
-                          env=env, timeout=timeout, cwd=str(ROOT))
+    return subprocess.run(
+        [sys.executable, "-m", "denpex_nb.cli", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+        cwd=str(ROOT),
+    )
 
 
 def test_the_cli_reads_s3_with_credentials_from_the_environment(uploaded):
@@ -210,7 +222,7 @@ def test_the_server_really_denies_the_object(uploaded):
     with pytest.raises(ClientError) as e:
         reader.get_object(Bucket=BUCKET, Key=DENIED_KEY)
     assert e.value.response["Error"]["Code"] == "AccessDenied"
-    assert reader.get_object(Bucket=BUCKET, Key="mixed/combined.log")["Body"].read()       # the rest is readable
+    assert reader.get_object(Bucket=BUCKET, Key="mixed/combined.log")["Body"].read()  # the rest is readable
 
 
 def test_one_denied_object_among_many_is_listed_and_the_rest_loaded(uploaded):
@@ -221,11 +233,13 @@ def test_one_denied_object_among_many_is_listed_and_the_rest_loaded(uploaded):
     assert len(src) == len(local.sources)
     assert "access denied" in src.loc[denied, "error"] and "fix:" in src.loc[denied, "error"]
     assert src.drop(denied)["error"].isna().all()
-    assert src.drop(denied)["lines_total"].sum() == local.sources.set_index("file").drop(
-        str(CRASH / "attempt_0" / "1" / "stderr.log"))["lines_total"].sum()
+    assert (
+        src.drop(denied)["lines_total"].sum()
+        == local.sources.set_index("file").drop(str(CRASH / "attempt_0" / "1" / "stderr.log"))["lines_total"].sum()
+    )
     errs = inc.errors[inc.errors["kind"] == "load_error"]
     assert errs["file"].tolist() == [denied]
-    assert _verdict(inc)[:2] == ("rank-crash", [1])                 # the evidence left still says it
+    assert _verdict(inc)[:2] == ("rank-crash", [1])  # the evidence left still says it
     # named alone, the denied object is a one-line error (exit 2 at the CLI)
     with pytest.raises(InputError, match="access denied"):
         _load(denied, storage_options=uploaded.options())
@@ -250,22 +264,39 @@ def test_a_truncated_object_is_reported_and_what_was_read_is_kept(uploaded, ext)
 
 
 def test_importing_the_loader_imports_no_remote_library():
-    code = ("import sys, denpex_nb, denpex_nb.ingest; "
-            "bad = [m for m in ('fsspec', 's3fs', 'boto3', 'botocore', 'aiobotocore', 'gcsfs', 'distributed') "
-            "if m in sys.modules]; print(bad); sys.exit(1 if bad else 0)")
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                         env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    code = (
+        "import sys, denpex_nb, denpex_nb.ingest; "
+        "bad = [m for m in ('fsspec', 's3fs', 'boto3', 'botocore', 'aiobotocore', 'gcsfs', 'distributed') "
+        "if m in sys.modules]; print(bad); sys.exit(1 if bad else 0)"
+    )
+    res = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )
     assert res.returncode == 0, res.stdout + res.stderr
 
 
 def test_a_missing_library_names_the_install():
-    code = ("import sys; sys.modules['s3fs'] = None; import denpex_nb as dx\n"
-            "try:\n    dx.load('s3://bucket/run/')\nexcept Exception as e:\n    print(type(e).__name__, e)")
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                         env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    code = (
+        "import sys; sys.modules['s3fs'] = None; import denpex_nb as dx\n"
+        "try:\n    dx.load('s3://bucket/run/')\nexcept Exception as e:\n    print(type(e).__name__, e)"
+    )
+    res = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )
     out = res.stdout.strip()
-    assert out.startswith("InputError s3://bucket/run/: reading s3:// URLs needs") and \
-        "pip install 'denpex_nb[remote]'" in out and "\n" not in out, out + res.stderr
+    assert (
+        out.startswith("InputError s3://bucket/run/: reading s3:// URLs needs")
+        and "pip install 'denpex_nb[remote]'" in out
+        and "\n" not in out
+    ), out + res.stderr
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,5 @@
 """The candidate scan: needles, blocks, continuation lines, chunk boundaries, accounting."""
+
 from __future__ import annotations
 
 import io
@@ -17,8 +18,9 @@ def run_scan(data: bytes, *, chunk_size=1 << 20, budget=1 << 20, engine=None):
     out = Output()
     sink = UnparsedSink(budget)
     matcher = NeedleMatcher(reader.needles, use_hyperscan=engine)
-    sc = scan_text(io.BytesIO(data), [reader], FileContext(file="f.log"), out, sink, matcher=matcher,
-                   chunk_size=chunk_size)
+    sc = scan_text(
+        io.BytesIO(data), [reader], FileContext(file="f.log"), out, sink, matcher=matcher, chunk_size=chunk_size
+    )
     return sc, out, sink, reader
 
 
@@ -46,13 +48,15 @@ def test_hyperscan_and_fallback_agree_on_random_text():
 
 
 def test_only_candidate_lines_and_continuations_reach_readers():
-    data = (b"step 1 loss=2.3\n"
-            b"MARK rank=0 seq=1\n"
-            b"    indented continuation\n"
-            b"[rank0]:   File \"x.py\", line 3\n"
-            b"frame #0: c10::foo\n"
-            b"step 2 loss=2.2\n"
-            b"MARK rank=1 seq=1\n")
+    data = (
+        b"step 1 loss=2.3\n"
+        b"MARK rank=0 seq=1\n"
+        b"    indented continuation\n"
+        b'[rank0]:   File "x.py", line 3\n'
+        b"frame #0: c10::foo\n"
+        b"step 2 loss=2.2\n"
+        b"MARK rank=1 seq=1\n"
+    )
     sc, out, sink, reader = run_scan(data)
     assert [[ln for ln, _ in b] for b in reader.blocks] == [[2, 3, 4, 5], [7]]
     assert sc.lines_total == 7
@@ -128,7 +132,7 @@ def test_budget_collapses_runs_but_accounts_every_line():
     assert sink.count == 1010 == sum(sink.n_lines)
     with_text = [t for t in sink.text if t is not None]
     assert with_text and sum(map(len, with_text)) <= 100
-    assert max(sink.n_lines) > 900   # one collapsed run, not a row per line
+    assert max(sink.n_lines) > 900  # one collapsed run, not a row per line
     assert len(sink.line) < 20
 
 
@@ -146,13 +150,19 @@ def test_a_failing_reader_loses_no_lines():
             raise ValueError("bug")
 
     out, sink = Output(), UnparsedSink(1 << 20)
-    sc = scan_text(io.BytesIO(b"MARK rank=0 seq=1\nx\n"), [Broken()], FileContext(file="f", options={"strict": False}),
-                   out, sink)
+    sc = scan_text(
+        io.BytesIO(b"MARK rank=0 seq=1\nx\n"), [Broken()], FileContext(file="f", options={"strict": False}), out, sink
+    )
     assert sc.lines_total == 2 and sink.count == 2
     assert sc.failure_note().startswith("reader 'broken' failed at f:1: ValueError: bug")
     with pytest.raises(ValueError, match="bug"):
-        scan_text(io.BytesIO(b"MARK rank=0 seq=1\nx\n"), [Broken()], FileContext(file="f", options={"strict": True}),
-                  Output(), UnparsedSink(1 << 20))
+        scan_text(
+            io.BytesIO(b"MARK rank=0 seq=1\nx\n"),
+            [Broken()],
+            FileContext(file="f", options={"strict": True}),
+            Output(),
+            UnparsedSink(1 << 20),
+        )
 
 
 @pytest.mark.parametrize("engine", [None, False])
@@ -171,20 +181,35 @@ def test_blocks_reach_only_readers_with_a_line_in_them():
     mark, other = MarkReader(), Other()
     out, sink = Output(), UnparsedSink(1 << 20)
     matcher = NeedleMatcher.for_readers([mark, other])
-    scan_text(io.BytesIO(b"MARK rank=0 seq=1\nplain\nOTHER thing\n  indented\n"), [mark, other],
-              FileContext(file="f"), out, sink, matcher=matcher)
+    scan_text(
+        io.BytesIO(b"MARK rank=0 seq=1\nplain\nOTHER thing\n  indented\n"),
+        [mark, other],
+        FileContext(file="f"),
+        out,
+        sink,
+        matcher=matcher,
+    )
     assert [[ln for ln, _ in b] for b in mark.blocks] == [[1]]
     assert [[ln for ln, _ in b] for b in other.blocks] == [[3, 4]]
 
 
 # --- the line cap (issue #10) ------------------------------------------------------------------------
 
+
 def run_capped(data: bytes, *, cap: int, chunk_size: int = 1 << 16, budget: int = 1 << 20):
     reader = MarkReader()
     out = Output()
     sink = UnparsedSink(budget)
-    sc = scan_text(io.BytesIO(data), [reader], FileContext(file="f.log"), out, sink,
-                   matcher=NeedleMatcher(reader.needles, use_hyperscan=False), chunk_size=chunk_size, line_cap=cap)
+    sc = scan_text(
+        io.BytesIO(data),
+        [reader],
+        FileContext(file="f.log"),
+        out,
+        sink,
+        matcher=NeedleMatcher(reader.needles, use_hyperscan=False),
+        chunk_size=chunk_size,
+        line_cap=cap,
+    )
     return sc, out, sink, reader
 
 
@@ -199,7 +224,7 @@ def test_a_line_past_the_cap_is_read_up_to_it_and_the_rest_counted(chunk_size, w
         lines = lines[:2] + [long]
     data = b"\n".join(lines) + (b"" if where == "last_no_newline" else b"\n")
     sc, out, sink, reader = run_capped(data, cap=cap, chunk_size=chunk_size)
-    assert sc.lines_total == len(lines)                            # one physical line stays one line
+    assert sc.lines_total == len(lines)  # one physical line stays one line
     assert sc.overlong == [(3, len(long) - cap)]
     assert sum(sink.n_lines) == sink.count and sink.count + len(out.parsed) == sc.lines_total
     offered = [t for b in reader.blocks for n, t in b if n == 3]
@@ -218,7 +243,7 @@ def test_a_huge_line_costs_one_pass_and_the_cap_in_memory():
     import time
     import tracemalloc
 
-    class Stream(io.RawIOBase):        # 200 MB of one line, never held anywhere
+    class Stream(io.RawIOBase):  # 200 MB of one line, never held anywhere
         def __init__(self):
             self.left = 200 << 20
 
@@ -236,13 +261,21 @@ def test_a_huge_line_costs_one_pass_and_the_cap_in_memory():
     reader = MarkReader()
     out = Output()
     sink = UnparsedSink(1 << 20)
-    sc = scan_text(io.BufferedReader(Stream(), 1 << 20), [reader], FileContext(file="f.log"), out, sink,
-                   matcher=NeedleMatcher(reader.needles, use_hyperscan=False), chunk_size=4 << 20, line_cap=1 << 20)
+    sc = scan_text(
+        io.BufferedReader(Stream(), 1 << 20),
+        [reader],
+        FileContext(file="f.log"),
+        out,
+        sink,
+        matcher=NeedleMatcher(reader.needles, use_hyperscan=False),
+        chunk_size=4 << 20,
+        line_cap=1 << 20,
+    )
     took = time.perf_counter() - t
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     assert sc.lines_total == 1 and sc.overlong == [(1, (200 << 20) - (1 << 20))]
-    assert peak < 64 << 20, peak            # chunks + the cap, not the line
+    assert peak < 64 << 20, peak  # chunks + the cap, not the line
     assert took < 20, took
 
 

@@ -1,4 +1,5 @@
 """Path expansion, rank hints from names, run roots, compressed streams."""
+
 from __future__ import annotations
 
 import bz2
@@ -13,11 +14,23 @@ import pytest
 from denpex_nb.ingest.sources import FileSpec, expand, open_stream, rank_hints, run_root
 
 
-@pytest.mark.parametrize("name, want", [
-    ("rank3.log", 3), ("logs/rank_12.txt", 12), ("fr/comm_lib_trace_rank_3", 3), ("nccl_trace_rank_0", 0),
-    ("trace/denpex_trace_rank3.jsonl", 3), ("trace_5", 5), ("worker-3.log", 3), ("out/7.log", 7),
-    ("train_rank_2.log.gz", 2), ("job.log", None), ("step3.log", None), ("frank7.log", None),
-])
+@pytest.mark.parametrize(
+    "name, want",
+    [
+        ("rank3.log", 3),
+        ("logs/rank_12.txt", 12),
+        ("fr/comm_lib_trace_rank_3", 3),
+        ("nccl_trace_rank_0", 0),
+        ("trace/denpex_trace_rank3.jsonl", 3),
+        ("trace_5", 5),
+        ("worker-3.log", 3),
+        ("out/7.log", 7),
+        ("train_rank_2.log.gz", 2),
+        ("job.log", None),
+        ("step3.log", None),
+        ("frank7.log", None),
+    ],
+)
 def test_rank_hint_from_file_name(name, want):
     assert rank_hints(name).get("rank_hint") == want
 
@@ -34,8 +47,15 @@ def test_nccl_debug_file_gives_pid_and_host():
 
 def test_run_root_groups_one_runs_files(tmp_path):
     out = str(tmp_path / "run")
-    roots = {run_root(os.path.join(out, p)) for p in
-             ("combined.log", "attempt_0/1/stdout.log", "fr/comm_lib_trace_rank_1", "trace/denpex_trace_rank1.jsonl")}
+    roots = {
+        run_root(os.path.join(out, p))
+        for p in (
+            "combined.log",
+            "attempt_0/1/stdout.log",
+            "fr/comm_lib_trace_rank_1",
+            "trace/denpex_trace_rank1.jsonl",
+        )
+    }
     assert roots == {out}
 
 
@@ -48,8 +68,15 @@ def test_expand_folders_globs_and_problems(tmp_path):
     (tmp_path / "a" / "__pycache__" / "m.log").write_text("no")
     (tmp_path / "b.txt").write_text("b\n")
     (tmp_path / "empty").mkdir()
-    specs, problems = expand([str(tmp_path / "a"), str(tmp_path / "*.txt"), str(tmp_path / "nope.log"),
-                              str(tmp_path / "empty"), str(tmp_path / "z*.gz")])
+    specs, problems = expand(
+        [
+            str(tmp_path / "a"),
+            str(tmp_path / "*.txt"),
+            str(tmp_path / "nope.log"),
+            str(tmp_path / "empty"),
+            str(tmp_path / "z*.gz"),
+        ]
+    )
     # manifest.json is read (a reproducer's manifest reader sniffs it); pictures and caches are not
     assert [os.path.basename(s.display) for s in specs] == ["manifest.json", "x.log", "b.txt"]
     assert [s.explicit for s in specs] == [False, False, True]
@@ -120,30 +147,44 @@ def test_specs_pickle():
 
 # --- special files and permissions (issue #10) -------------------------------------------------
 
+
 def test_a_fifo_is_never_opened_in_a_folder_or_named(tmp_path):
     import os
     import subprocess
     import sys
+
     if not hasattr(os, "mkfifo"):
         pytest.skip("no FIFOs on this platform")
     run = tmp_path / "run"
     run.mkdir()
-    (run / "rank0.log").write_text("[rank0]:[E1201 10:00:00.000000000 ProcessGroupNCCL.cpp:616] [Rank 0] Watchdog "
-                                   "caught collective operation timeout: WorkNCCL(SeqNum=3, OpType=ALLREDUCE, "
-                                   "NumelIn=8, NumelOut=8, Timeout(ms)=600000) ran for 600010 milliseconds before "
-                                   "timing out.\n")
+    (run / "rank0.log").write_text(
+        "[rank0]:[E1201 10:00:00.000000000 ProcessGroupNCCL.cpp:616] [Rank 0] Watchdog "
+        "caught collective operation timeout: WorkNCCL(SeqNum=3, OpType=ALLREDUCE, "
+        "NumelIn=8, NumelOut=8, Timeout(ms)=600000) ran for 600010 milliseconds before "
+        "timing out.\n"
+    )
     os.mkfifo(run / "pipe.log")
-    code = ("import denpex_nb as dx, warnings, sys; warnings.simplefilter('ignore'); "
-            f"i = dx.load({str(run)!r}); s = i.sources.set_index('file'); "
-            f"print(s.loc[{str(run / 'pipe.log')!r}, 'error']); print(len(i.errors))")
+    code = (
+        "import denpex_nb as dx, warnings, sys; warnings.simplefilter('ignore'); "
+        f"i = dx.load({str(run)!r}); s = i.sources.set_index('file'); "
+        f"print(s.loc[{str(run / 'pipe.log')!r}, 'error']); print(len(i.errors))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert "FIFO" in out.stdout and "skipped" in out.stdout
-    named = subprocess.run([sys.executable, "-m", "denpex_nb.cli", "diagnose", str(run / "pipe.log")],
-                           capture_output=True, text=True, timeout=60)
+    named = subprocess.run(
+        [sys.executable, "-m", "denpex_nb.cli", "diagnose", str(run / "pipe.log")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert named.returncode == 0 and "no-evidence" in named.stdout and "FIFO" in named.stdout, named
-    lib = subprocess.run([sys.executable, "-c", f"import denpex_nb as dx; dx.load({str(run / 'pipe.log')!r})"],
-                         capture_output=True, text=True, timeout=60)
+    lib = subprocess.run(
+        [sys.executable, "-c", f"import denpex_nb as dx; dx.load({str(run / 'pipe.log')!r})"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert lib.returncode == 1 and "InputError" in lib.stderr and "FIFO" in lib.stderr
 
 
@@ -153,11 +194,13 @@ def _without_read_override(argv: list[str]):
     import os
     import shutil
     import subprocess
+
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         capsh = shutil.which("capsh")
         if capsh is None:
             pytest.skip("root without capsh cannot drop its read override")
         import shlex
+
         argv = [capsh, "--drop=cap_dac_override,cap_dac_read_search", "--", "-c", shlex.join(argv)]
     return subprocess.run(argv, capture_output=True, text=True, timeout=120)
 
@@ -165,6 +208,7 @@ def _without_read_override(argv: list[str]):
 def test_unreadable_file_and_folder_are_reported_even_as_root(tmp_path):
     """load() raises one line; diagnose says no-evidence naming what it could not read (exit 0)."""
     import sys
+
     f = tmp_path / "x.log"
     f.write_text("[rank0]: RuntimeError: boom\n")
     f.chmod(0)
@@ -180,6 +224,7 @@ def test_unreadable_file_and_folder_are_reported_even_as_root(tmp_path):
             out = _without_read_override([sys.executable, "-m", "denpex_nb.cli", "diagnose", str(path), "--json"])
             assert out.returncode == 0 and out.stderr == "", (out.stdout, out.stderr)
             import json
+
             d = json.loads(out.stdout)
             assert d["verdict"] == "no-evidence" and what in d["findings"][0]["summary"], d["findings"][0]
     finally:
@@ -211,7 +256,7 @@ def _read_all(spec: FileSpec, limits=None) -> tuple[bytes, BaseException | None]
                 if not c:
                     return b"".join(got), None
                 got.append(c)
-    except ReadStopped as e:              # what stopped the read, with the bytes that came before it
+    except ReadStopped as e:  # what stopped the read, with the bytes that came before it
         got.append(e.partial)
         return b"".join(got), e.cause
 
@@ -228,8 +273,8 @@ def test_truncated_streams_are_always_reported_and_keep_what_came(tmp_path, kind
     for cut in (len(blob) // 2, len(blob) - 1, 30):
         data, err = _read_all(_spec(tmp_path, kind, blob[:cut]))
         assert isinstance(err, StreamError) and "truncated" in str(err), (kind, cut, err)
-        assert TEXT.startswith(data)                 # nothing invented, what came is kept
-    if kind in ("gz", "xz", "zst"):                  # block-wise formats hand over the bytes before the cut
+        assert TEXT.startswith(data)  # nothing invented, what came is kept
+    if kind in ("gz", "xz", "zst"):  # block-wise formats hand over the bytes before the cut
         data, _ = _read_all(_spec(tmp_path, kind, blob[: len(blob) - 1]))
         assert len(data) > len(TEXT) // 2
 
@@ -272,7 +317,7 @@ def test_the_ratio_cap_counts_from_the_compressed_size(tmp_path, monkeypatch):
     import denpex_nb.ingest.sources as sources
 
     monkeypatch.setattr(sources, "RATIO_FLOOR", 0)
-    zeros = b"0" * (4 << 20)                  # a small bomb: ~1000x with gzip
+    zeros = b"0" * (4 << 20)  # a small bomb: ~1000x with gzip
     blob = gzip.compress(zeros)
     data, err = _read_all(_spec(tmp_path, "gz", blob), resolve_limits({"max_ratio": 10}))
     assert isinstance(err, CapReached) and len(data) == 10 * len(blob)
@@ -291,8 +336,8 @@ def test_zip_members_are_capped_and_corrupt_members_reported(tmp_path):
     data, err = _read_all(spec, resolve_limits({"max_decompressed": 5000}))
     assert isinstance(err, CapReached) and data == TEXT[:5000]
     raw = bytearray(p.read_bytes())
-    at = raw.find(b"rank0.log") + 200             # inside the member's deflated data
-    raw[at:at + 64] = os.urandom(64)
+    at = raw.find(b"rank0.log") + 200  # inside the member's deflated data
+    raw[at : at + 64] = os.urandom(64)
     p.write_bytes(bytes(raw))
     data, err = _read_all(expand([str(p)])[0][0])
     assert isinstance(err, StreamError)
@@ -307,7 +352,7 @@ def test_limits_from_options_environment_and_defaults(monkeypatch):
     monkeypatch.setenv("DENPEX_LINE_CAP", "4k")
     d = resolve_limits()
     assert d["max_decompressed"] == 64 << 20 and d["line_cap"] == 4096
-    assert resolve_limits({"max_decompressed": 10})["max_decompressed"] == 10      # options win
+    assert resolve_limits({"max_decompressed": 10})["max_decompressed"] == 10  # options win
     for bad in ("0", "-5", "lots"):
         with pytest.raises(ValueError):
             resolve_limits({"max_ratio": bad})
@@ -349,7 +394,7 @@ def test_compression_is_recognised_by_content_whatever_the_name(tmp_path, kind):
 
 
 def test_a_plain_log_with_a_compressed_name_reads_as_text(tmp_path):
-    p = tmp_path / "rank0.log.gz"                         # gunzip'ed by hand, name kept
+    p = tmp_path / "rank0.log.gz"  # gunzip'ed by hand, name kept
     p.write_bytes(TEXT[:5000])
     (spec,), _ = expand([str(p)])
     data, err = _read_all(spec)
@@ -396,8 +441,11 @@ def test_a_glob_skips_special_files(tmp_path):
 def test_url_specs_keep_the_url_and_options_and_pickle():
     import pickle
 
-    spec = FileSpec(display="s3://b/run/fr/comm_lib_trace_rank_3", path="s3://b/run/fr/comm_lib_trace_rank_3",
-                    storage_options={"anon": True})
+    spec = FileSpec(
+        display="s3://b/run/fr/comm_lib_trace_rank_3",
+        path="s3://b/run/fr/comm_lib_trace_rank_3",
+        storage_options={"anon": True},
+    )
     assert spec.remote and not FileSpec(display="x", path="/x").remote
     assert pickle.loads(pickle.dumps(spec)) == spec
     assert run_root(spec.path) == "s3://b/run" and run_root("s3://b/run/attempt_0/1/stdout.log") == "s3://b/run"

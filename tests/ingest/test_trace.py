@@ -1,4 +1,5 @@
 """The denpex_nb.trace JSONL reader: one row per collective, states, errors, progress, corrupt lines."""
+
 from __future__ import annotations
 
 import json
@@ -13,34 +14,79 @@ def write_trace(path, records, tail: str = ""):
     return str(path)
 
 
-META = {"v": 1, "event": "meta", "rank": 1, "world_size": 2, "pid": 4242, "host": "node7", "backend": "gloo",
-        "torch": "2.13.0"}
+META = {
+    "v": 1,
+    "event": "meta",
+    "rank": 1,
+    "world_size": 2,
+    "pid": 4242,
+    "host": "node7",
+    "backend": "gloo",
+    "torch": "2.13.0",
+}
 
 
 def issue(seq, op="all_gather", pg="0", **kw):
-    rec = {"v": 1, "event": "issue", "rank": 1, "world_size": 2, "pg": pg, "pg_desc": "default_pg", "seq": seq,
-           "op": op, "in_shapes": [[5, 4]], "out_shapes": [[5, 4], [5, 4]], "dtypes": ["float32"],
-           "t_wall": 1764454060.0 + seq, "t_mono": 12.0 + seq, "pid": 4242, "host": "node7"}
+    rec = {
+        "v": 1,
+        "event": "issue",
+        "rank": 1,
+        "world_size": 2,
+        "pg": pg,
+        "pg_desc": "default_pg",
+        "seq": seq,
+        "op": op,
+        "in_shapes": [[5, 4]],
+        "out_shapes": [[5, 4], [5, 4]],
+        "dtypes": ["float32"],
+        "t_wall": 1764454060.0 + seq,
+        "t_mono": 12.0 + seq,
+        "pid": 4242,
+        "host": "node7",
+    }
     rec.update(kw)
     return rec
 
 
 def done(seq, op="all_gather", pg="0"):
-    return {"v": 1, "event": "done", "rank": 1, "pg": pg, "seq": seq, "op": op, "t_wall": 1764454060.5 + seq,
-            "t_mono": 12.5 + seq}
+    return {
+        "v": 1,
+        "event": "done",
+        "rank": 1,
+        "pg": pg,
+        "seq": seq,
+        "op": op,
+        "t_wall": 1764454060.5 + seq,
+        "t_mono": 12.5 + seq,
+    }
 
 
 def test_issue_done_error_become_one_row_per_collective(tmp_path):
-    f = write_trace(tmp_path / "denpex_trace_rank1.jsonl", [
-        META, issue(1), done(1), issue(2, op="all_reduce", in_shapes=[[8]], out_shapes=[[8]]),
-        {"v": 1, "event": "error", "rank": 1, "pg": "0", "seq": 2, "op": "all_reduce", "t_wall": 1764454070.0,
-         "t_mono": 22.0, "error": "RuntimeError: Connection closed by peer"},
-        issue(3, op="broadcast", in_shapes=[[2]], out_shapes=[[2]], dtypes=["torch.float64"]),
-    ])
+    f = write_trace(
+        tmp_path / "denpex_trace_rank1.jsonl",
+        [
+            META,
+            issue(1),
+            done(1),
+            issue(2, op="all_reduce", in_shapes=[[8]], out_shapes=[[8]]),
+            {
+                "v": 1,
+                "event": "error",
+                "rank": 1,
+                "pg": "0",
+                "seq": 2,
+                "op": "all_reduce",
+                "t_wall": 1764454070.0,
+                "t_mono": 22.0,
+                "error": "RuntimeError: Connection closed by peer",
+            },
+            issue(3, op="broadcast", in_shapes=[[2]], out_shapes=[[2]], dtypes=["torch.float64"]),
+        ],
+    )
     inc = dx.load(f)
     ev = inc.events
     assert list(ev["seq"]) == [1, 2, 3] and set(ev["seq_kind"]) == {"trace"}
-    assert list(ev["state"]) == ["completed", "failed", "scheduled"]    # seq 3: stuck in it
+    assert list(ev["state"]) == ["completed", "failed", "scheduled"]  # seq 3: stuck in it
     assert list(ev["op"]) == ["all_gather", "all_reduce", "broadcast"]
     assert ev["in_shapes"][0] == ((5, 4),) and ev["out_shapes"][0] == ((5, 4), (5, 4))
     assert list(ev["numel_in"]) == [20, 8, 2] and ev["numel_out"][0] == 40
@@ -58,8 +104,11 @@ def test_issue_done_error_become_one_row_per_collective(tmp_path):
 
 
 def test_corrupt_and_truncated_lines_stay_unparsed(tmp_path):
-    f = write_trace(tmp_path / "denpex_trace_rank1.jsonl", [META, issue(1), "not json at all", [1, 2]],
-                    tail='{"v":1,"event":"issue","rank":1,"pg":"0","se')
+    f = write_trace(
+        tmp_path / "denpex_trace_rank1.jsonl",
+        [META, issue(1), "not json at all", [1, 2]],
+        tail='{"v":1,"event":"issue","rank":1,"pg":"0","se',
+    )
     inc = dx.load(f)
     assert len(inc.events) == 1
     assert inc.lines.as_dict() == {"total": 5, "parsed": 2, "unparsed": 3}
@@ -67,9 +116,16 @@ def test_corrupt_and_truncated_lines_stay_unparsed(tmp_path):
 
 
 def test_p2p_peer_and_several_pgs(tmp_path):
-    f = write_trace(tmp_path / "denpex_trace_rank1.jsonl", [
-        META, issue(1, op="send", pg="1", peer=0, in_shapes=[[3]], out_shapes=[]), done(1, op="send", pg="1"),
-        issue(1), issue(2)])
+    f = write_trace(
+        tmp_path / "denpex_trace_rank1.jsonl",
+        [
+            META,
+            issue(1, op="send", pg="1", peer=0, in_shapes=[[3]], out_shapes=[]),
+            done(1, op="send", pg="1"),
+            issue(1),
+            issue(2),
+        ],
+    )
     inc = dx.load(f)
     ev = inc.events.set_index(["pg", "seq"])
     assert ev.loc[("1", 1), "op"] == "send" and ev.loc[("1", 1), "root"] == 0

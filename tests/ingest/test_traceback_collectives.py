@@ -7,6 +7,7 @@ with ``work = group.allreduce([tensor], opts)``), as in the recorded gloo runs o
 The row's ``op`` is the canonical op of the last collective call, ``collective_call`` the user's
 call text.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -20,12 +21,21 @@ R = PythonReader()
 SP = "/usr/lib/python3.11/site-packages/torch/distributed"
 
 
-def tb(call="dist.all_reduce(t)", func="all_reduce", inner="work = group.allreduce([tensor], opts)",
-       exc="RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer",
-       markers=True, logger=True):
-    lines = ["Traceback (most recent call last):",
-             '  File "/w/train.py", line 40, in <module>', "    main()",
-             '  File "/w/train.py", line 31, in main', f"    {call}"]
+def tb(
+    call="dist.all_reduce(t)",
+    func="all_reduce",
+    inner="work = group.allreduce([tensor], opts)",
+    exc="RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer",
+    markers=True,
+    logger=True,
+):
+    lines = [
+        "Traceback (most recent call last):",
+        '  File "/w/train.py", line 40, in <module>',
+        "    main()",
+        '  File "/w/train.py", line 31, in main',
+        f"    {call}",
+    ]
     if markers:
         lines.append("    " + "^" * len(call))
     if logger:
@@ -44,16 +54,27 @@ def _exc(out):
     return rows[0]
 
 
-@pytest.mark.parametrize("call, func, inner, op", [
-    ("dist.all_reduce(t)", "all_reduce", "work = group.allreduce([tensor], opts)", "all_reduce"),
-    ("torch.distributed.broadcast(t, src=0)", "broadcast", "work = group.broadcast([tensor], opts)", "broadcast"),
-    ("dist.all_gather_into_tensor(out, t)", "all_gather_into_tensor", "work = group._allgather_base(o, i, opts)",
-     "all_gather_into_tensor"),
-    ("dist.all_gather_object(objs, obj)", "all_gather", "work = default_pg.allgather(output_tensors, input_tensors)",
-     "all_gather"),
-    ("dist.isend(t, dst=1).wait()", "isend", "return pg.send([tensor], dst, tag)", "send"),
-    ("c10d.barrier()", "barrier", "work = default_pg.barrier(opts=opts)", "barrier"),
-])
+@pytest.mark.parametrize(
+    "call, func, inner, op",
+    [
+        ("dist.all_reduce(t)", "all_reduce", "work = group.allreduce([tensor], opts)", "all_reduce"),
+        ("torch.distributed.broadcast(t, src=0)", "broadcast", "work = group.broadcast([tensor], opts)", "broadcast"),
+        (
+            "dist.all_gather_into_tensor(out, t)",
+            "all_gather_into_tensor",
+            "work = group._allgather_base(o, i, opts)",
+            "all_gather_into_tensor",
+        ),
+        (
+            "dist.all_gather_object(objs, obj)",
+            "all_gather",
+            "work = default_pg.allgather(output_tensors, input_tensors)",
+            "all_gather",
+        ),
+        ("dist.isend(t, dst=1).wait()", "isend", "return pg.send([tensor], dst, tag)", "send"),
+        ("c10d.barrier()", "barrier", "work = default_pg.barrier(opts=opts)", "barrier"),
+    ],
+)
 def test_op_and_call_text(call, func, inner, op):
     row = _exc(run(R, tb(call, func, inner)))
     assert (row["op"], row["collective_call"]) == (op, call)
@@ -91,8 +112,11 @@ def test_traceback_without_its_exception_line_still_names_the_collective():
 
 def test_interleaved_ranks_keep_their_own_collective():
     a = ["[rank0]:" + t for t in tb()]
-    b = ["[rank1]:" + t for t in tb(call="dist.broadcast(t, 0)", func="broadcast", inner="work = group.broadcast([t], o)")]
-    mixed = [x for pair in zip(a, b) for x in pair] + a[len(b):] + b[len(a):]
+    b = [
+        "[rank1]:" + t
+        for t in tb(call="dist.broadcast(t, 0)", func="broadcast", inner="work = group.broadcast([t], o)")
+    ]
+    mixed = [x for pair in zip(a, b) for x in pair] + a[len(b) :] + b[len(a) :]
     out = run(R, mixed)
     got = {e["rank"]: (e["op"], e["collective_call"]) for e in out.errors if e["kind"] == "exception"}
     assert got == {0: ("all_reduce", "dist.all_reduce(t)"), 1: ("broadcast", "dist.broadcast(t, 0)")}

@@ -20,6 +20,7 @@ ops, seqs, messages, lines) with each wrapper applied to every line as without i
 kubectl/docker/syslog prefix split tracebacks and turned "traceback without its exception line"
 into a spurious rank crash on 8 of 32 broken runs.
 """
+
 from __future__ import annotations
 
 import functools
@@ -86,9 +87,13 @@ CTX = FileContext(file="x.log", year=2024)
 INNER = {
     "torchrun": ("[default1]:[rank1]:RuntimeError: boom", 1, "RuntimeError: boom"),
     "glog": ("[E501 12:00:00.123 ProcessGroupNCCL.cpp:9] [Rank 1] Watchdog caught", None, "[Rank 1] Watchdog caught"),
-    "nccl": ("node7:4242:4310 [3] NCCL INFO AllReduce: opCount 1a", None, "node7:4242:4310 [3] NCCL INFO AllReduce: opCount 1a"),
+    "nccl": (
+        "node7:4242:4310 [3] NCCL INFO AllReduce: opCount 1a",
+        None,
+        "node7:4242:4310 [3] NCCL INFO AllReduce: opCount 1a",
+    ),
 }
-OUTER = {   # wrapper -> (text, rank it names, host, pid)
+OUTER = {  # wrapper -> (text, rank it names, host, pid)
     "kubectl": ("2024-05-01T12:00:00.123456789Z ", None, None, None),
     "compose": ("worker-1  | ", None, None, None),
     "compose_rank": ("trainer-rank-3  | ", 3, None, None),
@@ -110,19 +115,23 @@ def test_wrapper_in_front_of_each_format(outer, inner):
     i_text, i_rank, message = INNER[inner]
     line = parse_header(o_text + i_text, CTX)
     assert line.text == message
-    assert line.rank == (i_rank if i_rank is not None else o_rank)     # [rankN]: wins over the wrapper
+    assert line.rank == (i_rank if i_rank is not None else o_rank)  # [rankN]: wins over the wrapper
     if inner == "nccl":
-        assert (line.host, line.pid) == ("node7", 4242)                 # the inner NCCL prefix wins
+        assert (line.host, line.pid) == ("node7", 4242)  # the inner NCCL prefix wins
     elif o_host:
         assert (line.host, line.pid if inner != "glog" else 1234) == (o_host, o_pid)
 
 
 def test_wrapper_times():
-    assert parse_header("2024-05-01T12:00:00.123456789Z hello", CTX).t_wall == \
-        datetime(2024, 5, 1, 12, 0, 0, 123456, tzinfo=timezone.utc)
-    assert parse_header("2024-05-01T14:00:00+02:00 node python[1]: hello", CTX).t_wall == \
-        datetime(2024, 5, 1, 12, 0, tzinfo=timezone.utc)
-    assert parse_header("May  1 12:00:00 node python[1]: hello", CTX).t_wall == datetime(2024, 5, 1, 12, tzinfo=timezone.utc)
+    assert parse_header("2024-05-01T12:00:00.123456789Z hello", CTX).t_wall == datetime(
+        2024, 5, 1, 12, 0, 0, 123456, tzinfo=timezone.utc
+    )
+    assert parse_header("2024-05-01T14:00:00+02:00 node python[1]: hello", CTX).t_wall == datetime(
+        2024, 5, 1, 12, 0, tzinfo=timezone.utc
+    )
+    assert parse_header("May  1 12:00:00 node python[1]: hello", CTX).t_wall == datetime(
+        2024, 5, 1, 12, tzinfo=timezone.utc
+    )
 
 
 def test_a_compose_replica_number_is_not_a_rank():
@@ -130,16 +139,42 @@ def test_a_compose_replica_number_is_not_a_rank():
     assert parse_header("trainer_rank_3  | RuntimeError: x", CTX).rank == 3
 
 
-@pytest.mark.parametrize("text, rank, sev, origin, message", [
-    ("[RANK 1] 2025-01-01 12:00:00 [ERROR] trainer: step failed: RuntimeError: x", 1, "E", "trainer", "step failed: RuntimeError: x"),
-    ("2024-01-01 12:00:00,123 - root - ERROR - RuntimeError: x", None, "E", "root", "RuntimeError: x"),
-    ("[2024-01-01 12:00:00,123] [INFO] [engine.py:100:step] RuntimeError: x", None, "I", "engine.py:100:step", "RuntimeError: x"),
-    ("2024-01-01 12:00:00.123 | ERROR    | train:main:12 - RuntimeError: x", None, "E", "train:main:12", "RuntimeError: x"),
-    ("2024-01-01 12:00:00,123 WARNING trainer: RuntimeError: x", None, "W", "trainer", "RuntimeError: x"),
-    ("[default0]:2024-01-01 12:00:00,123 - root - ERROR - RuntimeError: x", 0, "E", "root", "RuntimeError: x"),
-    ("2024-05-01T12:00:00Z [Rank 2] 2025-01-01 12:00:00 [ERROR] t: Traceback (most recent call last):", 2, "E", "t",
-     "Traceback (most recent call last):"),
-])
+@pytest.mark.parametrize(
+    "text, rank, sev, origin, message",
+    [
+        (
+            "[RANK 1] 2025-01-01 12:00:00 [ERROR] trainer: step failed: RuntimeError: x",
+            1,
+            "E",
+            "trainer",
+            "step failed: RuntimeError: x",
+        ),
+        ("2024-01-01 12:00:00,123 - root - ERROR - RuntimeError: x", None, "E", "root", "RuntimeError: x"),
+        (
+            "[2024-01-01 12:00:00,123] [INFO] [engine.py:100:step] RuntimeError: x",
+            None,
+            "I",
+            "engine.py:100:step",
+            "RuntimeError: x",
+        ),
+        (
+            "2024-01-01 12:00:00.123 | ERROR    | train:main:12 - RuntimeError: x",
+            None,
+            "E",
+            "train:main:12",
+            "RuntimeError: x",
+        ),
+        ("2024-01-01 12:00:00,123 WARNING trainer: RuntimeError: x", None, "W", "trainer", "RuntimeError: x"),
+        ("[default0]:2024-01-01 12:00:00,123 - root - ERROR - RuntimeError: x", 0, "E", "root", "RuntimeError: x"),
+        (
+            "2024-05-01T12:00:00Z [Rank 2] 2025-01-01 12:00:00 [ERROR] t: Traceback (most recent call last):",
+            2,
+            "E",
+            "t",
+            "Traceback (most recent call last):",
+        ),
+    ],
+)
 def test_application_logger_headers(text, rank, sev, origin, message):
     line = parse_header(text, CTX)
     assert (line.rank, line.severity, line.origin, line.text) == (rank, sev, origin, message)
@@ -150,9 +185,15 @@ def test_c10d_rank_tag_inside_a_message_is_not_an_app_wrapper():
     assert line.text.startswith("[Rank 1] Running collective")
 
 
-@pytest.mark.parametrize("text", ["[rank2147483648]: RuntimeError: x", "[default99999999999999999999]: RuntimeError: x",
-                                  "[RANK 99999999999] 2025-01-01 12:00:00 [ERROR] t: RuntimeError: x",
-                                  "May  1 12:00:00 node python[99999999999999999999]: RuntimeError: x"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[rank2147483648]: RuntimeError: x",
+        "[default99999999999999999999]: RuntimeError: x",
+        "[RANK 99999999999] 2025-01-01 12:00:00 [ERROR] t: RuntimeError: x",
+        "May  1 12:00:00 node python[99999999999999999999]: RuntimeError: x",
+    ],
+)
 def test_out_of_range_numbers_are_missing_not_errors(text, tmp_path):
     line = parse_header(text, CTX)
     assert line.rank is None and line.local_rank is None and line.pid is None
@@ -163,10 +204,12 @@ def test_out_of_range_numbers_are_missing_not_errors(text, tmp_path):
 
 
 def test_a_traceback_through_kubectl_stays_one_record(tmp_path):
-    lines = ["[default1]:Traceback (most recent call last):",
-             '[default1]:  File "train.py", line 9, in <module>',
-             "[default1]:    dist.all_reduce(t)",
-             "[default1]:RuntimeError: peer gone"]
+    lines = [
+        "[default1]:Traceback (most recent call last):",
+        '[default1]:  File "train.py", line 9, in <module>',
+        "[default1]:    dist.all_reduce(t)",
+        "[default1]:RuntimeError: peer gone",
+    ]
     p = tmp_path / "pod.log"
     p.write_text("".join(f"2024-05-01T12:00:0{i}.000000001Z {t}\r\n" for i, t in enumerate(lines)))
     inc = dx.load(str(p), progress=False)

@@ -1,4 +1,5 @@
 """denpex_nb.repro.launch: real runs write the run folder the rest of the toolkit reads."""
+
 from __future__ import annotations
 
 import json
@@ -38,9 +39,13 @@ def test_manifest_describes_the_run(broken_run):
     assert m["torch"].startswith("2.") and m["python"].count(".") == 2
     assert m["env"]["MASTER_ADDR"] == "127.0.0.1" and int(m["env"]["MASTER_PORT"]) > 0
     assert len(m["exit_codes"]) == 2 and len(m["signals"]) == 2 and m["wall_s"] > 0
-    assert m["expected"] == {"class": "shape-mismatch", "op": "all_gather", "culprit_ranks": [1],
-                             "seq": {"trace": 3, "fr": 3, "detail": None},
-                             "shapes": {"0": [[5, 4]], "1": [[3, 4]]}}
+    assert m["expected"] == {
+        "class": "shape-mismatch",
+        "op": "all_gather",
+        "culprit_ranks": [1],
+        "seq": {"trace": 3, "fr": 3, "detail": None},
+        "shapes": {"0": [[5, 4]], "1": [[3, 4]]},
+    }
     for rel in m["files"]:
         assert (broken_run.out_dir / rel).is_file(), rel
 
@@ -59,8 +64,10 @@ def test_combined_log_is_prefixed_and_holds_every_rank_line(broken_run):
     assert combined and all(PREFIX.match(line) for line in combined)
     for rank in (0, 1):
         mine = [PREFIX.sub("", line) for line in combined if PREFIX.match(line).group(1) == str(rank)]
-        per_rank = (broken_run.rank_log(rank, "stdout").read_text().splitlines()
-                    + broken_run.rank_log(rank, "stderr").read_text().splitlines())
+        per_rank = (
+            broken_run.rank_log(rank, "stdout").read_text().splitlines()
+            + broken_run.rank_log(rank, "stderr").read_text().splitlines()
+        )
         assert sorted(mine) == sorted(per_rank)
         assert not any(PREFIX.match(line) for line in per_rank)
     text = "\n".join(combined)
@@ -148,15 +155,36 @@ def test_a_rank_that_starts_late_still_meets_the_others(tmp_path):
     procs = []
     try:
         for rank in (0, 1):
-            env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "WORLD_SIZE": "2",
-                   "RANK": str(rank), "LOCAL_RANK": str(rank), "PYTHONPATH": root}
+            env = {
+                **os.environ,
+                "MASTER_ADDR": "127.0.0.1",
+                "MASTER_PORT": str(port),
+                "WORLD_SIZE": "2",
+                "RANK": str(rank),
+                "LOCAL_RANK": str(rank),
+                "PYTHONPATH": root,
+            }
             env.pop("DENPEX_TRACE_DIR", None)
-            cmd = [sys.executable, "-m", "denpex_nb.repro._worker", "--scenario", "allgather-shape-mismatch",
-                   "--variant", "fixed", "--backend", "gloo", "--debug", "off", "--timeout", "1"]
-            procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                          start_new_session=True))
+            cmd = [
+                sys.executable,
+                "-m",
+                "denpex_nb.repro._worker",
+                "--scenario",
+                "allgather-shape-mismatch",
+                "--variant",
+                "fixed",
+                "--backend",
+                "gloo",
+                "--debug",
+                "off",
+                "--timeout",
+                "1",
+            ]
+            procs.append(
+                subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+            )
             if rank == 0:
-                time.sleep(4)                    # four collective timeouts later
+                time.sleep(4)  # four collective timeouts later
         outs = [p.communicate(timeout=90)[0].decode(errors="replace") for p in procs]
         assert [p.returncode for p in procs] == [0, 0], outs
     finally:

@@ -3,6 +3,7 @@
 This is what the closed-loop diagnosis tests rely on: for every broken run, each evidence kind
 that ``expected.seq`` names really shows the planted collective at that seq.
 """
+
 from __future__ import annotations
 
 import json
@@ -68,8 +69,11 @@ def test_recorded_run_matches_expected(run):
         hits = [d for d in _trace_issues(run) if d["seq"] == seq["trace"] and d["op"] in _ops(exp)]
         assert hits, f"no trace issue line for {exp['op']} at seq {seq['trace']}"
     if seq["fr"] is not None:
-        hits = [e for e in _fr_entries(run) if e["collective_seq_id"] == seq["fr"]
-                and e["profiling_name"].split(":", 1)[1] in _ops(exp)]
+        hits = [
+            e
+            for e in _fr_entries(run)
+            if e["collective_seq_id"] == seq["fr"] and e["profiling_name"].split(":", 1)[1] in _ops(exp)
+        ]
         assert hits, f"no Flight Recorder entry for {exp['op']} at seq {seq['fr']}"
     if seq["detail"] is not None:
         text = (run / "combined.log").read_text(encoding="utf-8")

@@ -1,4 +1,5 @@
 """The scenario registry and the ``denpex-nb repro`` CLI's handling of bad input (no processes)."""
+
 from __future__ import annotations
 
 import subprocess
@@ -10,10 +11,28 @@ from denpex_nb import cli
 from denpex_nb.errors import UsageError
 from denpex_nb.repro import registry
 
-CATALOG = {"shape-mismatch", "dtype-mismatch", "op-mismatch", "rank-desync", "unused-parameters",
-           "syncbn-eval-hang", "rank-crash", "nccl-error", "timeout-undetermined", "no-failure"}
-REQUIRED = ["allgather-shape-mismatch", "allreduce-shape-mismatch", "dtype-mismatch", "op-mismatch",
-            "skipped-collective", "ddp-unused-parameters", "rank-crash", "syncbn-eval-single-rank"]
+CATALOG = {
+    "shape-mismatch",
+    "dtype-mismatch",
+    "op-mismatch",
+    "rank-desync",
+    "unused-parameters",
+    "syncbn-eval-hang",
+    "rank-crash",
+    "nccl-error",
+    "timeout-undetermined",
+    "no-failure",
+}
+REQUIRED = [
+    "allgather-shape-mismatch",
+    "allreduce-shape-mismatch",
+    "dtype-mismatch",
+    "op-mismatch",
+    "skipped-collective",
+    "ddp-unused-parameters",
+    "rank-crash",
+    "syncbn-eval-single-rank",
+]
 
 
 def test_every_required_scenario_is_registered_with_both_variants():
@@ -57,11 +76,14 @@ def test_unknown_scenario_is_a_usage_error_naming_the_choices():
     assert registry.get("rank_crash").id == "rank-crash"
 
 
-@pytest.mark.parametrize("argv, needle", [
-    (["repro", "run", "no-such-scenario"], "unknown scenario"),
-    (["repro", "run", "rank-crash", "--world-size", "1"], "world size must be at least 2"),
-    (["repro", "run", "rank-crash", "--timeout", "0"], "timeout must be positive"),
-])
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["repro", "run", "no-such-scenario"], "unknown scenario"),
+        (["repro", "run", "rank-crash", "--world-size", "1"], "world size must be at least 2"),
+        (["repro", "run", "rank-crash", "--timeout", "0"], "timeout must be positive"),
+    ],
+)
 def test_bad_input_is_one_line_exit_2(argv, needle, capsys):
     assert cli.main(argv) == 2
     err = capsys.readouterr().err
@@ -89,8 +111,12 @@ def test_missing_torch_is_one_line_exit_2(monkeypatch, capsys):
 
 
 def test_cli_subprocess_prints_no_traceback():
-    proc = subprocess.run([sys.executable, "-m", "denpex_nb.cli", "repro", "run", "nope", "--world-size", "3"],
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "denpex_nb.cli", "repro", "run", "nope", "--world-size", "3"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1
 
 

@@ -6,6 +6,7 @@
 
 Entries are plain data (:mod:`.entries`); ids are stable and used by the CLI, the JSON output and tests.
 """
+
 from __future__ import annotations
 
 import re
@@ -48,10 +49,13 @@ class CatalogEntry:
 
     def _repr_html_(self) -> str:
         from html import escape
+
         fix = escape(self.fix.get("text", ""))
         code = escape(self.fix.get("code", ""))
-        return (f"<div class='denpex-catalog'><b>{escape(self.id)}</b>: {escape(self.title)}"
-                f"<p>{escape(self.root_cause)}</p><p><b>Fix:</b> {fix}</p><pre>{code}</pre></div>")
+        return (
+            f"<div class='denpex-catalog'><b>{escape(self.id)}</b>: {escape(self.title)}"
+            f"<p>{escape(self.root_cause)}</p><p><b>Fix:</b> {fix}</p><pre>{code}</pre></div>"
+        )
 
 
 @lru_cache(maxsize=1)
@@ -60,10 +64,21 @@ def _load() -> dict[str, CatalogEntry]:
     for e in ENTRIES:
         compiled = tuple(re.compile(fp["pattern"]) for fp in e["fingerprints"])
         out[e["id"]] = CatalogEntry(
-            id=e["id"], title=e["title"], category=e["category"], tags=tuple(e["tags"]), summary=e["summary"],
-            fingerprints=tuple(e["fingerprints"]), mechanism=dict(e["mechanism"]), root_cause=e["root_cause"],
-            fix=dict(e["fix"]), confirm=dict(e["confirm"]), related=tuple(e["related"]),
-            affects=tuple(e["affects"]), broader=tuple(e.get("broader", ())), _compiled=compiled)
+            id=e["id"],
+            title=e["title"],
+            category=e["category"],
+            tags=tuple(e["tags"]),
+            summary=e["summary"],
+            fingerprints=tuple(e["fingerprints"]),
+            mechanism=dict(e["mechanism"]),
+            root_cause=e["root_cause"],
+            fix=dict(e["fix"]),
+            confirm=dict(e["confirm"]),
+            related=tuple(e["related"]),
+            affects=tuple(e["affects"]),
+            broader=tuple(e.get("broader", ())),
+            _compiled=compiled,
+        )
     return out
 
 

@@ -6,14 +6,17 @@ reset, closed, or return corrupt data silently; under NCCL it hangs until the wa
 Fixed: :func:`denpex_nb.fixes.all_gather_uneven` gathers the lengths, pads to the longest,
 gathers, and trims.
 """
+
 from __future__ import annotations
 
 from ..registry import no_failure, odd_ranks, planted
 
 ID = "allgather-shape-mismatch"
 TITLE = "all_gather of per-rank detections with different counts"
-TEACHES = ("all_gather needs the same shape on every rank; data-dependent sizes need a size "
-           "exchange, padding and trimming (fixes.all_gather_uneven)")
+TEACHES = (
+    "all_gather needs the same shape on every rank; data-dependent sizes need a size "
+    "exchange, padding and trimming (fixes.all_gather_uneven)"
+)
 
 WARMUP_STEPS = 2
 _COUNTS = (5, 3, 5, 4)
@@ -38,8 +41,10 @@ def broken(rank, world_size, ctx):
     boxes = _detections(ctx)
     gathered = [torch.empty_like(boxes) for _ in range(world_size)]
     dist.all_gather(gathered, boxes)
-    ctx.log(f"rank {rank} gathered {sum(g.shape[0] for g in gathered)} boxes, sums="
-            f"{[round(float(g.sum()), 2) for g in gathered]}")
+    ctx.log(
+        f"rank {rank} gathered {sum(g.shape[0] for g in gathered)} boxes, sums="
+        f"{[round(float(g.sum()), 2) for g in gathered]}"
+    )
     ctx.train_steps(WARMUP_STEPS + 1, WARMUP_STEPS + 1)
 
 
@@ -59,6 +64,13 @@ def expected(variant, world_size, debug="off"):
     if variant == "fixed":
         return no_failure()
     seq = WARMUP_STEPS + 1
-    return planted("shape-mismatch", "all_gather", odd_ranks(count(r) for r in range(world_size)), debug=debug,
-                   trace=seq, fr=seq, detail=seq - 1,
-                   shapes={str(r): [[count(r), 4]] for r in range(world_size)})
+    return planted(
+        "shape-mismatch",
+        "all_gather",
+        odd_ranks(count(r) for r in range(world_size)),
+        debug=debug,
+        trace=seq,
+        fr=seq,
+        detail=seq - 1,
+        shapes={str(r): [[count(r), 4]] for r in range(world_size)},
+    )

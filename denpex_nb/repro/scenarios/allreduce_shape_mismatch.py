@@ -5,14 +5,17 @@ for bytes that never come and times out (or is closed when the peer exits). Unde
 counts are never checked: garbage or a hang. Fixed: :func:`denpex_nb.fixes.all_reduce_padded`
 agrees on the longest length with ``all_reduce(MAX)``, pads, reduces.
 """
+
 from __future__ import annotations
 
 from ..registry import no_failure, odd_ranks, planted
 
 ID = "allreduce-shape-mismatch"
 TITLE = "all_reduce of variable-length sequences"
-TEACHES = ("all_reduce needs the same numel on every rank; gloo may not even notice and return "
-           "wrong values; agree on the max length first (fixes.all_reduce_padded)")
+TEACHES = (
+    "all_reduce needs the same numel on every rank; gloo may not even notice and return "
+    "wrong values; agree on the max length first (fixes.all_reduce_padded)"
+)
 
 WARMUP_STEPS = 2
 _LENGTHS = (8, 6, 8, 5)
@@ -54,6 +57,13 @@ def expected(variant, world_size, debug="off"):
     if variant == "fixed":
         return no_failure()
     seq = WARMUP_STEPS + 1
-    return planted("shape-mismatch", "all_reduce", odd_ranks(length(r) for r in range(world_size)), debug=debug,
-                   trace=seq, fr=seq, detail=seq - 1,
-                   shapes={str(r): [[length(r), 4]] for r in range(world_size)})
+    return planted(
+        "shape-mismatch",
+        "all_reduce",
+        odd_ranks(length(r) for r in range(world_size)),
+        debug=debug,
+        trace=seq,
+        fr=seq,
+        detail=seq - 1,
+        shapes={str(r): [[length(r), 4]] for r in range(world_size)},
+    )

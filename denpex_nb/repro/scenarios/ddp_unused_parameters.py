@@ -11,14 +11,14 @@ Known torch 2.13 (CPU) problem: under TORCH_DISTRIBUTED_DEBUG=DETAIL, DDP's cons
 segfaults on every rank (``dist.Logger.set_construction_data_and_log``, SIGSEGV, both variants),
 before the planted bug is reached. The recorded data use INFO for this scenario instead.
 """
+
 from __future__ import annotations
 
 from ..registry import no_failure, planted
 
 ID = "ddp-unused-parameters"
 TITLE = "DDP with a branch unused on one rank"
-TEACHES = ("DDP needs every parameter to get a gradient on every rank each step, or "
-           "find_unused_parameters=True")
+TEACHES = "DDP needs every parameter to get a gradient on every rank each step, or find_unused_parameters=True"
 
 STEPS = 3
 SKIP_STEP = 2
@@ -81,6 +81,14 @@ def expected(variant, world_size, debug="off"):
     if variant == "fixed":
         return no_failure()
     if debug == "detail":  # DDP's constructor segfaults first (see the module docstring)
-        return planted("unused-parameters", "all_reduce", [CULPRIT], debug=debug, trace=None, fr=None, detail=None,
-                       note="torch 2.13 CPU: DDP construction segfaults under DETAIL before the planted bug")
+        return planted(
+            "unused-parameters",
+            "all_reduce",
+            [CULPRIT],
+            debug=debug,
+            trace=None,
+            fr=None,
+            detail=None,
+            note="torch 2.13 CPU: DDP construction segfaults under DETAIL before the planted bug",
+        )
     return planted("unused-parameters", "all_reduce", [CULPRIT], debug=debug, trace=None, fr=FR_SEQ, detail=None)

@@ -6,6 +6,7 @@ metrics. On gloo a float32 rank (the one whose receive buffer is too small) abor
 f32[8]) it would silently return garbage. Fixed: cast to the agreed dtype before the collective
 (and :func:`denpex_nb.fixes.check_same_shapes` as a pre-flight check while debugging).
 """
+
 from __future__ import annotations
 
 from ..registry import no_failure, planted
@@ -55,5 +56,13 @@ def expected(variant, world_size, debug="off"):
     if variant == "fixed":
         return no_failure()
     seq = WARMUP_STEPS + 1
-    return planted("dtype-mismatch", "all_reduce", [CULPRIT], debug=debug, trace=seq, fr=seq, detail=seq - 1,
-                   dtypes={str(r): ["float64" if r == CULPRIT else "float32"] for r in range(world_size)})
+    return planted(
+        "dtype-mismatch",
+        "all_reduce",
+        [CULPRIT],
+        debug=debug,
+        trace=seq,
+        fr=seq,
+        detail=seq - 1,
+        dtypes={str(r): ["float64" if r == CULPRIT else "float32"] for r in range(world_size)},
+    )

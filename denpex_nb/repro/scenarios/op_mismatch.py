@@ -5,6 +5,7 @@ a rank-0 operation: the other ranks go straight to the next step's all_reduce. S
 dtype, different collective: on gloo both sides hang until the timeout, and the error names
 neither op nor rank. Fixed: every rank calls broadcast (it is a collective, not a send).
 """
+
 from __future__ import annotations
 
 from ..registry import no_failure, planted
@@ -44,4 +45,6 @@ def expected(variant, world_size, debug="off"):
     if variant == "fixed":
         return no_failure()
     seq = WARMUP_STEPS + 1
-    return planted("op-mismatch", "broadcast", [CULPRIT], debug=debug, trace=seq, fr=seq, detail=seq - 1, peer_op="all_reduce")
+    return planted(
+        "op-mismatch", "broadcast", [CULPRIT], debug=debug, trace=seq, fr=seq, detail=seq - 1, peer_op="all_reduce"
+    )

@@ -5,6 +5,7 @@ The crashing rank prints a Python traceback and exits 1; the survivors' all_redu
 the survivors' errors are consequences. Fixed: validate the batch and skip it without leaving
 the collective schedule (every rank still reduces).
 """
+
 from __future__ import annotations
 
 from ..registry import no_failure, planted

@@ -6,6 +6,7 @@ peer" on gloo, or a timeout while the peer lives; under NCCL a watchdog timeout)
 on the step count (``all_reduce(MIN)`` of the local batch counts, i.e. drop the remainder), or
 use ``torch.distributed.algorithms.Join`` with a Joinable model.
 """
+
 from __future__ import annotations
 
 from ..registry import no_failure, planted

@@ -10,6 +10,7 @@ validation (running statistics, no collective), or validate on every rank.
 issues on gloo (``dist.all_gather`` of ``[mean, invstd, count]`` per rank). Under NCCL the real
 ``nn.SyncBatchNorm`` is used.
 """
+
 from __future__ import annotations
 
 from ..registry import no_failure, planted
@@ -46,7 +47,7 @@ def _cpu_sync_bn_class():
                 c = self.num_features
                 counts = stats[:, -1:]
                 g_mean = (stats[:, :c] * counts).sum(0) / counts.sum()
-                g_var = ((1.0 / stats[:, c:2 * c] ** 2 + (stats[:, :c] - g_mean) ** 2) * counts).sum(0) / counts.sum()
+                g_var = ((1.0 / stats[:, c : 2 * c] ** 2 + (stats[:, :c] - g_mean) ** 2) * counts).sum(0) / counts.sum()
                 self.running_mean.mul_(1 - self.momentum).add_(self.momentum * g_mean)
                 self.running_var.mul_(1 - self.momentum).add_(self.momentum * g_var)
             return (x - g_mean) / torch.sqrt(g_var + self.eps) * self.weight + self.bias
@@ -103,5 +104,13 @@ def fixed(rank, world_size, ctx):
 def expected(variant, world_size, debug="off"):
     if variant == "fixed":
         return no_failure()
-    return planted("syncbn-eval-hang", "all_gather", [CULPRIT], debug=debug, trace=PLANTED_SEQ, fr=PLANTED_SEQ,
-                   detail=PLANTED_SEQ - 1, peer_op="barrier")
+    return planted(
+        "syncbn-eval-hang",
+        "all_gather",
+        [CULPRIT],
+        debug=debug,
+        trace=PLANTED_SEQ,
+        fr=PLANTED_SEQ,
+        detail=PLANTED_SEQ - 1,
+        peer_op="barrier",
+    )

@@ -4,6 +4,7 @@ Two ranks run 3 all_reduce, 1 all_gather and 1 broadcast on the default group, t
 rings with ``_dump_fr_trace`` (pickle) and ``_dump_fr_trace_json`` (JSON). Run:
 ``timeout 120 python tests/ingest/data/make_fr_fixtures.py``.
 """
+
 import os
 import sys
 
