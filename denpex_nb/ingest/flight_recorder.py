@@ -799,6 +799,11 @@ register_file_reader(FlightRecorderJsonReader())
 # --- gloo pg_config repair -------------------------------------------------------------------
 
 
+#: a world size past this is not listed rank by rank (a file named ``..._rank_2000000000`` would
+#: otherwise become a list of two billion ranks)
+MAX_LISTED_WORLD = 1 << 16
+
+
 def repair_pg_config(dump: dict, world_size: int | None = None) -> dict:
     """Rebuild a gloo dump's ``pg_config`` (keyed ``''``) from its entries' ``process_group``.
 
@@ -815,7 +820,7 @@ def repair_pg_config(dump: dict, world_size: int | None = None) -> dict:
     if isinstance(cfg, dict):
         for c in cfg.values():
             orig_ranks = orig_ranks or ranks_of(c)
-    if not orig_ranks and world_size:
+    if not orig_ranks and world_size and world_size <= MAX_LISTED_WORLD:
         orig_ranks = list(range(world_size))
     groups: dict[str, str] = {}
     for e in dump.get("entries") or []:

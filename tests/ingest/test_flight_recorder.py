@@ -165,6 +165,8 @@ def test_repair_pg_config_rebuilds_gloo_empty_key():
     assert dump["pg_config"] == {"": {"name": "", "desc": "", "ranks": "[0, 1]"}}  # input untouched
     new_group = dict(dump, pg_config={"": {"name": "", "desc": "", "ranks": "[]"}})
     assert repair_pg_config(new_group, world_size=4)["pg_config"]["0"]["ranks"] == "[0, 1, 2, 3]"
+    # a world size from a crafted file name is not listed rank by rank
+    assert repair_pg_config(new_group, world_size=2**31 - 1)["pg_config"]["0"]["ranks"] == "[]"
     proper = {"pg_config": {"0": {"name": "0", "desc": "d", "ranks": "[0]"}}, "entries": []}
     assert repair_pg_config(proper) == proper
 
