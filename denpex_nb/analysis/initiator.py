@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..vocab import ErrorKind
+from ..vocab import VICTIM_KINDS, ErrorKind
 from .rules import own_failures
 
 #: kinds that are a rank's own failure (tier 0) when present
@@ -26,17 +26,7 @@ _OWN = {
     ErrorKind.DDP_ERROR,
 }
 #: kinds a rank shows when someone else failed first (tier 1)
-_VICTIM = {
-    ErrorKind.WATCHDOG_TIMEOUT,
-    ErrorKind.WATCHDOG_STATUS,
-    ErrorKind.WATCHDOG_ABORT,
-    ErrorKind.HEARTBEAT,
-    ErrorKind.GLOO_TIMEOUT,
-    ErrorKind.GLOO_PEER_GONE,
-    ErrorKind.MONITORED_BARRIER,
-    ErrorKind.DESYNC_REPORT,
-    ErrorKind.EXCEPTION,
-}
+_VICTIM = VICTIM_KINDS | {ErrorKind.MONITORED_BARRIER, ErrorKind.DESYNC_REPORT, ErrorKind.EXCEPTION}
 _SIGNAL_OWN = {"SIGABRT", "SIGSEGV", "SIGKILL", "SIGBUS", "SIGILL", "SIGFPE"}
 
 

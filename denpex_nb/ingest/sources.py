@@ -770,39 +770,49 @@ def open_stream(spec: FileSpec, limits: dict | None = None) -> BinaryIO:
     return _Bounded(inner, kind or "zip", compressed, limits or resolve_limits(), raw=raw)
 
 
-class _Failing(io.RawIOBase):
+class _Wrapper(io.RawIOBase):
+    """A readable raw stream over another one (``_raw``): ``readinto`` goes through ``read``, and
+    closing it closes what it wraps (:meth:`_close_wrapped`). The streams below only say how they read."""
+
+    _raw = None
+
+    def readable(self):
+        return True
+
+    def readinto(self, b):
+        data = self.read(len(b))
+        b[: len(data)] = data
+        return len(data)
+
+    def _close_wrapped(self) -> None:
+        if self._raw is not None:
+            self._raw.close()
+
+    def close(self):
+        try:
+            self._close_wrapped()
+        finally:
+            super().close()
+
+
+class _Failing(_Wrapper):
     """A stream whose first bytes could not be read: every read raises that error."""
 
     def __init__(self, err: BaseException, raw):
         self._err, self._raw = err, raw
-
-    def readable(self):
-        return True
 
     def read(self, n=-1):
         raise self._err
 
     read1 = read
 
-    def readinto(self, b):
-        raise self._err
 
-    def close(self):
-        try:
-            self._raw.close()
-        finally:
-            super().close()
-
-
-class _Replay(io.RawIOBase):
+class _Replay(_Wrapper):
     """``head`` (already read) followed by the rest of ``raw``: a stream that cannot seek back."""
 
     def __init__(self, head: bytes, raw):
         self._head, self._raw = head, raw
         self.name = getattr(raw, "name", "")
-
-    def readable(self):
-        return True
 
     def read(self, n=-1):
         if self._head:
@@ -821,22 +831,11 @@ class _Replay(io.RawIOBase):
         r1 = getattr(self._raw, "read1", None) or self._raw.read
         return r1(n)
 
-    def readinto(self, b):
-        data = self.read(len(b))
-        b[: len(data)] = data
-        return len(data)
-
-    def close(self):
-        try:
-            self._raw.close()
-        finally:
-            super().close()
-
 
 _STREAM_ERRORS = (EOFError, zlib.error, lzma.LZMAError, zipfile.BadZipFile, ValueError, OSError)
 
 
-class _Bounded(io.RawIOBase):
+class _Bounded(_Wrapper):
     """A decompressed stream with a cap on its output and one error type (:class:`StreamError`)
     for everything that can go wrong while decompressing."""
 
@@ -850,9 +849,6 @@ class _Bounded(io.RawIOBase):
         self.by_ratio = by_ratio < self.max_abs
         self.out = 0
         self._read1 = getattr(inner, "read1", None) or inner.read
-
-    def readable(self):
-        return True
 
     def read(self, n=-1):
         """Up to ``n`` bytes, at most what one decompression step yields (so an error after it
@@ -868,11 +864,6 @@ class _Bounded(io.RawIOBase):
         return data
 
     read1 = read
-
-    def readinto(self, b):
-        data = self.read(len(b))
-        b[: len(data)] = data
-        return len(data)
 
     def _call(self, n: int) -> bytes:
         try:
@@ -898,15 +889,12 @@ class _Bounded(io.RawIOBase):
             f"(raise it: load(max_decompressed=...) or DENPEX_MAX_DECOMPRESSED)"
         )
 
-    def close(self):
+    def _close_wrapped(self) -> None:
         try:
             self._inner.close()
         finally:
-            try:
-                if self._raw is not None and self._raw is not self._inner:
-                    self._raw.close()
-            finally:
-                super().close()
+            if self._raw is not None and self._raw is not self._inner:
+                self._raw.close()
 
 
 def _remote_error() -> type:
@@ -946,16 +934,13 @@ def _local_archive(path: str) -> zipfile.ZipFile:
     return zf
 
 
-class _ZipMember(io.RawIOBase):
+class _ZipMember(_Wrapper):
     """A zip member stream that also closes its archive (and the file the archive was opened on),
     unless the archive is shared (``owns_archive=False``: :func:`_local_archive` keeps it)."""
 
     def __init__(self, zf: zipfile.ZipFile, member, raw=None, owns_archive: bool = True):
         self._zf, self._m, self._raw, self._owns = zf, member, raw, owns_archive
         self.name = getattr(member, "name", "")
-
-    def readable(self):
-        return True
 
     def read(self, n=-1):
         return self._m.read(n)
@@ -972,47 +957,25 @@ class _ZipMember(io.RawIOBase):
     def tell(self):
         return self._m.tell()
 
-    def readinto(self, b):
-        data = self._m.read(len(b))
-        b[: len(data)] = data
-        return len(data)
-
-    def close(self):
-        try:
-            self._m.close()
-            if self._owns:
-                self._zf.close()
-            if self._raw is not None:
-                self._raw.close()
-        finally:
-            super().close()
+    def _close_wrapped(self) -> None:
+        self._m.close()
+        if self._owns:
+            self._zf.close()
+        if self._raw is not None:
+            self._raw.close()
 
 
-class _Tee(io.RawIOBase):
+class _Tee(_Wrapper):
     """A raw stream that shows every byte read through it to ``see``."""
 
     def __init__(self, raw, see):
         self._raw, self._see = raw, see
-
-    def readable(self):
-        return True
 
     def read(self, n=-1):
         data = self._raw.read(n)
         if data:
             self._see(data)
         return data
-
-    def readinto(self, b):
-        data = self.read(len(b))
-        b[: len(data)] = data
-        return len(data)
-
-    def close(self):
-        try:
-            self._raw.close()
-        finally:
-            super().close()
 
 
 class _ZstdFrames:
@@ -1108,7 +1071,9 @@ class _ZstdFrames:
             self.frames += 1
 
 
-class _ZstdReader(io.RawIOBase):
+class _ZstdReader(_Wrapper):
+    """A zstd stream that reports an unfinished last frame (``zstandard`` ends silently there)."""
+
     def __init__(self, reader, raw, frames: _ZstdFrames | None = None):
         self._r, self._raw, self._frames = reader, raw, frames
         self._done = False
@@ -1129,9 +1094,6 @@ class _ZstdReader(io.RawIOBase):
             if left:
                 raise ValueError(f"{left} bytes after the last zst frame were not read")
         return c
-
-    def readable(self):
-        return True
 
     def read(self, n=-1):
         if n is None or n < 0:
@@ -1155,12 +1117,11 @@ class _ZstdReader(io.RawIOBase):
     def read1(self, n=-1):
         return self._next(n if n is not None and n >= 0 else 1 << 20)
 
-    def close(self):
+    def _close_wrapped(self) -> None:
         try:
             self._r.close()
-            self._raw.close()
         finally:
-            super().close()
+            self._raw.close()
 
 
 class ReadStopped(Exception):
