@@ -47,16 +47,17 @@ import platform
 import random
 import re
 import signal
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(HERE))
+
+import _fuzz_harness as harness  # noqa: E402
 
 KINDS = (
     "flip",
@@ -612,10 +613,9 @@ def check_conservation(inc, files, paths) -> str | None:
 
 def worker(seed: int, start: int, count: int, progress_file: str) -> None:
     """Run cases [start, start + count) and print one JSON line of results."""
-    import resource
+    import shutil
     import warnings
 
-    resource.setrlimit(resource.RLIMIT_AS, (RLIMIT_AS, RLIMIT_AS))
     warnings.simplefilter("ignore")
     signal.signal(signal.SIGALRM, _alarm)
     import denpex_nb  # noqa: F401  (import time is not a case's)
@@ -623,103 +623,33 @@ def worker(seed: int, start: int, count: int, progress_file: str) -> None:
 
     all_text_readers()
     folder = tempfile.mkdtemp(prefix="fuzzlog_", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
-    results = []
-    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    with open(progress_file, "w") as prog:
-        for i in range(start, start + count):
-            prog.seek(0)
-            prog.write(f"{i:012d}\n")
-            prog.flush()
-            kind, files = make_case(seed, i)
-            t = time.perf_counter()
-            got = run_case(files, folder)
-            got["s"] = round(time.perf_counter() - t, 4)
-            rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-            got.update(
-                i=i,
-                kind=kind,
-                bytes=sum(len(d) for _, d in files),
-                rss_mb=round(rss / 1024, 1),
-                rss_grew=rss > rss_before,
-            )
-            rss_before = rss
-            results.append(got)
-    import shutil
 
-    shutil.rmtree(folder, ignore_errors=True)
-    sys.stdout.write(json.dumps(results) + "\n")
+    def run_one(i: int) -> dict:
+        kind, files = make_case(seed, i)
+        return dict(run_case(files, folder), kind=kind, bytes=sum(len(d) for _, d in files))
+
+    try:
+        harness.run_cases(start, count, progress_file, run_one, RLIMIT_AS)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 # --- the parent -----------------------------------------------------------------------------------
 
 
-def run_chunk(seed, start, count, timeout) -> tuple[list[dict], list[dict]]:
-    with tempfile.NamedTemporaryFile("w+", delete=False, suffix=".progress") as pf:
-        progress = pf.name
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", str(seed), str(start), str(count), progress]
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", NUMBA_NUM_THREADS="1")
-    try:
-        run = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
-        rc, out, err = run.returncode, run.stdout, run.stderr
-    except subprocess.TimeoutExpired as e:
-        rc, out, err = "timeout", "", e.stderr.decode() if isinstance(e.stderr, bytes) else (e.stderr or "")
-    try:
-        bad = int(Path(progress).read_text().strip() or start)
-    except (OSError, ValueError):
-        bad = start
-    os.unlink(progress)
-    if rc == 0:
-        return json.loads(out.strip().splitlines()[-1]), []
-    kind, _ = make_case(seed, bad)
-    return [], [{"i": bad, "kind": kind, "rc": rc, "stderr": err[-800:]}]
-
-
-def _run_chunk_complete(seed, start, count, timeout):
-    results, crashes = [], []
-    pending = [(start, count)]
-    while pending:
-        s, c = pending.pop()
-        r, cr = run_chunk(seed, s, c, timeout)
-        if cr:
-            bad = cr[0]["i"]
-            crashes.append(cr[0])
-            if bad > s:
-                pending.append((s, bad - s))
-            if bad + 1 < s + c:
-                pending.append((bad + 1, s + c - bad - 1))
-        else:
-            results.extend(r)
-    return results, crashes
-
-
 def campaign(cases: int, seed: int, workers: int, chunk: int, timeout: float) -> dict:
-    chunks = [(s, min(chunk, cases - s)) for s in range(0, cases, chunk)]
-    results: list[dict] = []
-    crashes: list[dict] = []
-    lock = threading.Lock()
-    todo = list(chunks)
-    t0 = time.perf_counter()
+    def worker_args(start: int, count: int, progress: str) -> list[str]:
+        return [sys.executable, str(Path(__file__).resolve()), "--worker", str(seed), str(start), str(count), progress]
 
-    def drive():
-        while True:
-            with lock:
-                if not todo:
-                    return
-                s, c = todo.pop(0)
-            r, cr = _run_chunk_complete(seed, s, c, timeout)
-            with lock:
-                results.extend(r)
-                crashes.extend(cr)
-                done = len(results) + len(crashes)
-                if len(chunks) > 4:
-                    print(f"  {done}/{cases} cases, {time.perf_counter() - t0:.0f} s", flush=True)
+    def on_crash(i: int, rc, stderr: str) -> dict:
+        kind, _ = make_case(seed, i)
+        return {"i": i, "kind": kind, "rc": rc, "stderr": stderr[-800:]}
 
-    threads = [threading.Thread(target=drive) for _ in range(max(1, workers))]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
-    return summarize(results, crashes, time.perf_counter() - t0, seed, workers)
+    def one_chunk(start: int, count: int):
+        return harness.run_chunk(worker_args, on_crash, start, count, timeout)
+
+    results, crashes, wall = harness.drive(one_chunk, cases, chunk, workers)
+    return summarize(results, crashes, wall, seed, workers)
 
 
 def summarize(results: list[dict], crashes: list[dict], wall: float, seed: int, workers: int) -> dict:

@@ -42,16 +42,16 @@ import pickle
 import platform
 import random
 import struct
-import subprocess
 import sys
 import tempfile
-import threading
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(HERE))
+
+import _fuzz_harness as harness  # noqa: E402
 
 KINDS = (
     "random_bytes",
@@ -547,132 +547,65 @@ def run_case(data: bytes, folder: str) -> dict:
 
 def worker(seed: int, start: int, count: int, corpus_dir: str, progress_file: str) -> None:
     """Run cases [start, start + count) and print one JSON line of results."""
-    import resource
+    import shutil
     import warnings
 
-    resource.setrlimit(resource.RLIMIT_AS, (RLIMIT_AS, RLIMIT_AS))
     warnings.simplefilter("ignore")
     corpus = load_corpus(Path(corpus_dir))
     from denpex_nb.ingest.fr_columns import warm
 
     warm()
     folder = tempfile.mkdtemp(prefix="fuzz_", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
-    results = []
-    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    with open(progress_file, "w") as prog:
-        for i in range(start, start + count):
-            prog.seek(0)
-            prog.write(f"{i:012d}\n")
-            prog.flush()
-            kind, data = make_case(seed, i, corpus)
-            if os.environ.get("FUZZ_SELFTEST_SEGFAULT_AT") == str(i):  # the harness's own check
-                import signal
 
-                os.kill(os.getpid(), signal.SIGSEGV)
-            t = time.perf_counter()
-            got = run_case(data, folder)
-            got["s"] = round(time.perf_counter() - t, 4)
-            rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-            got.update(i=i, kind=kind, bytes=len(data), rss_mb=round(rss / 1024, 1), rss_grew=rss > rss_before)
-            rss_before = rss
-            results.append(got)
-    import shutil
+    def run_one(i: int) -> dict:
+        kind, data = make_case(seed, i, corpus)
+        if os.environ.get("FUZZ_SELFTEST_SEGFAULT_AT") == str(i):  # the harness's own check
+            import signal
 
-    shutil.rmtree(folder, ignore_errors=True)
-    sys.stdout.write(json.dumps(results) + "\n")
+            os.kill(os.getpid(), signal.SIGSEGV)
+        return dict(run_case(data, folder), kind=kind, bytes=len(data))
+
+    try:
+        harness.run_cases(start, count, progress_file, run_one, RLIMIT_AS)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 # --- the parent ------------------------------------------------------------------------------------
 
 
-def run_chunk(seed, start, count, corpus_dir, crash_dir, timeout) -> tuple[list[dict], list[dict]]:
-    """One worker over cases [start, start + count): (case results, []) when it finishes, or
-    ([], [the crash]) when it dies or hangs (the case it was on is saved to ``crash_dir``)."""
-    with tempfile.NamedTemporaryFile("w+", delete=False, suffix=".progress") as pf:
-        progress = pf.name
-    cmd = [
-        sys.executable,
-        str(Path(__file__).resolve()),
-        "--worker",
-        str(seed),
-        str(start),
-        str(count),
-        corpus_dir,
-        progress,
-    ]
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", NUMBA_NUM_THREADS="1")
-    try:
-        run = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
-        rc, out, err = run.returncode, run.stdout, run.stderr
-    except subprocess.TimeoutExpired as e:
-        rc, out, err = "timeout", "", e.stderr.decode() if isinstance(e.stderr, bytes) else (e.stderr or "")
-    try:
-        bad = int(Path(progress).read_text().strip() or start)
-    except (OSError, ValueError):
-        bad = start
-    os.unlink(progress)
-    if rc == 0:
-        return json.loads(out.strip().splitlines()[-1]), []
-    kind, data = make_case(seed, bad, load_corpus(Path(corpus_dir)))
-    os.makedirs(crash_dir, exist_ok=True)
-    saved = os.path.join(crash_dir, f"seed{seed}_case{bad}_{kind}.pkl")
-    Path(saved).write_bytes(data)
-    return [], [{"i": bad, "kind": kind, "rc": rc, "saved": os.path.relpath(saved, ROOT), "stderr": err[-500:]}]
-
-
 def campaign(cases: int, seed: int, workers: int, chunk: int, timeout: float) -> dict:
+    """Every case in crash-proof workers; a case that kills or hangs its worker is saved to
+    ``results/fuzz_crashes/`` and counted as a crash."""
+    crash_dir = str(HERE / "results" / "fuzz_crashes")
     with tempfile.TemporaryDirectory() as tmp:
         corpus_dir = os.path.join(tmp, "corpus")
         build_corpus(Path(corpus_dir))
-        crash_dir = str(HERE / "results" / "fuzz_crashes")
-        chunks = [(s, min(chunk, cases - s)) for s in range(0, cases, chunk)]
-        results: list[dict] = []
-        crashes: list[dict] = []
-        lock = threading.Lock()
-        todo = list(chunks)
-        t0 = time.perf_counter()
 
-        def drive():
-            while True:
-                with lock:
-                    if not todo:
-                        return
-                    s, c = todo.pop(0)
-                r, cr = _run_chunk_complete(seed, s, c, corpus_dir, crash_dir, timeout)
-                with lock:
-                    results.extend(r)
-                    crashes.extend(cr)
-                    done = len(results) + len(crashes)
-                    if len(chunks) > 4 and done % (chunk * max(1, len(chunks) // 20)) < chunk:
-                        print(f"  {done}/{cases} cases, {time.perf_counter() - t0:.0f} s", flush=True)
+        def worker_args(start: int, count: int, progress: str) -> list[str]:
+            return [
+                sys.executable,
+                str(Path(__file__).resolve()),
+                "--worker",
+                str(seed),
+                str(start),
+                str(count),
+                corpus_dir,
+                progress,
+            ]
 
-        threads = [threading.Thread(target=drive) for _ in range(max(1, workers))]
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join()
-        wall = time.perf_counter() - t0
+        def on_crash(i: int, rc, stderr: str) -> dict:
+            kind, data = make_case(seed, i, load_corpus(Path(corpus_dir)))
+            os.makedirs(crash_dir, exist_ok=True)
+            saved = os.path.join(crash_dir, f"seed{seed}_case{i}_{kind}.pkl")
+            Path(saved).write_bytes(data)
+            return {"i": i, "kind": kind, "rc": rc, "saved": os.path.relpath(saved, ROOT), "stderr": stderr[-500:]}
+
+        def one_chunk(start: int, count: int):
+            return harness.run_chunk(worker_args, on_crash, start, count, timeout)
+
+        results, crashes, wall = harness.drive(one_chunk, cases, chunk, workers)
     return summarize(results, crashes, wall, seed, workers)
-
-
-def _run_chunk_complete(seed, start, count, corpus_dir, crash_dir, timeout):
-    """A chunk; after a crash at case k, the cases before k are run again in a fresh worker (the
-    dead one took their results with it) and the chunk goes on after k."""
-    results, crashes = [], []
-    pending = [(start, count)]
-    while pending:
-        s, c = pending.pop()
-        r, cr = run_chunk(seed, s, c, corpus_dir, crash_dir, timeout)
-        if cr:
-            bad = cr[0]["i"]
-            crashes.append(cr[0])
-            if bad > s:
-                pending.append((s, bad - s))
-            if bad + 1 < s + c:
-                pending.append((bad + 1, s + c - bad - 1))
-        else:
-            results.extend(r)
-    return results, crashes
 
 
 def summarize(results: list[dict], crashes: list[dict], wall: float, seed: int, workers: int) -> dict:

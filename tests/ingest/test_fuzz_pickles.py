@@ -6,44 +6,19 @@ a worker subprocess, so a segfault shows as a crashed worker instead of killing 
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 
 import pytest
 
-pytest.importorskip("numba")
+from ._fuzz import ROOT, campaign
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BENCH = os.path.join(ROOT, "benchmarks", "bench_fuzz_pickles.py")
+pytest.importorskip("numba")
 
 
 def _campaign(cases: int, seed: int, env_extra: dict | None = None) -> dict:
-    env = dict(os.environ, **(env_extra or {}))
-    run = subprocess.run(
-        [
-            sys.executable,
-            BENCH,
-            "--cases",
-            str(cases),
-            "--seed",
-            str(seed),
-            "--workers",
-            "1",
-            "--chunk",
-            str(cases),
-            "--no-write",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        cwd=ROOT,
-        env=env,
+    return campaign(
+        "bench_fuzz_pickles.py", cases, seed, workers=1, chunk=cases, env=dict(os.environ, **(env_extra or {}))
     )
-    lines = [ln for ln in run.stdout.splitlines() if ln.startswith('{"benchmark"')]
-    assert lines, (run.returncode, run.stdout[-2000:], run.stderr[-2000:])
-    return json.loads(lines[-1])
 
 
 def test_seeded_fuzz_subset_has_no_crash_escape_or_disagreement():
