@@ -62,6 +62,7 @@ from datetime import datetime, timezone
 from functools import lru_cache
 from typing import Any
 
+from ._text import i32, i64
 from .base import FileContext, Line
 
 __all__ = ["to_lines", "strip_ansi", "parse_header"]
@@ -207,7 +208,7 @@ def _peel_outer(text: str, ctx: FileContext) -> tuple[str, _Outer]:
     if m and re.search(r"[A-Za-z]", m.group("svc")):
         r = _RANK_LABEL.search(m.group("svc"))
         if r and o.rank is None:
-            o.rank = _int32(r.group(1))
+            o.rank = i32(r.group(1))
         o.kinds.append("compose")
         s = s[m.end() :]
     m = _OUT_CUT_TIME.match(s) if s[:1].isdigit() else None
@@ -221,34 +222,19 @@ def _peel_outer(text: str, ctx: FileContext) -> tuple[str, _Outer]:
         s = s[m.end() :]
         m = _OUT_SYSLOG_TAIL.match(s)
         if m:
-            o.host, o.pid = m.group("host"), _int64(m.group("pid"))
+            o.host, o.pid = m.group("host"), i64(m.group("pid"))
             o.kinds.append("syslog")
             s = s[m.end() :]
     else:
         m = _OUT_SYSLOG.match(s)
         if m:
-            o.host, o.pid = m.group("host"), _int64(m.group("pid")) if m.group("pid") else None
+            o.host, o.pid = m.group("host"), i64(m.group("pid")) if m.group("pid") else None
             o.t_wall = _syslog_time(m, ctx)
             o.kinds.append("syslog")
             s = s[m.end() :]
     if not o.kinds:
         return text, _NO_OUTER
     return s, o
-
-
-def _int32(text: str | None) -> int | None:
-    """A rank: digits that fit Int32, else None (``[rank2147483648]:`` names no rank)."""
-    if text is None or len(text) > 30:  # more digits cannot fit, and past 4300 int() raises
-        return None
-    v = int(text)
-    return v if v < 2**31 else None
-
-
-def _int64(text: str | None) -> int | None:
-    if text is None or len(text) > 30:  # more digits cannot fit, and past 4300 int() raises
-        return None
-    v = int(text)
-    return v if v < 2**63 else None
 
 
 def _rfc3339(m: re.Match) -> datetime | None:
@@ -481,23 +467,23 @@ def _strip(text: str, hosts: set[str], ctx: FileContext, allow_srun: bool = True
     c, c1 = s[:1], s[1:2]
     m = _MPI.match(s) if c == "[" and c1.isdigit() else None
     if m:
-        p.label_rank = _int32(m.group(2))
+        p.label_rank = i32(m.group(2))
         p.kinds.append("mpi")
         s = s[m.end() :]
     elif allow_srun and (c.isdigit() or c.isspace()) and (m := _SRUN.match(s)):
-        p.label_rank, p.node_label = _int32(m.group(1)), True
+        p.label_rank, p.node_label = i32(m.group(1)), True
         p.kinds.append("srun")
         s = s[m.end() :]
     elif c == "[" and c1.isdigit() and (m := _HYDRA.match(s)):
-        p.label_rank = _int32(m.group(1))
+        p.label_rank = i32(m.group(1))
         p.kinds.append("mpi")
         s = s[m.end() :]
     while s[:1] == "(" and (m := _RAY.match(s)):
-        p.pid = _int64(m.group("pid"))
+        p.pid = i64(m.group("pid"))
         if m.group("ip"):
             p.host = m.group("ip")
         if m.group("rank") is not None:
-            p.label_rank = _int32(m.group("rank"))
+            p.label_rank = i32(m.group("rank"))
         p.kinds.append("ray")
         s = s[m.end() :]
     if "ray" in p.kinds:
@@ -512,24 +498,24 @@ def _strip(text: str, hosts: set[str], ctx: FileContext, allow_srun: bool = True
     if m is None and s[:1] == "[" and _role_start(s[1:2]):
         m = _TEMPLATE.match(s)
         if m:
-            p.label_rank, p.local_rank = _int32(m.group("r")), _int32(m.group("lr"))
+            p.label_rank, p.local_rank = i32(m.group("r")), i32(m.group("lr"))
             p.node_label = False
             p.kinds.append("torchrun")
             s = s[m.end() :]
         else:
             m = _TORCHRUN.match(s)
             if m and m.group("role") != "rank":
-                p.local_rank = _int32(m.group("lr"))
+                p.local_rank = i32(m.group("lr"))
                 p.kinds.append("torchrun")
                 s = s[m.end() :]
         m = _RANK.match(s) if s.startswith("[rank") else None
     if m:
-        p.rank = _int32(m.group(1))
+        p.rank = i32(m.group(1))
         p.kinds.append("rank")
         s = s[m.end() :]
     m = _APP_RANK.match(s) if s[:1] == "[" and s[1:2] in ("R", "r") else None
     if m:
-        p.label_rank = _int32(m.group(1))
+        p.label_rank = i32(m.group(1))
         p.kinds.append("app_rank")
         s = s[m.end() :]
     s = _strip_header(s, p, ctx)
@@ -572,26 +558,26 @@ def _peel_inner(s: str, p: _Parsed, ctx: FileContext) -> str | None:
         m = _TEMPLATE.match(s)
         if m:
             if p.local_rank is None:
-                p.label_rank = p.label_rank if p.label_rank is not None else _int32(m.group("r"))
-                p.local_rank = _int32(m.group("lr"))
+                p.label_rank = p.label_rank if p.label_rank is not None else i32(m.group("r"))
+                p.local_rank = i32(m.group("lr"))
             p.kinds.append("torchrun")
             return s[m.end() :]
         m = _TORCHRUN.match(s)
         if m and m.group("role") != "rank":
             if p.local_rank is None:
-                p.local_rank = _int32(m.group("lr"))
+                p.local_rank = i32(m.group("lr"))
             p.kinds.append("torchrun")
             return s[m.end() :]
         m = _RANK.match(s) if s.startswith("[rank") else None
         if m:
             if p.rank is None:
-                p.rank = _int32(m.group(1))
+                p.rank = i32(m.group(1))
             p.kinds.append("rank")
             return s[m.end() :]
         m = _APP_RANK.match(s) if s[1] in ("R", "r") else None
         if m:
             if p.label_rank is None:
-                p.label_rank = _int32(m.group(1))
+                p.label_rank = i32(m.group(1))
             p.kinds.append("app_rank")
             return s[m.end() :]
     m = _OUT_ISO.match(s) if s[0].isdigit() else (_OUT_SYSLOG.match(s) if s[:3] in _MONTHS else None)
@@ -601,7 +587,7 @@ def _peel_inner(s: str, p: _Parsed, ctx: FileContext) -> str | None:
             p.kinds.append("timestamp")
         else:
             p.host = m.group("host")
-            p.pid = _int64(m.group("pid")) if m.group("pid") else p.pid
+            p.pid = i64(m.group("pid")) if m.group("pid") else p.pid
             p.t_wall = _syslog_time(m, ctx) or p.t_wall
             p.kinds.append("syslog")
         return s[m.end() :]
@@ -635,7 +621,7 @@ def _strip_header(s: str, p: _Parsed, ctx: FileContext) -> str:
         p.t_wall = _glog_time(m.group("md"), m.group("hms"), m.group("frac"), ctx)
         f = m.group("file")
         if "/" in f or f.endswith(".py"):  # torch._logging: the emitter's pid; real glog: a thread id
-            p.pid = _int64(m.group("pid"))
+            p.pid = i64(m.group("pid"))
         p.kinds.append("glog")
         return s[m.end() :]
     m = _DEEPSPEED.match(s) if dated else None
@@ -643,7 +629,7 @@ def _strip_header(s: str, p: _Parsed, ctx: FileContext) -> str:
         p.severity, p.origin = _LEVELS.get(m.group("lvl"), m.group("lvl")[:1]), m.group("where")
         p.t_wall = _iso_time(m.group("date"), m.group("hms"), int(m.group("ms")) * 1000, ctx)
         if m.group("r") is not None and not m.group("r").startswith("-"):
-            p.label_rank = _int32(m.group("r"))
+            p.label_rank = i32(m.group("r"))
         p.kinds.append("deepspeed")
         return s[m.end() :]
     m = _PY_23.match(s) if dated else None
@@ -659,7 +645,7 @@ def _strip_header(s: str, p: _Parsed, ctx: FileContext) -> str:
         return s[m.end() :]
     m = _LIGHTNING.match(s) if s.startswith("[rank: ") else None
     if m:
-        p.label_rank = _int32(m.group(1))
+        p.label_rank = i32(m.group(1))
         p.kinds.append("lightning")
         return s[m.end() :]
     m = _APP.match(s) if c in "[0123456789" and (dated or not bracket) else None
@@ -700,7 +686,7 @@ def _strip_header(s: str, p: _Parsed, ctx: FileContext) -> str:
             return inner if inner.strip() else ""
     m = _NCCL.match(s) if (dated if bracket else (c.isalnum() or c in ("_", ".", "-"))) else None
     if m:
-        p.host, p.pid, p.severity = m.group("host"), _int64(m.group("pid")), m.group("lvl")
+        p.host, p.pid, p.severity = m.group("host"), i64(m.group("pid")), m.group("lvl")
         if m.group("ts"):
             date, hms = m.group("ts").split(" ")
             p.t_wall = _iso_time(date, hms, 0, ctx)
@@ -714,7 +700,7 @@ def _strip_header(s: str, p: _Parsed, ctx: FileContext) -> str:
         # TPn is the rank in the tensor-parallel group; with no DP/PP (or other) tag that group is
         # the whole job (EP splits the TP group, so an EP tag changes nothing): then it is the rank
         if "TP" in tags and set(tags) <= {"TP", "EP"}:
-            p.label_rank = _int32(tags["TP"])
+            p.label_rank = i32(tags["TP"])
         p.kinds.append("sglang")
         return s[m.end() :]
     return s

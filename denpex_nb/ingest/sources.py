@@ -41,6 +41,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import BinaryIO
 
+from ._text import i32, i64
+
 #: file-name endings handled by decompressing on the fly
 COMPRESSIONS = {".gz": "gz", ".bz2": "bz2", ".xz": "xz", ".zst": "zst", ".zstd": "zst"}
 
@@ -236,23 +238,18 @@ def rank_hints(path: str) -> dict:
     hints: dict = {}
     m = _NCCL_DEBUG_FILE.match(stem)
     if m:
-        hints["pid_hint"] = _bounded_int(m.group("pid"))
+        hints["pid_hint"] = i64(m.group("pid"))
         hints["host_hint"] = m.group("host")
     else:
         for pat in _RANK_NAME_PATTERNS:
             m = pat.search(stem)
             if m:
-                hints["rank_hint"] = _bounded_int(m.group(1), 2**31)
+                hints["rank_hint"] = i32(m.group(1))
                 break
     parts = path.replace("\\", "/").split("/")
     if len(parts) >= 3 and parts[-2].isdigit() and _ATTEMPT.match(parts[-3]):
-        hints["local_rank_hint"] = _bounded_int(parts[-2], 2**31)
+        hints["local_rank_hint"] = i32(parts[-2])
     return hints
-
-
-def _bounded_int(digits: str, limit: int = 2**63) -> int | None:
-    """A file name's digits as an int below ``limit``, else None (a name may hold 5000 digits)."""
-    return int(digits) if len(digits) <= 19 and int(digits) < limit else None
 
 
 def run_root(path: str) -> str:
