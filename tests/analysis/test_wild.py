@@ -45,8 +45,12 @@ def test_every_case_keeps_its_provenance_and_a_truth(case):
 
 
 def test_totals_do_not_regress():
-    recorded = json.loads(RESULTS.read_text())["totals"]
-    scores = [wild.score_case(c) for c in CASES]
+    """The cases the recorded run scored may not regress; a case added since is held out until the
+    benchmark is rerun (its blind first score is recorded by ``benchmarks/bench_blind.py``)."""
+    recorded_run = json.loads(RESULTS.read_text())
+    recorded = recorded_run["totals"]
+    recorded_ids = {c["id"] for c in recorded_run["cases"]}
+    scores = [wild.score_case(c) for c in CASES if c["id"] in recorded_ids]
     now = wild.totals(scores)
     wrong = [
         f"{s.id}: {s.verdict} {s.culprits} (truth {s.truth_classes} {s.truth_culprits})"
