@@ -41,12 +41,11 @@ MAY_IMPORT: dict[str, set[str]] = {
     "catalog": {"analysis"},  # the alias denpex_nb.catalog
     "plot": FOUNDATION | {"incident", "analysis"},
     "widgets": FOUNDATION | {"incident", "analysis", "plot"},
-    "nbtemplates": FOUNDATION,
-    "report": FOUNDATION | {"incident", "ingest", "analysis", "catalog", "plot", "widgets", "nbtemplates", "redact"},
+    "nbfiles": FOUNDATION,
+    "report": FOUNDATION | {"incident", "ingest", "analysis", "catalog", "plot", "widgets", "nbfiles", "redact"},
     "teach": FOUNDATION | {"incident", "ingest", "analysis", "catalog", "plot", "widgets", "report", "repro", "fixes"},
     "repro": FOUNDATION | {"fixes", "trace"},
-    "cli": FOUNDATION
-    | {"incident", "ingest", "analysis", "catalog", "plot", "report", "redact", "repro", "nbtemplates"},
+    "cli": FOUNDATION | {"incident", "ingest", "analysis", "catalog", "plot", "report", "redact", "repro", "nbfiles"},
     "testing": FOUNDATION | {"incident", "ingest", "analysis"},
     "": FOUNDATION
     | {

@@ -1,13 +1,23 @@
-"""The committed notebooks: generated from nbtemplates, clean, thin, and they run (results read back)."""
+"""The notebooks are the source: clean, thin, shipped in the package, and they run (results read back).
+
+What is checked is what matters to a user, never bytes: a notebook opened and saved in JupyterLab
+(which rewrites the kernelspec and language_info metadata) still passes; outputs, execution
+counts and widget state must not be committed (``nbstripout`` removes them: see the
+README's "Editing the notebooks").
+"""
 
 from __future__ import annotations
 
 import ast
 import json
+import shutil
+import subprocess
+import sys
 
 import pytest
 
-from denpex_nb import nbtemplates, report
+from denpex_nb import nbfiles, report
+from denpex_nb.errors import InputError
 
 from ._nb_runs import ROOT, run_dir, tmp_root
 
@@ -15,30 +25,147 @@ nbformat = pytest.importorskip("nbformat")
 pytest.importorskip("papermill")
 
 NB_DIR = ROOT / "notebooks"
-NAMES = list(nbtemplates.NOTEBOOKS)
+NAMES = sorted(p.stem for p in NB_DIR.glob("*.ipynb"))
 
 
 def _committed(name):
     return nbformat.read(str(NB_DIR / f"{name}.ipynb"), as_version=4)
 
 
-def test_every_notebook_is_committed_and_equals_its_definition():
-    on_disk = sorted(p.stem for p in NB_DIR.glob("*.ipynb"))
-    assert on_disk == sorted(NAMES)
+def test_the_shipped_notebooks_are_the_committed_ones():
+    """``nbfiles`` (what ``denpex-nb report`` executes) reads these very files: one source."""
+    assert nbfiles.names() == NAMES
+    assert {"postmortem", "incident_report"} <= set(NAMES)
     for name in NAMES:
-        assert (NB_DIR / f"{name}.ipynb").read_text(encoding="utf-8") == nbtemplates.dumps(name), (
-            f"notebooks/{name}.ipynb differs from denpex_nb/nbtemplates.py: run python -m denpex_nb.nbtemplates"
-        )
+        assert nbfiles.read(name) == _committed(name)
+    with pytest.raises(InputError, match="no notebook named 'nope'"):
+        nbfiles.path("nope")
+
+
+def test_the_wheel_ships_the_notebooks_as_package_data(tmp_path):
+    """A plain ``pip install`` must carry the report template and the notebooks users open."""
+    import zipfile
+
+    src = tmp_path / "src"  # build from a copy: setuptools writes build/ and *.egg-info beside the sources
+    src.mkdir()
+    for part in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / part, src / part)
+    for part in ("denpex_nb", "notebooks"):
+        shutil.copytree(ROOT / part, src / part, ignore=shutil.ignore_patterns("__pycache__"))
+    build = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            str(src),
+            "-w",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert build.returncode == 0, build.stderr[-2000:]
+    (wheel,) = tmp_path.glob("denpex_nb-*.whl")
+    members = set(zipfile.ZipFile(wheel).namelist())
+    assert {f"denpex_nb/notebooks/{n}.ipynb" for n in NAMES} <= members
+    assert not any(m.startswith("notebooks/") for m in members)
+
+
+def test_notebooks_copy_out_and_never_overwrite_without_being_asked(tmp_path):
+    written = nbfiles.copy_to(tmp_path / "nbs")
+    assert sorted(p.stem for p in written) == NAMES
+    (tmp_path / "nbs" / "postmortem.ipynb").write_text("my edits")
+    with pytest.raises(InputError, match="already holds .*postmortem.ipynb"):
+        nbfiles.copy_to(tmp_path / "nbs")
+    assert (tmp_path / "nbs" / "postmortem.ipynb").read_text() == "my edits"
+    nbfiles.copy_to(tmp_path / "nbs", overwrite=True)
+    assert nbformat.read(str(tmp_path / "nbs" / "postmortem.ipynb"), as_version=4) == _committed("postmortem")
+
+
+def test_denpex_nb_notebooks_command_copies_them_and_fails_in_one_line(tmp_path):
+    cmd = [sys.executable, "-m", "denpex_nb.cli", "notebooks"]
+    ok = subprocess.run([*cmd, str(tmp_path / "mine")], capture_output=True, text=True, timeout=60)
+    assert ok.returncode == 0, ok.stderr
+    assert (tmp_path / "mine" / "postmortem.ipynb").is_file() and "postmortem.ipynb" in ok.stdout
+    again = subprocess.run([*cmd, str(tmp_path / "mine")], capture_output=True, text=True, timeout=60)
+    assert again.returncode == 2 and len(again.stderr.strip().splitlines()) == 1
+    assert "already holds" in again.stderr and "--overwrite" in again.stderr
+    (tmp_path / "file").write_text("x")
+    bad = subprocess.run([*cmd, str(tmp_path / "file")], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "is not a folder" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def _as_jupyterlab_saves_it(nb):
+    """What JupyterLab 4 writes on save with no edit: its kernelspec and the kernel's language_info."""
+    nb = nbformat.from_dict(json.loads(json.dumps(nb)))
+    nb.metadata["kernelspec"] = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
+    nb.metadata["language_info"] = {
+        "codemirror_mode": {"name": "ipython", "version": 3},
+        "file_extension": ".py",
+        "mimetype": "text/x-python",
+        "name": "python",
+        "nbconvert_exporter": "python",
+        "pygments_lexer": "ipython3",
+        "version": "3.11.7",
+    }
+    return nb
+
+
+def _clean_problems(nb) -> list[str]:
+    """Why a notebook may not be committed as it is (empty: it may)."""
+    problems = []
+    for i, c in enumerate(nb.cells):
+        if c.cell_type == "code" and (c.outputs or c.execution_count is not None):
+            problems.append(f"cell {i} carries outputs or an execution count")
+    if "widgets" in nb.metadata:
+        problems.append("widget state saved in the metadata")
+    params = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
+    if len(params) != 1 or params[0].cell_type != "code":
+        problems.append("not exactly one code cell tagged 'parameters' (papermill's)")
+    try:
+        nbformat.validate(nb)
+    except nbformat.ValidationError as e:
+        problems.append(f"invalid notebook: {str(e).splitlines()[0]}")
+    return problems
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_committed_notebooks_carry_no_outputs_and_one_parameters_cell(name):
+def test_committed_notebooks_are_clean_and_a_jupyterlab_save_keeps_them_so(name):
     nb = _committed(name)
-    code = [c for c in nb.cells if c.cell_type == "code"]
-    assert all(not c.outputs and c.execution_count is None for c in code)
-    params = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
-    assert len(params) == 1 and params[0].cell_type == "code"
-    assert nbformat.validate(nb) is None
+    assert _clean_problems(nb) == [], f"{name}: run nbstripout notebooks/{name}.ipynb"
+    assert _clean_problems(_as_jupyterlab_saves_it(nb)) == []
+
+
+def test_the_cleanliness_check_catches_outputs_widget_state_and_a_lost_parameters_tag():
+    nb = _committed("postmortem")
+    dirty = json.loads(json.dumps(nb))
+    code = next(
+        c for c in dirty["cells"] if c["cell_type"] == "code" and "parameters" not in c["metadata"].get("tags", [])
+    )
+    code["outputs"] = [{"output_type": "stream", "name": "stdout", "text": "x"}]
+    code["execution_count"] = 3
+    dirty["metadata"]["widgets"] = {"application/vnd.jupyter.widget-state+json": {}}
+    for c in dirty["cells"]:
+        c["metadata"].pop("tags", None)
+    problems = _clean_problems(nbformat.from_dict(dirty))
+    assert len(problems) == 3, problems
+
+
+@pytest.mark.skipif(shutil.which("nbstripout") is None, reason="nbstripout is not installed (the test extra)")
+def test_nbstripout_has_nothing_to_strip():
+    """The normaliser the README's hook runs agrees that the committed files are clean."""
+    res = subprocess.run(
+        ["nbstripout", "--verify", *map(str, sorted(NB_DIR.glob("*.ipynb")))],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -78,8 +205,8 @@ def test_postmortem_runs_headless_and_records_the_verdict():
     assert outputs.count("image/png") >= 3  # two swimlanes and the progress bars
 
 
-# incident_report.ipynb is executed by tests/test_report.py through `report.render` (the same notebook:
-# test_every_notebook_is_committed_and_equals_its_definition ties the committed file to the template).
+# incident_report.ipynb is executed by tests/test_report.py through `report.render`, which reads it with
+# nbfiles (test_the_shipped_notebooks_are_the_committed_ones: the same file).
 
 
 LESSONS = {

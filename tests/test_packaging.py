@@ -122,3 +122,15 @@ def test_version_is_written_once_and_the_cli_prints_it():
     assert out.returncode == 0 and out.stdout.strip() == f"denpex-nb {declared}"
     src = (ROOT / "denpex_nb" / "__init__.py").read_text()
     assert declared not in src
+
+
+def test_the_listed_packages_are_every_package_of_the_source_tree():
+    """pyproject lists the packages (the notebooks are mapped in from ``notebooks/``): none forgotten."""
+    import tomllib
+
+    conf = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    on_disk = {".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "denpex_nb").rglob("__init__.py")} | {
+        "denpex_nb.notebooks"
+    }
+    assert set(conf["packages"]) == on_disk
+    assert (ROOT / conf["package-dir"]["denpex_nb.notebooks"]).is_dir()

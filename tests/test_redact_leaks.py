@@ -228,9 +228,9 @@ def rendered(logs, tmp_path_factory):
     """One redacted render (HTML + .ipynb) whose last cell fails, quoting every raw input path and line."""
     import nbformat
 
-    from denpex_nb.nbtemplates import build
+    from denpex_nb.nbfiles import read
 
-    nb = build("incident_report")
+    nb = read("incident_report")
     nb.cells.append(
         nbformat.v4.new_code_cell(  # every raw path and every raw line, in a traceback
             "raise RuntimeError('cannot reread ' + str(logs) + '\\n'.join("
@@ -295,9 +295,9 @@ def test_a_report_whose_loading_failed_still_masks_its_traceback(logs, tmp_path)
     """No kernel redactor to hand over (the first cell failed): the renderer learns from the inputs itself."""
     import nbformat
 
-    from denpex_nb.nbtemplates import build
+    from denpex_nb.nbfiles import read
 
-    nb = build("incident_report")
+    nb = read("incident_report")
     at = next(i for i, c in enumerate(nb.cells) if "prepare" in c.source)
     nb.cells[at] = nbformat.v4.new_code_cell(
         "raise RuntimeError(str(logs) + open([p for p in logs if p.endswith('_rank1.log')][0]).read())"

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from denpex_nb import cli, report
-from denpex_nb.nbtemplates import build
+from denpex_nb.nbfiles import read
 
 from ._nb_runs import rendered_report, run_dir
 
@@ -83,7 +83,7 @@ def test_missing_path_is_one_line_exit_2(tmp_path, capsys):
 def test_a_failing_cell_still_renders_with_the_error_where_it_happened(tmp_path):
     import nbformat
 
-    nb = build("incident_report")
+    nb = read("incident_report")
     at = next(i for i, c in enumerate(nb.cells) if "headline" in c.source) + 1
     nb.cells.insert(at, nbformat.v4.new_code_cell("raise RuntimeError('boom in the middle of the report')"))
     res = report.render([str(run_dir())], tmp_path / "r.html", template=nb)

@@ -1,8 +1,8 @@
-"""``denpex-nb``: demo, diagnose, report, repro.
+"""``denpex-nb``: demo, diagnose, report, notebooks, repro.
 
 This file parses the arguments and turns :class:`~denpex_nb.errors.DenpexError` into one line on
 stderr with exit code 2. Each sub-command's handler is a module of this package (``diagnose.py``,
-``report.py``, ``demo.py``, ``repro.py``), imported only when its command runs, so ``diagnose``
+``report.py``, ``demo.py``, ``notebooks.py``, ``repro.py``), imported only when its command runs, so ``diagnose``
 never imports papermill or torch. A handler takes the parsed arguments and returns the exit code;
 the work itself is done by the library (:mod:`denpex_nb.ingest`, :mod:`denpex_nb.analysis`,
 :mod:`denpex_nb.report`, :mod:`denpex_nb.repro`).
@@ -21,6 +21,7 @@ HANDLERS = {
     "demo": "denpex_nb.cli.demo:run",
     "diagnose": "denpex_nb.cli.diagnose:run",
     "report": "denpex_nb.cli.report:run",
+    "notebooks": "denpex_nb.cli.notebooks:run",
     "repro list": "denpex_nb.cli.repro:list_scenarios",
     "repro run": "denpex_nb.cli.repro:run",
     "repro record": "denpex_nb.cli.repro:record",
@@ -78,6 +79,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="mask hosts, IPs, user names, e-mails and tokens in the report and the notebook",
     )
     r.add_argument("--ipynb", default=None, metavar="PATH", help="also keep the executed notebook here")
+
+    nb = sub.add_parser("notebooks", help="copy the post-mortem, the report template and the lessons into a folder")
+    nb.add_argument("dest", help="folder to copy the .ipynb files into (created if missing)")
+    nb.add_argument("--overwrite", action="store_true", help="replace notebooks of the same name already there")
 
     rp = sub.add_parser("repro", help="run the reproducer zoo")
     rsub = rp.add_subparsers(dest="repro_command", required=True, parser_class=_Parser)

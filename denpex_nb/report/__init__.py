@@ -1,6 +1,6 @@
 """Incident reports: ``denpex-nb report PATH... -o report.html`` as a library.
 
-:func:`render` executes the ``incident_report`` notebook (built by :mod:`denpex_nb.nbtemplates`,
+:func:`render` executes the ``incident_report`` notebook (shipped as package data, :mod:`denpex_nb.nbfiles`,
 so it is found in an installed package too) with papermill and converts it to HTML without input
 cells. The notebook's cells call the section functions re-exported here (``dx.report.headline``
 ...); the post-mortem notebook calls :func:`errors_frame` and :func:`record`.

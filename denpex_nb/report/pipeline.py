@@ -72,9 +72,9 @@ def resolve_inputs(paths) -> list[str]:
 def _template(template):
     """The notebook to execute: the built-in ``incident_report``, a NotebookNode, or a path to one."""
     if template is None:
-        from ..nbtemplates import build
+        from .. import nbfiles
 
-        return build("incident_report")
+        return nbfiles.read("incident_report")
     if not isinstance(template, (str, os.PathLike)):
         return template
     return require("nbformat", "notebook").read(str(template), as_version=4)
