@@ -30,7 +30,17 @@ def _version() -> str:
 
 __version__ = _version()
 
-__all__ = ["load", "diagnose", "Incident", "Diagnosis", "DenpexError", "InputError", "UsageError", "__version__"]
+__all__ = [
+    "load",
+    "diagnose",
+    "watch",
+    "Incident",
+    "Diagnosis",
+    "DenpexError",
+    "InputError",
+    "UsageError",
+    "__version__",
+]
 
 
 def load(*paths, **options):
@@ -47,6 +57,13 @@ def diagnose(incident, **options):
     from .analysis import diagnose as _diagnose
 
     return _diagnose(incident, **options)
+
+
+def watch(*paths, **options):
+    """Follow a running job's evidence: a :class:`~denpex_nb.live.Watcher` (see ``denpex-nb watch``)."""
+    from .live import Watcher
+
+    return Watcher(list(paths), **options)
 
 
 #: names imported on first use: attribute -> (module, attribute or None for the module itself)
@@ -69,6 +86,7 @@ _LAZY = {
             "teach",
             "vocab",
             "incident",
+            "live",
         )
     },
 }

@@ -16,14 +16,22 @@ Switching it on in your own job (either is enough)::
     # and call denpex_nb.trace.enable() (no argument) once at start-up; it reads the variable
     # and does nothing when it is unset. The reproducer worker does exactly this.
 
-Each rank appends to ``<dir>/denpex_trace_rank<R>.jsonl``: a ``meta`` line, then per collective an
-``issue`` line, then ``done`` (or ``error`` with the exception text). ``seq`` counts the traced
+Each rank appends to ``<dir>/denpex_trace_rank<R>.jsonl``: a ``meta`` line (written at ``enable()``
+when ``RANK`` is set, so a watcher knows the rank's pid before its first collective), then per
+collective an ``issue`` line, then ``done`` (or ``error`` with the exception text). For a
+collective called with ``async_op=True`` ``done`` carries ``"async":true`` (it was enqueued) and a
+``complete`` line follows when its work finishes (or ``error`` if it fails), written from the work's
+future. On gloo a synchronous collective has finished when it returns, so ``done`` is its
+completion; on NCCL it has been enqueued on the stream, and its completion is not recorded.
+A file that reaches ``$DENPEX_TRACE_MAX_MB`` (default 256) is renamed to ``<name>.1`` (replacing
+an older one) and a new file is started with a new ``meta`` line, between collectives: a rank's
+trace never takes more than twice that on disk. ``seq`` counts the traced
 collectives per process group from 1 (``seq_kind == "trace"``). Only the outermost call is traced:
 a wrapped collective that torch issues from inside another wrapped one is not counted twice.
 The object collectives (``all_gather_object``, ``broadcast_object_list`` ...) are not wrapped;
 the tensor collectives they issue are traced, so they count as Flight Recorder counts them. Collectives that torch issues from C++ (DDP's bucket
 all-reduces, its parameter broadcast) never pass through Python and are therefore not traced; the
-Flight Recorder does see them. ``done`` for ``async_op=True`` means "enqueued", not "completed".
+Flight Recorder does see them. ``live`` readers (``denpex-nb watch``) follow the files while the job runs.
 
 The format is the contract read by :mod:`denpex_nb.ingest.trace`.
 """
@@ -42,6 +50,8 @@ from typing import Any
 
 ENV_VAR = "DENPEX_TRACE_DIR"
 FORMAT_VERSION = 1
+#: the size (MiB) at which a rank's trace file is rotated; ``$DENPEX_TRACE_MAX_MB`` overrides it
+MAX_MB_DEFAULT = 256
 
 #: op name -> (input parameter names, output parameter names, peer parameter name)
 _SIGNATURES: dict[str, tuple[tuple[str, ...], tuple[str, ...], str | None]] = {
@@ -70,7 +80,16 @@ _OP_NAME = {"isend": "send", "irecv": "recv", "monitored_barrier": "barrier"}
 
 _lock = threading.Lock()
 _local = threading.local()
-_state: dict[str, Any] = {"dir": None, "fd": None, "rank": None, "seq": {}, "originals": {}, "groups": {}}
+_state: dict[str, Any] = {
+    "dir": None,
+    "fd": None,
+    "rank": None,
+    "seq": {},
+    "originals": {},
+    "groups": {},
+    "written": 0,
+    "max_bytes": MAX_MB_DEFAULT << 20,
+}
 
 
 def enabled() -> bool:
@@ -93,6 +112,10 @@ def enable(directory: str | os.PathLike | None = None) -> str | None:
 
     directory = os.path.abspath(os.fspath(directory))
     os.makedirs(directory, exist_ok=True)
+    try:
+        _state["max_bytes"] = max(1, int(float(os.environ.get("DENPEX_TRACE_MAX_MB", MAX_MB_DEFAULT)) * (1 << 20)))
+    except ValueError:
+        _state["max_bytes"] = MAX_MB_DEFAULT << 20
     with _lock:
         _state["dir"] = directory
         if _state["originals"]:
@@ -106,6 +129,10 @@ def enable(directory: str | os.PathLike | None = None) -> str | None:
             setattr(c10d, name, wrapped)
             if getattr(dist, name, None) is original:
                 setattr(dist, name, wrapped)
+    rank = os.environ.get("RANK", "")
+    if rank.isdigit() and _state["fd"] is None:  # under a launcher: say who we are before the first collective
+        ws = os.environ.get("WORLD_SIZE", "")
+        _open(int(rank), int(ws) if ws.isdigit() else None)
     return directory
 
 
@@ -121,9 +148,10 @@ def disable() -> None:
             if getattr(dist, name, None) is not None:
                 setattr(dist, name, original)
         _state["originals"] = {}
-        if _state["fd"] is not None:
-            os.close(_state["fd"])
-        _state.update(fd=None, rank=None, seq={}, groups={})
+        for key in ("fd", "rotated_fd"):
+            if _state.get(key) is not None:
+                os.close(_state[key])
+        _state.update(fd=None, rotated_fd=None, rank=None, seq={}, groups={}, written=0)
 
 
 def trace_path(directory: str | os.PathLike, rank: int) -> str:
@@ -158,16 +186,41 @@ def _wrap(name: str, original: Callable) -> Callable:
         try:
             result = original(*args, **kwargs)
         except BaseException as exc:
-            error = json.dumps(f"{type(exc).__name__}: {exc}"[:2000])
-            _emit(rank, world_size, f'{{"v":{FORMAT_VERSION},"event":"error",{base},"error":{error},{_times()}}}\n')
+            _emit(rank, world_size, _error_line(base, exc))
             raise
         finally:
             _local.depth = 0
-        _emit(rank, world_size, f'{{"v":{FORMAT_VERSION},"event":"done",{base},{_times()}}}\n')
+        if params.get("async_op") and hasattr(result, "get_future"):
+            _emit(rank, world_size, f'{{"v":{FORMAT_VERSION},"event":"done","async":true,{base},{_times()}}}\n')
+            _on_completion(result, rank, world_size, base)
+        else:
+            _emit(rank, world_size, f'{{"v":{FORMAT_VERSION},"event":"done",{base},{_times()}}}\n', between=True)
         return result
 
     traced.__denpex_traced__ = True
     return traced
+
+
+def _error_line(base: str, exc: BaseException) -> str:
+    error = json.dumps(f"{type(exc).__name__}: {exc}"[:2000])
+    return f'{{"v":{FORMAT_VERSION},"event":"error",{base},"error":{error},{_times()}}}\n'
+
+
+def _on_completion(work, rank: int, world_size: int | None, base: str) -> None:
+    """Write ``complete`` (or ``error``) when an async collective's work finishes, from its future."""
+
+    def written(fut):
+        try:
+            fut.value()
+        except BaseException as exc:  # the collective failed: its error is the evidence
+            _emit(rank, world_size, _error_line(base, exc))
+        else:
+            _emit(rank, world_size, f'{{"v":{FORMAT_VERSION},"event":"complete",{base},{_times()}}}\n')
+
+    try:
+        work.get_future().then(written)
+    except Exception:  # a backend without futures for this work: its completion stays unrecorded
+        pass
 
 
 def _base_json(op: str, params: dict, peer_param: str | None) -> tuple[int, int | None, str]:
@@ -270,10 +323,34 @@ def _dtypes(params: dict, names: tuple[str, ...]) -> str:
     return "[" + ",".join(f'"{x}"' for x in names_) + "]"
 
 
-def _emit(rank: int, world_size: int | None, line: str) -> None:
+def _emit(rank: int, world_size: int | None, line: str, *, between: bool = False) -> None:
     fd = _state["fd"] if _state["fd"] is not None else _open(rank, world_size)
     if fd is not None:
-        os.write(fd, line.encode())  # O_APPEND: one write per line, in the kernel before the collective starts
+        data = line.encode()
+        os.write(fd, data)  # O_APPEND: one write per line, in the kernel before the collective starts
+        _state["written"] += len(data)
+        if between and _state["written"] >= _state["max_bytes"]:
+            _rotate(rank, world_size)
+
+
+def _rotate(rank: int, world_size: int | None) -> None:
+    """Rename the full file to ``<name>.1`` and start a new one (between collectives, under the lock)."""
+    with _lock:
+        fd = _state["fd"]
+        if fd is None or _state["written"] < _state["max_bytes"] or _state["dir"] is None:
+            return
+        path = trace_path(_state["dir"], rank)
+        try:
+            os.replace(path, path + ".1")
+        except OSError:
+            return  # cannot rotate (read-only folder?): keep appending rather than lose evidence
+        _state["fd"] = None
+        # another thread (an async collective's completion) may be writing to it right now: keep it
+        # open until the next rotation, when nothing can still hold it; its lines land in <name>.1
+        older, _state["rotated_fd"] = _state.get("rotated_fd"), fd
+        if older is not None:
+            os.close(older)
+    _open(rank, world_size)
 
 
 def _open(rank: int, world_size: int | None) -> int | None:
@@ -293,8 +370,10 @@ def _open(rank: int, world_size: int | None) -> int | None:
             "backend": _backend(),
             "torch": _torch_version(),
         }
-        os.write(fd, (json.dumps(meta, separators=(",", ":")) + "\n").encode())
+        data = (json.dumps(meta, separators=(",", ":")) + "\n").encode()
+        os.write(fd, data)
         _state["fd"] = fd
+        _state["written"] = os.fstat(fd).st_size
         return fd
 
 

@@ -42,10 +42,13 @@ MAY_IMPORT: dict[str, set[str]] = {
     "plot": FOUNDATION | {"incident", "analysis"},
     "widgets": FOUNDATION | {"incident", "analysis", "plot"},
     "nbfiles": FOUNDATION,
+    # the live watcher: follows files, reads them with the loader's readers, decides with the analysis
+    "live": FOUNDATION | {"incident", "ingest", "analysis"},
     "report": FOUNDATION | {"incident", "ingest", "analysis", "catalog", "plot", "widgets", "nbfiles", "redact"},
     "teach": FOUNDATION | {"incident", "ingest", "analysis", "catalog", "plot", "widgets", "report", "repro", "fixes"},
     "repro": FOUNDATION | {"fixes", "trace"},
-    "cli": FOUNDATION | {"incident", "ingest", "analysis", "catalog", "plot", "report", "redact", "repro", "nbfiles"},
+    "cli": FOUNDATION
+    | {"incident", "ingest", "analysis", "catalog", "plot", "report", "redact", "repro", "nbfiles", "live"},
     "testing": FOUNDATION | {"incident", "ingest", "analysis"},
     "": FOUNDATION
     | {
@@ -58,6 +61,7 @@ MAY_IMPORT: dict[str, set[str]] = {
         "report",
         "repro",
         "fixes",
+        "live",
         "trace",
         "redact",
         "teach",

@@ -1,8 +1,8 @@
-"""``denpex-nb``: demo, diagnose, report, notebooks, repro.
+"""``denpex-nb``: demo, diagnose, watch, report, notebooks, repro.
 
 This file parses the arguments and turns :class:`~denpex_nb.errors.DenpexError` into one line on
 stderr with exit code 2. Each sub-command's handler is a module of this package (``diagnose.py``,
-``report.py``, ``demo.py``, ``notebooks.py``, ``repro.py``), imported only when its command runs, so ``diagnose``
+``watch.py``, ``report.py``, ``demo.py``, ``notebooks.py``, ``repro.py``), imported only when its command runs, so ``diagnose``
 never imports papermill or torch. A handler takes the parsed arguments and returns the exit code;
 the work itself is done by the library (:mod:`denpex_nb.ingest`, :mod:`denpex_nb.analysis`,
 :mod:`denpex_nb.report`, :mod:`denpex_nb.repro`).
@@ -20,6 +20,7 @@ from ..errors import DenpexError
 HANDLERS = {
     "demo": "denpex_nb.cli.demo:run",
     "diagnose": "denpex_nb.cli.diagnose:run",
+    "watch": "denpex_nb.cli.watch:run",
     "report": "denpex_nb.cli.report:run",
     "notebooks": "denpex_nb.cli.notebooks:run",
     "repro list": "denpex_nb.cli.repro:list_scenarios",
@@ -68,6 +69,21 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument(
         "--redact", action="store_true", help="mask hosts, IPs, user names, e-mails and tokens in the output"
     )
+
+    w = sub.add_parser("watch", help="follow a running job's evidence and name a divergence while it hangs")
+    w.add_argument("paths", nargs="+", help="folders, files or globs the job writes (tracer, logs, dumps)")
+    w.add_argument("--json", action="store_true", help="one JSON object per finding, then the final diagnosis")
+    w.add_argument(
+        "--stall",
+        type=float,
+        default=None,
+        help="seconds of no progress before ranks missing from a collective are called stuck (default: adaptive, 2 s floor)",
+    )
+    w.add_argument("--interval", type=float, default=0.25, help="seconds between polls of the files")
+    w.add_argument("--idle-exit", type=float, default=None, help="stop after this many seconds without new evidence")
+    w.add_argument("--once", action="store_true", help="stop after the first finding")
+    w.add_argument("--on-finding", default=None, metavar="CMD", help="run CMD (shell) per finding, JSON on stdin")
+    w.add_argument("--on-finding-timeout", type=float, default=120.0, help="seconds before --on-finding CMD is stopped")
 
     r = sub.add_parser("report", help="render an incident report (HTML) from logs and dumps")
     r.add_argument("paths", nargs="+")

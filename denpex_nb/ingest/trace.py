@@ -2,7 +2,8 @@
 
 One JSON object per line (see the tracer, :mod:`denpex_nb.trace`): a ``meta`` line, then ``issue``
 (written and flushed *before* the collective), ``done`` (after it returns) and ``error`` (when it
-raises) per collective.
+raises) per collective; for an ``async_op`` collective ``done`` carries ``"async": true`` (only
+enqueued: the row stays ``scheduled``) and ``complete`` says its work finished.
 
 Representation (our call): **one event row per collective** (rank, pg, seq), created by ``issue``
 with state ``scheduled`` and the issue times; a later ``done`` turns it ``completed`` and an
@@ -94,7 +95,7 @@ class TraceReader(FileReader):
                 out.ranks.append({"rank": rank, "host": obj.get("host"), "pid": obj.get("pid")})
                 out.parsed.add(i)
                 continue
-            if kind not in ("issue", "done", "error"):
+            if kind not in ("issue", "done", "error", "complete"):
                 continue
             pg = str(obj.get("pg", "0"))
             seq = obj.get("seq")
@@ -130,7 +131,9 @@ class TraceReader(FileReader):
             if kind == "issue":
                 if isinstance(seq, int):
                     last_issued[pg] = (max(seq, last_issued.get(pg, (seq, 0))[0]), i)
-            elif kind == "done":
+            elif kind == "done" and obj.get("async") is True:
+                pass  # enqueued, not finished: its ``complete`` (or ``error``) line says when it ends
+            elif kind in ("done", "complete"):
                 row["state"] = State.COMPLETED
                 row["t_done_wall"] = _ts(obj.get("t_wall"))
                 row["t_done_mono"] = obj.get("t_mono")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 
 
 def _parse(argv):
@@ -26,6 +27,7 @@ def _parse(argv):
     p.add_argument("--fr-dir", default=None)
     p.add_argument("--fr-stacks", action="store_true", help="include stack traces in the FR dump (slow)")
     p.add_argument("--trace-dir", default=None)
+    p.add_argument("--hang", action="store_true", help="a rank that finishes stays alive (sleeps) instead of exiting")
     return p.parse_args(argv)
 
 
@@ -115,6 +117,13 @@ def main(argv=None) -> int:
             dumper.dump("failure")
         os._exit(1)
     ctx.log(f"rank {rank} finished")
+    if args.hang:
+        # Hang mode: a rank that would leave stays alive, as a rank of a real job that moved on to
+        # other work would: its peers then wait inside the collective it skipped (a hang until the
+        # collective timeout) instead of failing at once on a closed connection.
+        _flush()
+        while True:
+            time.sleep(3600)
     if dumper is not None:
         dumper.dump("exit")
     try:

@@ -264,6 +264,8 @@ def run(
     wall_limit: float | None = None,
     max_log_lines: int | None = None,
     drop_lines_containing: tuple[str, ...] = (),
+    hang: bool = False,
+    stop: threading.Event | None = None,
 ) -> RunResult:
     """Run ``scenario`` as ``world_size`` real processes and return what they left behind.
 
@@ -275,7 +277,9 @@ def run(
     SIGTERMed, then SIGKILLed ``KILL_GRACE_S`` later. Once a rank has failed, the others get
     ``timeout + KILL_GRACE_S + 4`` more seconds (20 instead of 4 with ``fr_stack_traces``, whose
     dumps are slow) to fail on their own and dump before they are stopped the same way. ``max_log_lines`` and ``drop_lines_containing`` shrink the logs (see
-    :class:`_Collector`); both are recorded in the manifest. ``out`` defaults to ``runs/<scenario>-<variant>-<UTC stamp>``.
+    :class:`_Collector`); both are recorded in the manifest. ``hang=True`` keeps a rank that
+    finished alive instead of letting it exit, so its peers hang in the collective it skipped (use
+    a long ``timeout``); setting the ``stop`` event ends the job as the wall-clock limit would. ``out`` defaults to ``runs/<scenario>-<variant>-<UTC stamp>``.
     """
     sc = validate(scenario, world_size, backend, debug, timeout)
     variant = "fixed" if fixed else "broken"
@@ -336,6 +340,8 @@ def run(
         cmd += ["--fr-dir", str(fr_dir.resolve())] + (["--fr-stacks"] if fr_stack_traces else [])
     if trace_dir is not None:
         cmd += ["--trace-dir", str(trace_dir.resolve())]
+    if hang:
+        cmd += ["--hang"]
 
     collector = _Collector(out_dir, world_size, max_log_lines, drop_lines_containing)
     procs: list[subprocess.Popen] = []
@@ -373,6 +379,8 @@ def run(
                 reason = None
                 if now - started > wall_limit:
                     reason = f"wall-clock limit of {wall_limit:.0f} s reached"
+                elif stop is not None and stop.is_set():
+                    reason = "stopped by the caller"
                 elif first_failure is not None and now - first_failure > after_failure_s:
                     reason = f"other ranks still running {after_failure_s:.0f} s after the first failure"
                 if reason:
@@ -428,6 +436,7 @@ def run(
         "flight_recorder": flight_recorder,
         "fr_stack_traces": bool(flight_recorder and fr_stack_traces),
         "trace": trace,
+        "hang": hang,
         "timeout_s": timeout,
         "wall_limit_s": wall_limit,
         "launcher": "denpex_nb.repro.launch (own subprocess launcher, one process session per rank)",
