@@ -71,6 +71,11 @@ def main():
     reduced = all_reduce_padded(torch.ones(seq_lengths[rank], 2))
     res["padded_shape"] = list(reduced.shape)
     res["padded_column"] = reduced[:, 0].tolist()
+    # MAX over negative data: the padding must be MAX's identity (pad_value), not 0
+    neg = all_reduce_padded(
+        -torch.ones(seq_lengths[rank], 2) * (rank + 1), op=dist.ReduceOp.MAX, pad_value=float("-inf")
+    )
+    res["padded_max_column"] = neg[:, 0].tolist()
 
     try:
         all_gather_uneven(torch.tensor(1.0))

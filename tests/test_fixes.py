@@ -121,6 +121,17 @@ def test_all_reduce_padded_pads_to_longest_and_sums(results):
 
 
 @pytest.mark.slow
+def test_all_reduce_padded_pads_with_the_ops_identity(results):
+    """MAX over negative rows (rank r holds -(r + 1)) padded with -inf: each position is the largest
+    value of the ranks that have it; padding with 0 would return zeros past the shorter ranks."""
+    world, res = results
+    lengths = [3, 5, 1, 4][:world]
+    expect = [max(-(r + 1.0) for r, n in enumerate(lengths) if i < n) for i in range(max(lengths))]
+    for r in res:
+        assert r["padded_max_column"] == expect
+
+
+@pytest.mark.slow
 def test_errors_leave_ranks_in_step(results):
     world, res = results
     for r in res:

@@ -51,14 +51,17 @@ Host, pid and time: the inner header's when it has them, else the wrapper's.
 
 Times: glog headers carry no year (``ctx.year``; falls back to the current year) and local time
 (treated as UTC unless ``ctx.options["tz"]`` names a zone). With ``ctx.options["mtime"]`` (epoch
-seconds of the file) a December line in a file written in January gets the previous year.
+seconds of the file) a line takes the latest year that puts it no later than the file's time plus a
+day (a zone ahead of UTC): a December line in a file written in January gets the previous year, a
+February line in a file written in January too, a 1 January line in a file written late on 31
+December UTC the next.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from functools import lru_cache
 from typing import Any
 
@@ -742,19 +745,27 @@ def _zone(name: str | None):
         return timezone.utc
 
 
-def _year(month: int, ctx: FileContext) -> int:
-    return _year_of(month, ctx.options.get("mtime"), ctx.year)
+#: a header's clock is local, the file's time UTC: a zone ahead of UTC (up to +14 h) dates its last
+#: lines up to a day past the file's time
+_ZONE_SLACK = timedelta(days=1)
 
 
-@lru_cache(maxsize=256)
-def _year_of(month: int, mtime: Any, year: int | None) -> int:
+def _year_of(when: tuple[int, int, int, int, int], mtime: Any, year: int | None) -> int:
+    """The year of a year-less (month, day, hour, minute, second): with the file's time, the latest
+    year that puts it no later than the file's time plus a day of zone slack (the closest year before
+    the file was last written); else the stated year; else the current one."""
     if mtime:
         try:
             ref = datetime.fromtimestamp(float(mtime), timezone.utc)
         except (OverflowError, OSError, ValueError, TypeError):
             ref = None
         if ref is not None:
-            return ref.year - 1 if month > ref.month + 1 else ref.year
+            try:
+                limit = ref.replace(tzinfo=None) + _ZONE_SLACK
+            except OverflowError:
+                limit = ref.replace(tzinfo=None)
+            last = (limit.month, limit.day, limit.hour, limit.minute, limit.second)
+            return limit.year if when <= last else limit.year - 1
     if year:
         return int(year)
     return datetime.now(timezone.utc).year
@@ -780,7 +791,7 @@ def _glog_second(md: str, hms: str, year: int | None, mtime: Any, tz: Any) -> da
     try:
         month, day = divmod(int(md), 100)
         h, mi, s = (int(x) for x in hms.split(":"))
-        local = datetime(_year_of(month, mtime, year), month, day, h, mi, s)
+        local = datetime(_year_of((month, day, h, mi, s), mtime, year), month, day, h, mi, s)
     except (ValueError, OverflowError, TypeError):
         return None
     zone = _zone(tz)

@@ -1,0 +1,120 @@
+"""The decisions of rule ``divergences`` (rules.from_divergences, rules.strict_minority), pinned.
+
+Decisions of rule ``divergences`` (each test fails if its decision is inverted):
+
+- a culprit is named only for a strict minority: the majority holds more than half of the group
+  (test_a_culprit_needs_more_than_half_of_the_group); a tie names none and no op
+  (test_a_tie_names_no_culprit_and_no_op).
+- the group a majority is counted against is the stated size of the cell's group, else the
+  default group's size for the default group only, never the world's size for a subgroup, and
+  never less than the ranks in the cell (test_a_subgroup_never_borrows_the_worlds_size).
+- a missing divergence: when fewer ranks reached the cell than did not, the few made an extra
+  call; otherwise (an even split included) the missing ranks never reached it
+  (test_an_even_split_says_never_reached_not_extra_collective,
+  test_the_few_ahead_made_an_extra_call).
+- a local size violation names the ranks whose own output is wrong, only when they are fewer
+  than half of the group (test_local_size_names_the_wrong_ranks_only_when_few).
+- confidence: high with a culprit, medium without; a shape divergence (same element count) is at
+  most medium, low without a culprit (test_confidence_follows_the_culprit_and_the_kind).
+- a rank whose *log lines* end early is a desync only when something failed, and not when its
+  complete records (tracer, Flight Recorder) show it as far as everyone
+  (test_log_lines_ending_early_are_no_desync_when_nothing_failed).
+"""
+
+from __future__ import annotations
+
+from denpex_nb import diagnose
+from denpex_nb.analysis.rules import strict_minority
+
+from ._frames import err, ev, incident, steps
+
+
+def test_a_culprit_needs_more_than_half_of_the_group():
+    assert strict_minority({0: "a", 1: "a", 2: "b"}) == ([2], "majority")
+    assert strict_minority({0: "a", 1: "a", 2: "b"}, 4)[0] == []  # 2 of 4 is not more than half
+    assert strict_minority({0: "a", 1: "a", 2: "a", 3: "b"}, 5)[0] == [3]  # 3 of 5 is
+    # a group of six stated: three agreeing ranks of four seen are exactly half, no majority
+    rows = steps(4, 2) + [ev(r, 3, shape=(6,) if r == 3 else (8,), world_size=6) for r in range(4)]
+    d = diagnose(incident(rows))
+    assert (d.verdict, d.culprit_ranks) == ("shape-mismatch", [])
+    assert "not a majority" in d.first.culprit_basis
+    # four agreeing ranks of five seen are more than half of six
+    rows = steps(5, 2) + [ev(r, 3, shape=(6,) if r == 3 else (8,), world_size=6) for r in range(5)]
+    d = diagnose(incident(rows))
+    assert (d.verdict, d.culprit_ranks, d.first.culprit_basis) == ("shape-mismatch", [3], "majority")
+
+
+def test_a_tie_names_no_culprit_and_no_op():
+    assert strict_minority({0: "a", 1: "b"}) == ([], "undetermined: a tie, no majority")
+    assert strict_minority({0: "a", 1: "a", 2: "b", 3: "b", 4: "c"})[0] == []
+    rows = steps(4, 2) + [ev(r, 3, op="broadcast" if r < 2 else "all_reduce") for r in range(4)]
+    d = diagnose(incident(rows))
+    assert (d.verdict, d.culprit_ranks, d.first.op, d.first.confidence) == ("op-mismatch", [], None, "medium")
+
+
+def test_a_subgroup_never_borrows_the_worlds_size():
+    """World size 8 is stated on the default group; pg "5" (a subgroup, size unknown) shows a 2-vs-1
+    split: two of three is a majority of the ranks seen there, not of eight."""
+    sized = [ev(r, s, world_size=8) for r in range(3) for s in (1, 2)]
+    sub = [ev(r, 1, pg="5", kind="fr", shape=(6,) if r == 2 else (8,)) for r in range(3)]
+    d = diagnose(incident(sized + sub))
+    assert d.group_size == 8
+    f = next(f for f in d.findings if f.pg == "5")
+    assert (f.class_id, list(f.culprit_ranks)) == ("shape-mismatch", [2])
+    # the same split on the default group counts against eight: no culprit
+    default = [ev(r, 3, shape=(6,) if r == 2 else (8,)) for r in range(3)]
+    f = next(f for f in diagnose(incident(sized + default)).findings if f.seq == 3)
+    assert f.class_id == "shape-mismatch" and not f.culprit_ranks
+
+
+def test_an_even_split_says_never_reached_not_extra_collective():
+    rows = steps(4, 3) + [ev(r, 4) for r in (0, 1)]
+    d = diagnose(incident(rows))
+    assert (d.verdict, d.culprit_ranks, d.first.seq) == ("rank-desync", [], 4)
+    assert "never reached" in d.first.summary and "extra collective" not in d.first.summary
+    assert {r: v.state for r, v in d.first.ranks.items() if v.state == "absent"} == {2: "absent", 3: "absent"}
+
+
+def test_the_few_ahead_made_an_extra_call():
+    rows = steps(5, 3) + [ev(r, 4) for r in (0, 1)]
+    d = diagnose(incident(rows))
+    assert (d.verdict, d.culprit_ranks) == ("rank-desync", [0, 1])
+    assert "extra collective" in d.first.summary
+    rows = steps(5, 3) + [ev(r, 4) for r in (0, 1, 2)]
+    d = diagnose(incident(rows))
+    assert (d.verdict, d.culprit_ranks) == ("rank-desync", [3, 4])
+    assert "never reached" in d.first.summary
+
+
+def test_local_size_names_the_wrong_ranks_only_when_few():
+    def gather(bad, world=4):
+        return [
+            ev(r, 1, op="all_gather_into_tensor", shape=(8,), out_shape=(16,) if r in bad else (32,), world_size=world)
+            for r in range(world)
+        ]
+
+    d = diagnose(incident(gather({1})))
+    assert (d.verdict, d.culprit_ranks) == ("shape-mismatch", [1])
+    d = diagnose(incident(gather({0, 1})))  # half of the group: no culprit
+    assert (d.verdict, d.culprit_ranks) == ("shape-mismatch", [])
+
+
+def test_confidence_follows_the_culprit_and_the_kind():
+    d = diagnose(incident(steps(3, 1) + [ev(r, 2, shape=(6,) if r == 0 else (8,)) for r in range(3)]))
+    assert (d.culprit_ranks, d.first.confidence) == ([0], "high")
+    d = diagnose(incident(steps(3, 1) + [ev(r, 2, shape=(2, 4) if r == 0 else (8,)) for r in range(3)]))
+    assert (d.verdict, d.culprit_ranks, d.first.confidence) == ("shape-mismatch", [0], "medium")
+    d = diagnose(incident(steps(2, 1) + [ev(r, 2, shape=(2, 4) if r == 0 else (8,)) for r in range(2)]))
+    assert (d.verdict, d.culprit_ranks, d.first.confidence) == ("shape-mismatch", [], "low")
+
+
+def test_log_lines_ending_early_are_no_desync_when_nothing_failed():
+    """Watchdog-counter lines (``work``) of rank 3 end at seq 3: a cut copy when nothing failed; a
+    desync once something failed; and a tracer/FR record of any length always counts."""
+    work = [ev(r, s, kind="work", shape=None, numel_in=8) for r in range(4) for s in range(1, 4 if r == 3 else 6)]
+    assert diagnose(incident(work)).verdict == "no-failure"
+    failed = [err(0, "watchdog_timeout", "Watchdog caught collective operation timeout", t=9)]
+    d = diagnose(incident(work, failed))
+    assert (d.verdict, d.culprit_ranks) == ("rank-desync", [3])
+    fr = [ev(r, s, kind="fr") for r in range(4) for s in range(1, 4 if r == 3 else 6)]
+    assert diagnose(incident(fr)).verdict == "rank-desync"

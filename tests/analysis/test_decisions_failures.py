@@ -1,0 +1,156 @@
+"""The decisions about what failed and whose failure it was: ``is_failure``, ``own_failures`` and
+the rules ``own-failure``, ``nccl-error``, ``ddp-reducer`` and ``undetermined-failure``.
+
+Decisions of ``is_failure`` (what counts as something failed):
+
+- every error kind but warnings, unreadable inputs and NCCL WARNs is a failure; an NCCL WARN is
+  one only when its text reports a failure and is not one of NCCL's benign WARNs (a missing
+  plugin or IB library): test_a_benign_nccl_warn_is_not_a_failure,
+  test_a_failing_nccl_warn_is_a_failure.
+
+Decisions of ``own_failures`` (is a row its rank's own failure, a crash, not a collective error):
+
+- an exception whose text names a collective failure, or whose traceback ends in a collective
+  call, is not an own failure; OOM and device faults always are
+  (test_what_is_an_own_failure).
+- an exception cut off mid-word whose wrapped tail (up to three lines below, same file and rank)
+  another reader recognised as a collective error is that error, not a crash; four lines below
+  is unrelated (test_an_exception_cut_off_three_lines_before_its_collective_error_is_not_a_crash).
+
+Decisions of rule ``own-failure``:
+
+- the ranks that failed on their own are named only while they are fewer than the group (all of
+  them crashing singles no one out); confidence is high only while they are at most half
+  (test_own_failure_names_the_crashed_ranks_only_when_fewer_than_the_group).
+
+Decisions of rule ``nccl-error``:
+
+- NCCL's own errors are a finding; a device fault wrapped in one is a crash instead; the ranks
+  that reported it are named only when a strict majority of the group is seen quiet
+  (test_nccl_error_names_reporters_only_against_a_quiet_majority).
+
+Decisions of rule ``ddp-reducer``: the reducer's unused-parameter error is a finding, and its
+reporters are named only against a quiet majority (test_ddp_reducer_names_reporters_against_a_quiet_majority).
+
+Decisions of rule ``undetermined-failure``: when something failed and no rule says what, the
+verdict is ``timeout-undetermined``, never ``no-failure``; nothing failed gives no finding
+(test_a_failure_no_rule_explains_is_undetermined_never_all_clear).
+"""
+
+from __future__ import annotations
+
+from denpex_nb import diagnose
+from denpex_nb.analysis.rules import is_failure, own_failures
+from denpex_nb.incident import coerce
+
+from ._frames import err, incident, steps
+
+PLUGIN_WARN = (
+    "tern-07:61204:61266 [0] NCCL WARN NET/Plugin : dlerror=libnccl-net.so: cannot open shared object file: "
+    "No such file or directory No plugin found (libnccl-net.so), using internal implementation"
+)
+IB_WARN = "tern-07:61204:61266 [0] NCCL WARN NET/IB : Unable to open libibverbs.so: error loading library"
+FAILING_WARN = "tern-07:61204:61270 [0] NCCL WARN Cuda failure 'out of memory'"
+
+
+def test_a_benign_nccl_warn_is_not_a_failure():
+    """A clean run whose ranks log NCCL's plugin-not-found WARN (it says 'dlerror') is no-failure."""
+    assert not is_failure("nccl_warn", PLUGIN_WARN) and not is_failure("nccl_warn", IB_WARN)
+    warns = [err(r, "nccl_warn", PLUGIN_WARN, t=1, line=2) for r in range(4)]
+    warns += [err(r, "nccl_warn", IB_WARN, t=1, line=3) for r in range(4)]
+    d = diagnose(incident(steps(4, 3), warns))
+    assert d.verdict == "no-failure"
+    assert not d.rank_state["failed"].any()
+
+
+def test_a_failing_nccl_warn_is_a_failure():
+    assert is_failure("nccl_warn", FAILING_WARN)
+    assert not is_failure("nccl_warn", None) and not is_failure("warning", "error") and is_failure("exit", None)
+    d = diagnose(incident(steps(4, 3), [err(2, "nccl_warn", FAILING_WARN, t=1)]))
+    assert d.verdict != "no-failure"
+
+
+def _own(rows):
+    return own_failures(coerce("errors", rows))
+
+
+def test_what_is_an_own_failure():
+    assert _own([err(0, "exception", "ValueError: bad batch")]) == [True]
+    assert _own([err(0, "exception", "RuntimeError: NCCL communicator was aborted")]) == [False]
+    assert _own([err(0, "exception", "ValueError: bad batch", op="all_reduce")]) == [False]
+    assert _own([err(0, "oom", "whatever it says")]) == [True]
+    assert _own([err(0, "nccl_error", "NCCL error: an illegal memory access was encountered")]) == [True]
+    assert _own([err(0, "watchdog_timeout", "Watchdog caught collective operation timeout")]) == [False]
+    assert _own([err(0, "signal", "exitcode -11", signal="SIGSEGV")]) == [True]
+    assert _own([err(0, "signal", "exitcode -15", signal="SIGTERM")]) == [False]
+
+
+def test_an_exception_cut_off_three_lines_before_its_collective_error_is_not_a_crash():
+    """A terminal copy wrapped the exception's message; its tail, three lines below, was read as a
+    DETAIL mismatch. The exception is that mismatch, not rank 1's own crash."""
+    cut = err(1, "exception", "RuntimeError: Detected mism", t=5, line=10)
+    detail = err(
+        1,
+        "detail_mismatch",
+        "Detected mismatch between collectives on ranks. Collectives differ in the following aspects: "
+        "Tensor Tensor dtypes: Double vs Float",
+        t=5,
+        line=13,
+        op="all_reduce",
+        seq=3,
+        seq_kind="detail",
+    )
+    assert _own([cut, detail]) == [False, False]
+    d = diagnose(incident(steps(2, 2), [cut, detail]))
+    assert d.verdict == "dtype-mismatch"
+    assert not any(f.class_id == "rank-crash" for f in d.findings)
+    far = dict(detail, line=14)  # four lines below: another record, the cut exception stands alone
+    assert _own([cut, far]) == [True, False]
+    other_rank = dict(detail, rank=0)
+    assert _own([cut, other_rank]) == [True, False]
+
+
+def _crash(rank, t=None):
+    return err(rank, "exception", "ValueError: bad batch at step 3", t=t, line=rank + 1)
+
+
+def test_own_failure_names_the_crashed_ranks_only_when_fewer_than_the_group():
+    d = diagnose(incident(steps(4, 2), [_crash(1)]))
+    assert (d.verdict, d.culprit_ranks, d.first.confidence) == ("rank-crash", [1], "high")
+    d = diagnose(incident(steps(4, 2), [_crash(r) for r in (0, 1, 2)]))
+    assert (d.verdict, d.culprit_ranks, d.first.confidence) == ("rank-crash", [0, 1, 2], "medium")
+    d = diagnose(incident(steps(4, 2), [_crash(r) for r in range(4)]))
+    assert (d.verdict, d.culprit_ranks) == ("rank-crash", [])
+    assert "no rank can be singled out" in d.first.summary
+
+
+NCCL_ERR = "NCCL error in: ProcessGroupNCCL.cpp:1, unhandled system error, NCCL version 2.18.1"
+
+
+def test_nccl_error_names_reporters_only_against_a_quiet_majority():
+    d = diagnose(incident(steps(4, 2), [err(1, "nccl_error", NCCL_ERR, t=3)]))
+    assert (d.verdict, d.culprit_ranks, d.first.culprit_basis) == ("nccl-error", [1], "own-failure")
+    d = diagnose(incident(steps(2, 2), [err(1, "nccl_error", NCCL_ERR, t=3)]))
+    assert (d.verdict, d.culprit_ranks) == ("nccl-error", [])  # one quiet rank of two
+    fault = err(1, "nccl_error", "NCCL error: unspecified launch failure", t=3)
+    assert diagnose(incident(steps(4, 2), [fault])).verdict == "rank-crash"
+
+
+DDP = (
+    "RuntimeError: Expected to have finished reduction in the prior iteration before starting a new one. "
+    "This error indicates that your module has parameters that were not used in producing loss."
+)
+
+
+def test_ddp_reducer_names_reporters_against_a_quiet_majority():
+    d = diagnose(incident(steps(4, 1), [err(1, "ddp_unused_parameters", DDP, t=2)]))
+    assert (d.verdict, d.culprit_ranks) == ("unused-parameters", [1])
+    d = diagnose(incident(steps(4, 1), [err(r, "ddp_unused_parameters", DDP, t=2) for r in (0, 1)]))
+    assert (d.verdict, d.culprit_ranks) == ("unused-parameters", [])
+
+
+def test_a_failure_no_rule_explains_is_undetermined_never_all_clear():
+    d = diagnose(incident(steps(4, 2), ranks=[dict(rank=2, exit_code=1)]))
+    assert (d.verdict, d.culprit_ranks) == ("timeout-undetermined", [])
+    d = diagnose(incident(steps(4, 2), [err(0, "warning", "a deprecated call", t=1)]))
+    assert d.verdict == "no-failure"

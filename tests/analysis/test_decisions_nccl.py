@@ -1,0 +1,121 @@
+"""The decisions of the rules that compare two sides of one record: ``fingerprint-pairs`` (one
+DETAIL mismatch message) and ``nccl-opcounts`` (NCCL COLL lines), pinned on small inputs.
+
+Decisions of rule ``fingerprint-pairs``:
+
+- the two fingerprints are compared op first, then dtype, then shape, then sequence number, and
+  only the first difference is reported: a pair that differs in op and seq is an op mismatch
+  (test_a_fingerprint_pair_differing_in_op_and_seq_is_an_op_mismatch); same op, other dtype
+  and seq is a dtype mismatch (test_a_fingerprint_pair_differing_in_dtype_and_seq_is_a_dtype_mismatch).
+- a pair never names a culprit (test_a_fingerprint_pair_never_names_a_culprit).
+
+Decisions of rule ``nccl-opcounts``:
+
+- processes are matched by communicator size and opCount, op then dtype then count; culprits
+  need every process's rank known: one process known only by host:pid leaves the culprit
+  undetermined (test_a_process_known_only_by_host_pid_leaves_the_culprit_undetermined).
+- with every rank known, the culprit is a strict minority of the communicator's size, not of
+  the processes seen (test_nccl_culprit_is_a_minority_of_the_communicator).
+- a process with several communicators of one size is left out: their opCounts are unrelated
+  (test_a_process_with_two_communicators_of_one_size_is_left_out).
+- only the first disagreement is reported (test_only_the_first_opcount_disagreement_is_reported).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from denpex_nb import diagnose
+from denpex_nb.analysis.rules import Context, fingerprint_pairs
+
+from ._frames import ev, incident
+
+
+def _fp(rank, seq, op="all_reduce", dtype="float32", shape=(8,), line=7):
+    """One rank's fingerprint from a DETAIL mismatch message (both ranks' rows share its line)."""
+    row = ev(rank, seq, op=op, dtype=dtype, shape=shape, kind="detail", state="failed", file="rank1.log")
+    row["line"] = line
+    return row
+
+
+def _pairs(rows):
+    """The rule's own findings (before merging with the alignment's view of the same rows)."""
+    ctx = Context(incident=incident(rows), alignment=None, state=pd.DataFrame(), group_size=None)
+    return fingerprint_pairs(ctx)
+
+
+def test_a_fingerprint_pair_differing_in_op_and_seq_is_an_op_mismatch():
+    (f,) = _pairs([_fp(1, 4, op="broadcast"), _fp(0, 3)])
+    assert f.class_id == "op-mismatch" and f.op is None
+
+
+def test_a_fingerprint_pair_differing_in_dtype_and_seq_is_a_dtype_mismatch():
+    (f,) = _pairs([_fp(1, 4, dtype="float64"), _fp(0, 3)])
+    assert (f.class_id, f.op) == ("dtype-mismatch", "all_reduce")
+    (f,) = _pairs([_fp(1, 4, shape=(6,)), _fp(0, 3)])
+    assert f.class_id == "shape-mismatch"
+    (f,) = _pairs([_fp(1, 4), _fp(0, 3)])
+    assert f.class_id == "rank-desync"
+    assert _pairs([_fp(1, 3), _fp(0, 3)]) == []
+
+
+def test_a_fingerprint_pair_never_names_a_culprit():
+    (f,) = _pairs([_fp(1, 3, op="broadcast"), _fp(0, 3)])
+    assert not f.culprit_ranks and f.culprit_basis.startswith("undetermined")
+
+
+def _coll(rank, opcount=5, op="all_reduce", dtype="float32", numel=1024, nranks=4, host=None, pid=None, pg="0xc0"):
+    row = ev(
+        rank,
+        opcount,
+        op=op,
+        kind="nccl_opcount",
+        shape=None,
+        numel_in=numel,
+        numel_out=numel,
+        dtype=dtype,
+        world_size=nranks,
+        pg=pg,
+        file=f"{host or 'h'}-{rank if rank is not None else pid}.log",
+    )
+    row.update(state=None, host=host, pid=pid)
+    return row
+
+
+def _nccl(rows):
+    return [f for f in diagnose(incident(rows)).findings if f.rule == "nccl-opcounts"]
+
+
+def test_a_process_known_only_by_host_pid_leaves_the_culprit_undetermined():
+    """Five processes of a 5-rank communicator: ranks 0-2 all_reduce, rank 3 and a process known
+    only by host:pid broadcast. That process may be rank 4 or any other: no culprit."""
+    rows = [_coll(r, op="broadcast" if r == 3 else "all_reduce", nranks=5) for r in range(4)]
+    rows.append(_coll(None, op="broadcast", nranks=5, host="node7", pid=4242))
+    (f,) = _nccl(rows)
+    assert (f.class_id, list(f.culprit_ranks), f.confidence) == ("op-mismatch", [], "medium")
+    assert "host:pid" in f.culprit_basis
+    known = [_coll(r, op="broadcast" if r == 3 else "all_reduce", nranks=5) for r in range(5)]
+    (f,) = _nccl(known)
+    assert (list(f.culprit_ranks), f.confidence) == ([3], "high")
+
+
+def test_nccl_culprit_is_a_minority_of_the_communicator():
+    rows = [_coll(r, dtype="float16" if r == 2 else "float32", nranks=8) for r in range(4)]
+    (f,) = _nccl(rows)  # 3 of an 8-rank communicator is no majority
+    assert (f.class_id, list(f.culprit_ranks)) == ("dtype-mismatch", [])
+    rows = [_coll(r, dtype="float16" if r == 2 else "float32", nranks=4) for r in range(4)]
+    (f,) = _nccl(rows)
+    assert list(f.culprit_ranks) == [2]
+
+
+def test_a_process_with_two_communicators_of_one_size_is_left_out():
+    rows = [_coll(r, numel=512 if r == 3 else 1024) for r in range(4)]
+    rows.append(_coll(3, opcount=9, pg="0xd0"))  # rank 3 also has a second 4-rank communicator
+    assert _nccl(rows) == []
+
+
+def test_only_the_first_opcount_disagreement_is_reported():
+    rows = [_coll(r, opcount=5, numel=512 if r == 1 else 1024) for r in range(4)]
+    rows += [_coll(r, opcount=6, op="broadcast" if r == 2 else "all_reduce") for r in range(4)]
+    (f,) = _nccl(rows)
+    assert (f.class_id, f.seq, list(f.culprit_ranks)) == ("shape-mismatch", 5, [1])

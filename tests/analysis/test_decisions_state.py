@@ -1,0 +1,96 @@
+"""The decisions of :mod:`denpex_nb.analysis.state`: the group size and each rank's state, pinned.
+
+Decisions of ``group_size`` (the size a majority is counted against):
+
+- only explicit evidence states it, most direct first (the collective records' group size, a
+  rank's own statement, the FR analyzer's expected ranks, all_gather's out/in ratio, a
+  launcher manifest); the ranks present never do (test_the_ranks_present_never_state_the_group_size).
+- of several stated sizes the largest is the world: a subgroup's size never lowers it, so world
+  size 8 plus a 2-rank subgroup leaves a 3-vs-1 split undetermined
+  (test_a_subgroups_size_never_lowers_the_world_size).
+- absurd sizes (0, negative, 2**24 and more) are not evidence (test_absurd_sizes_are_not_evidence).
+
+Decisions of ``rank_state`` (one row per rank, the status word):
+
+- a rank the group size says exists but nothing speaks of is ``absent``; an own failure is
+  ``failed``; a timeout is ``timed-out``, a peer gone ``peer-gone``; another failure ``error``;
+  exit code 0 ``exited``; records only ``running`` (test_every_status_word_has_its_evidence).
+- a rank's first error is its earliest own failure, else its earliest failure
+  (test_the_first_error_is_the_earliest_own_failure).
+"""
+
+from __future__ import annotations
+
+from denpex_nb import diagnose
+
+from ._frames import err, ev, incident, steps
+
+PEER_GONE = "RuntimeError: Connection closed by peer [127.0.0.1]:29921"
+
+
+def test_the_ranks_present_never_state_the_group_size():
+    d = diagnose(incident(steps(3, 2)))
+    assert d.group_size is None and "unknown" in d.group_size_basis
+    d = diagnose(incident([ev(r, 1, world_size=4) for r in range(3)]))
+    assert (d.group_size, d.absent_ranks) == (4, [3])
+    d = diagnose(incident(steps(2, 1), ranks=[dict(rank=0, world_size=6)]))
+    assert d.group_size == 6 and "own statement" in d.group_size_basis
+
+
+def test_a_subgroups_size_never_lowers_the_world_size():
+    """The default group states 8, a 2-rank subgroup states 2; at seq 5 of the default group ranks
+    0-2 call all_reduce and rank 3 broadcast: 3 of 8 is no majority, so no culprit."""
+    sized = [ev(r, 1, kind="work", shape=None, numel_in=16, world_size=8, pg="0") for r in range(4)]
+    sub = [ev(r, 1, kind="work", shape=None, numel_in=16, world_size=2, pg="7") for r in (0, 1)]
+    split = [ev(r, 5, op="broadcast" if r == 3 else "all_reduce", pg="default_pg") for r in range(4)]
+    d = diagnose(incident(sized + sub + split))
+    assert d.group_size == 8
+    f = next(f for f in d.findings if f.class_id == "op-mismatch")
+    assert not f.culprit_ranks and f.culprit_basis.startswith("undetermined")
+    d = diagnose(incident(steps(2, 1), ranks=[dict(rank=0, world_size=8), dict(rank=1, world_size=2)]))
+    assert d.group_size == 8
+
+
+def test_absurd_sizes_are_not_evidence():
+    for bad in (0, -4, 2**24, 2**31 - 1):
+        d = diagnose(incident([ev(r, 1, world_size=bad) for r in range(3)]))
+        assert d.group_size is None, bad
+
+
+def _status(rows=(), errors=(), ranks=(), world=None):
+    rows = list(rows) + ([ev(0, 1, world_size=world)] if world else [])
+    st = diagnose(incident(rows, errors, ranks)).rank_state
+    return dict(zip(st["rank"].astype(int), st["status"]))
+
+
+def test_every_status_word_has_its_evidence():
+    timeout = err(1, "watchdog_timeout", "Watchdog caught collective operation timeout", t=5, seq=2, seq_kind="work")
+    errors = [
+        err(0, "exception", "ValueError: bad batch", t=1),
+        timeout,
+        err(2, "gloo_peer_gone", PEER_GONE, t=6),
+        err(3, "nccl_error", "NCCL error: unhandled system error", t=7),
+    ]
+    rows = [ev(r, 1) for r in range(6)]
+    st = _status(rows, errors, ranks=[dict(rank=4, exit_code=0)], world=7)
+    assert st == {
+        0: "failed",
+        1: "timed-out",
+        2: "peer-gone",
+        3: "error",
+        4: "exited",
+        5: "running",
+        6: "absent",
+    }
+
+
+def test_the_first_error_is_the_earliest_own_failure():
+    errors = [
+        err(0, "gloo_peer_gone", PEER_GONE, t=1),
+        err(0, "oom", "torch.OutOfMemoryError: CUDA out of memory", t=9, line=2),
+        err(1, "gloo_peer_gone", PEER_GONE, t=4),
+        err(1, "gloo_timeout", "Timed out waiting 1000ms for recv operation to complete", t=2, line=2),
+    ]
+    st = diagnose(incident(steps(2, 1), errors)).rank_state.set_index("rank")
+    assert st.loc[0, "first_error_kind"] == "oom" and st.loc[0, "status"] == "failed"
+    assert st.loc[1, "first_error_kind"] == "gloo_timeout" and st.loc[1, "status"] == "timed-out"
