@@ -223,6 +223,8 @@ class Watcher:
         key = ("logs", f.class_id, f.pg, f.seq, f.culprit_ranks)
         if key in self.state.reported:
             return []
+        if any(r.finding.class_id == f.class_id and f.seq in (None, r.finding.seq) for r in self.reported):
+            return []  # the logs confirm what was already said (an abort after the mismatch): not news
         self.state.reported.add(key)
         began = f.t_wall.timestamp() if f.t_wall is not None and hasattr(f.t_wall, "timestamp") else None
         return [LiveFinding(f, began, time.time())]

@@ -150,6 +150,7 @@ class LiveState:
         self.reported: set[tuple] = set()
         self.bad_lines = 0
         self.lines = 0
+        self.newest_wall: float | None = None  # the latest issue time read (how far behind the writers we are)
 
     # --- input ---------------------------------------------------------------------------------
 
@@ -168,6 +169,9 @@ class LiveState:
                 self.bad_lines += 1
                 continue
             row["line"] = (row.get("line") or 1) + first_line - 1
+            if row.get("t_wall") is not None:
+                t = row["t_wall"].timestamp()
+                self.newest_wall = t if self.newest_wall is None else max(self.newest_wall, t)
             r = self._rank(rank, now)
             g = self.groups.setdefault(pg, _Group())
             if isinstance(row.get("world_size"), int) and row["world_size"] > 0:
