@@ -239,6 +239,8 @@ class Watcher:
         return diagnose(load(*self.paths, progress=False, unreadable="report"))
 
     def close(self) -> None:
+        self.trace.close()
+        self.other.close()
         shutil.rmtree(self._tmp, ignore_errors=True)
 
 

@@ -29,6 +29,21 @@ class _Tail:
     inode: int
     offset: int = 0
     partial: bytes = b""
+    fd: int | None = None  # kept open: reads follow the inode wherever it is renamed
+
+
+def _raise_fd_limit() -> int:
+    """Lift the soft open-file limit to the hard one (a job of 1,024 ranks is 1,024 files)."""
+    try:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft != resource.RLIM_INFINITY and (hard == resource.RLIM_INFINITY or soft < hard):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+        return 1 << 20 if soft == resource.RLIM_INFINITY else int(soft)
+    except (ImportError, OSError, ValueError):
+        return 1024
 
 
 @dataclass
@@ -42,7 +57,11 @@ class Chunk:
 
 @dataclass
 class Follower:
-    """Poll ``paths`` (files, folders, globs) and return the whole lines appended since last time."""
+    """Poll ``paths`` (files, folders, globs) and return the whole lines appended since last time.
+
+    Followed files stay open (up to the open-file limit less a margin; beyond it a file is opened
+    for each read), so a poll costs one ``fstat`` per file and a read where something was added.
+    """
 
     paths: list[str]
     rescan_s: float = 1.0
@@ -50,7 +69,10 @@ class Follower:
     tails: dict[int, _Tail] = field(default_factory=dict)  # inode -> what was read of it
     restarts: list[tuple[str, str]] = field(default_factory=list)  # (path, "truncated" | "rotated")
     _lines_seen: dict[int, int] = field(default_factory=dict)
+    _known: dict[str, int] = field(default_factory=dict)  # path -> inode at the last discovery
     _scanned_at: float = float("-inf")
+    _fd_budget: int = -1
+    _pending: list = field(default_factory=list)  # chunks drained from files let go at a rescan
 
     def discover(self) -> list[str]:
         """The files the paths name now (sorted); folders are walked, globs expanded."""
@@ -68,58 +90,83 @@ class Follower:
 
     def _rescan(self) -> None:
         self._scanned_at = time.monotonic()
+        if self._fd_budget < 0:
+            self._fd_budget = max(0, _raise_fd_limit() - 256)
+        known: dict[str, int] = {}
         for path in self.discover():
             try:
-                st = os.stat(path)
+                ino = os.stat(path).st_ino
             except OSError:
                 continue
-            tail = self.tails.get(st.st_ino)
+            known[path] = ino
+            tail = self.tails.get(ino)
             if tail is None:
-                self.tails[st.st_ino] = _Tail(path, st.st_ino)
+                self.tails[ino] = _Tail(path, ino)
             elif tail.path != path:
-                if os.path.basename(path).startswith(os.path.basename(tail.path)):
+                if path.startswith(tail.path):
                     self.restarts.append((tail.path, "rotated"))
                 tail.path = path  # renamed (rotated away): keep reading it where we were
+        for ino in [i for i in self.tails if i not in known.values()]:
+            tail = self.tails[ino]  # deleted, or moved out of sight: read what is left, then let go
+            if tail.fd is not None:
+                self._drain(tail)
+                os.close(tail.fd)
+                self._fd_budget += 1
+            del self.tails[ino]
+        self._known = known
 
     def poll(self) -> list[Chunk]:
         if time.monotonic() - self._scanned_at >= self.rescan_s:
             self._rescan()
         out = []
-        moved = False
         for tail in list(self.tails.values()):
-            chunk, gone = self._read(tail)
-            moved |= gone
+            chunk = self._read(tail)
             if chunk is not None:
                 out.append(chunk)
-        if moved:  # a path now names another file: find where ours went, and the new one
-            self._rescan()
-            for tail in list(self.tails.values()):
-                chunk, _ = self._read(tail)
-                if chunk is not None:
-                    out.append(chunk)
+        out += self._pending
+        self._pending = []
         return out
 
-    def _read(self, tail: _Tail) -> tuple[Chunk | None, bool]:
+    def _drain(self, tail: _Tail) -> None:
+        chunk = self._read(tail)
+        if chunk is not None:
+            self._pending.append(chunk)
+
+    def _open(self, tail: _Tail) -> int | None:
         try:
-            st = os.stat(tail.path)
+            fd = os.open(tail.path, os.O_RDONLY)
         except OSError:
-            return None, False  # gone for now; found again by a rescan if it was renamed
-        if st.st_ino != tail.inode:
-            return None, True
-        if st.st_size < tail.offset:
-            self.restarts.append((tail.path, "truncated"))
-            tail.offset, tail.partial = 0, b""
-            self._lines_seen[tail.inode] = 0
-        if st.st_size == tail.offset:
-            return None, False
+            return None
+        if os.fstat(fd).st_ino != tail.inode:
+            os.close(fd)
+            return None
+        return fd
+
+    def _read(self, tail: _Tail) -> Chunk | None:
+        fd = tail.fd
+        keep = True
+        if fd is None:
+            fd = self._open(tail)
+            if fd is None:
+                return None  # gone for now; found again by a rescan if it was renamed
+            if self._fd_budget > 0:
+                tail.fd, self._fd_budget = fd, self._fd_budget - 1
+            else:
+                keep = False
         try:
-            with open(tail.path, "rb") as fh:
-                if os.fstat(fh.fileno()).st_ino != tail.inode:
-                    return None, True
-                fh.seek(tail.offset)
-                data = fh.read(READ_CHUNK)
+            size = os.fstat(fd).st_size
+            if size < tail.offset:
+                self.restarts.append((tail.path, "truncated"))
+                tail.offset, tail.partial = 0, b""
+                self._lines_seen[tail.inode] = 0
+            if size == tail.offset:
+                return None
+            data = os.pread(fd, min(READ_CHUNK, size - tail.offset), tail.offset)
         except OSError:
-            return None, False
+            return None
+        finally:
+            if not keep:
+                os.close(fd)
         tail.offset += len(data)
         data = tail.partial + data
         lines = data.split(b"\n")
@@ -128,7 +175,14 @@ class Follower:
             lines.append(tail.partial)
             tail.partial = b""
         if not lines:
-            return None, False
+            return None
         first = self._lines_seen.get(tail.inode, 0) + 1
         self._lines_seen[tail.inode] = first - 1 + len(lines)
-        return Chunk(tail.path, lines, first), False
+        return Chunk(tail.path, lines, first)
+
+    def close(self) -> None:
+        """Close the files kept open."""
+        for tail in self.tails.values():
+            if tail.fd is not None:
+                os.close(tail.fd)
+                tail.fd = None
