@@ -300,3 +300,29 @@ def test_watch_keeps_up_while_a_writer_appends(tmp_path):
     assert found == []
     assert all(r.last_issued["0"] == 200 for r in w.state.ranks.values()) and len(w.state.ranks) == 8
     assert max(len(g.calls) for g in w.state.groups.values()) <= 64 + 1  # the window stays small
+
+
+def test_the_live_view_shows_the_finding_the_positions_and_a_growing_swimlane(tmp_path):
+    """``dx.watch(path)`` in a notebook: a widget fed by a background thread, with an HTML fallback."""
+    pytest.importorskip("ipywidgets")
+    import denpex_nb as dx
+
+    job = Job(tmp_path, 4)
+    job.step(1)
+    w = dx.watch(str(tmp_path), interval=0.05)
+    bundle = w._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+    assert "no finding so far" in bundle["text/html"]  # what a saved page shows without a kernel
+    view = w._live
+    first_png = view.lane.value
+    for r in range(4):  # the job goes on, then rank 3 enters a different op: the view catches up
+        job.issue(r, 2, op="broadcast" if r == 3 else "all_reduce")
+    t_end = time.monotonic() + 10
+    while time.monotonic() < t_end and "op-mismatch" not in view.findings.value:
+        time.sleep(0.1)
+    view.refresh()
+    view.stop()
+    assert "op-mismatch" in view.findings.value
+    assert "ranks 0" in view.positions.value and "inside" in view.positions.value
+    assert view.lane.value and view.lane.value != first_png
+    assert not view._thread.is_alive()

@@ -229,6 +229,32 @@ class Watcher:
         began = f.t_wall.timestamp() if f.t_wall is not None and hasattr(f.t_wall, "timestamp") else None
         return [LiveFinding(f, began, time.time())]
 
+    # --- in JupyterLab ---------------------------------------------------------------------------
+
+    def view(self, refresh_s: float = 1.0):
+        """A live widget (:class:`~denpex_nb.live.view.LiveView`) polling in a background thread."""
+        from .view import LiveView
+
+        return LiveView(self, refresh_s)
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        """Shown in a notebook: the live widget, with an HTML snapshot for pages without widgets."""
+        from .view import snapshot_html
+
+        try:
+            live = self.view()
+        except ImportError:  # no ipywidgets: a snapshot, and how to get the live view
+            note = "<p><i>install ipywidgets (pip install 'denpex_nb[notebook]') for the live view</i></p>"
+            return {"text/html": snapshot_html(self) + note, "text/plain": repr(self)}
+        self._live = live
+        live.refresh()
+        bundle = live.widget._repr_mimebundle_(include=include, exclude=exclude) or {}
+        bundle["text/html"] = snapshot_html(self)  # what a saved page shows without a kernel
+        return bundle
+
+    def __repr__(self) -> str:
+        return f"<Watcher {', '.join(self.paths)}: {len(self.state.ranks)} ranks, {len(self.reported)} findings>"
+
     # --- the end ------------------------------------------------------------------------------
 
     def final_diagnosis(self):

@@ -33,7 +33,14 @@ def watch_hanging(scenario: str, world_size: int, out, *, limit_s: float = 90.0)
     job = threading.Thread(
         target=lambda: box.update(
             result=repro.run(
-                scenario, world_size=world_size, trace=True, timeout=300.0, hang=True, stop=stop, out=out, wall_limit=240
+                scenario,
+                world_size=world_size,
+                trace=True,
+                timeout=300.0,
+                hang=True,
+                stop=stop,
+                out=out,
+                wall_limit=240,
             )
         ),
         daemon=True,
