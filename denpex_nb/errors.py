@@ -21,6 +21,13 @@ class DenpexError(Exception):
             msg += f" (fix: {self.fix})"
         return msg
 
+    def _render_traceback_(self) -> list[str]:
+        """What IPython shows for this error in a notebook: the one line, not a traceback wall.
+
+        (IPython's hook for exceptions that render themselves; the cell still fails, so "Run
+        All" stops there and papermill reports it.)"""
+        return [f"\x1b[1;31m{type(self).__name__}\x1b[0m: {self.one_line()}"]
+
 
 class InputError(DenpexError):
     """A path is missing, unreadable, empty of logs, or not a log at all."""

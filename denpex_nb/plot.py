@@ -22,7 +22,7 @@ from matplotlib.figure import Figure
 
 from .incident import OPS
 from .vocab import SEQ_KIND_PREFERENCE as _SEQ_KIND_PREFERENCE
-from .vocab import TIMEOUT_KINDS, SeqKind, State
+from .vocab import TIMEOUT_KINDS, ErrorKind, SeqKind, State
 
 #: preference order of sequence counters when the caller does not choose
 SEQ_KIND_PREFERENCE = tuple(str(k) for k in _SEQ_KIND_PREFERENCE)  # the one order (denpex_nb.vocab)
@@ -312,7 +312,7 @@ def swimlane(
     if not culprits and diagnosis is not None:
         culprits = list(getattr(diagnosis, "culprit_ranks", []) or [])
     if len(ln.ranks) > max_lanes:
-        return _heatmap(incident, ln, div_seq, culprits, title)
+        return _heatmap(incident, ln, div_seq, culprits, title, x)
     return _lanes_figure(incident, ln, div_seq, culprits, x, annotate, title, diagnosis)
 
 
@@ -426,7 +426,10 @@ def _lanes_figure(incident, ln: Lanes, div_seq, culprits, x, annotate, title, di
             lab.set_color(CULPRIT_COLOR)
             lab.set_fontweight("bold")
     ax.set_ylim(len(ranks) - 0.5, -1.05)
-    ax.set_xlabel("sequence number" if x == "seq" else "time since first event (s)")
+    if x == "time" and not _has_clock(df):
+        ax.set_xlabel("sequence number (no clock in this evidence: x='time' cannot be drawn)")
+    else:
+        ax.set_xlabel("sequence number" if x == "seq" else "time since first event (s)")
     if x == "seq" and len(ln.seqs):
         lo, hi = int(ln.seqs.min()), int(ln.seqs.max())
         extra = 1 if not incident.errors.empty else 0
@@ -455,6 +458,10 @@ def _x_values(df: pd.DataFrame, x: str) -> np.ndarray:
     if np.all(np.isnan(t)):  # no clock at all: fall back to seq so the picture still says something
         return df["seq"].to_numpy(dtype=float)
     return t - np.nanmin(t)
+
+
+def _has_clock(df: pd.DataFrame) -> bool:
+    return not df.empty and not np.all(np.isnan(_seconds(df)))
 
 
 def _seconds(df: pd.DataFrame) -> np.ndarray:
@@ -605,13 +612,26 @@ def _draw_errors(ax, incident, ln: Lanes, ypos, x, xcol) -> None:
         )
 
 
+#: error kinds that say how a rank *ended*: whatever their clock says, they come after the rank's
+#: last observed collective (a launcher's exit time is a whole-second start time plus a duration,
+#: so it can read earlier than the collectives it followed)
+ENDING_KINDS = frozenset({ErrorKind.EXIT, ErrorKind.SIGNAL, ErrorKind.CHILD_FAILED})
+
+
 def _error_x(e, lane: pd.DataFrame, x: str, t0) -> float | None:
     t = e["t_wall"]
     t_s = t.value / 1e9 if t is not None and not pd.isna(t) else None
+    ending = str(e["kind"]) in ENDING_KINDS
     if x == "time":
         if t_s is None or t0 is None:
             return None
+        if ending and not lane.empty:
+            tl = _seconds(lane)
+            if not np.all(np.isnan(tl)):
+                t_s = max(t_s, float(np.nanmax(tl)))
         return t_s - t0
+    if ending and not lane.empty:
+        return float(lane["seq"].max()) + 0.5
     if not pd.isna(e.get("seq", pd.NA)) and str(e.get("seq_kind")) == str(lane.get("seq_kind", "")):
         return float(e["seq"])
     if lane.empty:
@@ -629,8 +649,11 @@ def _error_x(e, lane: pd.DataFrame, x: str, t0) -> float | None:
     return float(seqs.max()) + 0.5
 
 
-def _heatmap(incident, ln: Lanes, div_seq, culprits, title) -> Figure:
-    """Many ranks: a ranks x seq image coloured by op; disagreeing cells red, missing cells white."""
+def _heatmap(incident, ln: Lanes, div_seq, culprits, title, x: str = "seq") -> Figure:
+    """Many ranks: a ranks x seq image coloured by op; disagreeing cells red, missing cells white.
+
+    ``x="time"``: columns are equal slices of wall-clock time (each cell shows the rank's last
+    collective in that slice); without any clock the picture says it cannot and draws by seq."""
     from matplotlib.colors import ListedColormap
     from matplotlib.patches import Patch
 
@@ -645,6 +668,26 @@ def _heatmap(incident, ln: Lanes, div_seq, culprits, title) -> Figure:
         return fig
     r_idx = np.searchsorted(ranks, df["rank"].to_numpy())
     s_idx = np.searchsorted(seqs, df["seq"].to_numpy())
+    seq_col = s_idx  # the seq column of each event (the majority is per seq, whatever the x axis)
+    by_time = x == "time" and _has_clock(df)
+    if x == "time" and not by_time:
+        title = ((title + "\n") if title else "") + "no clock in this evidence: x='time' cannot be drawn, shown by seq"
+    if by_time:
+        t = _seconds(df)
+        t0 = np.nanmin(t)
+        rel = np.nan_to_num(t - t0, nan=0.0)
+        n_cols = int(min(800, max(50, len(seqs))))
+        span = max(float(rel.max()), 1e-9)
+        s_idx = np.minimum((rel / span * n_cols).astype(np.int64), n_cols - 1)
+        order = np.argsort(rel, kind="stable")  # the last collective of each slice wins the cell
+        r_idx, s_idx = r_idx[order], s_idx[order]
+        seq_col = seq_col[order]
+        df = df.iloc[order]
+        seqs = (np.arange(n_cols) + 0.5) * span / n_cols  # column centres in seconds
+        if div_seq is not None:  # the divergence: when the ranks issued that collective
+            at = (df["seq"] == div_seq).to_numpy()
+            div_seq = float(np.median(rel[order][at])) if at.any() else None
+    half = (seqs[1] - seqs[0]) / 2 if by_time and len(seqs) > 1 else 0.5
     ops = df["op"].astype(str)
     op_codes, op_names = pd.factorize(ops, sort=True)
     n_ops = len(op_names)
@@ -652,8 +695,8 @@ def _heatmap(incident, ln: Lanes, div_seq, culprits, title) -> Figure:
     grid[r_idx, s_idx] = op_codes
     # disagreement with the majority signature at each seq
     sig_codes, _ = pd.factorize(df["sig"])
-    maj = pd.DataFrame({"s": s_idx, "c": sig_codes}).groupby("s")["c"].agg(lambda c: np.bincount(c).argmax())
-    off = sig_codes != maj.reindex(s_idx).to_numpy()
+    maj = pd.DataFrame({"s": seq_col, "c": sig_codes}).groupby("s")["c"].agg(lambda c: np.bincount(c).argmax())
+    off = sig_codes != maj.reindex(seq_col).to_numpy()
     grid[r_idx[off], s_idx[off]] = n_ops
     colors = [OP_COLORS.get(o, OP_COLORS["unknown"]) for o in op_names] + [DIVERGE_COLOR]
     cmap = ListedColormap(["white"] + colors)
@@ -664,14 +707,15 @@ def _heatmap(incident, ln: Lanes, div_seq, culprits, title) -> Figure:
         cmap=cmap,
         vmin=-0.5,
         vmax=n_ops + 1.5,
-        extent=(seqs[0] - 0.5, seqs[-1] + 0.5, len(ranks) - 0.5, -0.5),
+        extent=(seqs[0] - half, seqs[-1] + half, len(ranks) - 0.5, -0.5),
     )
     if off.any():  # one pixel row is too thin to see: mark the odd cells
         ax.scatter(seqs[s_idx[off]], r_idx[off], marker="s", s=18, color=DIVERGE_COLOR, zorder=4)
     # top strip: per seq, how many ranks differ from the majority or are missing
     n_off = np.bincount(s_idx[off], minlength=len(seqs))
-    n_missing = len(ranks) - np.bincount(s_idx, minlength=len(seqs))
-    edges = np.append(seqs - 0.5, seqs[-1] + 0.5)  # one step artist each, not hundreds of bar patches
+    # (by time, a rank with nothing in a slice is idle, not missing)
+    n_missing = 0 * n_off if by_time else len(ranks) - np.bincount(s_idx, minlength=len(seqs))
+    edges = np.append(seqs - half, seqs[-1] + half)  # one step artist each, not hundreds of bar patches
     top.stairs(n_off + n_missing, edges, fill=True, color="#999999", label="ranks missing")
     top.stairs(n_off, edges, fill=True, color=DIVERGE_COLOR, label="ranks differing")
     top.set_ylim(0, max(1, int((n_off + n_missing).max())) * 1.15)
@@ -683,7 +727,7 @@ def _heatmap(incident, ln: Lanes, div_seq, culprits, title) -> Figure:
         top.text(
             div_seq,
             top.get_ylim()[1],
-            f" diverges at seq {div_seq}",
+            f" diverges at seq {div_seq}" if not by_time else " diverges here",
             color=DIVERGE_COLOR,
             fontsize=9,
             va="top",
@@ -697,7 +741,7 @@ def _heatmap(incident, ln: Lanes, div_seq, culprits, title) -> Figure:
         labels[row] = f"rank {ranks[row]} ◀"
     if culprit_rows:
         ax.scatter(
-            np.full(len(culprit_rows), seqs[-1] + 0.5 + 0.01 * max(len(seqs), 1)),
+            np.full(len(culprit_rows), seqs[-1] + half + 0.01 * (seqs[-1] - seqs[0] + 2 * half)),
             culprit_rows,
             marker="<",
             color=CULPRIT_COLOR,
@@ -716,10 +760,13 @@ def _heatmap(incident, ln: Lanes, div_seq, culprits, title) -> Figure:
     if not err.empty and err["rank"].notna().any():
         er = np.unique(err["rank"].dropna().astype("int64").to_numpy())
         er = er[np.isin(er, ranks)]
-        last = df.groupby("rank")["seq"].max()
-        xs = last.reindex(er).fillna(seqs[-1]).to_numpy() + 0.5
+        if by_time:  # after the rank's last collective: an ending is never drawn before it
+            last = pd.Series(seqs[s_idx], index=df["rank"].to_numpy()).groupby(level=0).max()
+        else:
+            last = df.groupby("rank")["seq"].max()
+        xs = last.reindex(er).fillna(seqs[-1]).to_numpy() + half
         ax.scatter(xs, np.searchsorted(ranks, er), marker="x", color="black", s=12, linewidths=0.8, zorder=5)
-    ax.set_xlabel("sequence number")
+    ax.set_xlabel("time since first event (s)" if by_time else "sequence number")
     ax.set_ylabel(f"{len(ranks)} ranks")
     handles = [Patch(color=c, label=o) for o, c in zip(op_names, colors[:-1])]
     handles += [

@@ -205,6 +205,21 @@ def test_postmortem_runs_headless_and_records_the_verdict():
     assert outputs.count("image/png") >= 3  # two swimlanes and the progress bars
 
 
+def test_postmortem_with_logs_pointing_nowhere_shows_one_clear_line_first(tmp_path):
+    """Bad input: the first output is one line naming the problem and the fix, no traceback wall,
+    and the run stops there (no cascade of NameErrors below)."""
+    nowhere = tmp_path / "no-such-run"
+    nb, error = report.execute(_committed("postmortem"), {"logs": [str(nowhere)]}, cwd=str(NB_DIR), timeout=300)
+    assert error is not None and "InputError" in error
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
+    first = outputs[0]
+    assert first["output_type"] == "error" and first["ename"] == "InputError"
+    assert len(first["traceback"]) == 1, first["traceback"]
+    line = first["traceback"][0]
+    assert str(nowhere) in line and "no such file or folder" in line and "fix:" in line
+    assert [o for o in outputs if o["output_type"] == "error"] == [first]
+
+
 # incident_report.ipynb is executed by tests/test_report.py through `report.render`, which reads it with
 # nbfiles (test_the_shipped_notebooks_are_the_committed_ones: the same file).
 

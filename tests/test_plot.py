@@ -183,3 +183,48 @@ def test_lanes_keep_one_row_per_rank_and_seq_with_the_shapes_of_the_issue_line()
     assert set(ln.frame["state"]) == {"completed"}
     assert all(lab != "?" for lab in ln.frame["label"]), "shapes from the issue line were lost"
     assert np.array_equal(ln.seqs, [1, 2, 3])
+
+
+def test_heatmap_x_time_really_plots_time_and_says_so_without_a_clock():
+    inc = synthetic_incident(80, 30, mismatch_at=20, culprit=7)
+    by_seq, by_time = plot.swimlane(inc), plot.swimlane(inc, x="time")
+    assert by_seq.axes[1].get_xlabel() == "sequence number"
+    assert "time since first event" in by_time.axes[1].get_xlabel()
+    # the x range is seconds (30 collectives 50 ms apart), not seq numbers 1..30
+    lo, hi = by_time.axes[1].get_xlim()
+    assert hi - lo < 3.0 and lo < 0.1
+    no_clock = Incident(events=inc.events.assign(t_wall=pd.NaT, t_mono=pd.NA))
+    few = synthetic_incident(4, 8)
+    few_no_clock = Incident(events=few.events.assign(t_wall=pd.NaT, t_mono=pd.NA))
+    for fig in (plot.swimlane(no_clock, x="time"), plot.swimlane(few_no_clock, x="time")):
+        said = "\n".join(a.get_xlabel() for a in fig.axes) + _texts(fig)
+        assert "x='time' cannot be drawn" in said
+
+
+def _scatter_points(ax, label):
+    for coll in ax.collections:
+        if coll.get_label() == label:
+            return coll.get_offsets()
+    return None
+
+
+@pytest.mark.parametrize("x", ["seq", "time"])
+def test_exit_markers_are_never_drawn_before_the_ranks_collectives(x):
+    """The launcher's exit time is a whole-second start plus a duration: it can read earlier than
+    the collectives the rank ran. An ending is drawn after the rank's last collective."""
+    from denpex_nb import load
+
+    inc = load(str(ROOT / "data/recorded/gloo/allgather-shape-mismatch/broken-detail-w4"))
+    exits = inc.errors[inc.errors["kind"].astype(str) == "exit"]
+    ev = inc.events[inc.events["seq_kind"].astype(str) == "trace"]
+    assert (exits["t_wall"] < ev["t_wall"].min()).any(), "the recorded run no longer shows the early exit time"
+    fig = plot.swimlane(inc, x=x, seq_kind="trace")
+    ax = fig.axes[0]
+    errs = _scatter_points(ax, "error")
+    assert errs is not None and len(errs)
+    marks = np.concatenate(
+        [c.get_offsets() for c in ax.collections if c.get_label() not in ("error", "timeout") and len(c.get_offsets())]
+    )
+    for ex, ey in errs:  # each rank's ending sits after that rank's own last collective
+        lane = marks[np.isclose(marks[:, 1], ey)]
+        assert len(lane) and ex >= lane[:, 0].max() - 1e-9, (ex, ey, lane[:, 0].max())
