@@ -16,6 +16,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..human import count_ranks, rank_ranges
 from ..vocab import ClassId
 
 CONFIDENCES = ("high", "medium", "low")
@@ -132,7 +133,7 @@ class Finding:
         return ", ".join(parts)
 
     def __str__(self) -> str:
-        culprit = ", ".join(map(str, self.culprit_ranks)) if self.culprit_ranks else "undetermined"
+        culprit = rank_ranges(self.culprit_ranks) or "undetermined"
         head = f"[{self.class_id}] ({self.confidence}) {self.where()}".rstrip()
         lines = [
             head,
@@ -143,11 +144,11 @@ class Finding:
             lines.append(f"  possibly a consequence of {self.consequence_of}")
         for b in self.basis[:3]:
             lines.append(f"  from: {_clip(b, 160)}")
-        for r, v in sorted(self.ranks.items())[:16]:
+        for who, v, _odd in _grouped_views(self.ranks, self.culprit_ranks)[:16]:
             shapes = "" if v.shapes is None else f" {v.shapes}"
             dt = "" if not v.dtypes else f" {','.join(v.dtypes)}"
             lines.append(
-                f"    rank {r}: {v.op or '-'} seq {v.seq if v.seq is not None else '-'}{shapes}{dt}"
+                f"    {who}: {v.op or '-'} seq {v.seq if v.seq is not None else '-'}{shapes}{dt}"
                 f"{' ' + v.state if v.state else ''}"
             )
         for e in self.evidence[:4]:
@@ -211,7 +212,7 @@ class Diagnosis:
         if not self.findings:
             return "no-failure: no divergence or failure found" + (f" ({self.notes[0]})" if self.notes else "")
         f = self.findings[0]
-        culprit = ", ".join(map(str, f.culprit_ranks)) if f.culprit_ranks else "undetermined"
+        culprit = rank_ranges(f.culprit_ranks) or "undetermined"
         init = "undetermined" if self.initiating_rank is None else str(self.initiating_rank)
         return (
             f"{f.class_id} at {f.where() or 'unknown collective'}; culprit rank(s): {culprit}; "
@@ -221,7 +222,7 @@ class Diagnosis:
     def __str__(self) -> str:
         lines = [
             f"Diagnosis: {self.summary()}",
-            f"ranks seen: {self.ranks_seen}; lines {self.lines.get('total', 0)} "
+            f"ranks seen: {count_ranks(self.ranks_seen)}; lines {self.lines.get('total', 0)} "
             f"({self.lines.get('parsed', 0)} parsed, {self.lines.get('unparsed', 0)} unparsed)",
         ]
         first = self.first
@@ -267,7 +268,7 @@ class Diagnosis:
                 "<th>confidence</th><th>summary</th></tr></thead><tbody>"
             )
             for i, f in enumerate(self.findings[:50], 1):
-                cul = ", ".join(map(str, f.culprit_ranks)) or "undetermined"
+                cul = rank_ranges(f.culprit_ranks) or "undetermined"
                 out.append(
                     f"<tr><td>{i}</td><td>{esc(f.class_id)}</td><td>{esc(f.where())}</td><td>{esc(cul)}</td>"
                     f"<td style='color:{colour.get(f.confidence, '#000')}'>{esc(f.confidence)}</td>"
@@ -280,10 +281,10 @@ class Diagnosis:
                     "<th>rank</th><th>op</th><th>seq</th><th>shapes</th><th>dtypes</th><th>state</th>"
                     "</tr></thead><tbody>"
                 )
-                for r, v in sorted(first.ranks.items())[:64]:
-                    bad = " style='font-weight:bold'" if r in first.culprit_ranks else ""
+                for who, v, odd in _grouped_views(first.ranks, first.culprit_ranks)[:64]:
+                    bad = " style='font-weight:bold'" if odd else ""
                     out.append(
-                        f"<tr{bad}><td>{r}</td><td>{esc(str(v.op))}</td><td>{esc(str(v.seq))}</td>"
+                        f"<tr{bad}><td>{esc(who)}</td><td>{esc(str(v.op))}</td><td>{esc(str(v.seq))}</td>"
                         f"<td>{esc(str(v.shapes))}</td><td>{esc(str(v.dtypes))}</td><td>{esc(str(v.state))}</td></tr>"
                     )
                 out.append("</tbody></table></details>")
@@ -318,6 +319,29 @@ def _records(frame) -> list[dict[str, Any]]:
                 rec[k] = v
         out.append(rec)
     return out
+
+
+def _grouped_views(ranks: dict, culprits) -> list[tuple[str, Any]]:
+    """The ranks' views of one collective, identical views merged: the odd ones first, then the rest.
+
+    Returns ``(label, view, odd)`` triples.
+
+    At 1024 ranks a finding's per-rank list would be 1024 lines of the same thing; grouped, the
+    culprits' rows come first (``odd: rank 300``) and the agreeing majority is one row with its
+    count (``1023 ranks (0–299, 301–1023)``).
+    """
+    groups: dict[str, tuple[list[int], Any]] = {}
+    for r, v in sorted(ranks.items()):
+        key = repr((v.op, v.seq, v.shapes, v.dtypes, v.state))
+        groups.setdefault(key, ([], v))[0].append(int(r))
+    bad = {int(r) for r in culprits}
+    rows = []
+    for members, v in groups.values():
+        odd = bool(bad.intersection(members)) or (len(groups) > 1 and len(members) * 2 < len(ranks))
+        label = f"rank {members[0]}" if len(members) == 1 else count_ranks(members)
+        rows.append((not odd, members[0], label, v, odd and len(groups) > 1))
+    rows.sort(key=lambda x: x[:2])
+    return [(label, v, odd) for *_, label, v, odd in rows]
 
 
 def _clip(text: str, n: int) -> str:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from .. import human
 from .. import vocab as _vocab
 from ..processes import signal_name
 from ..vocab import COMPLETE_RECORD_KINDS, TRUNCATED_TRACEBACK, ClassId, ErrorKind, SeqKind, State
@@ -321,8 +322,8 @@ def _seq_op_order(seq_op: tuple) -> tuple:
 
 
 def fmt_ranks(ranks) -> str:
-    ranks = sorted(ranks)
-    return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(map(str, ranks))
+    """``rank 3`` / ``ranks 0–216, 218–255``: rank lists in text read as ranges (:mod:`denpex_nb.human`)."""
+    return human.fmt_ranks(ranks, none="ranks")
 
 
 def _group(sig: dict) -> dict:

@@ -17,6 +17,7 @@ from functools import lru_cache
 
 import pandas as pd
 
+from ..human import count_ranks, rank_ranges
 from ..vocab import ClassId
 from .contract import SUMMARY_MIME
 from .show import HTML, display
@@ -61,11 +62,8 @@ def render_template(template: str, /, **values) -> HTML:
 
 
 def ranks_text(ranks) -> str:
-    """``1, 3`` for a list of ranks; ``undetermined`` for none."""
-    ranks = [int(r) for r in ranks or []]
-    if not ranks:
-        return "undetermined"
-    return ", ".join(str(r) for r in ranks)
+    """``1, 3`` or ``0–216, 218–255`` for a list of ranks; ``undetermined`` for none."""
+    return rank_ranges(ranks or []) or "undetermined"
 
 
 def verdict_text(diagnosis) -> str:
@@ -117,7 +115,7 @@ def headline(incident, diagnosis, title: str | None = None) -> HTML:
         )
         if where:
             rows.append(("where", where))
-    rows.append(("ranks seen", ", ".join(str(r) for r in diagnosis.ranks_seen) or "none"))
+    rows.append(("ranks seen", count_ranks(diagnosis.ranks_seen) if len(diagnosis.ranks_seen) else "none"))
     summary = first.summary if first is not None else "Every rank's collectives agree and no rank failed."
     return render_template(
         "headline.html",

@@ -53,8 +53,26 @@ def test_html_is_escaped_and_marks_the_culprit():
     d.findings[0] = dataclasses.replace(d.findings[0], summary="<script>alert(1)</script>")
     html = d._repr_html_()
     assert "<script>" not in html and "&lt;script&gt;" in html
-    assert "<tr style='font-weight:bold'><td>1</td>" in html
-    assert html.count("<tr") >= 5
+    assert "<tr style='font-weight:bold'><td>rank 1</td>" in html
+    assert "<td>3 ranks (0, 2, 3)</td>" in html  # the agreeing majority is one row
+    assert html.count("<tr") >= 3
+
+
+def test_at_256_ranks_the_text_names_the_odd_rank_first_and_ranges_for_the_rest():
+    rows = steps(256, 2) + [
+        ev(r, 3, op="all_gather", shape=(3, 4) if r == 217 else (5, 4), out_shape=(12, 4) if r == 217 else (20, 4))
+        for r in range(256)
+    ]
+    d = diagnose(incident(rows))
+    s = str(d)
+    assert d.culprit_ranks == [217]
+    assert "ranks seen: 256 ranks (0–255)" in s
+    per_rank = [ln.strip() for ln in s.splitlines() if ln.startswith("    ") and ": all_gather seq 3" in ln]
+    assert per_rank[0].startswith("rank 217: ") and "[[3, 4]]" in per_rank[0]
+    assert per_rank[1].startswith("255 ranks (0–216, 218–255): ")
+    assert len(per_rank) == 2
+    assert "0, 1, 2, 3" not in s  # no rank list spelled out one by one
+    assert json.loads(d.to_json())["ranks_seen"] == list(range(256))  # the JSON keeps the full list
 
 
 def test_no_failure_displays_plainly():
