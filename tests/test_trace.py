@@ -14,7 +14,7 @@ JOB = Path(__file__).with_name("_trace_job.py")
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _run(mode, tmp_path):
+def _run(mode, tmp_path, **env_extra):
     pytest.importorskip("torch")
     from denpex_nb.repro.launch import free_port
 
@@ -24,6 +24,7 @@ def _run(mode, tmp_path):
         PORT=str(free_port()),
         OMP_NUM_THREADS="1",
         PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+        **env_extra,
     )
     proc = subprocess.run([sys.executable, str(JOB), mode], env=env, capture_output=True, text=True, timeout=120)
     lines = [json.loads(x) for x in (tmp_path / "denpex_trace_rank0.jsonl").read_text().splitlines()]
@@ -75,3 +76,40 @@ def test_issue_line_survives_an_abort_inside_the_collective(tmp_path):
     proc, lines = _run("abort", tmp_path)
     assert proc.returncode == -6
     assert lines[-1]["event"] == "issue" and lines[-1]["op"] == "all_reduce" and lines[-1]["seq"] == 1
+
+
+@pytest.mark.slow
+def test_async_collectives_record_their_completion_and_meta_comes_first(tmp_path):
+    """Under a launcher (RANK set) the meta line is written at enable(), before init and before any
+    collective; an async collective's done says it was only enqueued, and complete says it finished."""
+    proc, lines = _run("async", tmp_path, RANK="0", WORLD_SIZE="1")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert lines[0]["event"] == "meta" and lines[0]["backend"] is None  # before init_process_group
+    by_seq = {}
+    for d in lines[1:]:
+        by_seq.setdefault(d["seq"], []).append((d["event"], d.get("async")))
+    assert by_seq[1] == [("issue", None), ("done", True), ("complete", None)]
+    assert by_seq[2] == [("issue", None), ("done", True), ("complete", None)]
+    assert by_seq[3] == [("issue", None), ("done", None)]  # the synchronous barrier
+
+    import denpex_nb as dx
+
+    events = dx.load(str(tmp_path / "denpex_trace_rank0.jsonl"), progress=False).events
+    assert list(events.sort_values("seq")["state"]) == ["completed"] * 3
+
+
+@pytest.mark.slow
+def test_the_trace_rotates_between_collectives_and_stays_bounded(tmp_path):
+    proc, _ = _run("rotate", tmp_path, DENPEX_TRACE_MAX_MB="0.004")  # about 4 kB
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    current, rotated = tmp_path / "denpex_trace_rank0.jsonl", tmp_path / "denpex_trace_rank0.jsonl.1"
+    assert rotated.is_file() and sorted(p.name for p in tmp_path.iterdir()) == [current.name, rotated.name]
+    for f in (current, rotated):
+        docs = [json.loads(x) for x in f.read_text().splitlines()]  # whole lines only
+        assert docs[0]["event"] == "meta"
+        assert f.stat().st_size < 4200 + 600  # the limit, plus the collective that crossed it
+        ends = [d for d in docs if d["event"] == "done"]
+        issues = [d for d in docs if d["event"] == "issue"]
+        assert [d["seq"] for d in ends] == [d["seq"] for d in issues]  # never split across files
+    newest = [json.loads(x) for f in (rotated, current) for x in f.read_text().splitlines()]
+    assert [d["seq"] for d in newest if d["event"] == "done"][-1] == 200  # the newest lines are kept
