@@ -22,6 +22,7 @@ import pandas as pd
 from ..vocab import ClassId, SeqKind
 from . import catalog
 from . import explain as _explain  # noqa: F401 - registers the explain rules
+from . import launchers as _launchers  # noqa: F401 - registers the launcher rule
 from . import rules as _rules
 from .align import Alignment, align
 from .initiator import initiating_rank
@@ -78,6 +79,9 @@ def diagnose(incident, *, strict: bool = False) -> Diagnosis:
     for r in _rules.RULES:
         if r.stage == "find":
             findings += _checked(r, safely(r.name, lambda r=r: r.fn(ctx), []), strict, diag)
+    # findings that may only ever be alternatives stay out of the explain rules and the verdict
+    side = [f for f in findings if f.alternative_only]
+    findings = [f for f in findings if not f.alternative_only]
     for r in _rules.RULES:
         if r.stage == "explain":
             findings = _checked(
@@ -97,7 +101,12 @@ def diagnose(incident, *, strict: bool = False) -> Diagnosis:
     findings = safely("order", lambda: order(findings), findings)
 
     diag.findings = findings
+    diag.alternatives = safely("alternatives", lambda: alternatives(findings, side), [])
     diag.initiating_rank = safely("initiating rank", lambda: initiating_rank(incident.errors, incident.ranks), None)
+    first = findings[0] if findings else None
+    if diag.initiating_rank is None and first is not None and first.culprit_basis.startswith("statement: "):
+        if first.rule == "launcher-first-failure" and len(first.culprit_ranks) == 1:
+            diag.initiating_rank = first.culprit_ranks[0]  # the launcher saw it fail first
     diag.all_clear_confidence = _all_clear_confidence(incident, state)
     for (pg, kind), absent in al.missing_dumps.items():
         diag.notes.append(
@@ -114,6 +123,25 @@ def diagnose(incident, *, strict: bool = False) -> Diagnosis:
     if first is not None and not first.culprit_ranks:
         diag.notes.append(f"culprit undetermined ({first.culprit_basis or 'undetermined'})")
     return diag
+
+
+#: how many alternatives a diagnosis lists
+MAX_ALTERNATIVES = 4
+
+
+def alternatives(findings: list[Finding], side: list[Finding]) -> list[Finding]:
+    """The other classes the evidence is consistent with: the best finding of each class other than
+    the verdict's (findings after the verdict, then those that may only be alternatives), a later
+    divergence that is a consequence of an earlier one left out (it is not another explanation)."""
+    verdict = findings[0].class_id if findings else ClassId.NO_FAILURE
+    seen = {verdict}
+    out = []
+    for f in list(findings[1:]) + list(side):
+        if f.class_id in seen or f.consequence_of:
+            continue
+        seen.add(f.class_id)
+        out.append(f)
+    return out[:MAX_ALTERNATIVES]
 
 
 def _checked(r, produced: list[Finding], strict: bool, diag: Diagnosis, passthrough: bool = False) -> list[Finding]:

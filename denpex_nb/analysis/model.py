@@ -77,6 +77,9 @@ class Finding:
     culprit_basis: str = ""
     basis: tuple[str, ...] = ()
     consequence_of: str | None = None
+    #: consistent with the evidence but, by design, never the verdict (a launcher's first exit beside
+    #: a collective failure that may have caused it): shown as an alternative only
+    alternative_only: bool = False
 
     def __post_init__(self):
         object.__setattr__(self, "class_id", str(self.class_id))  # a plain string, also from ClassId
@@ -171,6 +174,9 @@ class Diagnosis:
     group_size_basis: str = ""  # which evidence gave it
     absent_ranks: list[int] = field(default_factory=list)  # known to exist, silent in the evidence
     all_clear_confidence: str = "medium"  # confidence of a no-failure verdict
+    #: the other classes the evidence is consistent with, best first (one finding per class, never
+    #: the verdict's class): "also consistent with"; the verdict stays the single best one
+    alternatives: list[Finding] = field(default_factory=list)
 
     @property
     def verdict(self) -> str:
@@ -202,7 +208,14 @@ class Diagnosis:
             "rank_state": _records(self.rank_state),
             "lines": {k: int(v) for k, v in self.lines.items()},
             "notes": list(self.notes),
+            "alternatives": [_alternative(f) for f in self.alternatives],
         }
+
+    def also(self) -> str:
+        """``also consistent with: rank-crash (medium), nccl-error (low)``, or "" when nothing else is."""
+        if not self.alternatives:
+            return ""
+        return "also consistent with: " + ", ".join(f"{f.class_id} ({f.confidence})" for f in self.alternatives)
 
     def to_json(self, **kw) -> str:
         return json.dumps(self.to_dict(), **kw)
@@ -214,9 +227,10 @@ class Diagnosis:
         f = self.findings[0]
         culprit = rank_ranges(f.culprit_ranks) or "undetermined"
         init = "undetermined" if self.initiating_rank is None else str(self.initiating_rank)
+        also = self.also()
         return (
             f"{f.class_id} at {f.where() or 'unknown collective'}; culprit rank(s): {culprit}; "
-            f"first to fail: {init}; confidence {f.confidence}"
+            f"first to fail: {init}; confidence {f.confidence}" + (f"; {also}" if also else "")
         )
 
     def __str__(self) -> str:
@@ -237,6 +251,10 @@ class Diagnosis:
                 lines.append(f"{i}. " + str(f).replace("\n", "\n   "))
             if len(self.findings) > 20:
                 lines.append(f"... {len(self.findings) - 20} more (see to_dict())")
+        if self.alternatives:
+            lines.append(f"also consistent with ({len(self.alternatives)}, not the verdict):")
+            for f in self.alternatives:
+                lines.append("  - " + str(f).replace("\n", "\n    "))
         for n in self.notes:
             lines.append(f"note: {n}")
         return "\n".join(lines)
@@ -293,10 +311,36 @@ class Diagnosis:
                 for e in first.evidence:
                     out.append(f"<li><code>{esc(e.file)}:{e.line}</code> {esc(_clip(e.text, 300))}</li>")
                 out.append("</ul></details>")
+        if self.alternatives:
+            out.append("<details open><summary>also consistent with</summary><ul>")
+            for f in self.alternatives:
+                cul = ", ".join(map(str, f.culprit_ranks)) or "undetermined"
+                out.append(
+                    f"<li><b>{esc(f.class_id)}</b> (<span style='color:{colour.get(f.confidence, '#000')}'>"
+                    f"{esc(f.confidence)}</span>; culprit {esc(cul)}): {esc(f.summary)}"
+                    + "".join(
+                        f"<br><code>{esc(e.file)}:{e.line}</code> {esc(_clip(e.text, 200))}" for e in f.evidence[:3]
+                    )
+                    + "</li>"
+                )
+            out.append("</ul></details>")
         if self.notes:
             out.append("<ul>" + "".join(f"<li>{esc(n)}</li>" for n in self.notes) + "</ul>")
         out.append("</div>")
         return "".join(out)
+
+
+def _alternative(f: Finding) -> dict[str, Any]:
+    """An alternative's JSON form: its class, confidence, culprits and evidence (no per-rank views)."""
+    return {
+        "class": f.class_id,
+        "confidence": f.confidence,
+        "summary": f.summary,
+        "culprit_ranks": [int(r) for r in f.culprit_ranks],
+        "culprit_basis": f.culprit_basis,
+        "rule": f.rule,
+        "evidence": [e.to_dict() for e in f.evidence],
+    }
 
 
 def _records(frame) -> list[dict[str, Any]]:

@@ -37,7 +37,10 @@ _DISTRIBUTED = re.compile(
     r"Timed out|timed out|ProcessGroup|DistBackendError|DistNetworkError|DistStoreError|TCPStore|Socket|"
     r"collective|[Ww]atchdog|Expected to have finished reduction|did not receive grad|marked as ready|"
     r"got signal|SignalException|ChildFailedError|ProcessRaisedException|ProcessExitedException|"
-    r"Broken pipe|EnforceNotMet|invalid tensor size|distributed",
+    r"Broken pipe|EnforceNotMet|invalid tensor size|distributed|"
+    # a launcher reporting another process's end (a node's rendezvous closed, a Ray worker died)
+    r"Rendezvous(?:Closed|Timeout)Error|RayActorError|ActorDiedError|actor died unexpectedly|worker died|"
+    r"Horovod has been shut down",
     re.S,
 )
 _CRASH_SIGNALS = {"SIGSEGV", "SIGKILL", "SIGBUS", "SIGILL", "SIGFPE"}
@@ -81,6 +84,8 @@ def is_crash_error(
     if kind == ErrorKind.EXCEPTION:
         if not message or message.startswith(TRUNCATED_TRACEBACK) or in_collective:
             return False  # unknown, or raised inside a collective: not an own failure
+        if "returned non-zero exit status" in message and "local_rank" in message:
+            return False  # a launcher's CalledProcessError about a worker, not the line's own failure
         return not _DISTRIBUTED.search(message)
     if kind in (ErrorKind.SIGNAL, ErrorKind.CHILD_FAILED, ErrorKind.AGENT, ErrorKind.EXIT):
         return (signal or signal_name(exit_code, shell=True)) in _CRASH_SIGNALS
@@ -161,6 +166,16 @@ class Context:
     state: pd.DataFrame  # rank_state: one row per rank
     group_size: int | None  # explicit evidence only
     texts: dict = field(default_factory=dict)  # (file, line) -> message, for evidence lines
+    _resolver: object = field(default=None, repr=False)
+
+    @property
+    def resolver(self):
+        """The one :class:`~.resolve.Resolver` of this incident (pid, local rank, host -> global rank)."""
+        if self._resolver is None:
+            from .resolve import Resolver
+
+            self._resolver = Resolver(self.incident, self.group_size)
+        return self._resolver
 
     @property
     def errors(self) -> pd.DataFrame:
@@ -759,6 +774,9 @@ def own_failure(ctx: Context) -> list[Finding]:
     if errs is None or errs.empty:
         return []
     crash = errs[own_failures(errs)]
+    # a launcher's statement about a worker (torchelastic's agent line and table) is read by the
+    # launcher-first-failure rule, which knows how each launcher reports (and which rank it means)
+    crash = crash[~crash["kind"].astype(str).isin([ErrorKind.AGENT, ErrorKind.CHILD_FAILED])]
     if not len(crash):
         return []
     crashed = sorted(int(r) for r in crash["rank"].dropna().unique())

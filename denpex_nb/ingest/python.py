@@ -28,9 +28,14 @@ hard-wrapped mid-word); ``Fatal Python error: Aborted`` (faulthandler) is a ``si
 the signal (SIGABRT, SIGSEGV, SIGBUS, SIGFPE, SIGILL); launchers: DeepSpeed's own lines (origin
 ``runner.py:`` / ``launch.py:``, all consumed; ``global_rank_mapping`` gives a ``ranks`` row per
 rank with ``host``, ``local_rank`` and ``world_size``; ``... exits with return code = N`` and
-``Killing subprocess N`` are ``agent`` rows), torchrun's elastic start (``Starting elastic_operator``
+``Killing subprocess N`` are ``agent`` rows; ``[cmd] exits with return code`` names the command line
+of the *last* process DeepSpeed started, not the failed one, so its ``--local_rank`` goes to
+``launched_last_local_rank``, never ``local_rank``), Ray's ``A worker died or was killed`` (an
+``agent`` row with the dead worker's ``pid``, its IP as ``host``, ``launcher`` = ``ray``), torchrun's elastic start (``Starting elastic_operator``
 and the ``Rendezvous complete for workers. Result:`` block: a ``ranks`` row per ``global_ranks``
-entry with ``local_rank`` and ``world_size`` from ``global_world_sizes``), Lightning's banner
+entry with ``local_rank`` and ``world_size`` from ``global_world_sizes``; the agent's later
+``failed ... local_rank: L`` line in the same file gets the global rank it maps L to, with
+``rank_basis`` saying so), Lightning's banner
 (``distributed_backend=``, ``All distributed processes registered``).
 
 Extra columns: ``exc_type``, ``n_traceback_lines``, ``collective_call``, ``call_site`` (innermost
@@ -128,6 +133,29 @@ _ELASTIC_KV = re.compile(r"^\s+(?P<k>[a-z_]+)\s*[=:] ?(?P<v>.*)$")
 _LIGHTNING_BANNER = re.compile(
     r"^distributed_backend=\w+\s*$|^All distributed processes registered\. Starting with (\d+) processes"
 )
+#: Open MPI's reports of a failed process (help-mpirun.txt / help-errmgr-base.txt)
+_MPI_NOTICED = re.compile(
+    r"mpirun noticed that process rank (?P<rank>\d{1,9}) with PID (?P<pid>\S{1,20}) on node (?P<node>\S{1,200}) "
+    r"exited (?:on signal (?P<sig>\d{1,3})|with status (?P<code>\d{1,9}))"
+)
+_MPI_NAME = re.compile(r"Process name:\s*\[\[\d{1,12},\d{1,12}\],(\d{1,9})\]")
+_MPI_EXIT = re.compile(r"^\s*Exit code:\s*(-?\d{1,9})\s*$")
+_MPI_PRIMARY = re.compile(r"Primary job\s+terminated normally, but \d{1,9} process(?:es)? returned")
+_MPI_PEER_HOST = re.compile(r"^\s*Peer host:\s*(\S{1,200})\s*$")
+#: Ray Train's trainer on a failed worker: "Worker 0 has failed."
+_RAY_TRAIN_FAILED = re.compile(r"(?<!\w)Worker (\d{1,9}) has failed\b")
+#: torchelastic's JSON events (``torchelastic.worker.status.FAILED``)
+_ELASTIC_EVENT_RANK = re.compile(r'"global_rank":\s*(\d{1,9})')
+_ELASTIC_EVENT_HOST = re.compile(r'"hostname":\s*"([^"]{1,200})"')
+_DEATH_SIGNAL = re.compile(r"Received (?:Signals\.)?(SIG[A-Z]{2,8}|\d{1,3}) death signal")
+_NEW_NODES = re.compile(r"Detected \d{1,9} new nodes")
+#: torchelastic's error handler JSON: ``"message": "RendezvousClosedError: ..."``
+_HANDLER_MESSAGE = re.compile(r'^\s*"message":\s*"(?P<msg>[A-Za-z_][\w.]{0,200}(?:Error|Exception)\b[^"]{0,2000})"')
+#: Ray's raylet on a dead worker: "A worker died or was killed while executing a task ... Worker IP
+#: address: X Worker port: N Worker PID: P Worker exit type: SYSTEM_ERROR"
+_RAY_DIED = re.compile(r"\bworker died or was killed\b", re.I)
+_RAY_WORKER_PID = re.compile(r"Worker PID: (\d{1,10})\b")
+_RAY_WORKER_IP = re.compile(r"Worker IP address: ([0-9a-fA-F.:]{3,45})")
 _FATAL = re.compile(r"^Fatal Python error: (?P<what>[A-Z][\w ]*?)\s*$")
 _FATAL_SIGNALS = {
     "Aborted": "SIGABRT",
@@ -295,6 +323,20 @@ class PythonReader(TextReader):
         b"distributed_backend=",
         b"distributed processes registered",
         b"Fatal Python error",
+        b"died or was killed",
+        b"mpirun noticed",
+        b"mpirun detected",
+        b"Process name:",
+        b"Exit code:",
+        b"Primary job",
+        b"unexpectedly disconnected",
+        b"Peer host:",
+        b"has failed",
+        b"worker.status.FAILED",
+        b"Worker group",
+        b"death signal",
+        b"new nodes",
+        b"error_handler",
         b'File "',
     )
     # 'File "' makes a traceback whose head was cut off (a paste from its middle) a block too
@@ -323,6 +365,18 @@ class PythonReader(TextReader):
         for rec in list(st["open"].values()):
             self._finish(rec, ctx, out, st)
         self._finish_cfe(st, ctx, out)
+        head = st.get("cfe_header")
+        if head is not None:  # the launcher said a child failed; which one was cut off
+            add_error(
+                out,
+                error_row(
+                    head,
+                    ctx,
+                    SOURCE,
+                    ErrorKind.CHILD_FAILED,
+                    "ChildFailedError: a worker failed (the table's failure rows are not in this excerpt)",
+                ),
+            )
 
     # --- warnings from torch.distributed code ------------------------------------------------
 
@@ -382,6 +436,106 @@ class PythonReader(TextReader):
 
     # --- launchers -----------------------------------------------------------------------------
 
+    def _other_launcher(self, line: Line, text: str, ctx, out) -> bool:
+        """What other launchers say when a worker ends badly: Open MPI (``mpirun noticed that process
+        rank R ... exited on signal N``; ``mpirun detected that one or more processes exited with
+        non-zero status ... The first process to do so was: Process name: [[J,S],R] Exit code: C``;
+        ``Primary job terminated normally, but N process returned a non-zero exit code``; ``An MPI
+        communication peer process has unexpectedly disconnected`` ... ``Peer host: H``), Ray Train
+        (``Worker N has failed.``), torchelastic's JSON events (``torchelastic.worker.status.FAILED``
+        with ``global_rank``), its agent (``Worker group FAILED``, ``Received N death signal``,
+        ``Detected N new nodes``) and its error handler's JSON (``"message": "XError: ..."``).
+        Each becomes an ``agent`` row with ``launcher`` naming who said it (an exception row for the
+        error handler's message); ranks only where the launcher states them (an MPI rank is the
+        job's rank when mpirun starts one process per rank, as Horovod and torch's MPI backend do)."""
+        fs = out.__dict__.setdefault("_python_file_state", {})
+
+        def agent(launcher: str, **kw) -> dict | None:
+            kw.setdefault("rank", None)
+            return add_error(out, error_row(line, ctx, SOURCE, ErrorKind.AGENT, text.strip(), launcher=launcher, **kw))
+
+        m = _MPI_NOTICED.search(text) if "mpirun noticed" in text else None
+        if m:
+            code = -int(m.group("sig")) if m.group("sig") else None
+            agent(
+                "mpirun",
+                rank=i32(m.group("rank")),
+                pid=i64(m.group("pid")),
+                host=m.group("node"),
+                exit_code=None if m.group("sig") else i32(m.group("code")),
+                signal=signal_name(code) if code is not None else None,
+                rank_basis="Open MPI names the process by its MPI rank",
+            )
+            return True
+        if "mpirun detected that one or more processes exited" in text:
+            fs["mpi_first"] = True
+            return True
+        m = _MPI_NAME.search(text) if "Process name:" in text and fs.get("mpi_first") else None
+        if m:
+            fs["mpi_row"] = agent(
+                "mpirun", rank=i32(m.group(1)), first=True, rank_basis="Open MPI names the first process to exit"
+            )
+            return True
+        m = _MPI_EXIT.match(text) if "Exit code:" in text and fs.get("mpi_row") is not None else None
+        if m:
+            row, fs["mpi_row"], fs["mpi_first"] = fs["mpi_row"], None, False
+            row["exit_code"] = i32(m.group(1))
+            row["message"] += f"; exit code {m.group(1)}"
+            return True
+        if "Primary job" in text and _MPI_PRIMARY.search(text):
+            agent("mpirun")
+            return True
+        if "peer process has unexpectedly disconnected" in text:
+            fs["mpi_peer"] = agent("mpirun")
+            return True
+        m = _MPI_PEER_HOST.match(text) if "Peer host:" in text and fs.get("mpi_peer") is not None else None
+        if m:
+            fs["mpi_peer"]["peer_host"] = m.group(1)
+            fs["mpi_peer"] = None
+            return True
+        m = _RAY_TRAIN_FAILED.search(text) if "has failed" in text else None
+        if m:
+            agent("ray train", rank=i32(m.group(1)), first=True, rank_basis="Ray Train's worker index is its rank")
+            return True
+        if "worker.status.FAILED" in text:
+            m = _ELASTIC_EVENT_RANK.search(text)
+            h = _ELASTIC_EVENT_HOST.search(text)
+            agent("torchelastic event", rank=i32(m.group(1)) if m else None, host=h.group(1) if h else None)
+            return True
+        if "Worker group FAILED" in text:
+            agent("torchelastic")
+            return True
+        m = _DEATH_SIGNAL.search(text) if "death signal" in text else None
+        if m:
+            sig = m.group(1)
+            agent("torchelastic", signal=sig if sig.startswith("SIG") else signal_name(-int(sig)), stopped=True)
+            return True
+        if "new nodes" in text and _NEW_NODES.search(text):
+            agent("torchelastic", membership_change=True)
+            return True
+        if "error_handler" in text or "error_handler" in (line.origin or "") or "error_handler" in line.raw:
+            fs["error_handler"] = True  # (a logger header naming it is stripped from the text)
+            return text.rstrip().endswith("{")
+        m = _HANDLER_MESSAGE.match(text) if fs.get("error_handler") and '"message"' in text else None
+        if m:
+            fs["error_handler"] = False
+            msg = m.group("msg")
+            add_error(
+                out,
+                error_row(
+                    line,
+                    ctx,
+                    SOURCE,
+                    ErrorKind.EXCEPTION,
+                    msg.strip(),
+                    rank=line.rank,
+                    exc_type=msg.split(":", 1)[0],
+                    launcher="torchelastic error handler",
+                ),
+            )
+            return True
+        return False
+
     def _launcher(self, line: Line, text: str, ctx, out, st) -> bool:
         """DeepSpeed's launcher lines, torchrun's elastic agent start, Lightning's banner: proof
         that the distributed machinery ran; rank maps and world sizes become ``ranks`` rows."""
@@ -414,6 +568,9 @@ class PythonReader(TextReader):
             if m and (proc or cmd):
                 code = i32(m.group("code"))
                 lr = _DS_LOCAL.search(cmd or "")
+                # "[cmd] exits with return code": cmd is the command line of the LAST process the
+                # launcher started (its loop variable), not of the one that died: its --local_rank
+                # names no failed process, so it is kept apart from local_rank
                 add_error(
                     out,
                     error_row(
@@ -426,7 +583,7 @@ class PythonReader(TextReader):
                         exit_code=code,
                         signal=signal_name(code),
                         pid=i64(proc.group(1)) if proc else None,
-                        local_rank=i32(lr.group(1)) if lr else None,
+                        launched_last_local_rank=i32(lr.group(1)) if lr else None,
                     ),
                 )
                 return True
@@ -459,6 +616,11 @@ class PythonReader(TextReader):
         local = [i32(x) for x in re.findall(r"\d+", cur.get("local_ranks", ""))]
         worlds = [i32(x) for x in re.findall(r"\d+", cur.get("global_world_sizes", ""))]
         line: Line = cur["_line"]
+        # this agent's map, for its own "failed ... local_rank: L" line later in the same file
+        fmap = out.__dict__.setdefault("_python_file_state", {}).setdefault("local_to_global", {})
+        for k, r in enumerate(ranks):
+            if k < len(local) and local[k] is not None and r is not None:
+                fmap[local[k]] = (r, line.lineno)
         for k, r in enumerate(ranks):
             out.ranks.append(
                 {
@@ -505,6 +667,9 @@ class PythonReader(TextReader):
         if self._agent(line, text, ctx, out, st):
             out.consume(line)
             return
+        if self._other_launcher(line, text, ctx, out):
+            out.consume(line)
+            return
         if self._launcher(line, text, ctx, out, st):
             out.consume(line)
             return
@@ -512,6 +677,26 @@ class PythonReader(TextReader):
             # a frame with no "Traceback" line before it: the paste starts inside a traceback
             rank = line.rank if line.rank is not None else st["spawn"]
             st["open"][key] = _Record(line, rank, st["spawn"])
+            out.consume(line)
+            return
+        m = _RAY_DIED.search(text) if "died or was killed" in text else None
+        if m:
+            # Ray's raylet: a worker process died (by pid and IP; the rank, if any, from other evidence)
+            pid, ip = _RAY_WORKER_PID.search(text), _RAY_WORKER_IP.search(text)
+            add_error(
+                out,
+                error_row(
+                    line,
+                    ctx,
+                    SOURCE,
+                    ErrorKind.AGENT,
+                    text.strip(),
+                    rank=line.rank,
+                    pid=i64(pid.group(1)) if pid else None,
+                    host=ip.group(1) if ip else None,
+                    launcher="ray",
+                ),
+            )
             out.consume(line)
             return
         m = _FATAL.match(text.strip()) if "Fatal Python" in text else None
@@ -705,6 +890,9 @@ class PythonReader(TextReader):
         m = _AGENT_FAILED.search(text)
         if m:
             code, lr, pid = i32(m.group(1)), i32(m.group(2)), i64(m.group(3))
+            # the agent's own rendezvous result earlier in this file maps its local ranks to global ones
+            fmap = out.__dict__.get("_python_file_state", {}).get("local_to_global", {})
+            rank, at = fmap.get(lr, (None, None))
             add_error(
                 out,
                 error_row(
@@ -713,16 +901,19 @@ class PythonReader(TextReader):
                     SOURCE,
                     ErrorKind.AGENT,
                     text.strip(),
-                    rank=None,
+                    rank=rank,
                     exit_code=code,
                     signal=signal_name(code),
                     local_rank=lr,
                     pid=pid,
+                    rank_basis=None
+                    if rank is None
+                    else f"torchrun's rendezvous result in this log (line {at}) maps local rank {lr} to rank {rank}",
                 ),
             )
             out.ranks.append(
                 {
-                    "rank": None,
+                    "rank": rank,
                     "local_rank": lr,
                     "pid": pid,
                     "exit_code": code,
@@ -781,6 +972,7 @@ class PythonReader(TextReader):
         if "ChildFailedError" in text:
             self._finish_cfe(st, ctx, out)
             st["table"] = True
+            st["cfe_header"] = line  # until a failure row follows: a table cut before its rows is still a failure
             return True
         if _ROOT.match(text):
             self._finish_cfe(st, ctx, out)
@@ -819,6 +1011,7 @@ class PythonReader(TextReader):
         cur, st["cfe"] = st["cfe"], None
         if not cur:
             return
+        st["cfe_header"] = None
         line: Line = cur["_line"]
         rank = local = pid = code = None
         sig = None

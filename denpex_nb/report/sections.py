@@ -117,8 +117,18 @@ def headline(incident, diagnosis, title: str | None = None) -> HTML:
             rows.append(("where", where))
     rows.append(("ranks seen", count_ranks(diagnosis.ranks_seen) if len(diagnosis.ranks_seen) else "none"))
     summary = first.summary if first is not None else "Every rank's collectives agree and no rank failed."
+    alternatives = [
+        {
+            "class_id": f.class_id,
+            "confidence": f.confidence,
+            "culprits": ranks_text(f.culprit_ranks),
+            "summary": f.summary,
+        }
+        for f in getattr(diagnosis, "alternatives", None) or []
+    ]
     return render_template(
         "headline.html",
+        alternatives=alternatives,
         heading=heading,
         empty=False,
         ok=diagnosis.verdict == ClassId.NO_FAILURE,

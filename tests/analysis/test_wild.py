@@ -1,8 +1,10 @@
 """The wild corpus (tests/data/wild): real excerpts from public threads, scored like the benchmark.
 
-The totals recorded by ``python benchmarks/bench_accuracy.py`` in
-``benchmarks/results/bench_accuracy.json`` are the floor: fewer right verdicts, any invented
-culprit or any false all-clear fails. Every case must keep its provenance.
+The run recorded by ``python benchmarks/bench_accuracy.py`` in
+``benchmarks/results/bench_accuracy.json`` is the floor, case by case: a case recorded right must
+stay right, no case may gain an invented culprit or a false all-clear, and high-confidence verdicts
+stay >= 97 % right. Cases not in the recorded run are held out until the benchmark is rerun.
+Every case must keep its provenance.
 """
 
 from __future__ import annotations
@@ -44,21 +46,46 @@ def test_every_case_keeps_its_provenance_and_a_truth(case):
         assert (Path(case["dir"]) / f).is_file()
 
 
-def test_totals_do_not_regress():
-    """The cases the recorded run scored may not regress; a case added since is held out until the
-    benchmark is rerun (its blind first score is recorded by ``benchmarks/bench_blind.py``)."""
-    recorded_run = json.loads(RESULTS.read_text())
-    recorded = recorded_run["totals"]
-    recorded_ids = {c["id"] for c in recorded_run["cases"]}
-    scores = [wild.score_case(c) for c in CASES if c["id"] in recorded_ids]
-    now = wild.totals(scores)
+RECORDED_RUN = json.loads(RESULTS.read_text())
+RECORDED = {c["id"]: c for c in RECORDED_RUN["cases"]}
+#: the cases the recorded run scored; a case added since is held out until the benchmark is rerun
+#: (its blind first score is recorded by ``benchmarks/bench_blind.py``)
+HELD = [c for c in CASES if c["id"] in RECORDED]
+
+
+@pytest.fixture(scope="module")
+def scores() -> dict:
+    return {c["id"]: wild.score_case(c) for c in HELD}
+
+
+def _ok(rec) -> bool:
+    return bool(rec["right"]) and not rec["invented_culprit"] and not rec["false_all_clear"]
+
+
+@pytest.mark.parametrize("case_id", sorted(RECORDED), ids=sorted(RECORDED))
+def test_a_recorded_case_does_not_regress(scores, case_id):
+    """A case the recorded run got right stays right; no case gains an invented culprit or a false
+    all-clear it did not have."""
+    if case_id not in scores:
+        pytest.skip("the case left the corpus")
+    s, rec = scores[case_id], RECORDED[case_id]
+    now = f"{s.verdict} {s.culprits} ({s.confidence}; truth {s.truth_classes} {s.truth_culprits})"
+    assert not s.false_all_clear or rec["false_all_clear"], now
+    assert not s.invented_culprit or rec["invented_culprit"], now
+    if _ok(rec):
+        assert s.right and not s.invented_culprit and not s.false_all_clear, now
+
+
+def test_totals_do_not_regress(scores):
+    recorded = RECORDED_RUN["totals"]
+    now = wild.totals(list(scores.values()))
     wrong = [
         f"{s.id}: {s.verdict} {s.culprits} (truth {s.truth_classes} {s.truth_culprits})"
-        for s in scores
+        for s in scores.values()
         if not s.right or s.invented_culprit or s.false_all_clear
     ]
-    assert now["false_all_clears"] == 0, wrong
-    assert now["invented_culprits"] == 0, wrong
-    assert now["right"] >= recorded["right"], wrong
+    assert now["false_all_clears"] <= recorded["false_all_clears"], wrong
+    assert now["invented_culprits"] <= recorded["invented_culprits"], wrong
+    assert now["right"] >= recorded["right"] - (recorded["cases"] - now["cases"]), wrong
     if now["high_confidence"]:
         assert now["high_confidence_right_share"] >= 0.97, wrong

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 
+import pandas as pd
 import pytest
 
 import denpex_nb as dx
@@ -182,7 +183,9 @@ def test_deepspeed_launcher(tmp_path):
     r = inc.ranks[["rank", "host", "local_rank", "world_size"]].values.tolist()
     assert r == [[0, "node-a", 0, 4], [1, "node-a", 1, 4], [2, "node-b", 0, 4], [3, "node-b", 1, 4]]
     ag = inc.errors[inc.errors["exit_code"].notna()].iloc[0]
-    assert (ag["kind"], ag["exit_code"], ag["signal"], ag["local_rank"]) == ("agent", -9, "SIGKILL", 1)
+    # the command is the LAST process DeepSpeed started, not the one that died: no local_rank
+    assert (ag["kind"], ag["exit_code"], ag["signal"], ag["launched_last_local_rank"]) == ("agent", -9, "SIGKILL", 1)
+    assert pd.isna(ag.get("local_rank"))
     assert inc.errors[inc.errors["pid"] == 4242]["kind"].tolist() == ["agent"]
 
 
