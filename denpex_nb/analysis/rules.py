@@ -140,6 +140,8 @@ def _known(v) -> bool:
 
 
 _COLLECTIVE_ERROR_KINDS = _vocab.COLLECTIVE_ERROR_KINDS
+#: an exception text that is itself a collective failure (a victim's), not an unknown one
+_COLLECTIVE_TEXT = r"NCCL|Watchdog|timed out|Timed out|Connection (?:reset|closed)|ProcessGroup|DistBackendError"
 #: how many physical lines after an exception line may hold the rest of its wrapped message
 _WRAP_LINES = 3
 
@@ -781,14 +783,23 @@ def own_failure(ctx: Context) -> list[Finding]:
         return []
     crashed = sorted(int(r) for r in crash["rank"].dropna().unique())
     group = ctx.group_of(len(ctx.ranks_known), ctx.group_size)
-    named = bool(crashed) and len(crashed) < group
+    unsure = _unknown_failures(errs, set(crashed))
+    named = bool(crashed) and len(crashed) < group and not unsure and crash["rank"].notna().all()
     first = crash.sort_values("t_wall", na_position="last").iloc[0]
     who = fmt_ranks(crashed) if crashed else "A rank"
+    if named:
+        why = ""
+    elif unsure:
+        why = f"; no rank can be singled out: {fmt_ranks(unsure)} failed too, how is not in this evidence"
+    elif crash["rank"].isna().any():
+        why = "; no rank can be singled out: a failure here names no rank"
+    else:
+        why = "; no rank can be singled out"
     return [
         _text_finding(
             ClassId.RANK_CRASH,
             f"{who} failed on {'its' if len(crashed) == 1 else 'their'} own (not in a collective): "
-            f"{str(first['message'])[:200]}" + ("" if named else "; no rank can be singled out"),
+            f"{str(first['message'])[:200]}{why}",
             crash,
             "own-failure",
             "high" if named and len(crashed) * 2 <= group else "medium",
@@ -796,6 +807,21 @@ def own_failure(ctx: Context) -> list[Finding]:
             "own-failure",
         )
     ]
+
+
+def _unknown_failures(errs: pd.DataFrame, crashed: set[int]) -> list[int]:
+    """Other ranks whose traceback is in the evidence but whose exception is not (a cut traceback,
+    one that names no type): they failed too, maybe the same way, so the crashed ranks are no
+    minority anyone can name (a culprit is never named when another process's failure is unknown)."""
+    ex = errs[errs["kind"].astype(str) == ErrorKind.EXCEPTION]
+    if not len(ex):
+        return []
+    msg = ex["message"].astype(str)
+    cut = msg.str.startswith(TRUNCATED_TRACEBACK)
+    if "exc_type" in ex:
+        cut |= ex["exc_type"].isna() & ~msg.str.contains(_COLLECTIVE_TEXT, regex=True)
+    ranks = ex.loc[cut, "rank"].dropna()
+    return sorted({int(r) for r in ranks} - crashed)
 
 
 @rule(ClassId.NCCL_ERROR, emits=(ClassId.NCCL_ERROR,), uses=("errors: nccl_error, nccl_warn",))
