@@ -54,3 +54,19 @@ def test_a_crash_that_names_no_rank_beside_one_that_does_names_none(tmp_path):
     p.write_text("\n".join(lines) + "\n")
     d = dx.diagnose(dx.load(str(p), progress=False), strict=True)
     assert d.verdict == "rank-crash" and d.culprit_ranks == []
+
+
+@pytest.mark.parametrize("n_seen", [1, 2, 5, 8])
+def test_high_only_when_a_quiet_majority_is_seen(tmp_path, n_seen):
+    """Calibration: a named crash is high only when most of the group is seen without an own failure
+    (an inferred group, ranks not in the evidence, earned 6 right in 11 on held-out cases)."""
+    lines = _tb(7, "[rank{r}]: ", "RuntimeError: CUDA error: an illegal memory access was encountered", 1)
+    lines += [
+        f"[rank{r}]:[I socket.cpp] ProcessGroupNCCL initialization options: size: 8, global rank: {r}"
+        for r in range(n_seen - 1)
+    ]
+    p = tmp_path / "x.log"
+    p.write_text("\n".join(lines) + "\n")
+    d = dx.diagnose(dx.load(str(p), progress=False), strict=True)
+    assert d.verdict == "rank-crash" and d.culprit_ranks == [7]
+    assert d.confidence == ("high" if (n_seen - 1) * 2 > 8 else "medium")
