@@ -19,8 +19,8 @@ from datetime import timedelta
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--minutes", type=float, default=10.0)
-    ap.add_argument("--ckpt-every", type=int, default=5)
-    ap.add_argument("--ckpt-mb", type=int, default=400)
+    ap.add_argument("--ckpt-every", type=int, default=10)
+    ap.add_argument("--ckpt-mb", type=int, default=200)
     ap.add_argument("--ckpt-dir", required=True)
     args = ap.parse_args()
 

@@ -2,6 +2,7 @@
 
     python benchmarks/bench_watch.py                 # hangs + scale + idle (about 6 minutes)
     python benchmarks/bench_watch.py --healthy 10    # also the 10-minute healthy job (0 findings)
+    python benchmarks/bench_watch.py --parts "" --healthy 10   # only that
 
 * **hangs**: the gloo reproducers that hang (skipped collective, op mismatch, all_reduce size
   mismatch) at 2 and 4 ranks in hang mode, collective timeout 300 s, ``--rounds`` times each; the
@@ -11,7 +12,7 @@
   all by another process; how far behind the newest written line the watcher is after each poll
   (bar: < 1 s), and the time to name a divergence planted at one rank (bar: within 3 s).
 * **healthy** (``--healthy MIN``): a real 4-rank gloo job with jittery steps and a real
-  400 MB checkpoint on rank 0 every 5 steps, watched by the CLI: findings (bar: 0) and the
+  200 MB checkpoint on rank 0 every 10 steps, watched by the CLI: findings (bar: 0) and the
   watcher's memory over the run (flat).
 * **idle**: the CLI watching 1024 quiet tracer files for 60 s: CPU share of one core (bar: < 5 %).
 
@@ -53,7 +54,10 @@ def hangs(rounds: int) -> dict:
                     first, alive, result = watch_hanging(scenario, ws, os.path.join(tmp, "run"))
                 times.append(
                     {
-                        "since_divergence_s": None if first is None else round(first.since_divergence_s, 3),
+                        "since_divergence_s": None
+                        if first is None or first.since_divergence_s is None
+                        else round(first.since_divergence_s, 3),
+                        "summary": None if first is None else first.finding.summary[:200],
                         "class": None if first is None else first.finding.class_id,
                         "culprit": None if first is None else list(first.finding.culprit_ranks),
                         "all_alive": alive,
@@ -266,21 +270,26 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--healthy", type=float, default=0.0, help="minutes of the healthy job (0: skip)")
-    ap.add_argument("--skip-hangs", action="store_true")
+    ap.add_argument("--parts", default="hangs,scale,idle", help="comma-separated: hangs, scale, idle")
     args = ap.parse_args(argv)
     res = {"host": socket.gethostname(), "python": platform.python_version(), "load_average_start": os.getloadavg()}
-    if not args.skip_hangs:
+    parts = {p.strip() for p in args.parts.split(",") if p.strip()}
+    if "hangs" in parts:
         res["hangs"] = hangs(args.rounds)
         print("hangs:", {k: res["hangs"][k] for k in ("median_s", "worst_s", "missed")}, flush=True)
-    res["scale"] = scale()
-    print("scale:", res["scale"], flush=True)
-    res["idle"] = idle()
-    print("idle:", res["idle"], flush=True)
+    if "scale" in parts:
+        res["scale"] = scale()
+        print("scale:", res["scale"], flush=True)
+    if "idle" in parts:
+        res["idle"] = idle()
+        print("idle:", res["idle"], flush=True)
     if args.healthy:
         res["healthy"] = healthy(args.healthy)
         print("healthy:", res["healthy"], flush=True)
     res["load_average_end"] = os.getloadavg()
-    res["how"] = "python benchmarks/bench_watch.py" + (f" --healthy {args.healthy:g}" if args.healthy else "")
+    res["how_" + ("_".join(sorted(parts)) or "healthy")] = " ".join(
+        ["python benchmarks/bench_watch.py", *(argv or sys.argv[1:])]
+    )
     path = os.path.join(HERE, "results", "bench_watch.json")
     old = json.load(open(path)) if os.path.exists(path) else {}
     old.update(res)

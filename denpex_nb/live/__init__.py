@@ -218,7 +218,7 @@ class Watcher:
         inc = Incident(**{k: coerce(k, v) for k, v in self._log_rows.items()})
         d = diagnose(inc)
         f = d.first
-        if f is None or f.class_id == ClassId.NO_FAILURE or f.class_id in ABSTENTIONS and not len(inc.errors):
+        if f is None or f.class_id == ClassId.NO_FAILURE or (f.class_id in ABSTENTIONS and not len(inc.errors)):
             return []
         key = ("logs", f.class_id, f.pg, f.seq, f.culprit_ranks)
         if key in self.state.reported:

@@ -44,6 +44,8 @@ GRACE_S = 0.5
 STALL_FLOOR_S = 2.0
 #: the stall time is this many times the longest spread of arrivals seen at healthy collectives
 STALL_SPREAD_FACTOR = 3.0
+#: a rank whose CPU time advanced within this many seconds is busy (working outside collectives)
+BUSY_WINDOW_S = 1.0
 #: a death is reported once the others still wait this long after it (a rank that exits at the
 #: job's normal end races the others' last ``done`` lines)
 DEATH_CONFIRM_S = 1.0
@@ -312,7 +314,7 @@ class LiveState:
                 return []
             finding = self._all_waiting(pg, g, seq, inside, waited)
         else:
-            busy = [r for r in behind if r in self.ranks and now - self.ranks[r].cpu_changed < stall]
+            busy = [r for r in behind if r in self.ranks and now - self.ranks[r].cpu_changed < BUSY_WINDOW_S]
             if busy and waited < self.stall_max_s:
                 return []  # busy outside collectives (a checkpoint, data loading): not stuck yet
             finding = self._stuck(pg, g, seq, inside, behind, members, waited, busy)
