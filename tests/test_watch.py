@@ -124,7 +124,7 @@ def test_a_rank_that_never_enters_is_named_after_the_stall_time_and_not_before(t
     assert time.monotonic() - t0 >= 0.6
     assert f.finding.class_id == "rank-desync" and f.finding.seq == 5 and f.finding.culprit_ranks == (3,)
     assert (
-        "rank 3 never entered collective 5 (all_reduce) of process group 0, where ranks 0, 1, 2 have waited"
+        "rank 3 never entered collective 5 (all_reduce) of process group 0, where ranks 0–2 have waited"
         in f.finding.summary
     )
 
