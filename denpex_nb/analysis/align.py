@@ -299,7 +299,7 @@ def _local_size_violation(ev: pd.DataFrame, op_cat: pd.Series, g: np.ndarray, r:
     gather = _family_lookup(op_cat, GATHER_LIKE)
     scatter = _family_lookup(op_cat, SCATTER_LIKE)
     sizes = ~np.isnan(nin) & ~np.isnan(nout)
-    known = sizes & ~np.isnan(ws) & (ws > 1)
+    known = sizes & ~np.isnan(ws) & (ws >= 1)  # a group of one too: its all_gather out = in
     with np.errstate(invalid="ignore", divide="ignore"):
         bad = (gather & known & (nout != nin * ws)) | (scatter & known & (nin != nout * ws))
         # world not stated: the ranks seen are only a lower bound, so the ratio must be a whole

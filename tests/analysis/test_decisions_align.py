@@ -108,6 +108,9 @@ def test_one_ranks_all_gather_with_the_wrong_output_size_is_a_local_size_diverge
     assert _divs(ok) == []
     scatter = [ev(0, 1, op="reduce_scatter_tensor", shape=(16,), out_shape=(8,), world_size=4)]
     assert _divs(scatter) == [("local-size", 1)]
+    # a group stated to be one rank: its all_gather's output is its input
+    alone = [ev(0, 1, op="all_gather_into_tensor", shape=(8,), out_shape=(16,), world_size=1)]
+    assert _divs(alone) == [("local-size", 1)]
 
 
 def test_without_a_stated_size_the_ranks_seen_are_only_a_lower_bound():

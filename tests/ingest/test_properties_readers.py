@@ -7,6 +7,7 @@ counters past 2**53 (up to 2**63 - 1), which must come through exactly, not roun
 
 from __future__ import annotations
 
+import os
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -22,7 +23,13 @@ from denpex_nb.ingest.prefixes import parse_header  # noqa: E402
 
 from ._text_helpers import run  # noqa: E402
 
-SETTINGS = settings(max_examples=30, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+#: ``DENPEX_PROPERTY_EXAMPLES=N`` multiplies the examples for a deeper run (fixed examples either way)
+SETTINGS = settings(
+    max_examples=30 * max(1, int(os.environ.get("DENPEX_PROPERTY_EXAMPLES", "1") or 1)),
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 C10D = C10dReader()
 FRTEXT = FrTraceTextReader()
 #: the desync report's snapshot words and the state each one means
