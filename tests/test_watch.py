@@ -326,3 +326,11 @@ def test_the_live_view_shows_the_finding_the_positions_and_a_growing_swimlane(tm
     assert "ranks 0" in view.positions.value and "inside" in view.positions.value
     assert view.lane.value and view.lane.value != first_png
     assert not view._thread.is_alive()
+
+
+def test_cli_says_which_ranks_have_no_trace_yet(tmp_path):
+    job = Job(tmp_path, 4)
+    job.step(1, ranks=[0, 1])
+    res = _cli(str(tmp_path), "--stall", "0.5", "--idle-exit", "1.5")
+    assert res.returncode == 0, res.stderr
+    assert "no trace yet from ranks 2, 3 of a group of 4 (absent so far)" in res.stderr

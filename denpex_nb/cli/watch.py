@@ -20,11 +20,12 @@ import time
 
 
 def run(args) -> int:
+    from ..human import fmt_ranks
     from ..live import Watcher
 
     w = Watcher(args.paths, stall=args.stall, interval=args.interval, idle_exit=args.idle_exit)
     hooks: list[threading.Thread] = []
-    said_waiting = False
+    said_waiting = said_absent = False
     stop_reason = None
     try:
         for finding in _findings(w):
@@ -33,6 +34,15 @@ def run(args) -> int:
                 if msg and not said_waiting:
                     print(f"denpex-nb watch: {msg}", file=sys.stderr, flush=True)
                     said_waiting = True
+                absent = w.absent_ranks()
+                if absent and not said_absent and w.clock() - w.started_at >= w.state.stall_s():
+                    print(
+                        f"denpex-nb watch: no trace yet from {fmt_ranks(absent)} of a group of "
+                        f"{max(g.n_members() for g in w.state.groups.values())} (absent so far)",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+                    said_absent = True
                 continue
             if args.json:
                 print(json.dumps(finding.to_dict()), flush=True)
@@ -62,9 +72,14 @@ def run(args) -> int:
         return 0
     final = w.final_diagnosis()
     if args.json:
-        print(json.dumps({"final": final.to_dict(), "stopped": stop_reason}), flush=True)
+        print(
+            json.dumps({"final": final.to_dict(), "stopped": stop_reason, "stall_s": round(w.state.stall_s(), 3)}),
+            flush=True,
+        )
     else:
-        print(f"--- {stop_reason or 'stopped'}; final diagnosis of the whole evidence:")
+        print(
+            f"--- {stop_reason or 'stopped'} (stall time {w.state.stall_s():.1f} s); final diagnosis of the whole evidence:"
+        )
         print(final)
     return 0
 
