@@ -1,0 +1,547 @@
+"""The semantic mutation campaign of issue #15: every mutant that changes a decision, run in full.
+
+Configuration: ``benchmarks/mutation_campaign.toml`` (operators, modules and their scope, the
+tests of each module). Tool: cosmic-ray 8.7.0; its missing operators (min/max swap, dropped set
+member, dropped dict entry) are in ``benchmarks/mutation_operators.py``. Survivors that no input
+can tell apart from the original are explained in ``benchmarks/mutation_equivalents.toml``;
+a survivor without an explanation there is listed as unexplained.
+
+What it does, for a commit (``--commit``, default HEAD):
+
+1. exports the commit (``git archive``) into ``--work`` (one copy per parallel job), so the
+   mutants are applied to that exact tree and never to a working copy;
+2. builds one cosmic-ray session (a sqlite work database) per module with the campaign's operators,
+   keeping only the mutation positions in the module's scope (annotations are never in scope);
+3. runs the module's tests once unmutated (they must pass: the timing sets the timeout), then runs
+   every mutant through cosmic-ray's own executor (``cosmic_ray.commands.execute``, local
+   distributor: apply the mutation on disk, run the test command, restore);
+4. writes ``benchmarks/results/mutation_semantic.json``: per mutant its module, line, operator,
+   diff, outcome and the first failing test; per module and overall the killed share.
+
+    nice -n 10 python benchmarks/bench_mutation.py                 # the whole campaign
+    python benchmarks/bench_mutation.py --count                    # only count the mutants
+    nice -n 10 python benchmarks/bench_mutation.py --modules align --jobs 2
+
+cosmic-ray counts a mutant whose tests time out as killed (its own rule), and so does this report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import glob
+import hashlib
+import json
+import os
+import platform
+import re
+import shlex
+import subprocess
+import sys
+import tarfile
+import threading
+import time
+from pathlib import Path
+
+import tomllib
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+CONFIG = HERE / "mutation_campaign.toml"
+EQUIVALENTS = HERE / "mutation_equivalents.toml"
+OUT = HERE / "results" / "mutation_semantic.json"
+
+
+# --- the campaign's configuration ---------------------------------------------------------------
+
+
+def load_config(path: Path) -> dict:
+    with open(path, "rb") as f:
+        cfg = tomllib.load(f)
+    for m in cfg["module"]:
+        m["name"] = Path(m["path"]).stem
+    return cfg
+
+
+def expand_tests(patterns: list[str], cfg: dict, tree: Path) -> list[str]:
+    """The test files of a module, in order, globs expanded in ``tree``; ``@name`` is a shared list."""
+    out: list[str] = []
+    for p in patterns:
+        if p.startswith("@"):
+            out.extend(expand_tests(cfg[p[1:]]["tests"], cfg, tree))
+            continue
+        for hit in sorted(glob.glob(str(tree / p))) if any(c in p for c in "*?[") else [str(tree / p)]:
+            rel = os.path.relpath(hit, tree)
+            if (tree / rel).is_file() and rel not in out:
+                out.append(rel)
+    return out
+
+
+# --- scope: which positions of a module are mutated --------------------------------------------
+
+
+def _named_ranges(source: str) -> dict[str, tuple[int, int]]:
+    """Line ranges of top-level functions, methods (``Class.method``) and module-level names."""
+    out: dict[str, tuple[int, int]] = {}
+    for node in ast.parse(source).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            out[node.name] = (node.lineno, node.end_lineno)
+        elif isinstance(node, ast.ClassDef):
+            out[node.name] = (node.lineno, node.end_lineno)
+            for sub in node.body:
+                if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    out[f"{node.name}.{sub.name}"] = (sub.lineno, sub.end_lineno)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for t in targets:
+                for n in ast.walk(t):
+                    if isinstance(n, ast.Name):
+                        out[n.id] = (node.lineno, node.end_lineno)
+    return out
+
+
+def _annotation_spans(source: str) -> list[tuple[tuple[int, int], tuple[int, int]]]:
+    """(start, end) positions (line, col) of every annotation: never evaluated at run time here."""
+    spans = []
+    for node in ast.walk(ast.parse(source)):
+        anns = []
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            a = node.args
+            for arg in a.posonlyargs + a.args + a.kwonlyargs + [a.vararg, a.kwarg]:
+                if arg is not None and arg.annotation is not None:
+                    anns.append(arg.annotation)
+            if node.returns is not None:
+                anns.append(node.returns)
+        elif isinstance(node, ast.AnnAssign):
+            anns.append(node.annotation)
+        for an in anns:
+            spans.append(((an.lineno, an.col_offset), (an.end_lineno, an.end_col_offset)))
+    return spans
+
+
+def scope_filter(source: str, scope: list[str] | None):
+    """A predicate on (start_pos, end_pos): in the module's scope and not inside an annotation."""
+    ranges = None
+    if scope:
+        named = _named_ranges(source)
+        unknown = [s for s in scope if s not in named]
+        if unknown:
+            raise SystemExit(f"bench_mutation: scope names not found in the module: {unknown}")
+        ranges = [named[s] for s in scope]
+    anns = _annotation_spans(source)
+
+    def keep(start: tuple[int, int], end: tuple[int, int]) -> bool:
+        if ranges is not None and not any(lo <= start[0] <= hi for lo, hi in ranges):
+            return False
+        return not any(a <= start and end <= b for a, b in anns)
+
+    return keep
+
+
+# --- building and running a cosmic-ray session ---------------------------------------------------
+
+
+def register_operators() -> None:
+    """Make the ``denpex/...`` operators known to cosmic-ray (see mutation_operators.py)."""
+    import cosmic_ray.plugins
+
+    sys.path.insert(0, str(HERE))
+    import mutation_operators
+
+    cosmic_ray.plugins.OPERATOR_PROVIDERS.setdefault("denpex", mutation_operators.Provider())
+
+
+def mutations_of(module_file: Path, module_rel: str, operators: list[str], scope: list[str] | None):
+    """Every in-scope mutation of a module: (MutationSpec, line text) in cosmic-ray's own order."""
+    from cosmic_ray.ast import ast_nodes, get_ast
+    from cosmic_ray.ast.ast_query import ASTQuery
+    from cosmic_ray.plugins import get_operator
+    from cosmic_ray.work_item import MutationSpec
+
+    source = module_file.read_text(encoding="utf-8")
+    keep = scope_filter(source, scope)
+    tree = get_ast(source)
+    out = []
+    for name in operators:
+        op = get_operator(name)()
+        positions = ((node, s, e) for node in ast_nodes(tree) for s, e in op.mutation_positions(node))
+        for occurrence, (node, start, end) in enumerate(positions):
+            if not keep(start, end):
+                continue
+            spec = MutationSpec(
+                module_path=str(module_file),
+                operator_name=name,
+                occurrence=occurrence,
+                start_pos=start,
+                end_pos=end,
+                definition_name=ASTQuery(node).get_definition_name(),
+            )
+            out.append(spec)
+    return out
+
+
+def job_id(module_rel: str, spec) -> str:
+    return hashlib.sha1(f"{module_rel}:{spec.operator_name}:{spec.occurrence}".encode()).hexdigest()[:16]
+
+
+def reach_run(tree: Path, tests: list[str], modules: list[str], cfg: dict, out: Path) -> float:
+    """Run the tests once, unmutated, recording which tests reach which function of ``modules``
+    (``_mutation_exec.Reach``); they must pass. Returns the wall time (with the recording on)."""
+    spec = out.with_suffix(".spec.json")
+    spec.write_text(json.dumps({"modules": [str(tree / m) for m in modules], "out": str(out)}))
+    env = dict(os.environ)
+    env.update(
+        PYTHONPATH=os.pathsep.join([str(tree), str(HERE)]),
+        PYTHONDONTWRITEBYTECODE="1",
+        DENPEX_MUTATION_REACH=str(spec),
+    )
+    cmd = [sys.executable, "-m", "pytest", "-p", "_mutation_exec", *pytest_args(cfg), *tests]
+    t0 = time.monotonic()
+    proc = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True, timeout=3600)
+    took = time.monotonic() - t0
+    if proc.returncode != 0:
+        raise SystemExit(f"bench_mutation: the unmutated tests fail:\n{proc.stdout[-3000:]}\n{proc.stderr[-2000:]}")
+    return took
+
+
+def pytest_args(cfg: dict) -> list[str]:
+    args = list(cfg["campaign"]["pytest_args"])
+    for d in cfg["campaign"].get("deselect", []):
+        args += ["--deselect", d]
+    return args
+
+
+class ForkServer:
+    """One ``_mutation_exec.serve`` process per tree (see its docstring)."""
+
+    def __init__(self, tree: Path, sock: Path, preload: Path):
+        self.sock = sock
+        env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+        self.proc = subprocess.Popen(
+            [sys.executable, str(HERE / "_mutation_exec.py"), "serve", str(sock), str(preload)],
+            cwd=tree,
+            env=env,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        if self.proc.stdout.readline().strip() != "ready":
+            raise SystemExit("bench_mutation: the fork server did not start")
+
+    def close(self) -> None:
+        self.proc.kill()
+        self.proc.wait(timeout=30)
+
+
+def mutant_command(
+    tree: Path, module_rel: str, pristine: Path, reach: Path, sock: Path, timeout: float, cfg, every_test=False
+) -> str:
+    args = [
+        sys.executable,
+        str(HERE / "_mutation_exec.py"),
+        "client",
+        "--sock", str(sock),
+        "--tree", str(tree),
+        "--module", module_rel,
+        "--pristine", str(pristine),
+        "--reach", str(reach),
+        "--timeout", f"{timeout:.0f}",
+        *(["--all"] if every_test else []),
+        "--",
+        *pytest_args(cfg),
+    ]  # fmt: skip
+    return " ".join(shlex.quote(a) for a in args)
+
+
+_FAILED = re.compile(r"^(?:FAILED|ERROR) (\S+)", re.M)
+
+
+def first_failure(output: str | None) -> str | None:
+    if not output:
+        return None
+    if output == "timeout":
+        return "timeout"
+    m = _FAILED.search(output)
+    return m.group(1) if m else None
+
+
+class ReachMaps:
+    """One reach run per distinct test list, shared by the modules (and jobs) that use it."""
+
+    def __init__(self, cfg: dict, modules: list[dict], work: Path, tree0: Path):
+        self.cfg, self.work, self.tree0 = cfg, work, tree0
+        self.groups: dict[tuple, list[str]] = {}
+        for m in modules:
+            self.groups.setdefault(self.key(m), []).append(m["path"])
+        self.done: dict[tuple, tuple[Path, float]] = {}
+        self.lock = threading.Lock()
+
+    def key(self, m: dict) -> tuple:
+        return tuple(expand_tests(m["tests"], self.cfg, self.tree0))
+
+    def get(self, m: dict, log) -> tuple[Path, float]:
+        k = self.key(m)
+        with self.lock:
+            if k not in self.done:
+                out = self.work / "reach" / f"reach{len(self.done)}.json"
+                out.parent.mkdir(exist_ok=True)
+                took = reach_run(self.tree0, list(k), self.groups[k], self.cfg, out)
+                log(f"reach map {out.name}: {len(k)} test files for {', '.join(self.groups[k])}: {took:.0f} s")
+                self.done[k] = (out, took)
+            return self.done[k]
+
+
+def run_module(module: dict, tree: Path, cfg: dict, work: Path, servers: dict, maps: ReachMaps, log) -> dict:
+    """Run every mutant of one module in ``tree``; the module's result record."""
+    from cosmic_ray.commands import execute
+    from cosmic_ray.config import ConfigDict
+    from cosmic_ray.work_db import WorkDB, use_db
+    from cosmic_ray.work_item import WorkItem
+
+    rel, name = module["path"], module["name"]
+    tests = expand_tests(module["tests"], cfg, tree)
+    specs = mutations_of(tree / rel, rel, cfg["campaign"]["operators"], module.get("scope"))
+    pristine = work / "pristine" / f"{name}.py"
+    pristine.parent.mkdir(exist_ok=True)
+    pristine.write_text((tree / rel).read_text(encoding="utf-8"), encoding="utf-8")
+    reach, base = maps.get(module, log)
+    timeout = cfg["campaign"]["timeout_multiplier"] * base + cfg["campaign"]["timeout_constant"]
+    reach_map = json.loads(reach.read_text())
+    if tree not in servers:
+        preload = work / "preload.json"
+        preload.write_text(json.dumps(reach_map["preload"]))
+        servers[tree] = ForkServer(tree, work / f"{tree.name}.sock", preload)
+    sock = servers[tree].sock
+    log(
+        f"{rel}: {len(specs)} mutants, {len(tests)} test files ({len(reach_map['order'])} tests), timeout {timeout:.0f} s"
+    )
+    db_path = work / "sessions" / f"{name}.sqlite"
+    if db_path.exists():
+        db_path.unlink()
+    lines = (tree / rel).read_text(encoding="utf-8").split("\n")
+    t0 = time.monotonic()
+    with use_db(str(db_path), WorkDB.Mode.create) as db:
+        db.add_work_items(WorkItem.single(job_id=job_id(rel, s), mutation=s) for s in specs)
+        command = mutant_command(tree, rel, pristine, reach, sock, timeout, cfg)
+        config = ConfigDict({"test-command": command, "timeout": timeout, "distributor": ConfigDict({"name": "local"})})
+        execute(db, config)
+        results = {item.job_id: (item, res) for item, res in db.completed_work_items}
+    wall = time.monotonic() - t0
+    mutants = []
+    for spec in specs:
+        item, res = results[job_id(rel, spec)]
+        outcome = res.test_outcome.value if res.test_outcome is not None else res.worker_outcome.value
+        ran = _TESTS_RUN.search(res.output or "")
+        mutants.append(
+            {
+                "module": rel,
+                "line": spec.start_pos[0],
+                "col": spec.start_pos[1],
+                "operator": spec.operator_name,
+                "occurrence": spec.occurrence,
+                "definition": spec.definition_name,
+                "source": lines[spec.start_pos[0] - 1].strip(),
+                "mutated": _mutated_line(res.diff),
+                "diff": _short_diff(res.diff, str(tree)),
+                "outcome": outcome,
+                "worker": res.worker_outcome.value,
+                "tests_run": int(ran.group(1)) if ran else None,
+                "tests_why": ran.group(2) if ran else None,
+                "killed_by": first_failure(res.output) if outcome == "killed" else None,
+            }
+        )
+    killed = sum(m["outcome"] == "killed" for m in mutants)
+    log(f"{rel}: {killed}/{len(mutants)} killed in {wall:.0f} s")
+    return {
+        "path": rel,
+        "scope": module.get("scope") or "whole file",
+        "tests": tests,
+        "n_tests": len(reach_map["order"]),
+        "reach_run_s": round(base, 1),
+        "timeout_s": round(timeout, 1),
+        "wall_s": round(wall, 1),
+        "mutants": mutants,
+    }
+
+
+_TESTS_RUN = re.compile(r"^mutation-tests: (\d+) \((.*)\)$", re.M)
+
+
+def _mutated_line(diff: str | None) -> str | None:
+    if not diff:
+        return None
+    plus = [ln[1:].strip() for ln in diff.split("\n") if ln.startswith("+") and not ln.startswith("+++")]
+    return " / ".join(plus) if plus else ""
+
+
+def _short_diff(diff: str | None, tree: str) -> str | None:
+    if not diff:
+        return None
+    keep = [ln for ln in diff.split("\n") if ln[:1] in "+-@" and not ln.startswith(("+++", "---"))]
+    return "\n".join(keep).replace(tree + "/", "")
+
+
+# --- survivors: explained or not ------------------------------------------------------------------
+
+
+def load_equivalents(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    with open(path, "rb") as f:
+        return tomllib.load(f).get("equivalent", [])
+
+
+def explanation(m: dict, equivalents: list[dict]) -> str | None:
+    """The recorded reason a survivor is equivalent (matched on module, operator, source line, mutated line)."""
+    for e in equivalents:
+        if (
+            e["module"] == m["module"]
+            and e["operator"] == m["operator"]
+            and e["source"] == m["source"]
+            and e.get("mutated", m["mutated"]) == m["mutated"]
+        ):
+            return e["why"]
+    return None
+
+
+# --- main ----------------------------------------------------------------------------------------
+
+
+def export_tree(commit: str, dest: Path) -> None:
+    dest.mkdir(parents=True, exist_ok=True)
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", commit], capture_output=True, check=True).stdout
+    import io
+
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(dest, filter="data")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--config", type=Path, default=CONFIG)
+    ap.add_argument("--commit", default="HEAD")
+    ap.add_argument("--modules", nargs="*", help="only modules whose path contains one of these")
+    ap.add_argument("--jobs", type=int, default=1, help="parallel jobs (each in its own copy of the tree)")
+    ap.add_argument("--work", type=Path, default=Path("/tmp/denpex_mutation"))
+    ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--count", action="store_true", help="only count the mutants per module and operator")
+    args = ap.parse_args(argv)
+
+    cfg = load_config(args.config)
+    modules = [m for m in cfg["module"] if not args.modules or any(s in m["path"] for s in args.modules)]
+    commit = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", args.commit], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    register_operators()
+
+    if args.count:
+        total = 0
+        for m in modules:
+            specs = mutations_of(ROOT / m["path"], m["path"], cfg["campaign"]["operators"], m.get("scope"))
+            by_op: dict[str, int] = {}
+            for s in specs:
+                by_op[s.operator_name] = by_op.get(s.operator_name, 0) + 1
+            total += len(specs)
+            print(
+                f"{m['path']}: {len(specs)}  " + ", ".join(f"{k.split('/')[1]}={v}" for k, v in sorted(by_op.items()))
+            )
+        print(f"total: {total}")
+        return 0
+
+    import shutil
+
+    if args.work.exists():
+        shutil.rmtree(args.work)
+    (args.work / "sessions").mkdir(parents=True)
+    trees = [args.work / f"tree{k}" for k in range(max(args.jobs, 1))]
+    for t in trees:
+        export_tree(commit, t)
+        (t / ".hypothesis").mkdir(exist_ok=True)
+
+    lock = threading.Lock()
+
+    def log(msg: str) -> None:
+        with lock:
+            print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+    # longest modules first, each to the job with the least work so far (greedy)
+    queue = list(modules)
+    results: dict[str, dict] = {}
+    errors: list[str] = []
+    servers: dict[Path, ForkServer] = {}
+    maps = ReachMaps(cfg, modules, args.work, trees[0])
+
+    def worker(tree: Path) -> None:
+        while True:
+            with lock:
+                if not queue:
+                    return
+                m = queue.pop(0)
+            try:
+                results[m["path"]] = run_module(m, tree, cfg, args.work, servers, maps, log)
+            except BaseException as exc:  # noqa: BLE001 - reported, the other jobs go on
+                errors.append(f"{m['path']}: {exc}")
+                log(f"{m['path']}: FAILED {exc}")
+
+    t0 = time.monotonic()
+    threads = [threading.Thread(target=worker, args=(t,)) for t in trees]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    wall = time.monotonic() - t0
+    for srv in servers.values():
+        srv.close()
+    if errors:
+        print("\n".join(errors), file=sys.stderr)
+        return 1
+
+    equivalents = load_equivalents(EQUIVALENTS)
+    per_module, all_mutants = [], []
+    for m in modules:
+        r = results[m["path"]]
+        for mu in r["mutants"]:
+            if mu["outcome"] != "killed":
+                mu["equivalent"] = explanation(mu, equivalents)
+        n, k = len(r["mutants"]), sum(mu["outcome"] == "killed" for mu in r["mutants"])
+        per_module.append({**{x: r[x] for x in r if x != "mutants"}, "mutants": n, "killed": k})
+        all_mutants.extend(r["mutants"])
+    n, k = len(all_mutants), sum(mu["outcome"] == "killed" for mu in all_mutants)
+    survivors = [mu for mu in all_mutants if mu["outcome"] != "killed"]
+    report = {
+        "commit": commit,
+        "tool": f"cosmic-ray {_version('cosmic-ray')}",
+        "python": platform.python_version(),
+        "operators": cfg["campaign"]["operators"],
+        "pytest_args": pytest_args(cfg),
+        "jobs": args.jobs,
+        "wall_s": round(wall, 1),
+        "load_avg_end": os.getloadavg(),
+        "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - wall)),
+        "mutants": n,
+        "killed": k,
+        "killed_pct": round(100 * k / n, 2) if n else None,
+        "survivors": len(survivors),
+        "survivors_unexplained": sum(mu.get("equivalent") is None for mu in survivors),
+        "modules": per_module,
+        "all": all_mutants,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=1, default=str) + "\n")
+    print(
+        f"{k}/{n} killed ({report['killed_pct']} %), {len(survivors)} survivors "
+        f"({report['survivors_unexplained']} unexplained), wall {wall:.0f} s -> {args.out}"
+    )
+    for mu in survivors:
+        tag = "equivalent" if mu.get("equivalent") else "UNEXPLAINED"
+        print(f"  {tag}: {mu['module']}:{mu['line']} {mu['operator']}: {mu['source']}  ->  {mu['mutated']}")
+    return 0
+
+
+def _version(dist: str) -> str:
+    from importlib.metadata import version
+
+    return version(dist)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
