@@ -27,7 +27,7 @@ from ..errors import DenpexError, MissingDependencyError, UnsafePickleError
 from ..vocab import ErrorKind
 from .assemble import as_batches, batch_len, compact_batch, rows_to_batch
 from .base import FileContext, FileReader, Output, TextReader, file_readers, text_readers
-from .scan import NeedleMatcher, UnparsedSink, scan_text
+from .scan import UnparsedSink, matcher_for, scan_text
 from .sources import FileSpec, ReadStopped, StreamError, human, open_stream, read_fully, resolve_limits
 
 HEAD_BYTES = 64 << 10
@@ -290,7 +290,7 @@ def _parse_text(
         o.out,
         sink,
         head=head,
-        matcher=NeedleMatcher.for_readers(readers),
+        matcher=matcher_for(readers),
         on_bytes=count,
         chunk_size=int(options.get("chunk_size", 16 << 20)),
         line_cap=limits["line_cap"],

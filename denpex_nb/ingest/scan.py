@@ -29,6 +29,7 @@ from __future__ import annotations
 import io
 import os
 import re
+import threading
 from bisect import bisect_right
 from collections.abc import Callable, Iterable
 from itertools import accumulate
@@ -194,6 +195,47 @@ class NeedleMatcher:
                 pos = find(needle, e, n)
         starts = sorted(found)
         return starts, [found[s] for s in starts]
+
+
+#: per thread: compiled matchers by reader needles, and the scan buffer (see :func:`matcher_for`)
+_LOCAL = threading.local()
+#: a scan buffer larger than this is not kept for the next file
+_KEEP_BUFFER_MAX = 64 << 20
+
+
+def matcher_for(readers: list[TextReader]) -> NeedleMatcher:
+    """The :class:`NeedleMatcher` of ``readers``, compiled once per thread and reused for every file.
+
+    Why: compiling the hyperscan database costs ~2 ms, more than scanning a small file; a folder of
+    2,000 per-rank logs compiled it 2,000 times. Per thread, because a hyperscan database's scratch
+    space may not be shared by two scans at once (Dask workers run tasks in threads)."""
+    key = tuple(tuple(r.needles) for r in readers)
+    cache = getattr(_LOCAL, "matchers", None)
+    if cache is None:
+        cache = _LOCAL.matchers = {}
+    m = cache.get(key)
+    if m is None:
+        if len(cache) >= 8:  # forced formats make other sets; a handful is all a process sees
+            cache.clear()
+        m = cache[key] = NeedleMatcher.for_readers(readers)
+    return m
+
+
+def _scan_buffer(size: int) -> bytearray:
+    """A buffer of at least ``size`` bytes, reused by the files this thread scans one after the
+    other: a fresh 16 MiB buffer per file (allocated and zeroed) cost more than reading a small
+    file. Its bytes past what a scan fills are stale, which the scanner never reads (every search
+    in it is bounded by the processed end, and that ends with a newline)."""
+    buf = getattr(_LOCAL, "buffer", None)
+    if buf is not None and len(buf) >= size:
+        _LOCAL.buffer = None  # taken: a nested scan in this thread gets its own
+        return buf
+    return bytearray(size + size // 8)
+
+
+def _give_back(buf: bytearray) -> None:
+    if 0 < len(buf) <= _KEEP_BUFFER_MAX:
+        _LOCAL.buffer = buf
 
 
 # --- continuation lines --------------------------------------------------------------------------
@@ -438,63 +480,66 @@ class BlockScanner:
         skipped = 0
         long_line = 0
         buf = bytearray()
-        while not eof:
-            k = len(carry)
-            need = k + (len(pending) if pending else self.chunk_size) + 1  # + 1: a last newline at EOF
-            if len(buf) < need:
-                buf = bytearray(need + need // 8)
-            if k:
-                buf[:k] = carry
-            if pending:
-                n = len(pending)
-                buf[k : k + n] = pending
-                pending = b""
-            elif self.read_error is not None:
-                n = 0
-            else:
-                n = self._fill(stream, buf, k, self.chunk_size)
-                if self.on_bytes and n:
-                    self.on_bytes(n)
-            blen = k + n  # ``buf[:blen]`` is carry + the new data
-            if skipping:
-                if n:
-                    nl = buf.find(b"\n", k, blen)
-                    if nl < 0:
-                        skipped += n
-                        continue
-                    skipped += nl - k
-                    if nl > k:  # drop the skipped bytes: the data resumes at the newline
-                        buf[k : blen - (nl - k)] = buf[nl:blen]
-                        blen -= nl - k
-                self.overlong.append((long_line, skipped))
-                skipping = False
-            if blen == k:  # no data: the end of the stream
-                eof = True
-                if not k:
-                    break
-                if buf[k - 1] != 10:
-                    buf[k] = 10  # a truncated last line still counts
-                    blen = k + 1
-                end, carry = blen, b""
-            else:
-                cut = buf.rfind(b"\n", 0, blen) + 1
-                if blen - cut > cap:  # the unfinished last line is past the cap already
-                    long_line = lineno + buf.count(b"\n", 0, cut)
-                    skipped = blen - cut - cap
-                    kept = bytes(buf[cut : cut + cap])
-                    skipping = True
-                    if cut == 0:
-                        carry = kept
-                        continue
-                    end, carry = cut, kept
-                elif cut == 0:
-                    carry = bytes(buf[:blen])
-                    continue
+        try:
+            while not eof:
+                k = len(carry)
+                need = k + (len(pending) if pending else self.chunk_size) + 1  # + 1: a last newline at EOF
+                if len(buf) < need:
+                    buf = _scan_buffer(need)
+                if k:
+                    buf[:k] = carry
+                if pending:
+                    n = len(pending)
+                    buf[k : k + n] = pending
+                    pending = b""
+                elif self.read_error is not None:
+                    n = 0
                 else:
-                    end, carry = cut, bytes(buf[cut:blen])
-            done_upto, lineno = self._process(buf, lineno, final=eof, end=end)
-            if done_upto < end:
-                carry = bytes(buf[done_upto:end]) + carry
+                    n = self._fill(stream, buf, k, self.chunk_size)
+                    if self.on_bytes and n:
+                        self.on_bytes(n)
+                blen = k + n  # ``buf[:blen]`` is carry + the new data
+                if skipping:
+                    if n:
+                        nl = buf.find(b"\n", k, blen)
+                        if nl < 0:
+                            skipped += n
+                            continue
+                        skipped += nl - k
+                        if nl > k:  # drop the skipped bytes: the data resumes at the newline
+                            buf[k : blen - (nl - k)] = buf[nl:blen]
+                            blen -= nl - k
+                    self.overlong.append((long_line, skipped))
+                    skipping = False
+                if blen == k:  # no data: the end of the stream
+                    eof = True
+                    if not k:
+                        break
+                    if buf[k - 1] != 10:
+                        buf[k] = 10  # a truncated last line still counts
+                        blen = k + 1
+                    end, carry = blen, b""
+                else:
+                    cut = buf.rfind(b"\n", 0, blen) + 1
+                    if blen - cut > cap:  # the unfinished last line is past the cap already
+                        long_line = lineno + buf.count(b"\n", 0, cut)
+                        skipped = blen - cut - cap
+                        kept = bytes(buf[cut : cut + cap])
+                        skipping = True
+                        if cut == 0:
+                            carry = kept
+                            continue
+                        end, carry = cut, kept
+                    elif cut == 0:
+                        carry = bytes(buf[:blen])
+                        continue
+                    else:
+                        end, carry = cut, bytes(buf[cut:blen])
+                done_upto, lineno = self._process(buf, lineno, final=eof, end=end)
+                if done_upto < end:
+                    carry = bytes(buf[done_upto:end]) + carry
+        finally:
+            _give_back(buf)
 
     def _fill(self, stream: BinaryIO, buf: bytearray, k: int, size: int) -> int:
         """Read up to ``size`` bytes of ``stream`` into ``buf[k:]`` (looping over short reads); the
