@@ -510,6 +510,7 @@ def _alarm(signum, frame):
 
 
 def physical_lines(data: bytes) -> int:
+    data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")  # a lone CR ends a line, as CRLF does
     return data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
 
 

@@ -146,6 +146,106 @@ def generate(size_mb: int, n_files: int, share: float, n_ranks: int = 256) -> li
     return files
 
 
+NOISE_ERR = [
+    "{d} 22:{m:02d}:{s:02d},{ms:03d} - INFO - dataloader - worker {w} prefetched {n} batches",
+    "{d} 22:{m:02d}:{s:02d},{ms:03d} - WARNING - trainer - gradient overflow, skipping step {n}",
+    "{d} 22:{m:02d}:{s:02d},{ms:03d} - INFO - trainer - throughput {n} samples/s, mem {w} GB",
+]
+#: a warning torch repeats every few hundred steps (its "Warning: " is a reader needle: a candidate
+#: line no reader keeps, as real noise has)
+WARNING_LINES = [
+    "/opt/venv/lib/python3.11/site-packages/torch/utils/checkpoint.py:91: UserWarning: None of the inputs "
+    "have requires_grad=True. Gradients will be None",
+    "  warnings.warn(",
+]
+NCCL_INIT = [
+    "node{k}:{pid}:{pid} [{lr}] NCCL INFO Bootstrap : Using eth0:10.0.{k}.1<0>",
+    "node{k}:{pid}:{pid} [{lr}] NCCL INFO cudaDriverVersion 12040",
+    "node{k}:{pid}:{pid} [{lr}] NCCL INFO comm 0x55d1c0a0 rank {r} nRanks {n} nNodes {nodes} localRanks 8 "
+    "localRank {lr} MNNVL 0",
+]
+FAILURE = [
+    "[rank{r}]:[E1201 22:59:41.883942729 ProcessGroupNCCL.cpp:688] [Rank {r}] Watchdog caught collective "
+    "operation timeout: WorkNCCL(SeqNum=48213, OpType=ALLREDUCE, NumelIn=25165824, NumelOut=25165824, "
+    "Timeout(ms)=600000) ran for 600071 milliseconds before timing out.",
+    "[rank{r}]:[E1201 22:59:41.884012110 ProcessGroupNCCL.cpp:2190] [PG ID 0 PG GUID 0(default_pg) Rank {r}]  "
+    "failure detected by watchdog at work sequence id: 48213 PG status: last enqueued work: 48213, last "
+    "completed work: 48212",
+]
+CULPRIT = [
+    "Traceback (most recent call last):",
+    '  File "/workspace/train_lm.py", line 214, in <module>',
+    "    main()",
+    '  File "/workspace/train_lm.py", line 188, in main',
+    "    batch = next(loader)",
+    "RuntimeError: CUDA error: an illegal memory access was encountered",
+]
+
+
+def _per_rank_bodies(r: int, k: int, lr: int, n_ranks: int, nodes: int, unit: int) -> tuple[bytes, bytes, bytes, bytes]:
+    """(stdout head, stdout unit, stderr unit, stderr tail) of global rank ``r`` (node ``k``)."""
+    rng = random.Random(r)
+    pid = 40000 + r
+    head = "".join(t.format(k=k, pid=pid, lr=lr, r=r, n=n_ranks, nodes=nodes) + "\n" for t in NCCL_INIT)
+    out, err, size, i = [], [], 0, 0
+    while size < unit:
+        i += 1
+        line = ordinary(rng, lr, i).split("]:", 1)[1] + "\n"  # no torchrun tag in a --log-dir file
+        out.append(line)
+        size += len(line)
+        if i % 300 == 0:
+            out.append("\n".join(WARNING_LINES) + "\n")
+        t = rng.choice(NOISE_ERR)
+        err.append(
+            t.format(
+                d="2026-12-01",
+                m=rng.randrange(60),
+                s=rng.randrange(60),
+                ms=rng.randrange(1000),
+                w=rng.randrange(8),
+                n=rng.randrange(10000),
+            )
+            + "\n"
+        )
+    tail = "".join(t.format(r=r) + "\n" for t in (CULPRIT if r == n_ranks // 3 else FAILURE))
+    return head.encode(), "".join(out).encode(), "".join(err).encode(), tail.encode()
+
+
+def generate_per_rank(size_mb: int, nodes: int, per_node: int) -> list[str]:
+    """The tree ``torchrun --log-dir`` writes, one per node: ``node<k>/attempt_0/<local>/stdout.log``
+    and ``stderr.log``, ``nodes * per_node`` ranks, ``size_mb`` MB in all: an incident as users have
+    it. stdout holds NCCL's init lines and the training output (with a torch UserWarning now and
+    then), stderr Python logging noise; at the end every rank's watchdog timeout, and one rank's
+    traceback (the crash the others wait for)."""
+    folder = os.path.join(DATA, f"perrank_{size_mb}mb_{nodes}n_{per_node}r")
+    stamp = os.path.join(folder, ".complete")
+    files = [
+        os.path.join(folder, f"node{k}", "attempt_0", str(lr), name)
+        for k in range(nodes)
+        for lr in range(per_node)
+        for name in ("stdout.log", "stderr.log")
+    ]
+    if os.path.exists(stamp):
+        return files
+    n_ranks = nodes * per_node
+    per_file = size_mb * (1 << 20) // len(files)
+    unit = min(per_file, 256 << 10)  # distinct bytes per file, written over and over to its size
+    for k in range(nodes):
+        for lr in range(per_node):
+            r = k * per_node + lr
+            head, out, err, tail = _per_rank_bodies(r, k, lr, n_ranks, nodes, unit)
+            d = os.path.join(folder, f"node{k}", "attempt_0", str(lr))
+            os.makedirs(d, exist_ok=True)
+            for name, first, body, last in (("stdout.log", head, out, b""), ("stderr.log", b"", err, tail)):
+                with open(os.path.join(d, name), "wb") as fh:
+                    fh.write(first)
+                    for _ in range(max(1, -(-(per_file - len(first) - len(last)) // len(body)))):
+                        fh.write(body)
+                    fh.write(last)
+    open(stamp, "w").close()
+    return files
+
+
 def grep_pattern() -> str:
     sys.path.insert(0, os.path.dirname(HERE))
     from denpex_nb.ingest.parse import all_text_readers

@@ -261,6 +261,10 @@ class Incident:
     unparsed: pd.DataFrame = field(default_factory=lambda: empty_frame("unparsed"))
     sources: pd.DataFrame = field(default_factory=lambda: empty_frame("sources"))
     notes: list[str] = field(default_factory=list)
+    #: watched word (:data:`denpex_nb.vocab.MENTIONS`, e.g. ``"syncbn"``) -> the files whose lines
+    #: mention it, parsed or not, noticed while they were read; None for an Incident not made by
+    #: :func:`denpex_nb.load` (then a rule looks in ``unparsed`` itself)
+    mentions: dict[str, list[str]] | None = None
 
     @property
     def lines(self) -> LineCounts:

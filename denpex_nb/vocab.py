@@ -188,3 +188,10 @@ class State(_Name):
 #: the message of an ``exception`` row whose traceback lost its final line (cut, interleaved):
 #: the exception is unknown, so it is not evidence of a rank's own failure
 TRUNCATED_TRACEBACK = "traceback without its exception line"
+
+#: words noticed in every line read, parsed or not, while the file is read (the scanner's literal
+#: prefilter: no rescan of the text afterwards): name -> the literal spellings that count. The
+#: Incident says which files mention each (``Incident.mentions``); the rules read that.
+MENTIONS: dict[str, tuple[str, ...]] = {
+    "syncbn": ("SyncBatchNorm", "sync_batch_norm"),
+}

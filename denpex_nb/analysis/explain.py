@@ -15,12 +15,12 @@ from dataclasses import replace
 
 import pandas as pd
 
-from ..vocab import ClassId
+from ..vocab import MENTIONS, ClassId
 from .align import KIND_PREFERENCE
 from .model import Finding, RankView
 from .rules import Context, fmt_ranks, own_failures, rule
 
-_SYNCBN = re.compile(r"sync_batch_norm|SyncBatchNorm")
+_SYNCBN = re.compile("|".join(map(re.escape, MENTIONS["syncbn"])))
 _CONF = {"high": 0, "medium": 1, "low": 2}
 
 
@@ -82,15 +82,18 @@ def syncbn(ctx: Context, findings: list[Finding]) -> list[Finding]:
     own signature: a 1-D all_gather of 2C+1 floats ([mean, invstd, count] for C channels) issued
     by some ranks only (medium confidence: a rank-only all_gather of an odd-length vector looks the same).
     """
-    mentioned = _mentions_syncbn(ctx.incident)
-    # a finding without a seq (tracebacks' last calls) is only recognised by a SyncBatchNorm stack
-    cands = [
+    # a finding without a seq (tracebacks' last calls) is only recognised by a SyncBatchNorm stack;
+    # whether the evidence mentions one is asked only when an all_gather divergence is there
+    gathers = [
         f
         for f in findings
         if f.class_id in (ClassId.RANK_DESYNC, ClassId.OP_MISMATCH)
-        and (f.seq is not None or mentioned)
         and any((v.op or "").startswith("all_gather") for v in f.ranks.values())
     ]
+    if not gathers:
+        return findings
+    mentioned = _mentions_syncbn(ctx.incident)
+    cands = [f for f in gathers if f.seq is not None or mentioned]
     if not cands:
         return findings
     out = []
@@ -136,12 +139,20 @@ def _syncbn_shape(view: RankView) -> bool:
 
 
 def _mentions_syncbn(incident) -> bool:
+    """Does any line read mention SyncBatchNorm? The loader noticed it while reading every line,
+    parsed or not (``Incident.mentions``), so the unparsed text is not searched again here (a
+    million kept lines cost ~1 s to search); an Incident built by hand has no such record."""
+    mentions = getattr(incident, "mentions", None)
+    if mentions is not None and mentions.get("syncbn"):
+        return True
     e = incident.errors
     if len(e) and e["message"].astype(str).str.contains(_SYNCBN).any():
         return True
     for col in ("frames", "stack"):
         if col in incident.events.columns and incident.events[col].astype(str).str.contains(_SYNCBN).any():
             return True
+    if mentions is not None:
+        return False
     u = incident.unparsed
     if len(u) and "text" in u and u["text"].dropna().astype(str).str.contains(_SYNCBN).any():
         return True

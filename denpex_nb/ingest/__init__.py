@@ -48,7 +48,7 @@ __all__ = [
 DEFAULT_UNPARSED_TEXT_BUDGET = 32 << 20
 #: inputs smaller than this never show a progress bar
 PROGRESS_MIN_BYTES = 4 << 20
-_MIN_BUDGET_PER_FILE = 256 << 10
+_MIN_BUDGET_PER_FILE = 16 << 10  # a file keeps at least this much; the load as a whole about the budget
 
 
 def load(

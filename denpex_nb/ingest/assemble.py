@@ -810,4 +810,16 @@ def build_incident(results, *, notes: list[str] | None = None, dedup_rows: bool 
         unparsed=frames["unparsed"],
         sources=sources,
         notes=notes,
+        mentions=_mentions(results),
     )
+
+
+def _mentions(results) -> dict[str, list[str]]:
+    """Watched word -> the files that mention it (every watched word has an entry)."""
+    from ..vocab import MENTIONS
+
+    found: dict[str, list[str]] = {name: [] for name in MENTIONS}
+    for r in results:
+        for name in getattr(r, "mentions", ()):
+            found.setdefault(name, []).append(r.file)
+    return found

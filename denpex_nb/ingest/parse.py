@@ -27,7 +27,7 @@ from ..errors import DenpexError, MissingDependencyError, UnsafePickleError
 from ..vocab import ErrorKind
 from .assemble import as_batches, batch_len, compact_batch, rows_to_batch
 from .base import FileContext, FileReader, Output, TextReader, file_readers, text_readers
-from .scan import UnparsedSink, matcher_for, scan_text
+from .scan import UnparsedSink, matcher_for, scan_text, watched
 from .sources import FileSpec, ReadStopped, StreamError, human, open_stream, read_fully, resolve_limits
 
 HEAD_BYTES = 64 << 10
@@ -50,6 +50,8 @@ class FileResult:
     run_root: str = ""
     #: a text reader (or the prefix stripper) raised: one line naming reader, file:line, exception
     reader_failure: str | None = None
+    #: watched words (:data:`denpex_nb.vocab.MENTIONS`) found in the file, parsed lines or not
+    mentions: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -69,6 +71,7 @@ class Outcome:
     reader_failure: str | None = None
     overlong: dict | None = None  # an ``unparsed`` batch for lines cut at the line cap
     failed: str | None = None  # nothing could be read: the one-line reason
+    mentions: set[str] = field(default_factory=set)  # watched words found while reading
 
 
 def all_text_readers() -> list[TextReader]:
@@ -238,6 +241,7 @@ def _parse_structured(
             )
         )
     o.bytes_read = len(data)
+    o.mentions = {name for name, words in watched().items() if any(w in data for w in words)}
     if on_bytes:
         on_bytes(spec.size or len(data))
     n_lines = 0
@@ -297,6 +301,7 @@ def _parse_text(
     )
     o.n_lines = sc.lines_total
     o.rank_info = sc.rank_info
+    o.mentions = sc.mentions
     o.reader_failure = sc.failure_note()
     o.overlong = sc.overlong_rows(ctx.file)
     if sc.overlong:
@@ -338,6 +343,7 @@ def _result(spec: FileSpec, ctx: FileContext, o: Outcome) -> FileResult:
         pid_hint=spec.pid_hint,
         run_root=spec.run_root,
         reader_failure=o.reader_failure,
+        mentions=sorted(o.mentions),
     )
 
 

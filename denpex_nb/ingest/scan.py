@@ -67,6 +67,8 @@ ANSI_B = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]")
 #: a Python warning's first line (``warnings.formatwarning``: ``file.py:12: UserWarning: message``); its
 #: message may run over several unindented lines, up to the indented source line
 _PY_WARNING = re.compile(rb"\.py:\d+: [A-Z]\w*Warning: ")
+#: a carriage return that is not the first half of a CRLF: a line end of its own
+_LONE_CR = re.compile(rb"\r(?!\n)")
 _WARNING_BODY_MAX = 20
 
 
@@ -117,6 +119,8 @@ class NeedleMatcher:
                 for n in group:
                     if n in index:
                         self.masks[index[n]] |= 1 << g
+        self.watch_bits: dict[int, str] = {}  # group bit -> watched word (see for_readers)
+        self.watch_mask = 0
         self._db = None
         if use_hyperscan is not False and self.needles:
             try:
@@ -137,8 +141,16 @@ class NeedleMatcher:
                 self._db = None
 
     @classmethod
-    def for_readers(cls, readers, **kw) -> NeedleMatcher:
-        return cls((n for r in readers for n in r.needles), groups=[tuple(r.needles) for r in readers], **kw)
+    def for_readers(cls, readers, watch: dict[str, tuple[bytes, ...]] | None = None, **kw) -> NeedleMatcher:
+        """One group per reader, then one per ``watch`` entry (words noticed, not parsed: see
+        :meth:`BlockScanner.mentions`); :attr:`watch_bits` maps those groups' bits to their names."""
+        groups = [tuple(r.needles) for r in readers]
+        names = list(watch or {})
+        groups += [tuple(watch[k]) for k in names]
+        m = cls((n for g in groups for n in g), groups=groups, **kw)
+        m.watch_bits = {1 << (len(readers) + i): name for i, name in enumerate(names)}
+        m.watch_mask = sum(m.watch_bits)
+        return m
 
     @property
     def engine(self) -> str:
@@ -203,13 +215,21 @@ _LOCAL = threading.local()
 _KEEP_BUFFER_MAX = 64 << 20
 
 
+def watched() -> dict[str, tuple[bytes, ...]]:
+    """:data:`denpex_nb.vocab.MENTIONS` as byte needles."""
+    from ..vocab import MENTIONS
+
+    return {name: tuple(w.encode() for w in words) for name, words in MENTIONS.items()}
+
+
 def matcher_for(readers: list[TextReader]) -> NeedleMatcher:
     """The :class:`NeedleMatcher` of ``readers``, compiled once per thread and reused for every file.
 
     Why: compiling the hyperscan database costs ~2 ms, more than scanning a small file; a folder of
     2,000 per-rank logs compiled it 2,000 times. Per thread, because a hyperscan database's scratch
     space may not be shared by two scans at once (Dask workers run tasks in threads)."""
-    key = tuple(tuple(r.needles) for r in readers)
+    watch = watched()
+    key = (tuple(tuple(r.needles) for r in readers), tuple(watch.items()))
     cache = getattr(_LOCAL, "matchers", None)
     if cache is None:
         cache = _LOCAL.matchers = {}
@@ -217,7 +237,7 @@ def matcher_for(readers: list[TextReader]) -> NeedleMatcher:
     if m is None:
         if len(cache) >= 8:  # forced formats make other sets; a handful is all a process sees
             cache.clear()
-        m = cache[key] = NeedleMatcher.for_readers(readers)
+        m = cache[key] = NeedleMatcher.for_readers(readers, watch=watch)
     return m
 
 
@@ -336,8 +356,18 @@ def _warning_body(line: bytes) -> bool:
 # --- unparsed rows -------------------------------------------------------------------------------
 
 
+#: what one kept unparsed line costs on top of its characters (its str object and its slots in the
+#: three column lists, in bytes): a file of empty lines must use up the budget too
+ROW_COST = 64
+
+
 class UnparsedSink:
-    """Collect ``unparsed`` rows column-wise: texts while the budget lasts, then collapsed runs."""
+    """Collect ``unparsed`` rows column-wise: texts while the budget lasts, then collapsed runs.
+
+    The budget is in bytes of memory, roughly: a kept line costs its characters plus
+    :data:`ROW_COST`. So the rows kept are bounded by the budget whatever the lines hold (200 MB of
+    empty lines keep ``budget / 64`` rows, then one counted run), never one object per line read.
+    """
 
     def __init__(self, budget_chars: int):
         self.budget = budget_chars
@@ -348,8 +378,9 @@ class UnparsedSink:
 
     def add_text(self, lineno: int, text: str) -> None:
         self.count += 1
-        if self.budget >= len(text):
-            self.budget -= len(text)
+        cost = len(text) + ROW_COST
+        if self.budget >= cost:
+            self.budget -= cost
             self.line.append(lineno)
             self.n_lines.append(1)
             self.text.append(text)
@@ -388,11 +419,18 @@ class UnparsedSink:
             self.budget = -1
             return
         chunk = buf[start:cap]
-        texts = chunk.decode("utf-8", "replace").split("\n")
-        texts.pop()  # the split after the final newline
+        # no more lines than the budget can hold (each costs ROW_COST at least): the rest of the
+        # region stays one string, dropped at once, so a run of empty lines makes no object per line
+        most = self.budget // ROW_COST + 1
+        texts = chunk.decode("utf-8", "replace").split("\n", most)
+        if len(texts) > most:
+            texts.pop()  # the lines past what the budget can hold, as one string
+            cap = -1  # not every line of the region is in ``texts``
+        else:
+            texts.pop()  # the split after the final newline
         if b"\r" in chunk:
             texts = [t[:-1] if t.endswith("\r") else t for t in texts]
-        lengths = list(accumulate(map(len, texts)))
+        lengths = list(accumulate(len(t) + ROW_COST for t in texts))
         k = bisect_right(lengths, self.budget)  # lines that fit in what is left of the budget
         if k:
             self.budget -= lengths[k - 1]
@@ -460,6 +498,9 @@ class BlockScanner:
         self.line_cap = max(1, int(line_cap))
         #: (line number, bytes past the cap not read) per line longer than ``line_cap``
         self.overlong: list[tuple[int, int]] = []
+        self._cr_pending = False  # the last read ended in a CR (made a newline): skip an LF next
+        #: names of the watched words (``NeedleMatcher.for_readers(watch=...)``) found in any line
+        self.mentions: set[str] = set()
 
     # The stream is processed in chunks that end at a newline. When the last block of a chunk
     # reaches its end, it may continue in the next chunk: those bytes are carried over and
@@ -499,6 +540,10 @@ class BlockScanner:
                     if self.on_bytes and n:
                         self.on_bytes(n)
                 blen = k + n  # ``buf[:blen]`` is carry + the new data
+                if n or self._cr_pending:
+                    blen = self._lone_cr(buf, k, blen)
+                    if n and blen == k:
+                        continue  # the read was only the LF of a CRLF split across reads
                 if skipping:
                     if n:
                         nl = buf.find(b"\n", k, blen)
@@ -540,6 +585,25 @@ class BlockScanner:
                     carry = bytes(buf[done_upto:end]) + carry
         finally:
             _give_back(buf)
+
+    def _lone_cr(self, buf: bytearray, k: int, blen: int) -> int:
+        """Lone carriage returns in the new data ``buf[k:blen]`` become newlines, in place (a log
+        written with ``\\r`` line ends, or a progress bar's redraws, reads as lines, as CRLF does);
+        a CR that ended the previous read and the LF that starts this one are one CRLF line end.
+        Returns the new end (one less when that LF was dropped)."""
+        if self._cr_pending:
+            self._cr_pending = False
+            if blen > k and buf[k] == 10:
+                buf[k : blen - 1] = buf[k + 1 : blen]
+                blen -= 1
+        if blen == k:
+            return blen
+        n_cr = buf.count(b"\r", k, blen)
+        if not n_cr or (n_cr == buf.count(b"\r\n", k, blen) and buf[blen - 1] != 13):
+            return blen  # none, or only CRLF pairs
+        self._cr_pending = buf[blen - 1] == 13  # its LF, if any, comes with the next read
+        buf[k:blen] = _LONE_CR.sub(b"\n", bytes(buf[k:blen]))  # one byte for one: same length
+        return blen
 
     def _fill(self, stream: BinaryIO, buf: bytearray, k: int, size: int) -> int:
         """Read up to ``size`` bytes of ``stream`` into ``buf[k:]`` (looping over short reads); the
@@ -613,6 +677,8 @@ class BlockScanner:
         starts, masks = (
             hardwrap.line_hits(self.matcher, buf, wrap, n_buf) if wrap else self.matcher.line_hits(buf, n_buf)
         )
+        if self.matcher.watch_mask:
+            starts, masks = self._take_mentions(starts, masks)
         count = _newline_counter(buf, n_buf)
 
         def grows(prev_s: int, be: int, nxt_end: int) -> bool:
@@ -671,6 +737,22 @@ class BlockScanner:
         ln += tail
         self.lines_total = ln - 1
         return n_buf, ln
+
+    def _take_mentions(self, starts: list[int], masks: list[int]) -> tuple[list[int], list[int]]:
+        """Note the watched words among the candidate lines (``mentions``) and keep as candidates
+        only the lines that hold a reader's needle: a word is noticed where it is found, in the
+        one search every byte already gets, and no line is read twice for it."""
+        wm = self.matcher.watch_mask
+        hits = 0
+        for m in masks:
+            hits |= m
+        if not hits & wm:
+            return starts, masks
+        for bit, name in self.matcher.watch_bits.items():
+            if hits & bit:
+                self.mentions.add(name)
+        keep = [(s, m & ~wm) for s, m in zip(starts, masks) if m & ~wm]
+        return [s for s, _ in keep], [m for _, m in keep]
 
     def _block(self, buf: bytes, bs: int, be: int, ln: int, n: int, mask: int = -1) -> None:
         raw = buf[bs:be]

@@ -417,3 +417,22 @@ def test_ranks_known_only_by_a_prefix_are_no_evidence_not_an_all_clear():
     assert d.verdict == "no-evidence"
     ended = diagnose(incident(ranks=[dict(rank=0, exit_code=0), dict(rank=1, exit_code=0)]))
     assert ended.verdict == "no-failure"
+
+
+def test_syncbn_mention_noticed_by_the_loader_is_what_counts():
+    """The loader records which files mention SyncBatchNorm (``Incident.mentions``) while reading; the
+    rule reads that record, not the unparsed text again. A hand-made Incident (no record) is searched."""
+    from dataclasses import replace as dc_replace
+
+    from denpex_nb.incident import coerce
+
+    rows = steps(3, 4) + [ev(0, 5, op="all_gather", shape=(8, 4), out_shape=(24, 4))]
+    rows += [ev(r, 5, op="barrier", shape=(1,)) for r in (1, 2)]
+    base = incident(rows)
+    said = dc_replace(base, mentions={"syncbn": ["rank0.log"]})
+    assert (diagnose(said).verdict, diagnose(said).first.confidence) == ("syncbn-eval-hang", "high")
+    text = coerce("unparsed", [{"file": "rank0.log", "line": 3, "n_lines": 1, "text": "using SyncBatchNorm"}])
+    by_hand = dc_replace(base, unparsed=text)
+    assert diagnose(by_hand).verdict == "syncbn-eval-hang"
+    loaded_without = dc_replace(by_hand, mentions={"syncbn": []})  # the loader read every line: no mention
+    assert diagnose(loaded_without).verdict == "op-mismatch"

@@ -296,3 +296,53 @@ def test_long_line_detector_is_exact():
         lines = [b"x" * rng.choice([0, 1, 5, 9, 10, 11, 30]) for _ in range(rng.randrange(1, 8))]
         buf = b"\n".join(lines) + b"\n"
         assert _has_long_line(buf, 0, len(buf), 10) == any(len(line) > 10 for line in lines), lines
+
+
+@pytest.mark.parametrize("chunk_size", [1, 2, 3, 7, 64, 1 << 20])
+@pytest.mark.parametrize("ending", [b"\r", b"\r\n"])
+def test_lone_carriage_returns_end_lines_as_crlf_does(chunk_size, ending):
+    """A log written with ``\\r`` line ends (or CRLF) reads as the same lines as with ``\\n``, at
+    any chunk size: a CR at the end of one read and the LF at the start of the next are one end."""
+    lines = [b"step 1", b"MARK rank=3 seq=7", b"", b"progress 10%", b"MARK rank=1 seq=8", b"tail"]
+    want_sc, want_out, want_sink, _ = run_scan(b"\n".join(lines) + b"\n")
+    sc, out, sink, _ = run_scan(ending.join(lines) + ending, chunk_size=chunk_size)
+    assert sc.lines_total == want_sc.lines_total == 6
+    assert out.parsed == want_out.parsed == {2, 5}
+    assert unparsed_lines(sink) == unparsed_lines(want_sink)
+    assert all("\r" not in t for t in sink.text if t)
+
+
+def test_mixed_line_ends_count_each_line_once():
+    data = b"a\r\nb\rc\nMARK rank=0 seq=1\r\rd"
+    sc, out, sink, _ = run_scan(data, chunk_size=2)
+    assert sc.lines_total == 6 and out.parsed == {4}
+    assert [t for t in sink.text] == ["a", "b", "c", "", "d"]
+
+
+def test_empty_lines_keep_rows_bounded_by_the_budget():
+    """Each kept line costs its text plus ROW_COST: a run of empty lines cannot keep a row per line."""
+    from denpex_nb.ingest.scan import ROW_COST
+
+    sc, out, sink, _ = run_scan(b"\n" * 200_000 + b"MARK rank=0 seq=1\n" + b"\n" * 1000, budget=64 * ROW_COST)
+    assert sc.lines_total == 201_001 and sink.count == 201_000 == sum(sink.n_lines)
+    assert sum(1 for t in sink.text if t is not None) <= 64
+    assert len(sink.line) < 70
+
+
+@pytest.mark.parametrize("chunk_size", [64, 1 << 20])
+def test_watched_words_are_noticed_in_unparsed_and_parsed_lines_while_reading(tmp_path, chunk_size):
+    """``Incident.mentions`` names the files whose lines mention a watched word (SyncBatchNorm), found
+    by the same literal search that finds the candidates: an unparsed line counts, and a line that
+    holds only a watched word is not made a candidate (it stays unparsed, as before)."""
+    import denpex_nb as dx
+
+    noise = b"".join(b"step %d loss=1.0\n" % i for i in range(50))
+    (tmp_path / "a.log").write_bytes(noise + b"model: converted 48 BatchNorm layers to SyncBatchNorm\n" + noise)
+    (tmp_path / "b.log").write_bytes(noise)
+    (tmp_path / "c.log").write_bytes(b'Traceback (most recent call last):\n  File "x.py", line 3, in sync_batch_norm\n')
+    inc = dx.load(str(tmp_path), chunk_size=chunk_size)
+    assert sorted(inc.mentions["syncbn"]) == [str(tmp_path / "a.log"), str(tmp_path / "c.log")]
+    a = inc.unparsed[inc.unparsed["file"] == str(tmp_path / "a.log")]
+    assert a["text"].str.contains("SyncBatchNorm").sum() == 1  # still kept, line for line
+    assert int(inc.sources.set_index("file").loc[str(tmp_path / "a.log"), "lines_unparsed"]) == 101
+    assert dx.load(str(tmp_path / "b.log")).mentions == {"syncbn": []}
