@@ -278,7 +278,10 @@ class Incident:
     def ranks_seen(self) -> list[int]:
         seen: set[int] = set()
         for name in ("events", "errors", "ranks", "progress"):
-            col = getattr(self, name)["rank"]
+            frame = getattr(self, name)
+            col = frame["rank"]
+            if name == "errors" and len(frame):  # a file that could not be read shows no rank
+                col = col[frame["kind"].astype(object) != ErrorKind.LOAD_ERROR]
             seen.update(int(r) for r in col.dropna().unique())
         return sorted(seen)
 

@@ -150,6 +150,8 @@ def _make(case: str, d) -> tuple[list[str], bytes | None]:
         return [put("good.log", GOOD), "--year", "-5"], None
     if case == "year_not_a_number":
         return [put("good.log", GOOD), "--year", "abc"], None
+    if case == "year_huge":
+        return [put("good.log", GOOD), "--year", str(10**20)], None
     if case == "no_arguments":
         return [], None
     if case == "malicious_pickle":
@@ -230,6 +232,7 @@ CASES = [
     "year_99999",
     "year_negative",
     "year_not_a_number",
+    "year_huge",
     "no_arguments",
     "malicious_pickle",
     "deep_json",
@@ -258,6 +261,9 @@ MUST_EXIT_2 = {
     "unknown_flag",
     "bad_format",
     "year_not_a_number",
+    "year_99999",
+    "year_negative",
+    "year_huge",
     "no_arguments",
     "symlink_loop",
     "dangling_symlink",
@@ -326,3 +332,65 @@ def test_report_bad_input(case, tmp_path):
 def test_the_campaign_is_big_enough():
     assert len(CASES) >= 40 and set(REPORT_CASES) <= set(CASES)
     assert shutil.which("true")  # subprocesses work here
+
+
+def test_inputs_that_cannot_be_read_are_named_and_the_verdict_is_partial(tmp_path):
+    """A link to a device and a file whose read fails (``/proc/self/mem``: EIO) beside a good log: the
+    diagnosis (text and JSON) names both as not read, says the verdict is partial, and the rank in
+    the unreadable file's name does not count as seen."""
+    import json
+
+    (tmp_path / "good.log").write_bytes(GOOD)
+    os.symlink("/dev/zero", tmp_path / "rank_5.log")
+    os.symlink("/proc/self/mem", tmp_path / "rank_6.log")
+    text = _run_args("diagnose", [str(tmp_path)], tmp_path)
+    assert text.returncode == 0, text.stderr
+    out = text.stdout.decode()
+    assert "partial verdict: 2 input(s) could not be read" in out
+    assert "rank_5.log" in out and "rank_6.log" in out
+    js = _run_args("diagnose", [str(tmp_path), "--json"], tmp_path)
+    d = json.loads(js.stdout)
+    assert d["partial"] is True and sorted(os.path.basename(x["file"]) for x in d["not_read"]) == [
+        "rank_5.log",
+        "rank_6.log",
+    ]
+    assert all(x["problem"] for x in d["not_read"]) and 5 not in d["ranks_seen"] and 6 not in d["ranks_seen"]
+    alone = json.loads(_run_args("diagnose", [str(tmp_path / "good.log"), "--json"], tmp_path).stdout)
+    assert alone["partial"] is False and alone["not_read"] == [] and alone["verdict"] == d["verdict"]
+
+
+def test_report_output_that_is_a_folder_is_one_line_exit_2(tmp_path):
+    (tmp_path / "good.log").write_bytes(GOOD)
+    (tmp_path / "out").mkdir()
+    run = _run_args("report", [str(tmp_path / "good.log"), "-o", str(tmp_path / "out")], tmp_path)
+    err = run.stderr.decode()
+    assert run.returncode == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert "is a folder" in err
+
+
+def test_a_report_write_that_fails_is_one_line():
+    """A full device (``/dev/full``: ENOSPC) while writing the report: a DenpexError naming the file."""
+    from pathlib import Path
+
+    from denpex_nb.errors import DenpexError
+    from denpex_nb.report.pipeline import write_output
+
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full here")
+    with pytest.raises(DenpexError) as e:
+        write_output(Path("/dev/full"), lambda p: p.write_text("x" * 100_000))
+    assert "/dev/full" in str(e.value) and "\n" not in str(e.value)
+
+
+def _run_args(command: str, args: list[str], tmp_path) -> subprocess.CompletedProcess:
+    path = os.pathsep.join([ROOT] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []))
+    env = dict(os.environ, PYTHONWARNINGS="ignore", PYTHONPATH=path)
+    env.pop("DENPEX_STRICT", None)
+    return subprocess.run(
+        [sys.executable, "-m", "denpex_nb.cli", command, *args],
+        capture_output=True,
+        timeout=120,
+        env=env,
+        cwd=str(tmp_path),
+        preexec_fn=_limit,
+    )

@@ -41,7 +41,12 @@ def diagnose(incident, *, strict: bool = False) -> Diagnosis:
     fail on input nobody foresaw, the others still run and a note names the failed rule
     (``strict=True`` raises instead, for tests).
     """
-    diag = Diagnosis(ranks_seen=list(incident.ranks_seen), lines=incident.lines.as_dict(), notes=list(incident.notes))
+    diag = Diagnosis(
+        ranks_seen=list(incident.ranks_seen),
+        lines=incident.lines.as_dict(),
+        notes=list(incident.notes),
+        not_read=_not_read(incident),
+    )
 
     def safely(stage, fn, fallback):
         try:
@@ -239,3 +244,12 @@ def _error_texts(errors: pd.DataFrame) -> dict:
         for a, b, m in zip(f, ln, errors["message"])
         if pd.notna(a) and pd.notna(b) and pd.notna(m)
     }
+
+
+def _not_read(incident) -> list[dict[str, str]]:
+    """The inputs nothing could be read from (an error and no line, no row): each with its problem."""
+    src = incident.sources
+    if not len(src) or "error" not in src.columns:
+        return []
+    bad = src[src["error"].notna() & (src["lines_total"].fillna(0) == 0)]
+    return [{"file": str(f), "problem": str(e)} for f, e in zip(bad["file"], bad["error"])]

@@ -177,6 +177,13 @@ class Diagnosis:
     #: the other classes the evidence is consistent with, best first (one finding per class, never
     #: the verdict's class): "also consistent with"; the verdict stays the single best one
     alternatives: list[Finding] = field(default_factory=list)
+    #: inputs nothing could be read from (``{"file", "problem"}``): the verdict is then partial
+    not_read: list[dict[str, str]] = field(default_factory=list)
+
+    @property
+    def partial(self) -> bool:
+        """Some input could not be read: evidence may be missing from this verdict."""
+        return bool(self.not_read)
 
     @property
     def verdict(self) -> str:
@@ -207,6 +214,8 @@ class Diagnosis:
             "absent_ranks": [int(r) for r in self.absent_ranks],
             "rank_state": _records(self.rank_state),
             "lines": {k: int(v) for k, v in self.lines.items()},
+            "partial": self.partial,
+            "not_read": [dict(x) for x in self.not_read],
             "notes": list(self.notes),
             "alternatives": [_alternative(f) for f in self.alternatives],
         }
@@ -239,6 +248,11 @@ class Diagnosis:
             f"ranks seen: {count_ranks(self.ranks_seen)}; lines {self.lines.get('total', 0)} "
             f"({self.lines.get('parsed', 0)} parsed, {self.lines.get('unparsed', 0)} unparsed)",
         ]
+        if self.not_read:
+            lines.append(f"partial verdict: {len(self.not_read)} input(s) could not be read and may hold evidence:")
+            lines += [f"  not read: {x['file']}: {x['problem']}" for x in self.not_read[:20]]
+            if len(self.not_read) > 20:
+                lines.append(f"  ... {len(self.not_read) - 20} more (see to_dict()['not_read'])")
         first = self.first
         if first is not None and first.entry is not None:
             lines.append(f"what it is: {first.entry.title}")
@@ -275,6 +289,12 @@ class Diagnosis:
             "<div class='denpex-diagnosis'>",
             f"<h3 style='margin:0'>{esc(self.verdict)}</h3><p>{esc(self.summary())}</p>",
         ]
+        if self.not_read:
+            out.append(
+                "<p><b>Partial verdict</b>: not read: "
+                + "; ".join(esc(f"{x['file']}: {x['problem']}") for x in self.not_read[:20])
+                + "</p>"
+            )
         first = self.first
         if first is not None and first.entry is not None:
             out.append(f"<p><b>{esc(first.entry.title)}</b>. Fix: {esc(first.entry.fix.get('text', ''))}</p>")

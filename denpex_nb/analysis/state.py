@@ -113,7 +113,10 @@ def rank_state(incident, size: GroupSize | None = None) -> pd.DataFrame:
     ranks: set[int] = set()
     for frame in (ev, er, rk, incident.progress):
         if len(frame) and "rank" in frame.columns:
-            ranks.update(int(r) for r in frame["rank"].dropna().unique())
+            col = frame["rank"]
+            if frame is er and "kind" in er.columns:  # a file that could not be read shows no rank
+                col = col[er["kind"].astype(object) != ErrorKind.LOAD_ERROR]
+            ranks.update(int(r) for r in col.dropna().unique())
     present = set(ranks)
     if size.size is not None and size.size <= MAX_LISTED_RANKS:
         ranks.update(range(size.size))

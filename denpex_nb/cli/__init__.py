@@ -51,6 +51,20 @@ class _Parser(argparse.ArgumentParser):
         )
 
 
+def _year(text: str) -> int:
+    """``--year``: a whole number within the years a timestamp can hold (see ``ingest.check_year``)."""
+    from ..ingest.sources import YEAR_RANGE
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--year {text!r} is not a whole number") from None
+    lo, hi = YEAR_RANGE
+    if not lo <= value <= hi:
+        raise argparse.ArgumentTypeError(f"--year {text} is out of range: give a year from {lo} to {hi}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="denpex-nb", description="Find out why multi-rank PyTorch jobs fail in their collectives.")
     p.add_argument("--version", action="version", version=f"denpex-nb {_version()}")
@@ -64,7 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("paths", nargs="+", help="files, folders, globs, or - for standard input")
     g.add_argument("--json", action="store_true", help="print the diagnosis as JSON")
     g.add_argument("--format", dest="force_format", default=None, help="force a reader for every input")
-    g.add_argument("--year", type=int, default=None, help="year for year-less log timestamps")
+    g.add_argument("--year", type=_year, default=None, help="year for year-less log timestamps")
     g.add_argument("--quiet", action="store_true", help="no progress bar")
     g.add_argument(
         "--redact", action="store_true", help="mask hosts, IPs, user names, e-mails and tokens in the output"

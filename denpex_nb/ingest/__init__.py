@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import operator
 import os
 import sys
 import warnings
@@ -27,6 +28,7 @@ from .sources import (
     DEFAULT_MAX_RATIO,
     DEFAULT_MAX_STRUCTURED,
     FileSpec,
+    YEAR_RANGE,
     Problem,
     expand,
     resolve_limits,
@@ -138,6 +140,8 @@ def load(
         raise UsageError("no input given", fix="pass log files, folders, globs or '-'")
     if format is not None and format not in format_names():
         raise UsageError(f"unknown format {format!r}", fix=f"use one of {', '.join(format_names())}")
+    if year is not None:
+        year = _check_year(year)
     if unreadable is None:
         unreadable = os.environ.get("DENPEX_UNREADABLE", "").strip().lower() or "raise"
     if unreadable not in ("raise", "report"):
@@ -206,6 +210,18 @@ def load(
     for line in [f[1] for f in failures] + partial:
         warnings.warn(f"denpex_nb.load: {line}", RuntimeWarning, stacklevel=3)
     return incident
+
+
+def _check_year(year) -> int:
+    """``year`` as an int within :data:`.sources.YEAR_RANGE`, else a one-line UsageError."""
+    lo, hi = YEAR_RANGE
+    try:
+        value = operator.index(year) if not isinstance(year, bool) else None
+    except TypeError:
+        value = None
+    if value is None or not lo <= value <= hi:
+        raise UsageError(f"year={year!r} is out of range", fix=f"give a whole year from {lo} to {hi}, or none")
+    return value
 
 
 @contextlib.contextmanager

@@ -328,6 +328,11 @@ def detect_compression(head: bytes, named: str | None) -> str | None:
     return None
 
 
+#: years ``load(year=)`` / ``--year`` accept: timestamps are pandas nanoseconds (they end in 2262),
+#: and no PyTorch log predates 1970
+YEAR_RANGE = (1970, 2261)
+
+
 def _mtime_year(path: str) -> int | None:
     try:
         return datetime.fromtimestamp(os.stat(path).st_mtime, tz=timezone.utc).year

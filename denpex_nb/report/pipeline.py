@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import InputError, require
+from ..errors import DenpexError, InputError, UsageError, require
 from .contract import REDACT_STATE_ENV
 from .convert import renderer_redactor, take_redact_hosts, to_html
 from .execute import environment, execute, load_jupyter_stack_quickly, read_summary
@@ -80,6 +80,30 @@ def _template(template):
     return require("nbformat", "notebook").read(str(template), as_version=4)
 
 
+def _check_writable(path: Path, flag: str) -> None:
+    """Refuse, before the notebook runs, an output that names a folder or whose folder cannot be made."""
+    if path.is_dir():
+        raise UsageError(f"{flag} {path} is a folder", fix=f"name a file, e.g. {flag} {path / 'report.html'}")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UsageError(
+            f"cannot make the folder for {flag} {path}: {e.strerror or e}", fix="choose a writable place"
+        ) from None
+
+
+def write_output(path: Path, write) -> None:
+    """``write(path)``; a write that fails (a full device, no permission, a folder) is one line
+    naming the file and the cause, with the fix, never a traceback (exit 2 at the CLI)."""
+    try:
+        write(path)
+    except OSError as e:
+        raise DenpexError(
+            f"cannot write {path}: {e.strerror or e}",
+            fix="free space on that device or choose another place with -o",
+        ) from None
+
+
 def render(
     paths,
     output="report.html",
@@ -104,10 +128,12 @@ def render(
             missing[0].one_line() if missing else "no log files found",
             fix=None if missing else "pass the files or folders of the failed job",
         )
+    out_html = Path(output)
+    _check_writable(out_html, "-o")
+    if ipynb:
+        _check_writable(Path(ipynb), "--ipynb")
     load_jupyter_stack_quickly()
     nb = _template(template)
-    out_html = Path(output)
-    out_html.parent.mkdir(parents=True, exist_ok=True)
     redactor = None
     with (
         tempfile.TemporaryDirectory(prefix="denpex-redact-") as private,
@@ -132,12 +158,12 @@ def render(
                 error = redactor(error)
     summ = read_summary(executed)
     page_title = title or (f"Incident report: {summ['verdict']}" if summ else "Incident report")
-    out_html.write_text(to_html(executed, page_title, redactor=redactor), encoding="utf-8")
+    write_output(out_html, lambda p: p.write_text(to_html(executed, page_title, redactor=redactor), encoding="utf-8"))
     nb_path = None
     if ipynb:
         nb_path = Path(ipynb)
-        nb_path.parent.mkdir(parents=True, exist_ok=True)
-        require("nbformat", "notebook").write(executed, str(nb_path))
+        nbformat = require("nbformat", "notebook")
+        write_output(nb_path, lambda p: nbformat.write(executed, str(p)))
     for p in logs:  # a temp file made from stdin
         if Path(p).name.startswith(_STDIN_PREFIX) and Path(p).parent == Path(tempfile.gettempdir()):
             Path(p).unlink(missing_ok=True)
