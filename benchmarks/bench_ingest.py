@@ -441,6 +441,178 @@ def bench_logs(args) -> dict:
     return res
 
 
+CLI = [sys.executable, "-m", "denpex_nb.cli", "diagnose"]
+
+
+def bench_cli_layouts(args) -> dict:
+    """Both layouts side by side, as users run it: ``denpex-nb diagnose DIR --json`` in a fresh
+    process against ``grep -c -E`` on the same files, page cache warm, ``args.repeat`` rounds in
+    which grep and the CLI alternate on one layout, then on the other. The figures are the medians
+    over the rounds of grep's wall time over the CLI's (and of CPU times), with the CLI's peak RSS."""
+    layouts = {
+        "per_rank": (generate_per_rank(args.size, 32, 8), os.path.join(DATA, f"perrank_{args.size}mb_32n_8r")),
+        "interleaved": (generate(args.size, args.files, args.share, args.ranks), None),
+    }
+    pattern = grep_pattern()
+    env = dict(os.environ, LC_ALL="C")
+    rounds: dict[str, list] = {k: [] for k in layouts}
+    for files, _ in layouts.values():
+        subprocess.run(["cat", *files], stdout=subprocess.DEVNULL, check=True)  # warm the page cache
+    for _ in range(max(1, args.repeat)):
+        for name, (files, folder) in layouts.items():
+            g_wall, _, _ = timed(["grep", "-c", "-E", pattern, *files], env=env)
+            g_cpu = timed.last_cpu_s
+            target = [folder] if folder else files
+            c_wall, c_rss, out = timed([*CLI, *target, "--json"])
+            c_cpu = timed.last_cpu_s
+            d = json.loads(out)
+            rounds[name].append(
+                {
+                    "grep_wall_s": g_wall,
+                    "grep_cpu_s": g_cpu,
+                    "cli_wall_s": c_wall,
+                    "cli_cpu_s": c_cpu,
+                    "cli_peak_rss_mb": c_rss / (1 << 20),
+                    "ratio": g_wall / c_wall,
+                    "ratio_cpu": g_cpu / c_cpu,
+                    "verdict": d["verdict"],
+                    "ranks_seen": len(d["ranks_seen"]),
+                    "lines": d["lines"]["total"],
+                }
+            )
+            r = rounds[name][-1]
+            print(
+                f"{name}: grep {g_wall:.2f} s, denpex-nb diagnose {c_wall:.2f} s ({r['cli_peak_rss_mb']:.0f} MB), "
+                f"ratio {r['ratio']:.3f} (CPU {r['ratio_cpu']:.3f}), load average {os.getloadavg()[0]:.1f}",
+                file=sys.stderr,
+            )
+    med = lambda xs: round(_median(xs), 3)  # noqa: E731
+    res = {}
+    for name, rs in rounds.items():
+        files = layouts[name][0]
+        res[name] = {
+            "files": len(files),
+            "input_mb": round(sum(os.path.getsize(f) for f in files) / (1 << 20), 1),
+            "grep_wall_s": med([r["grep_wall_s"] for r in rs]),
+            "cli_wall_s": med([r["cli_wall_s"] for r in rs]),
+            "ratio_to_grep": med([r["ratio"] for r in rs]),
+            "ratio_rounds": [round(r["ratio"], 3) for r in rs],
+            "ratio_cpu_time": med([r["ratio_cpu"] for r in rs]),
+            "cli_peak_rss_mb": round(max(r["cli_peak_rss_mb"] for r in rs), 1),
+            "verdict": rs[0]["verdict"],
+            "ranks_seen": rs[0]["ranks_seen"],
+            "lines": rs[0]["lines"],
+        }
+    res["command"] = "denpex-nb diagnose DIR --json (python -m denpex_nb.cli), fresh process, vs grep -c -E"
+    return res
+
+
+SMALL_SNIPPET = """
+import json, sys, time, warnings
+warnings.simplefilter("ignore")
+t0 = time.perf_counter()
+import denpex_nb
+from denpex_nb.ingest.sources import expand
+from denpex_nb.ingest.parse import parse_file
+from denpex_nb.ingest.assemble import build_incident
+specs, _ = expand([sys.argv[1]])
+opts = dict(unparsed_text_budget_per_file=16 << 10)
+parse_file(specs[0], opts)
+t1 = time.perf_counter()
+results = [parse_file(s, opts) for s in specs]
+t2 = time.perf_counter()
+build_incident(results)
+t3 = time.perf_counter()
+print(json.dumps({"parse_ms_per_file": (t2 - t1) / len(specs) * 1e3,
+                  "build_ms_per_file": (t3 - t2) / len(specs) * 1e3}))
+"""
+
+
+def bench_small_files(counts: list[int]) -> dict:
+    """N tiny per-rank files (3 lines, one a watchdog timeout): the whole CLI process, and the
+    per-file cost of ``parse_file`` and ``build_incident`` in one warm process."""
+    res = {}
+    for n in counts:
+        folder = os.path.join(DATA, f"tiny_{n}")
+        if not os.path.exists(os.path.join(folder, ".complete")):
+            os.makedirs(folder, exist_ok=True)
+            for r in range(n):
+                with open(os.path.join(folder, f"rank_{r}.log"), "w") as f:
+                    f.write(f"step 1 loss=2.0\n{DIST_TEMPLATES[0].format(r=r, s=5)}\nbye\n")
+            open(os.path.join(folder, ".complete"), "w").close()
+        wall, rss, out = timed([*CLI, folder, "--json"])
+        _, _, per = timed([sys.executable, "-c", SMALL_SNIPPET, folder])
+        res[str(n)] = dict(
+            {k: round(v, 3) for k, v in json.loads(per).items()},
+            cli_wall_s=round(wall, 2),
+            cli_peak_rss_mb=round(rss / (1 << 20), 1),
+            verdict=json.loads(out)["verdict"],
+            load_average=round(os.getloadavg()[0], 1),
+        )
+        print(f"{n} tiny files: CLI {wall:.2f} s, {res[str(n)]}", file=sys.stderr)
+    return res
+
+
+NOISE_DIAG_SNIPPET = """
+import json, sys, time, warnings
+warnings.simplefilter("ignore")
+import denpex_nb
+inc = denpex_nb.load(sys.argv[1], progress=False)
+denpex_nb.diagnose(inc)
+ts = []
+for _ in range(3):
+    t = time.perf_counter()
+    d = denpex_nb.diagnose(inc)
+    ts.append(time.perf_counter() - t)
+print(json.dumps({"diagnose_s": sorted(ts)[1], "events": len(inc.events), "errors": len(inc.errors),
+                  "unparsed_lines": inc.lines.unparsed, "unparsed_rows": len(inc.unparsed),
+                  "verdict": d.verdict}))
+"""
+
+
+def bench_diagnose_noise() -> dict:
+    """diagnose() (median of 3, warm) of an incident with 256 events (one watchdog timeout per rank,
+    one per file) among 1 M unparsed lines."""
+    folder = os.path.join(DATA, "noise_256r_1m")
+    if not os.path.exists(os.path.join(folder, ".complete")):
+        os.makedirs(folder, exist_ok=True)
+        rng = random.Random(3)
+        for r in range(256):
+            with open(os.path.join(folder, f"rank_{r}.log"), "w") as f:
+                f.write("".join(ordinary(rng, 0, i).split("]:", 1)[1] + "\n" for i in range(3906)))
+                f.write(FAILURE[0].format(r=r) + "\n")
+        open(os.path.join(folder, ".complete"), "w").close()
+    _, rss, out = timed([sys.executable, "-c", NOISE_DIAG_SNIPPET, folder])
+    return dict(json.loads(out), peak_rss_mb=round(rss / (1 << 20), 1), load_average=round(os.getloadavg()[0], 1))
+
+
+def bench_empty_lines(mb: int = 200) -> dict:
+    """Peak RSS of the CLI on ``mb`` MB of empty lines, plain and as a bz2 of 512 MiB of them."""
+    import bz2
+
+    plain = os.path.join(DATA, f"empty_{mb}mb.log")
+    packed = os.path.join(DATA, "empty_512mib.log.bz2")
+    if not os.path.exists(plain):
+        with open(plain, "wb") as f:
+            for _ in range(mb):
+                f.write(b"\n" * (1 << 20))
+    if not os.path.exists(packed):
+        c = bz2.BZ2Compressor()
+        with open(packed, "wb") as f:
+            for _ in range(512):
+                f.write(c.compress(b"\n" * (1 << 20)))
+            f.write(c.flush())
+    res = {}
+    for name, path in (("plain", plain), ("bz2_512mib", packed)):
+        wall, rss, out = timed([*CLI, path, "--json"])
+        res[name] = {
+            "wall_s": round(wall, 2),
+            "peak_rss_mb": round(rss / (1 << 20), 1),
+            "verdict": json.loads(out)["verdict"],
+        }
+    return res
+
+
 FR_SNIPPET = """
 import json, sys, time, warnings
 warnings.simplefilter("ignore")
@@ -498,14 +670,27 @@ def main(argv=None) -> int:
     ap.add_argument("--fr-dumps", type=int, default=0, help="also time N FR dumps x 2000 entries")
     ap.add_argument("--results", help="where the JSON goes (default benchmarks/results/bench_ingest.json)")
     ap.add_argument("--no-logs", action="store_true", help="skip the log benchmark")
+    ap.add_argument("--legacy", action="store_true", help="also the earlier load(jobs=...) figure (interleaved only)")
+    ap.add_argument("--no-layouts", action="store_true", help="skip the CLI per-rank / interleaved comparison")
+    ap.add_argument("--small", type=int, nargs="*", default=None, help="tiny-file counts (e.g. 2000 50000)")
+    ap.add_argument("--noise-diagnose", action="store_true", help="diagnose of 256 events among 1 M unparsed lines")
+    ap.add_argument("--empty-lines", action="store_true", help="peak RSS on 200 MB of empty lines (and a bz2)")
     args = ap.parse_args(argv)
     res: dict = {"when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     try:
         res["load_average"] = os.getloadavg()
     except OSError:
         pass
-    if not args.no_logs:
+    if not args.no_logs and not args.no_layouts:
+        res["layouts"] = dict(bench_cli_layouts(args), when=res["when"], load_average=list(os.getloadavg()))
+    if not args.no_logs and args.legacy:
         res["logs"] = dict(bench_logs(args), when=res["when"], load_average=res.get("load_average"))
+    if args.small:
+        res["small_files"] = bench_small_files(args.small)
+    if args.noise_diagnose:
+        res["diagnose_noise"] = bench_diagnose_noise()
+    if args.empty_lines:
+        res["empty_lines"] = bench_empty_lines()
     if args.fr_dumps:
         res["flight_recorder"] = dict(bench_fr(args.fr_dumps), when=res["when"], load_average=list(os.getloadavg()))
     os.makedirs(RESULTS, exist_ok=True)

@@ -114,6 +114,10 @@ class TextReader:
     name: ClassVar[str] = ""
     #: literal byte strings; a line containing none of them is never offered to this reader
     needles: ClassVar[tuple[bytes, ...]] = ()
+    #: True when what ``parse`` makes of a block depends only on the block's text, never on what the
+    #: reader saw earlier in the file: the scanner may then skip a block whose bytes already yielded
+    #: nothing in this file (the same warning every few hundred steps) instead of parsing it again
+    blocks_alone: ClassVar[bool] = False
 
     def parse(self, block: list[Line], ctx: FileContext, out: Output) -> None:
         """Parse one block (consecutive candidate lines of one file, in file order).

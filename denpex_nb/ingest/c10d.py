@@ -192,6 +192,7 @@ def _clean(text: str) -> str:
 
 class C10dReader(TextReader):
     name = SOURCE
+    blocks_alone = True  # no state across blocks (c10d's DETAIL de-duplication only drops rows)
     needles = (
         b"atchdog",
         b"WorkNCCL",

@@ -296,6 +296,7 @@ def _announced(msg: str) -> str:
 
 class PythonReader(TextReader):
     name = SOURCE
+    blocks_alone = True  # no state across blocks (c10d's DETAIL de-duplication only drops rows)
     needles = (
         b"Traceback",
         b"Error:",

@@ -430,10 +430,11 @@ class UnparsedSink:
             texts.pop()  # the split after the final newline
         if b"\r" in chunk:
             texts = [t[:-1] if t.endswith("\r") else t for t in texts]
-        lengths = list(accumulate(len(t) + ROW_COST for t in texts))
-        k = bisect_right(lengths, self.budget)  # lines that fit in what is left of the budget
+        lengths = list(accumulate(map(len, texts)))
+        # lines that fit in what is left of the budget (the first k cost their characters + k rows)
+        k = bisect_right(range(len(texts)), self.budget, key=lambda i: lengths[i] + ROW_COST * (i + 1))
         if k:
-            self.budget -= lengths[k - 1]
+            self.budget -= lengths[k - 1] + ROW_COST * k
             self.line.extend(range(lineno, lineno + k))
             self.n_lines.extend([1] * k)
             self.text.extend(texts[:k] if k < len(texts) else texts)
@@ -499,6 +500,10 @@ class BlockScanner:
         #: (line number, bytes past the cap not read) per line longer than ``line_cap``
         self.overlong: list[tuple[int, int]] = []
         self._cr_pending = False  # the last read ended in a CR (made a newline): skip an LF next
+        #: blocks (reader mask, bytes) that yielded nothing in this file, for readers whose blocks
+        #: stand alone (``TextReader.blocks_alone``): a repeat is accounted as unparsed at once
+        self._fruitless: set[tuple[int, bytes]] = set()
+        self._alone_mask = sum(1 << b for b, r in enumerate(readers) if getattr(r, "blocks_alone", False))
         #: names of the watched words (``NeedleMatcher.for_readers(watch=...)``) found in any line
         self.mentions: set[str] = set()
 
@@ -758,11 +763,19 @@ class BlockScanner:
         raw = buf[bs:be]
         if be - bs > self.line_cap:
             raw = self._cap_lines(raw, ln)
+        key = None
+        if mask >= 0 and not mask & ~self._alone_mask and be - bs <= _MEMO_BLOCK_MAX:
+            key = (mask, bytes(raw))
+            if key in self._fruitless:  # these bytes yielded nothing before: they are unparsed again
+                self._region(buf, bs, be, ln, n)
+                return
         texts = raw.decode("utf-8", "replace").split("\n")
         texts.pop()
         physical = [(ln + k, t[:-1] if t.endswith("\r") else t) for k, t in enumerate(texts)]
         out = self.out
         linenos = [k for k, _ in physical]
+        if key is not None:
+            start, failures = out.mark(), self.n_failures
         try:
             lines = self.to_lines(physical, self.ctx)
         except Exception as e:  # a prefix bug: the block stays unparsed, the failure is reported
@@ -791,6 +804,14 @@ class BlockScanner:
                     self._failed(reader.name, e, ln)
             _consume_blank_tags(lines, linenos, out)
         parsed = out.parsed
+        if (
+            key is not None
+            and out.mark() == start
+            and self.n_failures == failures
+            and len(self._fruitless) < _MEMO_MAX
+            and not any(k in parsed for k in linenos)
+        ):
+            self._fruitless.add(key)
         for lineno, text in physical:
             if lineno not in parsed:
                 self.sink.add_text(lineno, text) if self.sink.budget > 0 else self.sink.add_run(lineno, 1)
@@ -863,6 +884,10 @@ class BlockScanner:
         more = f" ({self.n_failures} failures in this file)" if self.n_failures > 1 else ""
         return f"{self.reader_failures[0]}; the lines it could not read are kept as unparsed{more}"
 
+
+#: fruitless blocks remembered per file, and the largest block remembered (bytes)
+_MEMO_MAX = 4096
+_MEMO_BLOCK_MAX = 4096
 
 #: below this many bytes ``bytes.count`` beats numpy's call overhead
 _NUMPY_COUNT_MIN = 4096
