@@ -6,7 +6,6 @@ tested like any other code and the notebooks stay thin.
 
 from __future__ import annotations
 
-import json
 import tempfile
 from dataclasses import dataclass
 from html import escape
@@ -15,10 +14,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import plot
-from .incident import Incident, coerce
-from .report import HTML, display
-from .vocab import ErrorKind, SeqKind
+from .. import plot
+from ..incident import Incident, coerce
+from ..report import HTML
+from ..vocab import ErrorKind
 
 
 def synthetic_incident(
@@ -112,7 +111,7 @@ def synthetic_incident(
 # --- lessons ------------------------------------------------------------------------------------
 
 #: where the repository's data lives (a source checkout); installed packages have none
-DATA_DIR = Path(__file__).resolve().parents[1] / "data"
+DATA_DIR = Path(__file__).resolve().parents[2] / "data"
 
 
 @dataclass
@@ -146,9 +145,9 @@ def run_lesson(
     The collective tracer is always on: it is what shows each rank's sequence even when gloo
     aborts a rank from a C++ thread.
     """
-    from . import repro
-    from .analysis import diagnose
-    from .ingest import load
+    from .. import repro
+    from ..analysis import diagnose
+    from ..ingest import load
 
     variant = "fixed" if fixed else "broken"
     base = Path(out) if out else Path(tempfile.mkdtemp(prefix="denpex-lesson-"))
@@ -247,7 +246,7 @@ def swimlane(lesson: Lesson, **kw):
 
 def mechanism(class_id: str) -> HTML:
     """The catalog's account of the failure: root cause and what each backend does."""
-    from .analysis import catalog
+    from ..analysis import catalog
 
     entry = catalog.find(class_id)
     if entry is None:
@@ -263,149 +262,8 @@ def mechanism(class_id: str) -> HTML:
     return HTML("".join(parts))
 
 
-def nccl_source(scenario: str) -> tuple[str, Path] | None:
-    """("recorded" | "illustrative", path) of the NCCL evidence for a scenario, or None."""
-    rec = DATA_DIR / "recorded" / "nccl" / scenario
-    if rec.is_dir():
-        runs = sorted(p for p in rec.iterdir() if p.is_dir() and p.name.startswith("broken"))
-        if runs:
-            return "recorded", runs[0]
-        if any(rec.iterdir()):
-            return "recorded", rec
-    ill = DATA_DIR / "illustrative" / "nccl" / scenario
-    if ill.is_dir():
-        return "illustrative", ill
-    return None
-
-
-def nccl_view(scenario: str):
-    """What NCCL does with the same bug: recorded runs if any, else the illustrative log (labelled)."""
-    from .analysis import diagnose
-    from .ingest import load
-
-    src = nccl_source(scenario)
-    if src is None:
-        return HTML(
-            "<p>No NCCL evidence for this scenario is available here (no recorded NCCL run and no "
-            "illustrative log; an installed package carries neither).</p>"
-        )
-    kind, path = src
-    incident = load(str(path))
-    diagnosis = diagnose(incident)
-    if kind == "illustrative":
-        banner = (
-            "<div style='border:2px dashed #ff7f0e;padding:6px 10px;background:#fff8ef'><b>ILLUSTRATIVE, "
-            "not a real NCCL run.</b> This log was written from NCCL's and PyTorch's documented message "
-            "templates because no GPU run was recorded; it shows the shape of what NCCL prints, not "
-            f"measured behaviour. Source: <code>{escape(_rel(path))}</code></div>"
-        )
-    else:
-        banner = (
-            f"<div style='border-left:4px solid #2ca02c;padding:6px 10px'><b>Recorded NCCL run</b>: "
-            f"<code>{escape(_rel(path))}</code></div>"
-        )
-    key = _key_lines(path)
-    lines = "".join(f"{escape(ln)}\n" for ln in key)
-    seq = sequences_frame(incident)
-    verdict = (
-        f"<p>denpex_nb on this evidence: <b>{escape(diagnosis.verdict)}</b> ({escape(diagnosis.confidence)} "
-        f"confidence), culprit ranks {escape(str(diagnosis.culprit_ranks) or '[]')}.</p>"
-    )
-    return HTML(
-        banner + "<p>The lines that matter:</p>"
-        f"<pre style='font-size:80%;white-space:pre-wrap'>{lines}</pre>"
-        + ("<p>Each rank's collectives as NCCL logged them:</p>" + seq.to_html() if not seq.empty else "")
-        + verdict
-    )
-
-
-_KEY_WORDS = (
-    "Watchdog caught",
-    "failure detected by watchdog",
-    "AllGather:",
-    "AllReduce:",
-    "Broadcast:",
-    "Timeout at collective",
-    "didn't join",
-    "exitcode  :",
-    "ILLUSTRATIVE",
-    "NCCL WARN",
-)
-
-
-def _key_lines(path: Path, limit: int = 24) -> list[str]:
-    files = [path] if path.is_file() else sorted(p for p in path.rglob("*.log"))
-    if path.is_dir() and (path / "combined.log").exists():
-        files = [path / "combined.log"]
-    out = []
-    for f in files:
-        for ln in f.read_text(errors="replace").splitlines():
-            if any(k in ln for k in _KEY_WORDS):
-                out.append(ln if len(ln) <= 260 else ln[:259] + "…")
-                if len(out) >= limit:
-                    return out
-    return out
-
-
-def _rel(path: Path) -> str:
-    try:
-        return str(path.resolve().relative_to(DATA_DIR.parent))
-    except ValueError:
-        return str(path)
-
-
-_DETAIL_KINDS = ("detail_mismatch", "monitored_barrier")
-
-
-def detail_view(lesson: Lesson) -> HTML:
-    """What TORCH_DISTRIBUTED_DEBUG=DETAIL reported: the fingerprint mismatch / monitoredBarrier lines."""
-    err = lesson.incident.errors
-    hits = err[err["kind"].astype("object").isin(_DETAIL_KINDS)] if len(err) else err
-    if hits.empty:
-        txt = _grep(lesson.out_dir, ("Detected mismatch between collectives", "failed to pass monitoredBarrier"))
-        if not txt:
-            return HTML("<p><b>DETAIL mode</b> reported no fingerprint mismatch in this run.</p>")
-        body = "".join(f"{escape(t)}\n" for t in txt)
-    else:
-        body = "".join(f"rank {escape(str(r))}: {escape(str(m))}\n" for r, m in zip(hits["rank"], hits["message"]))
-    return HTML(
-        "<p><b>With <code>TORCH_DISTRIBUTED_DEBUG=DETAIL</code></b> every rank checks the collective's "
-        "fingerprint with the others before running it, and fails at once, naming the ranks and their "
-        f"shapes:</p><pre style='font-size:80%;white-space:pre-wrap'>{body}</pre>"
-        f"<p>Verdict from this run: <b>{escape(lesson.diagnosis.verdict)}</b>.</p>"
-    )
-
-
-def _grep(folder: Path, needles, limit: int = 6) -> list[str]:
-    p = folder / "combined.log"
-    if not p.exists():
-        return []
-    out = [ln[:400] for ln in p.read_text(errors="replace").splitlines() if any(n in ln for n in needles)]
-    return out[:limit]
-
-
-def flight_recorder_view(lesson: Lesson) -> HTML:
-    """What the Flight Recorder dumps say: each rank's recorded collectives side by side."""
-    fr_dir = lesson.out_dir / "fr"
-    dumps = sorted(p.name for p in fr_dir.iterdir()) if fr_dir.is_dir() else []
-    ranks = range(len(lesson.result.exit_codes))
-    missing = [r for r in ranks if not any(d.endswith(f"_{r}") for d in dumps)]
-    parts = [
-        f"<p><b>Flight Recorder</b>: {len(dumps)} dump(s) in <code>fr/</code>"
-        + (
-            f"; no dump from rank(s) {', '.join(map(str, missing))} (a rank aborted by gloo or killed never dumps)"
-            if missing
-            else ""
-        )
-        + ".</p>"
-    ]
-    ev = lesson.incident.events
-    if len(ev) and (ev["seq_kind"].astype("object") == SeqKind.FR).any():
-        table = sequences_frame(lesson.incident, SeqKind.FR)
-        parts.append("<p>Each rank's recorded collectives (<code>collective_seq_id</code>):</p>" + table.to_html())
-    else:
-        parts.append("<p>The dumps hold no collective entries.</p>")
-    return HTML("".join(parts))
+def _yes(flag: bool) -> str:
+    return "yes" if flag else "no"
 
 
 def compare(broken: Lesson, fixed: Lesson) -> HTML:
@@ -413,34 +271,9 @@ def compare(broken: Lesson, fixed: Lesson) -> HTML:
     b_ok, f_ok = agree(broken.incident), agree(fixed.incident)
     return HTML(
         "<table><thead><tr><th></th><th>broken</th><th>fixed</th></tr></thead><tbody>"
-        f"<tr><td>every rank ran the same collectives with the same shapes</td><td>{b_ok}</td><td>{f_ok}</td></tr>"
+        f"<tr><td>every rank ran the same collectives with the same shapes</td><td>{_yes(b_ok)}</td>"
+        f"<td>{_yes(f_ok)}</td></tr>"
         f"<tr><td>exit codes</td><td>{broken.result.exit_codes}</td><td>{fixed.result.exit_codes}</td></tr>"
         f"<tr><td>verdict</td><td>{escape(broken.diagnosis.verdict)}</td><td>{escape(fixed.diagnosis.verdict)}</td></tr>"
         "</tbody></table>"
     )
-
-
-def record(**lessons: Lesson) -> None:
-    """Display the lesson's key results as JSON (tests read them back from the executed notebook)."""
-    out = {}
-    for name, lesson in lessons.items():
-        ev = lesson.incident.events
-        out[name] = {
-            "scenario": lesson.scenario,
-            "variant": lesson.variant,
-            "debug": lesson.debug,
-            "verdict": lesson.diagnosis.verdict,
-            "culprit_ranks": list(lesson.diagnosis.culprit_ranks),
-            "exit_codes": list(lesson.result.exit_codes),
-            "sequences_agree": agree(lesson.incident),
-            "n_events": int(len(ev)),
-            "seq_kinds": sorted(ev["seq_kind"].dropna().astype(str).unique().tolist()) if len(ev) else [],
-            "detail_errors": int(lesson.incident.errors["kind"].astype("object").isin(_DETAIL_KINDS).sum())
-            if len(lesson.incident.errors)
-            else 0,
-        }
-    first = next(iter(lessons.values()), None)
-    if first is not None:
-        src = nccl_source(first.scenario)
-        out["nccl_source"] = src[0] if src else None
-    display({"application/json": out, "text/plain": json.dumps(out)}, raw=True)
