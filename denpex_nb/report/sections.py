@@ -13,11 +13,13 @@ The post-mortem notebook uses :func:`errors_frame` and :func:`record` too.
 from __future__ import annotations
 
 import json
+import os
+import re
 from functools import lru_cache
 
 import pandas as pd
 
-from ..human import count_ranks, rank_ranges
+from ..human import cell, count_ranks, is_missing, rank_ranges
 from ..vocab import ClassId
 from .contract import SUMMARY_MIME
 from .show import HTML, display
@@ -141,8 +143,8 @@ def headline(incident, diagnosis, title: str | None = None) -> HTML:
     )
 
 
-def evidence(diagnosis, max_lines: int = 20) -> HTML:
-    """The lines that support the verdict, with file:line and rank."""
+def evidence(diagnosis, max_lines: int = 20, incident=None) -> HTML:
+    """The lines that support the verdict, with file:line (relative to the inputs) and rank."""
     first = diagnosis.first
     if first is None or not first.evidence:
         missing = (
@@ -151,10 +153,11 @@ def evidence(diagnosis, max_lines: int = 20) -> HTML:
             else "The finding carries no evidence lines."
         )
         return render_template("evidence.html", lines=[], missing=missing, more=0)
+    root = input_root(incident) if incident is not None else ""
     lines = [
         {
             "rank": "" if getattr(e, "rank", None) is None else str(e.rank),
-            "where": f"{e.file}:{int(e.line)}",
+            "where": relative(f"{e.file}:{int(e.line)}", root),
             "text": str(e.text),
         }
         for e in first.evidence[:max_lines]
@@ -188,10 +191,11 @@ def other_findings(diagnosis) -> HTML:
 def inputs(incident, max_files: int = 40) -> HTML:
     """What was read: files, formats, and the line accounting (parsed + unparsed = total)."""
     src = incident.sources
+    root = input_root(incident)
     files = (
         [
             {
-                "file": str(s["file"]),
+                "file": relative(str(s["file"]), root),
                 "format": str(s["format"]),
                 "lines": "" if pd.isna(s["lines_total"]) else int(s["lines_total"]),
                 "problem": "" if pd.isna(s["error"]) else str(s["error"]),
@@ -220,9 +224,72 @@ def pictures(incident, diagnosis) -> None:
     display(render_template("heading.html", title="Every rank's collectives", text=""))
     display(plot.swimlane(incident, diagnosis))
     display(render_template("heading.html", title="Each rank at the divergence", text=""))
-    display(plot.shapes_table(incident, diagnosis))
+    display(divergence_table(incident, diagnosis))
     display(render_template("heading.html", title="How far each rank got", text=""))
     display(plot.progress_bars(incident))
+
+
+def divergence_frame(incident, diagnosis) -> pd.DataFrame:
+    """Each rank's entry at the divergence, identical entries merged: the odd ranks first, then the
+    agreeing majority as one row with its count (ranks as ranges). ``attrs`` carry pg, counter, seq."""
+    from .. import plot
+
+    df = plot.shapes_frame(incident, diagnosis)
+    cols = [c for c in df.columns if c != "minority"]
+    out_cols = ["ranks", "count", *cols]
+    if df.empty:
+        out = pd.DataFrame(columns=out_cols)
+        out.attrs.update(df.attrs)
+        return out
+    text = df[cols].astype("object").map(cell)
+    text["_minority"] = df["minority"].to_numpy() if "minority" in df else False
+    text["_rank"] = df.index.to_numpy()
+    rows = []
+    for key, grp in text.groupby(cols, sort=False, dropna=False):
+        ranks = sorted(int(r) for r in grp["_rank"])
+        rows.append(
+            {
+                "ranks": rank_ranges(ranks),
+                "count": len(ranks),
+                **dict(zip(cols, key)),
+                "_odd": bool(grp["_minority"].any()),
+            }
+        )
+    culprits = set(getattr(diagnosis, "culprit_ranks", []) or [])
+    for row, (_, grp) in zip(rows, text.groupby(cols, sort=False, dropna=False)):
+        row["_odd"] = row["_odd"] or bool(culprits & {int(r) for r in grp["_rank"]})
+    majority = max(r["count"] for r in rows)
+    for r in rows:
+        r["_odd"] = r["_odd"] or (len(rows) > 1 and r["count"] < majority)
+    rows.sort(key=lambda r: (not r["_odd"], r["count"], r["ranks"]))
+    out = pd.DataFrame(rows, columns=[*out_cols, "_odd"])
+    out.attrs.update(df.attrs)
+    return out
+
+
+def divergence_table(incident, diagnosis):
+    """:func:`divergence_frame` as a table for people: the odd rows in red, no index, a caption."""
+    df = divergence_frame(incident, diagnosis)
+    seq = df.attrs.get("seq")
+    caption = (
+        f"Each rank at the divergence: pg {df.attrs.get('pg')}, {df.attrs.get('seq_kind')} seq {seq}"
+        if seq is not None
+        else "No divergent collective found in the events"
+    )
+    odd = df["_odd"].tolist() if "_odd" in df else []
+    view = df.drop(columns=["_odd"], errors="ignore")
+
+    def _row_style(row):
+        bad = odd[row.name] if row.name < len(odd) else False
+        return ["background-color: #fdd; color: #900; font-weight: bold" if bad else ""] * len(row)
+
+    return (
+        view.style.apply(_row_style, axis=1)
+        .hide(axis="index")
+        .format(lambda v: cell(v))
+        .set_caption(caption)
+        .set_table_styles([{"selector": "caption", "props": "caption-side: top; font-weight: bold;"}])
+    )
 
 
 def errors_frame(incident, max_message: int = 240) -> pd.DataFrame:
@@ -252,14 +319,133 @@ def errors_frame(incident, max_message: int = 240) -> pd.DataFrame:
     return out.reset_index(drop=True)
 
 
+def errors_table(incident, max_message: int = 240) -> pd.DataFrame:
+    """One row per distinct error message with the ranks that printed it, in order of first appearance.
+
+    Columns: ``first seen`` (time, empty when the line had none), ``kind``, ``message`` (a rank's own
+    number inside it reads ``<rank>``, so "rank 7 ended with exit code 1" on 1024 ranks is one
+    row), ``ranks`` (as ranges), ``count`` and ``where`` (the first file:line, relative to the
+    inputs). Missing values are empty cells, never None/NaN/NaT.
+    """
+    df = errors_frame(incident, max_message=max_message)
+    cols = ["first seen", "kind", "message", "ranks", "count", "where"]
+    if df.empty:
+        return pd.DataFrame(columns=cols)
+    root = input_root(incident)
+    groups: dict[tuple, dict] = {}
+    for rank, t, kind, msg, where in zip(df["rank"], df["t_wall"], df["kind"], df["message"], df["where"]):
+        text = own_rank_masked(cell(msg), rank)
+        key = (cell(kind), _INCIDENTAL.sub("#", text))  # ports, pids, times differ between ranks
+        g = groups.setdefault(key, {"t": t, "ranks": [], "where": relative(cell(where), root), "text": text})
+        if not is_missing(rank):
+            g["ranks"].append(int(rank))
+        if is_missing(g["t"]) and not is_missing(t):
+            g["t"] = t
+    rows = [
+        {
+            "first seen": _time_text(g["t"]),
+            "kind": kind,
+            "message": g["text"],
+            "ranks": rank_ranges(g["ranks"]),
+            "count": len(set(g["ranks"])) or "",
+            "where": g["where"],
+        }
+        for (kind, _), g in groups.items()
+    ]
+    return pd.DataFrame(rows, columns=cols)
+
+
+#: numbers that differ between ranks without meaning anything different: addresses and ports,
+#: process ids, clock times (a size or a seq number is never one of them)
+_INCIDENTAL = re.compile(
+    r"\[?\d{1,3}(?:\.\d{1,3}){3}\]?(?::\d+)?|(?<=\]):\d+|\bpid:? ?\d+|\b\d\d:\d\d:\d\d(?:[.,]\d+)?"
+)
+
+
+def own_rank_masked(text: str, rank) -> str:
+    """``text`` with the rank naming itself (``rank 7``, ``[rank7]``, ``Rank 7``) as ``<rank>``."""
+    if is_missing(rank):
+        return text
+    return re.sub(rf"\b([Rr]ank\s*\[?){int(rank)}\b", r"\g<1><rank>", text)
+
+
+def _time_text(t) -> str:
+    if is_missing(t):
+        return ""
+    try:
+        return pd.Timestamp(t).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+    except (TypeError, ValueError):
+        return cell(t)
+
+
+def input_root(incident) -> str:
+    """The folder every local input file lies under (empty when there is none, e.g. URLs only)."""
+    src = incident.sources
+    if src is None or src.empty:
+        return ""
+    files = [str(f) for f in src["file"].astype("object") if isinstance(f, str) and "://" not in f]
+    if not files:
+        return ""
+    try:
+        root = os.path.commonpath([os.path.dirname(f) or "." for f in files])
+    except ValueError:  # absolute and relative paths mixed
+        return ""
+    return root
+
+
+def relative(where: str, root: str) -> str:
+    """``where`` (``path`` or ``path:line``) relative to ``root``; unchanged outside it."""
+    if not root or not where or root == ".":
+        return where
+    prefix = root.rstrip(os.sep) + os.sep
+    return where[len(prefix) :] if where.startswith(prefix) else where
+
+
 def errors_section(incident, max_rows: int = 60) -> None:
-    """The errors in time order (:func:`errors_frame`, the first ``max_rows``), or a line saying there are none."""
-    df = errors_frame(incident)
+    """The errors, one row per distinct message with its ranks (:func:`errors_table`), or a line saying none."""
+    df = errors_table(incident)
     display(render_template("heading.html", title="Errors per rank", text=""))
     if df.empty:
         display(render_template("paragraph.html", text="No errors were found in this evidence."))
         return
-    display(df.head(max_rows))
+    root = input_root(incident)
+    if root:
+        display(
+            render_template("paragraph.html", text=f"Files are named relative to {os.path.basename(root) or root}/.")
+        )
+    if len(df) > max_rows:
+        display(render_template("paragraph.html", text=f"The first {max_rows} of {len(df)} distinct messages."))
+    display(_plain(df.head(max_rows)))
+
+
+def _plain(df: pd.DataFrame):
+    """A table for people: no index column, missing values as empty cells."""
+    return df.style.hide(axis="index").format(lambda v: cell(v))
+
+
+def rank_state_table(diagnosis) -> pd.DataFrame:
+    """Where each rank stopped, ranks in the same state merged into one row: the odd ones first.
+
+    Columns: ``ranks`` (ranges), ``count``, then the state columns (:data:`RANK_STATE_COLUMNS`) as
+    text, empty where unknown. At 1024 ranks that stopped alike this is one row, not 1024.
+    """
+    st = getattr(diagnosis, "rank_state", None)
+    if st is None or not len(st):
+        return pd.DataFrame(columns=["ranks", "count"])
+    cols = [c for c in RANK_STATE_COLUMNS if c in st.columns and c != "rank"]
+    text = st[cols].astype("object").map(cell) if hasattr(st, "map") else st[cols].astype("object").applymap(cell)
+    if "first_error" in text:
+        text["first_error"] = [own_rank_masked(m, r) for r, m in zip(st["rank"], text["first_error"])]
+        text["first_error"] = text["first_error"].map(lambda m: m if len(m) <= 160 else m[:159] + "…")
+    text["_rank"] = st["rank"].to_numpy()
+    rows = []
+    for key, grp in text.groupby(cols, sort=False, dropna=False):
+        ranks = [int(r) for r in grp["_rank"] if not is_missing(r)]
+        rows.append({"ranks": rank_ranges(ranks), "count": len(ranks), **dict(zip(cols, key))})
+    out = pd.DataFrame(rows, columns=["ranks", "count", *cols])
+    first = out["ranks"].map(lambda r: int(re.match(r"\d+", r).group()) if r else 0)
+    order = sorted(range(len(out)), key=lambda i: (out["count"].iloc[i] * 2 > len(st), first.iloc[i]))
+    return out.iloc[order].reset_index(drop=True)
 
 
 def rank_state_section(diagnosis, max_rows: int = 64) -> None:
@@ -273,14 +459,11 @@ def rank_state_section(diagnosis, max_rows: int = 64) -> None:
     text = f"Group size: {'unknown' if size is None else size} ({diagnosis.group_size_basis})."
     if diagnosis.absent_ranks:
         text += f" Absent from the evidence: {ranks_text(diagnosis.absent_ranks)}."
+    table = rank_state_table(diagnosis)
+    if len(table) > max_rows:
+        text += f" The first {max_rows} of {len(table)} distinct states."
     display(render_template("paragraph.html", text=text))
-    cols = [c for c in RANK_STATE_COLUMNS if c in st.columns]
-    view = st[cols].head(max_rows).copy()
-    if "first_error" in view:
-        view["first_error"] = view["first_error"].map(
-            lambda m: m if m is None or len(str(m)) <= 160 else str(m)[:159] + "…"
-        )
-    display(view)
+    display(_plain(table.head(max_rows)))
 
 
 def summary(incident, diagnosis) -> dict:
