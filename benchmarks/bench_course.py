@@ -1,6 +1,6 @@
 """Every course notebook under papermill, as a learner's "Run All" would (goals: each lesson < 60 s, all < 8 min).
 
-python benchmarks/bench_course.py [--only NAME ...] [--world-size 2] [--timeout 5.0]
+python benchmarks/bench_course.py [--only NAME ...] [--world-size 2] [--timeout 5.0] [--keep DIR]
 -> prints one line per notebook, writes benchmarks/results/bench_course.json
 
 Each notebook is executed by ``denpex_nb.report.execute`` (papermill, a fresh kernel) with the
@@ -33,7 +33,7 @@ def course_notebooks() -> list[str]:
     return ["course", *(i.notebook for i in teach.LESSONS), teach.MYSTERY_NOTEBOOK]
 
 
-def run_one(name: str, params: dict, workdir: Path) -> dict:
+def run_one(name: str, params: dict, keep: Path | None = None) -> dict:
     from denpex_nb import nbfiles, report
 
     nb = nbfiles.read(name)
@@ -41,6 +41,12 @@ def run_one(name: str, params: dict, workdir: Path) -> dict:
     executed, error = report.execute(nb, params, cwd=str(ROOT / "notebooks"), timeout=600)
     wall = time.perf_counter() - t0
     errors = [o for c in executed.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    if keep is not None:  # the executed notebook and its page, to look at
+        import nbformat
+
+        keep.mkdir(parents=True, exist_ok=True)
+        nbformat.write(executed, str(keep / f"{name}.ipynb"))
+        (keep / f"{name}.html").write_text(report.to_html(executed, title=name), encoding="utf-8")
     slow_cells = sorted(
         (
             {"cell": c.source.splitlines()[0][:70], "s": round(c.metadata.get("papermill", {}).get("duration") or 0, 2)}
@@ -64,6 +70,7 @@ def main() -> int:
     ap.add_argument("--world-size", type=int, default=2)
     ap.add_argument("--timeout", type=float, default=5.0)
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "bench_course.json"))
+    ap.add_argument("--keep", help="folder to keep the executed notebooks and their HTML pages in")
     args = ap.parse_args()
     names = args.only or course_notebooks()
     rows = []
@@ -76,7 +83,7 @@ def main() -> int:
                 params = {"out": str(Path(tmp) / name)}
             else:
                 params = {}
-            row = run_one(name, params, Path(tmp))
+            row = run_one(name, params, Path(args.keep) if args.keep else None)
             row["within_goal"] = row["wall_s"] < LESSON_GOAL_S
             rows.append(row)
             print(f"{name:28s} {row['wall_s']:6.1f} s  {'ok' if row['ok'] else 'FAILED ' + row['error']}", flush=True)

@@ -69,8 +69,9 @@ def test_one_row_per_distinct_message_with_the_ranks_that_printed_it():
     assert timeout["message"].startswith("[rank<rank>] Timed out waiting 5000ms")
     assert t[t["kind"] == "exit"].iloc[0]["message"] == "rank <rank> ended with exit code 1"
     assert "" in t["first seen"].tolist()  # no time: an empty cell, not NaT
-    html = report.sections._plain(t).to_html()
+    html = report.sections.plain_table(t).to_html()
     assert not any(c in MISSING for c in _cells(html)), _cells(html)
+    assert "[rank&lt;rank&gt;] Timed out" in html  # log text is text, never markup
 
 
 def test_different_sizes_are_never_folded_into_one_message():

@@ -286,7 +286,7 @@ def divergence_table(incident, diagnosis):
     return (
         view.style.apply(_row_style, axis=1)
         .hide(axis="index")
-        .format(lambda v: cell(v))
+        .format(lambda v: cell(v), escape="html")
         .set_caption(caption)
         .set_table_styles([{"selector": "caption", "props": "caption-side: top; font-weight: bold;"}])
     )
@@ -415,12 +415,12 @@ def errors_section(incident, max_rows: int = 60) -> None:
         )
     if len(df) > max_rows:
         display(render_template("paragraph.html", text=f"The first {max_rows} of {len(df)} distinct messages."))
-    display(_plain(df.head(max_rows)))
+    display(plain_table(df.head(max_rows)))
 
 
-def _plain(df: pd.DataFrame):
-    """A table for people: no index column, missing values as empty cells."""
-    return df.style.hide(axis="index").format(lambda v: cell(v))
+def plain_table(df: pd.DataFrame):
+    """A table for people: no index column, missing values as empty cells, text escaped (log lines hold ``<``)."""
+    return df.style.hide(axis="index").format(lambda v: cell(v), escape="html")
 
 
 def rank_state_table(diagnosis) -> pd.DataFrame:
@@ -463,7 +463,7 @@ def rank_state_section(diagnosis, max_rows: int = 64) -> None:
     if len(table) > max_rows:
         text += f" The first {max_rows} of {len(table)} distinct states."
     display(render_template("paragraph.html", text=text))
-    display(_plain(table.head(max_rows)))
+    display(plain_table(table.head(max_rows)))
 
 
 def summary(incident, diagnosis) -> dict:
