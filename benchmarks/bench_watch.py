@@ -52,11 +52,16 @@ def hangs(rounds: int) -> dict:
             for _ in range(rounds):
                 with tempfile.TemporaryDirectory(prefix="denpex-bench-watch-") as tmp:
                     first, alive, result = watch_hanging(scenario, ws, os.path.join(tmp, "run"))
+                    since = None if first is None else first.since_divergence_s
+                    if first is not None and since is None and result is not None:
+                        # a finding from the logs (gloo's abort message) carries no collective time:
+                        # measure from the first rank's issue of the planted collective in the trace
+                        began = _first_issue(os.path.join(tmp, "run", "trace"), result.manifest["expected"])
+                        since = None if began is None else first.detected_wall - began
                 times.append(
                     {
-                        "since_divergence_s": None
-                        if first is None or first.since_divergence_s is None
-                        else round(first.since_divergence_s, 3),
+                        "since_divergence_s": None if since is None else round(since, 3),
+                        "finding_from": None if first is None else first.finding.rule,
                         "summary": None if first is None else first.finding.summary[:200],
                         "class": None if first is None else first.finding.class_id,
                         "culprit": None if first is None else list(first.finding.culprit_ranks),
@@ -67,7 +72,7 @@ def hangs(rounds: int) -> dict:
                 print(scenario, ws, times[-1], flush=True)
             out[f"{scenario}/w{ws}"] = times
     all_t = [t["since_divergence_s"] for ts in out.values() for t in ts if t["since_divergence_s"] is not None]
-    missed = sum(t["since_divergence_s"] is None for ts in out.values() for t in ts)
+    missed = sum(t["class"] is None for ts in out.values() for t in ts)
     return {
         "runs": out,
         "median_s": round(statistics.median(all_t), 3) if all_t else None,
@@ -75,6 +80,21 @@ def hangs(rounds: int) -> dict:
         "missed": missed,
         "job_collective_timeout_s": 300,
     }
+
+
+def _first_issue(trace_dir: str, expected: dict) -> float | None:
+    """The wall time of the first ``issue`` line of the planted collective (its trace seq), any rank."""
+    seq, times = expected["seq"]["trace"], []
+    for name in os.listdir(trace_dir):
+        with open(os.path.join(trace_dir, name)) as fh:
+            for line in fh:
+                try:
+                    d = json.loads(line)
+                except ValueError:
+                    continue
+                if d.get("event") == "issue" and d.get("seq") == seq and d.get("pg") == "0":
+                    times.append(d["t_wall"])
+    return min(times) if times else None
 
 
 def _writer(folder: str, ranks: int, rate: float, seconds: float, plant_at: int, plant_rank: int) -> None:
