@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
-from matplotlib.patches import Patch, Rectangle
+from matplotlib.patches import Rectangle
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 
 from .. import plot
@@ -28,8 +28,12 @@ class Picture:
     """The figure of one :class:`Grid`, with a selected cell and a divergence line."""
 
     def __init__(self, width_px: int = 960, height_px: int = 420):
-        self.fig = Figure(figsize=(width_px / 100, height_px / 100), dpi=100, layout="constrained")
+        # a fixed layout and no legend inside the figure: each redraw costs text layout, and the
+        # legend is HTML beside the picture (:meth:`legend_html`)
+        self.fig = Figure(figsize=(width_px / 100, height_px / 100), dpi=100)
+        self.fig.subplots_adjust(left=0.06, right=0.995, top=0.93, bottom=0.11)
         self.ax = self.fig.add_subplot(1, 1, 1)
+        self.ax.tick_params(labelsize=8)
         self.max_cols, self.max_rows = width_px, height_px
         self.grid: Grid | None = None
         self.allowed_ops: set[str] | None = None
@@ -40,6 +44,10 @@ class Picture:
         self._vline = self.ax.axvline(0, color=SELECT_COLOR, linewidth=0.5, alpha=0.5, zorder=4)
         self._div = self.ax.axvline(0, color=ODD_COLOR, linewidth=1.0, linestyle="--", zorder=4, visible=False)
         self.ax.add_patch(self._select)
+        # rows holding an odd cell in view, marked beside the axis: a one-pixel row is easy to miss
+        self._odd_rows = self.ax.scatter(
+            [], [], marker=">", s=28, color=ODD_COLOR, clip_on=False, zorder=6, transform=self.ax.get_yaxis_transform()
+        )
         self.ax.set_autoscale_on(False)
         self.ax.callbacks.connect("xlim_changed", self._on_view)
         self.ax.callbacks.connect("ylim_changed", self._on_view)
@@ -67,22 +75,31 @@ class Picture:
         )
         ax.xaxis.set_major_formatter(FuncFormatter(self._seq_tick))
         ax.yaxis.set_major_formatter(FuncFormatter(self._rank_tick))
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True, nbins=12))
-        ax.yaxis.set_major_locator(MaxNLocator(integer=True, nbins=10))
-        ax.set_xlabel(f"sequence number ({grid.seq_kind or 'no counter'})")
-        ax.set_ylabel(f"{len(grid.ranks)} ranks")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True, nbins=10))
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True, nbins=8))
+        ax.set_xlabel(f"sequence number ({grid.seq_kind or 'no counter'})", fontsize=8)
+        ax.set_ylabel(f"{len(grid.ranks)} ranks", fontsize=8)
         ax.set_title(title or f"pg {grid.pg}, counter {grid.seq_kind}", fontsize=9, loc="left")
         ax.format_coord = self._hover
-        handles = [Patch(color=c, label=o) for o, c in zip(grid.op_names, colors[1:])]
-        handles += [Patch(color=MISSING_COLOR, label="missing"), Patch(color=ODD_COLOR, label="differs")]
-        if ax.get_legend() is not None:
-            ax.get_legend().remove()
-        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7, frameon=False)
+        self._legend = list(zip(grid.op_names, colors[1:])) + [("missing", MISSING_COLOR), ("differs", ODD_COLOR)]
         col = grid.col_of(divergence_seq) if divergence_seq is not None else None
         self._div.set_visible(col is not None)
         if col is not None:
             self._div.set_xdata([col, col])
         self.view()
+
+    def legend_html(self) -> str:
+        """The colours of the picture, as HTML (kept out of the figure: cheaper redraws)."""
+        from html import escape
+
+        from matplotlib.colors import to_hex
+
+        items = "".join(
+            f"<span style='display:inline-block;margin-right:10px'><span style='display:inline-block;width:10px;"
+            f"height:10px;background:{to_hex(c)};border:1px solid #999;margin-right:3px'></span>{escape(str(n))}</span>"
+            for n, c in getattr(self, "_legend", [])
+        )
+        return f"<div class='dx-legend' style='font-size:11px'>{items}</div>"
 
     def view(self, rows: tuple[int, int] | None = None, cols: tuple[int, int] | None = None) -> None:
         """Set the visible rows/cols (index ranges, inclusive); None: everything."""
@@ -152,7 +169,14 @@ class Picture:
             n = len(g.op_names)
             blank = ~keep[np.clip(paint - 1, 0, n + 1)] & (paint > 0) & (paint <= n)
             paint = np.where(blank, 0, paint).astype(np.int16)
-        agg = aggregate(paint, (r0, r1 + 1), (c0, c1 + 1), self.max_rows, self.max_cols)
+        box = self.ax.get_window_extent()  # the axes in pixels: never more blocks than pixels
+        max_rows = int(max(8, min(self.max_rows, box.height)))
+        max_cols = int(max(8, min(self.max_cols, box.width)))
+        agg = aggregate(paint, (r0, r1 + 1), (c0, c1 + 1), max_rows, max_cols)
+        rows = np.nonzero(g.odd[r0 : r1 + 1, c0 : c1 + 1].any(axis=1))[0] + r0
+        self._odd_rows.set_offsets(
+            np.column_stack([np.full(len(rows), -0.012), rows]) if len(rows) else np.empty((0, 2))
+        )
         self._image.set_data(agg)
         self._image.set_extent((c0 - 0.5, c1 + 0.5, r1 + 0.5, r0 - 0.5))
 

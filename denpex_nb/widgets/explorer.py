@@ -23,7 +23,7 @@ import pandas as pd
 from .. import plot
 from .evidence import EventIndex, excerpts, excerpts_html
 from .grid import Grid, rank_ranges
-from .kernel import frontend
+from .kernel import frontend, on_shutdown
 
 #: seqs either side of the chosen one in the rank's own table
 WINDOW = 5
@@ -261,6 +261,11 @@ class Explorer:
             self.image = None
             self.canvas.mpl_connect("button_press_event", self._on_click)
             plot_widget = self.canvas
+        for name in ("finding", "go", "counter", "pg", "op", "ranks", "rank", "seq", "prev", "next", "odd"):
+            getattr(self, name).add_class(f"dx-{name}")  # stable handles for people's CSS and the browser test
+        for name in ("status", "at_seq", "window", "evidence"):
+            getattr(self, name).add_class(f"dx-{name.replace('_', '-')}")
+        plot_widget.add_class("dx-picture")
         self._set_counter(self.counter.value, pg)
         self._select(rank, seq, jump=True)
         self.finding.observe(self._on_finding, names="value")
@@ -280,7 +285,7 @@ class Explorer:
             w.HBox([self.rank, self.seq, self.prev, self.next, self.odd]),
             plot_widget,
             self.status,
-            w.HBox([self.at_seq, self.window], layout=w.Layout(align_items="flex-start", justify_content="flex-start")),
+            w.HBox([self.at_seq, self.window], layout=w.Layout(align_items="flex-start", flex_flow="row wrap")),
             self.evidence,
         ]
         self.box = ExplorerBox(rows, static=lambda: StaticExplorer(incident, note=_SAVED_NOTE, model=self.model))
@@ -434,7 +439,7 @@ class Explorer:
         self.window.value = self.model.window_html(g, rank, seq)
         self.evidence.value = self.model.evidence_html(g, rank, seq)
         n_odd = int(g.odd.sum())
-        self.status.value = (
+        self.status.value = self.picture.legend_html() + (
             f"<span class='dx-status'>pg {escape(str(g.pg))} · counter {escape(str(g.seq_kind))} · "
             f"{len(g.ranks)} ranks × {len(g.seqs)} seqs · {n_odd} cells differ from their seq's majority · "
             f"chosen: rank {rank}, seq {seq}</span>"
@@ -460,6 +465,16 @@ def _box_class():
             super().__init__(children)
             self._static = static
 
+        def _ipython_display_(self):
+            """Displayed with a display id, so that at kernel shutdown the live view can be replaced
+            by its static twin (:func:`denpex_nb.widgets.kernel.on_shutdown`)."""
+            from IPython.display import display
+
+            handle = display(self._repr_mimebundle_(), raw=True, display_id=True)
+            if handle is not None:
+                _LIVE_VIEWS.append((self, handle))
+                on_shutdown(_freeze_live_views)
+
         def _repr_mimebundle_(self, **kwargs):
             bundle = super()._repr_mimebundle_(**kwargs)
             if isinstance(bundle, tuple):
@@ -472,6 +487,21 @@ def _box_class():
             return bundle
 
     return _ExplorerBox
+
+
+#: (box, display handle) of every live explorer shown in this kernel
+_LIVE_VIEWS: list = []
+
+
+def _freeze_live_views() -> None:
+    """Replace every live explorer's output by its static tables (the kernel is going away)."""
+    while _LIVE_VIEWS:
+        box, handle = _LIVE_VIEWS.pop()
+        try:
+            html = box._static()._repr_html_()
+        except Exception as e:  # noqa: BLE001
+            html = f"<p>(static view unavailable: {escape(str(e))})</p>"
+        handle.update({"text/html": html, "text/plain": "denpex_nb explorer (static snapshot)"}, raw=True)
 
 
 def ExplorerBox(children, static):  # noqa: N802 - a class made on first use (ipywidgets is optional)

@@ -52,6 +52,36 @@ def is_headless() -> bool:
     return not frontend().interactive
 
 
+def on_shutdown(callback) -> bool:
+    """Call ``callback()`` when this kernel is asked to shut down or restart, before it replies.
+
+    Why: a widget's output saved in a notebook means nothing once its kernel is gone (JupyterLab
+    then shows "Error displaying widget: model not found"); at shutdown the explorer replaces its
+    live view by its static tables (``update_display_data``), so the notebook saved afterwards
+    shows them. Returns False when there is no kernel to hook."""
+    kernel = _kernel()
+    if kernel is None:
+        return False
+    hooks = getattr(kernel, "_denpex_shutdown_hooks", None)
+    if hooks is None:
+        hooks = []
+        original = kernel.do_shutdown
+
+        def do_shutdown(restart, _original=original, _hooks=hooks):
+            for hook in list(_hooks):
+                try:
+                    hook()
+                except Exception:  # noqa: BLE001 - a hook must never stop the kernel from shutting down
+                    pass
+            return _original(restart)
+
+        kernel.do_shutdown = do_shutdown
+        kernel._denpex_shutdown_hooks = hooks
+    if callback not in hooks:
+        hooks.append(callback)
+    return True
+
+
 def _kernel():
     try:
         from IPython import get_ipython
