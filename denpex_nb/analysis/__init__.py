@@ -23,6 +23,7 @@ from ..vocab import ClassId, SeqKind
 from . import catalog
 from . import explain as _explain  # noqa: F401 - registers the explain rules
 from . import launchers as _launchers  # noqa: F401 - registers the launcher rule
+from . import peers as _peers  # noqa: F401 - registers the peer-gone rule
 from . import rules as _rules
 from .align import Alignment, align
 from .initiator import initiating_rank

@@ -52,6 +52,7 @@ _RDZV_CLOSED = re.compile(r"RendezvousClosedError")
 _LAST_CMD = re.compile(r"exits with return code")
 _PEER_DIED = r"remote process exited|Connection (?:reset|closed) by (?:remote )?peer|peer process has unexpectedly"
 _ELSEWHERE = "undetermined: the process is on another node"
+_TASK_BASIS = "undetermined: a slurm task is a rank only when srun starts one process per rank"
 _LAUNCHER_ITSELF = "undetermined: the launcher failed itself, outside any worker"
 _NOT_NAMED = "undetermined: the launcher stopped the other workers, and its line naming the failed one is not here"
 #: frames only the launcher's own stack has (torchrun's main, launch_agent)
@@ -110,6 +111,8 @@ def statements(ctx: Context, resolver: Resolver) -> list[Statement]:
                 stopped_from_outside = True
                 continue
             who = resolver.who(row)
+            if launcher == "srun" and _s(row.get("task")):
+                who = Who(None, None, _s(row.get("host")), None, _TASK_BASIS, name=f"slurm task {row.get('task')}")
             if who.rank is None and _s(row.get("peer_host")):
                 who = Who(None, None, _s(row.get("peer_host")), None, "undetermined: only the peer's host is named")
             if launcher == "ray":

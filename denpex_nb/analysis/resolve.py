@@ -44,6 +44,7 @@ class Who:
     node: str | None = None  # host, else the file the launcher wrote
     pid: int | None = None
     basis: str = ""  # how the rank was established (or why it was not)
+    name: str | None = None  # a launcher's own name for the process ("slurm task 5"), when nothing else
 
     @property
     def label(self) -> str:
@@ -56,7 +57,7 @@ class Who:
         if self.pid is not None:
             parts.append(f"pid {self.pid}" if not parts else f"(pid {self.pid})")
         where = f" on {self.node}" if self.node else ""
-        return (" ".join(parts) or "an unnamed process") + where
+        return (" ".join(parts) or self.name or "a process") + where
 
 
 def _int(v) -> int | None:

@@ -142,6 +142,28 @@ _MPI_NAME = re.compile(r"Process name:\s*\[\[\d{1,12},\d{1,12}\],(\d{1,9})\]")
 _MPI_EXIT = re.compile(r"^\s*Exit code:\s*(-?\d{1,9})\s*$")
 _MPI_PRIMARY = re.compile(r"Primary job\s+terminated normally, but \d{1,9} process(?:es)? returned")
 _MPI_PEER_HOST = re.compile(r"^\s*Peer host:\s*(\S{1,200})\s*$")
+#: Slurm's srun and slurmstepd, pdsh: "srun: error: node3: task 5: Exited with exit code 1" (a task is
+#: a rank only when srun starts one process per rank), "srun: error: Node failure on node7",
+#: "slurmstepd: error: *** STEP 1234.0 ON node3 CANCELLED AT ...", "pdsh@n1: node3: ssh exited with exit code 1"
+_SRUN_TASK = re.compile(
+    r"srun: error: (?P<host>[^\s:]{1,200}): tasks? (?P<task>[\d,\-\[\]]{1,100}): (?P<what>.{1,200})$"
+)
+_SRUN_EXIT = re.compile(r"Exited with exit code (\d{1,9})")
+_SHELL_SIGNALS = {
+    "Killed": "SIGKILL",
+    "Segmentation fault": "SIGSEGV",
+    "Aborted": "SIGABRT",
+    "Bus error": "SIGBUS",
+    "Terminated": "SIGTERM",
+}
+_SRUN_NODE = re.compile(r"srun: error: Node failure on (\S{1,200})")
+_SLURM_CANCELLED = re.compile(r"\*\*\* (?:STEP|JOB) \S{1,60} ON \S{1,200} CANCELLED AT")
+_PDSH_EXIT = re.compile(r"pdsh@([^\s:]{1,200}): ([^\s:]{1,200}): ssh exited with exit code (\d{1,9})")
+#: a launcher's exception line without its traceback
+_BARE_LAUNCHER_EXC = re.compile(
+    r"^(?P<type>(?:[\w]{1,60}\.){0,8}(?:Rendezvous(?:Closed|Timeout)Error|RayActorError|ActorDiedError))\b"
+    r"|^(?:RuntimeError: )?Horovod has been shut down\b"
+)
 #: Ray Train's trainer on a failed worker: "Worker 0 has failed."
 _RAY_TRAIN_FAILED = re.compile(r"(?<!\w)Worker (\d{1,9}) has failed\b")
 #: torchelastic's JSON events (``torchelastic.worker.status.FAILED``)
@@ -338,6 +360,12 @@ class PythonReader(TextReader):
         b"death signal",
         b"new nodes",
         b"error_handler",
+        b"srun: error",
+        b"slurmstepd",
+        b"ssh exited",
+        b"RayActorError",
+        b"ActorDiedError",
+        b"Horovod has been shut down",
         b'File "',
     )
     # 'File "' makes a traceback whose head was cut off (a paste from its middle) a block too
@@ -502,6 +530,47 @@ class PythonReader(TextReader):
             m = _ELASTIC_EVENT_RANK.search(text)
             h = _ELASTIC_EVENT_HOST.search(text)
             agent("torchelastic event", rank=i32(m.group(1)) if m else None, host=h.group(1) if h else None)
+            return True
+        m = _SRUN_TASK.search(text) if "srun: error" in text else None
+        if m:
+            what = m.group("what")
+            code = _SRUN_EXIT.search(what)
+            sig = next((v for k, v in _SHELL_SIGNALS.items() if k in what), None)
+            agent(
+                "srun",
+                host=m.group("host"),
+                task=m.group("task"),
+                exit_code=i32(code.group(1)) if code else None,
+                signal=sig,
+            )
+            return True
+        m = _SRUN_NODE.search(text) if "Node failure" in text else None
+        if m:
+            agent("srun", peer_host=m.group(1))
+            return True
+        if "slurmstepd" in text and _SLURM_CANCELLED.search(text):
+            agent("slurm", stopped=True)  # a cancellation (scancel, time limit): stopped from outside
+            return True
+        m = _PDSH_EXIT.search(text) if "ssh exited" in text else None
+        if m:
+            agent("pdsh", peer_host=m.group(2), exit_code=i32(m.group(3)))
+            return True
+        m = _BARE_LAUNCHER_EXC.match(text.strip()) if ("Error" in text or "shut down" in text) else None
+        if m:
+            # a launcher's exception line pasted without its traceback
+            exc = m.group("type") or "HorovodShutdown"
+            add_error(
+                out,
+                error_row(
+                    line,
+                    ctx,
+                    SOURCE,
+                    ErrorKind.EXCEPTION,
+                    text.strip(),
+                    rank=line.rank,
+                    exc_type=exc.rsplit(".", 1)[-1],
+                ),
+            )
             return True
         if "Worker group FAILED" in text:
             agent("torchelastic")

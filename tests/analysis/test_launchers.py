@@ -418,3 +418,46 @@ def test_failures_in_the_same_second_name_no_first(tmp_path, n):
     d = _diagnose(tmp_path, lines)
     assert d.verdict == "rank-crash" and d.culprit_ranks == []
     assert "same second" in d.first.culprit_basis
+
+
+@pytest.mark.parametrize("wrap", ["", "[rank3]:", "2024-05-01T10:00:00.123456789Z "])
+@pytest.mark.parametrize(
+    ("line", "named"),
+    [
+        ("srun: error: gpu-07: task 5: Exited with exit code 1", "slurm task 5 on gpu-07"),
+        ("srun: error: gpu-07: tasks 4-7: Killed", "slurm task 4-7 on gpu-07"),
+        ("srun: error: Node failure on gpu-07", "gpu-07"),
+        ("pdsh@login1: gpu-07: ssh exited with exit code 1", "gpu-07"),
+    ],
+)
+def test_slurm_and_pdsh_name_a_task_or_a_node_never_a_rank(tmp_path, wrap, line, named):
+    d = _diagnose(tmp_path, [wrap + line])
+    assert d.verdict == "rank-crash" and d.culprit_ranks == []
+    assert named in d.first.summary
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "slurmstepd: error: *** STEP 1234.0 ON gpu-07 CANCELLED AT 2024-05-01T10:00:00 ***",
+        "slurmstepd: error: *** JOB 1234 ON gpu-07 CANCELLED AT 2024-05-01T10:00:00 DUE TO TIME LIMIT ***",
+    ],
+)
+def test_a_cancelled_job_is_a_failure_but_no_rank_crash(tmp_path, line):
+    d = _diagnose(tmp_path, [line])
+    assert d.verdict == "timeout-undetermined"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "torch.distributed.elastic.rendezvous.api.RendezvousClosedError",
+        "ray.exceptions.RayActorError: The actor died unexpectedly before finishing this task.",
+        "RuntimeError: Horovod has been shut down. This was caused by an exception on one of the ranks or an attempt "
+        "to allreduce, allgather or broadcast a tensor after one of the ranks finished execution.",
+    ],
+)
+@pytest.mark.parametrize("wrap", ["", "[rank2]:", "(RayWorkerWrapper pid=7, ip=10.0.0.2) "])
+def test_a_launchers_exception_line_without_its_traceback(tmp_path, line, wrap):
+    d = _diagnose(tmp_path, [wrap + line])
+    assert d.verdict in ("rank-crash", "timeout-undetermined") and d.culprit_ranks == []
