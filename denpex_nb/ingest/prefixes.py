@@ -264,7 +264,8 @@ def _syslog_time(m: re.Match, ctx: FileContext) -> datetime | None:
 
 # --- launcher and rank prefixes --------------------------------------------------------------
 
-_PDSH = re.compile(r"^([A-Za-z][\w.-]*): ")
+#: a pdsh label: a host name, or the node's IPv4 address (DeepSpeed's pdsh runner labels lines by it)
+_PDSH = re.compile(r"^([A-Za-z][\w.-]*|\d{1,3}(?:\.\d{1,3}){3}): ")
 _NOT_HOST = re.compile(
     r"(?i)(?:error|exception|warning|warn|interrupt|exit|note|hint|failures|info|debug|traceback|"
     r"what|cause|time|host|rank|exitcode|error_file|msg|status|size|sizes|state|ranks)$|^nccl"
@@ -438,7 +439,7 @@ def _accepted_hosts(texts: list[str]) -> set[str]:
     counts: dict[str, int] = {}
     hosts: set[str] = set()
     for t in texts:
-        m = _PDSH.match(t) if t[:1].isascii() and t[:1].isalpha() else None
+        m = _PDSH.match(t) if t[:1].isascii() and (t[:1].isalpha() or t[:1].isdigit()) else None
         if not m or _NOT_HOST.search(m.group(1)):
             continue
         tok = m.group(1)

@@ -70,9 +70,11 @@ _TB_TAIL = re.compile(r"^(?P<msg>\S.*), Traceback \(most recent call last\):\s*$
 _WORD = re.compile(r"\w")
 _CHAIN = re.compile(r"^(?:During handling of the above exception|The above exception was the direct cause)")
 _FRAME = re.compile(r"^\s")
-_EXC = re.compile(r"^(?P<type>[A-Za-z_][\w.]*)(?::\s?(?P<msg>.*))?$")
+#: the exception line; Ray wraps a worker's exception as ``RayTaskError(OutOfMemoryError): ...``
+_EXC = re.compile(r"^(?P<type>[A-Za-z_][\w.]*)(?:\([A-Za-z_][\w.]{0,100}\))?(?::\s?(?P<msg>.*))?$")
 _EXC_NAMED = re.compile(
-    r"^(?P<type>(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure)\w*): ?(?P<msg>.*)$"
+    r"^(?P<type>(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure)\w*)"
+    r"(?:\([A-Za-z_][\w.]{0,100}\))?: ?(?P<msg>.*)$"
 )
 _OOM = re.compile(r"out of memory|OutOfMemoryError|can't allocate memory", re.I)
 _GPU = re.compile(r"\bGPU (\d+)")
@@ -322,6 +324,7 @@ class PythonReader(TextReader):
     needles = (
         b"Traceback",
         b"Error:",
+        b"Error): ",
         b"Exception",
         b"out of memory",
         b"exitcode",

@@ -45,13 +45,16 @@ WRAP_WIDTHS = frozenset({80, 100, 120, 160, 200})
 
 #: launcher and worker prefixes in front of a message (the bytes twin of prefixes._strip's outer
 #: layers): ``[rank3]:`` / ``[default0]:`` / Open MPI ``[1,3]<stdout>:``, a colour code that lost its
-#: escape byte (`` [36m``), a Ray / vLLM worker tag ``(VllmWorker rank=3 pid=406) `` and vLLM's logger
-#: header ``ERROR 07-24 08:26:01 [file.py:226] `` (one space after ``]`` belongs to it)
+#: escape byte (`` [36m``), a Ray / vLLM worker tag ``(VllmWorker rank=3 pid=406) ``, vLLM's logger
+#: header ``ERROR 07-24 08:26:01 [file.py:226] `` (one space after ``]`` belongs to it) and a pdsh
+#: node label ``node7: `` / ``10.0.0.5: `` (so an indented traceback line behind it continues its block)
 PREFIX_RUN = re.compile(
     rb"^(?:\s*\[[^\]\n]{1,64}\](?:<std(?:out|err|diag)>)?:"
     rb"|\s?\[\d{1,3}(?:;\d{1,3})*m ?"
     rb"|\([\w.:-]+(?: [\w=]+)* pid=\d+(?:, ip=[^)\s]+)?\) ?"
     rb"|(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)? \[?[\w.+-]+:\d+\] "
+    # a pdsh node label (a host with a digit in it, or an IPv4 address: DeepSpeed's pdsh runner)
+    rb"|(?:[A-Za-z][\w-]{0,62}\d[\w.-]{0,62}|\d{1,3}(?:\.\d{1,3}){3}): "
     rb")*"
 )
 #: collector wrappers in front of a whole line (the bytes twin of prefixes._peel_outer): grep -H

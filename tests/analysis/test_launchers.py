@@ -461,3 +461,38 @@ def test_a_cancelled_job_is_a_failure_but_no_rank_crash(tmp_path, line):
 def test_a_launchers_exception_line_without_its_traceback(tmp_path, line, wrap):
     d = _diagnose(tmp_path, [wrap + line])
     assert d.verdict in ("rank-crash", "timeout-undetermined") and d.culprit_ranks == []
+
+
+@pytest.mark.parametrize("ip", ["192.168.1.51", "10.141.250.231"])
+def test_deepspeeds_pdsh_runner_labels_lines_by_node_ip(tmp_path, ip):
+    lines = [
+        f"{ip}: Traceback (most recent call last):",
+        f'{ip}:   File "pretrain.py", line 183, in <module>',
+        f"{ip}:     main()",
+        f"{ip}: RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB",
+        f"{ip}: [2024-05-01 10:00:00,000] [INFO] [launch.py:315:sigkill_handler] Killing subprocess 4242",
+    ]
+    inc = dx.load(str(_write(tmp_path, lines)), progress=False)
+    ex = inc.errors[inc.errors["kind"].astype(str).isin(["exception", "oom"])]
+    assert len(ex) == 1 and "CUDA out of memory" in str(ex["message"].iloc[0])
+    assert dx.diagnose(inc, strict=True).verdict == "rank-crash"
+
+
+@pytest.mark.parametrize("cause", ["OutOfMemoryError", "RuntimeError", "torch.OutOfMemoryError"])
+@pytest.mark.parametrize("tail", ["", "      | 1.00/36.0 [00:04<02:52, 4.93s/it]"])
+def test_rays_wrapped_task_error_is_the_exception_line(tmp_path, cause, tail):
+    lines = [
+        "Traceback (most recent call last):",
+        '  File "/usr/local/lib/python3.10/dist-packages/ray/_private/worker.py", line 937, in get_objects',
+        "    raise value.as_instanceof_cause()",
+        f"ray.exceptions.RayTaskError({cause}): ray::WorkerDict.update_actor() (pid=118848, ip=10.130.71.7){tail}",
+    ]
+    inc = dx.load(str(_write(tmp_path, lines)), progress=False)
+    msgs = [str(m) for m in inc.errors["message"]]
+    assert any(m.startswith(f"ray.exceptions.RayTaskError({cause})") for m in msgs), msgs
+
+
+def _write(tmp_path, lines):
+    p = tmp_path / "x.log"
+    p.write_text("\n".join(lines) + "\n")
+    return p
