@@ -150,6 +150,7 @@ _MPI_PEER_HOST = re.compile(r"^\s*Peer host:\s*(\S{1,200})\s*$")
 _SRUN_TASK = re.compile(
     r"srun: error: (?P<host>[^\s:]{1,200}): tasks? (?P<task>[\d,\-\[\]]{1,100}): (?P<what>.{1,200})$"
 )
+_SIGNAL_RECEIVED = re.compile(r"[Ss]ignal (\d{1,3}) \((SIG[A-Z]{2,8})\) received by PID (\d{1,10})")
 _SRUN_EXIT = re.compile(r"Exited with exit code (\d{1,9})")
 _SHELL_SIGNALS = {
     "Killed": "SIGKILL",
@@ -364,6 +365,7 @@ class PythonReader(TextReader):
         b"new nodes",
         b"error_handler",
         b"srun: error",
+        b"received by PID",
         b"slurmstepd",
         b"ssh exited",
         b"RayActorError",
@@ -533,6 +535,12 @@ class PythonReader(TextReader):
             m = _ELASTIC_EVENT_RANK.search(text)
             h = _ELASTIC_EVENT_HOST.search(text)
             agent("torchelastic event", rank=i32(m.group(1)) if m else None, host=h.group(1) if h else None)
+            return True
+        m = _SIGNAL_RECEIVED.search(text) if "received by PID" in text else None
+        if m:
+            # torchelastic's traceback field for a worker killed by a signal, here outside its table
+            # (a table pasted with its layout flattened): that pid died of that signal
+            agent("torchelastic", pid=i64(m.group(3)), signal=m.group(2), first=True)
             return True
         m = _SRUN_TASK.search(text) if "srun: error" in text else None
         if m:

@@ -496,3 +496,24 @@ def _write(tmp_path, lines):
     p = tmp_path / "x.log"
     p.write_text("\n".join(lines) + "\n")
     return p
+
+
+@pytest.mark.parametrize("sig", [("9", "SIGKILL"), ("11", "SIGSEGV"), ("6", "SIGABRT")])
+@pytest.mark.parametrize("head", ["traceback : ", "traceback: ", ""])
+def test_a_flattened_tables_signal_line_names_the_pid(tmp_path, sig, head):
+    lines = [
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:",
+        "Root Cause (first observed failure) :",
+        f"{head}Signal {sig[0]} ({sig[1]}) received by PID 36071",
+    ]
+    d = _diagnose(tmp_path, lines)
+    assert d.verdict == "rank-crash" and d.culprit_ranks == [] and "pid 36071" in d.first.summary
+
+
+def test_the_signal_line_inside_a_whole_table_is_the_tables_row(tmp_path):
+    lines = _table(2, 2, 36071, -9)
+    lines[lines.index("  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html")] = (
+        "  traceback : Signal 9 (SIGKILL) received by PID 36071"
+    )
+    d = _diagnose(tmp_path, lines)
+    assert d.verdict == "rank-crash" and d.culprit_ranks == [2]
