@@ -1018,8 +1018,9 @@ def nccl_opcounts(ctx: Context) -> list[Finding]:
     A communicator's address differs per process, so processes are matched by communicator size
     (``[nranks=N]``) and opCount; a process with several communicators of that size is left out
     (their opCounts are unrelated). A process is its rank when known, else ``host:pid``; culprits
-    need known ranks and a strict majority of the communicator. Only the first disagreement is
-    reported: everything after it is a consequence.
+    need known ranks and a strict majority of the communicator (a ``host:pid`` another line ranks,
+    e.g. torchelastic's failure table, counts as that rank: :mod:`.resolve`). Only the first
+    disagreement is reported: everything after it is a consequence.
     """
     ev = ctx.incident.events
     if not len(ev) or SeqKind.NCCL_OPCOUNT not in set(ev["seq_kind"].astype(object)):
@@ -1029,10 +1030,15 @@ def nccl_opcounts(ctx: Context) -> list[Finding]:
         return []
     host = e["host"].astype(object) if "host" in e else pd.Series(None, index=e.index, dtype=object)
     pid = e["pid"].astype(object) if "pid" in e else pd.Series(None, index=e.index, dtype=object)
-    proc = [
-        f"rank {int(r)}" if pd.notna(r) else (f"{h}:{p}" if h is not None and pd.notna(p) else None)
-        for r, h, p in zip(e["rank"], host, pid)
-    ]
+    def name(r, h, p):
+        if pd.notna(r):
+            return f"rank {int(r)}"
+        if h is None or pd.isna(p):
+            return None
+        hit = ctx.resolver.by_pid(int(p), None if pd.isna(h) else str(h))  # another line may rank this pid
+        return f"rank {hit[0]}" if hit is not None else f"{h}:{p}"
+
+    proc = [name(r, h, p) for r, h, p in zip(e["rank"], host, pid)]
     e = e.assign(_proc=proc)
     e = e[e["_proc"].notna()]
     out = []

@@ -517,3 +517,26 @@ def test_the_signal_line_inside_a_whole_table_is_the_tables_row(tmp_path):
     )
     d = _diagnose(tmp_path, lines)
     assert d.verdict == "rank-crash" and d.culprit_ranks == [2]
+
+
+def _coll_line(host, pid, op, prefix=""):
+    return (
+        f"{prefix}{host}:{pid}:{pid} [0] NCCL INFO {op}: opCount 5 sendbuff 0x7f01 recvbuff 0x7f02 count 1024 "
+        f"datatype 7 op 0 root 0 comm 0x55c0 [nranks=5] stream 0x5a"
+    )
+
+
+@pytest.mark.parametrize("mapped", [True, False])
+def test_nccl_opcounts_ranks_a_host_pid_through_the_resolver(tmp_path, mapped):
+    lines = [_coll_line(f"n{r}", 100 + r, "Broadcast" if r == 3 else "AllReduce", f"[rank{r}]:") for r in range(4)]
+    lines.append(_coll_line("node7", 4242, "Broadcast"))
+    if mapped:
+        lines += _table(4, 0, 4242, 1)  # torchelastic's table: pid 4242 on node7 is rank 4
+    d = dx.diagnose(dx.load(str(_write(tmp_path, lines)), progress=False), strict=True)
+    nccl = [f for f in d.findings if f.rule == "nccl-opcounts"]
+    if mapped:
+        assert [(f.class_id, list(f.culprit_ranks)) for f in nccl] == [("op-mismatch", [3, 4])]
+        assert "rank" in nccl[0].summary
+    else:  # (merged into the position counter's finding, which cannot see the unranked process)
+        assert all(not f.culprit_ranks for f in nccl)
+        assert all(4 not in f.culprit_ranks for f in d.findings)
