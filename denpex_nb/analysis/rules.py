@@ -1030,6 +1030,7 @@ def nccl_opcounts(ctx: Context) -> list[Finding]:
         return []
     host = e["host"].astype(object) if "host" in e else pd.Series(None, index=e.index, dtype=object)
     pid = e["pid"].astype(object) if "pid" in e else pd.Series(None, index=e.index, dtype=object)
+
     def name(r, h, p):
         if pd.notna(r):
             return f"rank {int(r)}"

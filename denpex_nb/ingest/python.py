@@ -321,7 +321,9 @@ def _announced(msg: str) -> str:
 
 class PythonReader(TextReader):
     name = SOURCE
-    blocks_alone = True  # no state across blocks (c10d's DETAIL de-duplication only drops rows)
+    # launcher lines keep a little per-file state (the agent's rank map, Open MPI's first-process
+    # report); a line that reads it is consumed whatever the state, so a repeat is never unproductive
+    blocks_alone = True
     needles = (
         b"Traceback",
         b"Error:",
@@ -504,17 +506,21 @@ class PythonReader(TextReader):
         if "mpirun detected that one or more processes exited" in text:
             fs["mpi_first"] = True
             return True
-        m = _MPI_NAME.search(text) if "Process name:" in text and fs.get("mpi_first") else None
+        # (these two lines are consumed whatever the state, so that a block of them always yields
+        # and the scanner's skip of unproductive repeats (blocks_alone) never hides a later one)
+        m = _MPI_NAME.search(text) if "Process name:" in text else None
         if m:
-            fs["mpi_row"] = agent(
-                "mpirun", rank=i32(m.group(1)), first=True, rank_basis="Open MPI names the first process to exit"
-            )
+            if fs.get("mpi_first"):
+                fs["mpi_row"] = agent(
+                    "mpirun", rank=i32(m.group(1)), first=True, rank_basis="Open MPI names the first process to exit"
+                )
             return True
-        m = _MPI_EXIT.match(text) if "Exit code:" in text and fs.get("mpi_row") is not None else None
+        m = _MPI_EXIT.match(text) if "Exit code:" in text else None
         if m:
-            row, fs["mpi_row"], fs["mpi_first"] = fs["mpi_row"], None, False
-            row["exit_code"] = i32(m.group(1))
-            row["message"] += f"; exit code {m.group(1)}"
+            if fs.get("mpi_row") is not None:
+                row, fs["mpi_row"], fs["mpi_first"] = fs["mpi_row"], None, False
+                row["exit_code"] = i32(m.group(1))
+                row["message"] += f"; exit code {m.group(1)}"
             return True
         if "Primary job" in text and _MPI_PRIMARY.search(text):
             agent("mpirun")
@@ -595,11 +601,9 @@ class PythonReader(TextReader):
             agent("torchelastic", membership_change=True)
             return True
         if "error_handler" in text or "error_handler" in (line.origin or "") or "error_handler" in line.raw:
-            fs["error_handler"] = True  # (a logger header naming it is stripped from the text)
-            return text.rstrip().endswith("{")
-        m = _HANDLER_MESSAGE.match(text) if fs.get("error_handler") and '"message"' in text else None
+            return text.rstrip().endswith("{")  # its JSON follows (a logger header naming it is stripped)
+        m = _HANDLER_MESSAGE.match(text) if '"message"' in text else None
         if m:
-            fs["error_handler"] = False
             msg = m.group("msg")
             add_error(
                 out,
