@@ -175,3 +175,47 @@ def test_postmortem_with_logs_pointing_nowhere_in_jupyterlab_says_one_line(tmp_p
     (msg,) = shown
     assert "InputError" in msg and "no-such-run: no such file or folder" in msg and "fix:" in msg
     assert len(msg.strip().splitlines()) == 1 and "Traceback" not in msg
+
+
+def test_a_lesson_question_widget_is_answered_in_jupyterlab(tmp_path):
+    """A learner opens a lesson, runs it up to its "predict before you run" question and answers it."""
+    _needs()
+    pytest.importorskip("torch", reason="the lessons need torch (the repro extra)")
+    lesson = ROOT / "notebooks/teach_desync.ipynb"
+    if not lesson.exists():
+        pytest.skip("no lesson notebook with a question widget")
+    root = tmp_path / "lab"
+    root.mkdir()
+    shutil.copy(lesson, root / lesson.name)
+    server = LabServer(root)
+    with server:
+        with browser() as page:
+            nb = Notebook(page, server, lesson.name)
+            # everything above "3. Run the broken code": the code, then the question
+            page.locator(".jp-Notebook .jp-MarkdownCell", has_text="3. Run the broken code").first.click()
+            nb.menu("Run", "Run All Above Selected Cell")
+            nb.accept_dialogs(wait_s=2.0)
+            page.wait_for_selector(".denpex-predict .denpex-predict-options")
+            nb.wait_idle()
+            server.remember_children()
+            quiz = page.locator(".denpex-predict").first
+            feedback = quiz.locator(".denpex-predict-feedback")
+            check = quiz.locator(".denpex-predict-check button, button.denpex-predict-check").first
+            check.click()
+            page.wait_for_function(
+                "() => (document.querySelector('.denpex-predict-feedback')?.innerText || '').includes('Pick an answer first')"
+            )
+            quiz.locator(".denpex-predict-options label", has_text="Neither").first.click()
+            check.click()
+            page.wait_for_function(
+                "() => (document.querySelector('.denpex-predict-feedback')?.innerText || '').startsWith('Not quite.')"
+            )
+            quiz.locator(".denpex-predict-options label", has_text="Only rank 0:").first.click()
+            check.click()
+            page.wait_for_function(
+                "() => (document.querySelector('.denpex-predict-feedback')?.innerText || '').startsWith('Right.')"
+            )
+            answered = feedback.inner_text()
+            quiz.screenshot(path=str(_artifacts(tmp_path) / "lesson-question.png"))
+    assert server.alive() == [], f"processes left behind: {server.alive()}"
+    assert answered.startswith("Right.")

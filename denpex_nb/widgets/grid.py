@@ -16,25 +16,10 @@ import numpy as np
 import pandas as pd
 
 from .. import plot
+from ..human import rank_ranges
 
 #: in :attr:`Grid.paint`: 0 = no cell, 1..n = op codes, then these two (drawn above the ops)
 MISSING = -1
-
-
-def rank_ranges(ranks) -> str:
-    """``[0, 1, 2, 5, 7, 8]`` -> ``"0–2, 5, 7–8"``: a rank list a person can read at any size."""
-    rs = sorted({int(r) for r in ranks})
-    if not rs:
-        return ""
-    parts, start, prev = [], rs[0], rs[0]
-    for r in rs[1:] + [None]:
-        if r is not None and r == prev + 1:
-            prev = r
-            continue
-        parts.append(str(start) if start == prev else f"{start}–{prev}")
-        if r is not None:
-            start = prev = r
-    return ", ".join(parts)
 
 
 @dataclass
