@@ -15,6 +15,9 @@ Frames
 ``unparsed`` every input line no reader recognised. Within the text budget one row per line;
              past it, runs of consecutive lines collapse into one row with ``n_lines > 1`` and
              no text, so memory grows with what is kept, not with file size.
+``signals``  one row per line that signals a failure (or a warning with a family, or says the work
+             finished), read by a reader or not: severity and family from generic vocabulary
+             (``denpex_nb.signals``, docs/signals.md), gathered while reading.
 ``sources``  one row per input file: detected format, line accounting, load errors.
 
 Sequence counters (``seq_kind``) are *different counters* and must never be compared with each
@@ -112,6 +115,17 @@ SCHEMAS: dict[str, dict[str, str]] = {
         "line": "Int64",  # first line of the row
         "n_lines": "Int64",  # 1, or the length of a collapsed run
         "text": "string",  # <NA> for collapsed runs past the text budget
+    },
+    "signals": {
+        "rank": "Int32",  # <NA> when no prefix, file name or header names it
+        "t_wall": "datetime64[ns, UTC]",
+        "file": "category",
+        "line": "Int64",
+        "severity": "category",  # vocab.SignalSeverity: fatal, error, warning, info
+        "family": "category",  # vocab.SignalFamily: network, device, memory, size, timeout, exit ...
+        "failure": "boolean",  # the line reports a failure (a warning or a finish line does not)
+        "text": "string",  # the message, prefixes stripped, first 400 characters
+        "host": "category",  # the host a prefix named (pdsh, NCCL), for peers named by address
     },
     "sources": {
         "file": "category",
@@ -259,6 +273,7 @@ class Incident:
     ranks: pd.DataFrame = field(default_factory=lambda: empty_frame("ranks"))
     progress: pd.DataFrame = field(default_factory=lambda: empty_frame("progress"))
     unparsed: pd.DataFrame = field(default_factory=lambda: empty_frame("unparsed"))
+    signals: pd.DataFrame = field(default_factory=lambda: empty_frame("signals"))
     sources: pd.DataFrame = field(default_factory=lambda: empty_frame("sources"))
     notes: list[str] = field(default_factory=list)
     #: watched word (:data:`denpex_nb.vocab.MENTIONS`, e.g. ``"syncbn"``) -> the files whose lines

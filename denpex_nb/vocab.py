@@ -105,6 +105,30 @@ class ErrorKind(_Name):
     WARNING = "warning"  # a warning worth showing (deprecated collective, etc.)
 
 
+class SignalSeverity(_Name):
+    """How severe a line says it is (the failure-signal layer, ``denpex_nb.signals``)."""
+
+    FATAL = "fatal"
+    ERROR = "error"
+    WARNING = "warning"
+    INFO = "info"
+
+
+class SignalFamily(_Name):
+    """What a failure signal is about (``denpex_nb.signals.FAMILIES``; docs/signals.md)."""
+
+    NETWORK = "network"  # NCCL / gloo / c10d / sockets / transports
+    DEVICE = "device"  # CUDA errors, ECC, Xid
+    MEMORY = "memory"  # out of memory
+    SIZE = "size"  # sizes, shapes, numel, split sizes, dtypes of a collective or across ranks
+    TIMEOUT = "timeout"
+    EXIT = "exit"  # exit codes, signals, kills, aborts
+    LAUNCHER = "launcher"  # torchrun / mpirun / slurm / Ray saying a worker failed
+    STALL = "stall"  # stall reports, ranks that did not join or arrive (positions)
+    OTHER = "other"  # a failure with no family (a plain exception)
+    FINISH = "finish"  # not a failure: the work said it finished
+
+
 #: error kinds a rank shows when a collective failed under it (someone else may have started it):
 #: the timeouts and the peers gone
 VICTIM_KINDS = frozenset(

@@ -23,7 +23,7 @@ import denpex_nb
 PKG = Path(denpex_nb.__file__).parent
 
 #: the foundation: names and small helpers every layer may use; they import nothing above them
-FOUNDATION = {"errors", "vocab", "ops", "processes", "human"}
+FOUNDATION = {"errors", "vocab", "ops", "processes", "human", "signals"}
 
 #: unit -> the units it may import (itself always). ingest and analysis are siblings above the
 #: Incident: neither knows the other. repro (the reproducers) stands beside the pipeline.
@@ -33,6 +33,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "ops": {"vocab"},
     "processes": set(),
     "human": set(),
+    "signals": {"vocab"},  # the failure-signal vocabulary (data): read by ingest and analysis
     "redact": FOUNDATION,
     "trace": set(),  # the tracer every training rank imports: nothing of ours
     "fixes": {"errors"},  # the fixes, imported into training code

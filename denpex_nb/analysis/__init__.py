@@ -25,6 +25,7 @@ from . import explain as _explain  # noqa: F401 - registers the explain rules
 from . import launchers as _launchers  # noqa: F401 - registers the launcher rule
 from . import peers as _peers  # noqa: F401 - registers the peer-gone rule
 from . import rules as _rules
+from . import signals as _signals
 from .align import Alignment, align
 from .initiator import initiating_rank
 from .model import Diagnosis, Evidence, Finding, RankView
@@ -68,7 +69,7 @@ def diagnose(incident, *, strict: bool = False) -> Diagnosis:
     if size is not None:
         diag.group_size, diag.group_size_basis = size.size, size.basis
     diag.absent_ranks = [int(r) for r in state.loc[~state["present"], "rank"]] if len(state) else []
-    if _nothing_read(incident):
+    if _nothing_read(incident) and not _signals_speak(incident):
         diag.findings = [_no_evidence(incident)]
         diag.notes.append("nothing distributed could be read: this is not an all-clear")
         return diag
@@ -101,10 +102,16 @@ def diagnose(incident, *, strict: bool = False) -> Diagnosis:
 
     findings = safely("merge", lambda: merge(findings), findings)
     if not findings:
+        # no rule explains it: a peer that closed the connection, else the first failure signal's
+        # family, else "something failed, cause undetermined"; never an all-clear over a failure signal
         fallback = safely("undetermined failure", lambda: undetermined_failure(ctx), None)
-        if fallback is not None:
-            findings = [fallback]
+        peer = safely("peer gone", lambda: _signals.peer_gone(ctx), [])
+        sig = safely("failure signals", lambda: _signals.signal_finding(ctx, after=fallback), None)
+        chosen = peer[0] if peer else (sig or fallback)
+        if chosen is not None:
+            findings = [chosen]
     findings = safely("order", lambda: order(findings), findings)
+    findings = safely("own process error", lambda: _signals.own_process_error(ctx, findings), findings)
 
     diag.findings = findings
     diag.alternatives = safely("alternatives", lambda: alternatives(findings, side), [])
@@ -173,6 +180,17 @@ def _nothing_read(incident) -> bool:
         and len(incident.progress) == 0
         and not _ranks_say_anything(incident.ranks)
     )
+
+
+def _signals_speak(incident) -> bool:
+    """A line no reader parsed signalled a failure of a distributed kind, or of a known rank, or of
+    the process itself (memory, device): that is evidence of a failure, not "nothing read"."""
+    fs = _signals.failure_signals(incident)
+    if not len(fs):
+        return False
+    fam = fs["family"].astype(object)
+    known = _signals.DISTRIBUTED_FAMILIES | _signals.OWN_FAMILIES
+    return bool(fam.isin(list(known)).any() or fs["rank"].notna().any())
 
 
 def _ranks_say_anything(ranks) -> bool:

@@ -25,7 +25,8 @@ import pandas as pd
 from .. import human
 from .. import vocab as _vocab
 from ..processes import signal_name
-from ..vocab import COMPLETE_RECORD_KINDS, TRUNCATED_TRACEBACK, ClassId, ErrorKind, SeqKind, State
+from ..signals import family_of
+from ..vocab import COMPLETE_RECORD_KINDS, TRUNCATED_TRACEBACK, ClassId, ErrorKind, SeqKind, SignalFamily, State
 from .align import Divergence
 from .model import Evidence, Finding, RankView
 
@@ -63,6 +64,10 @@ _NCCL_WARN_BENIGN = re.compile(
     r"Unknown command from localRank",
     re.I,
 )
+#: a connection the other side closed or reset: the reporting rank is the victim
+_PEER_CLOSED = re.compile(
+    r"(?i)(?:closed|reset) by (?:the )?(?:remote )?peer|remote (?:process|peer) (?:exited|closed|died)"
+)
 #: (the kinds of evidence come from the one vocabulary, denpex_nb.vocab)
 VICTIM_KINDS = _vocab.VICTIM_KINDS
 FAILURE_KINDS = _vocab.FAILURE_KINDS
@@ -86,7 +91,9 @@ def is_crash_error(
             return False  # unknown, or raised inside a collective: not an own failure
         if "returned non-zero exit status" in message and "local_rank" in message:
             return False  # a launcher's CalledProcessError about a worker, not the line's own failure
-        return not _DISTRIBUTED.search(message)
+        # a library's error about a collective's sizes, shapes or counts across ranks is a collective
+        # failure (the failure-signal vocabulary's size family), not the rank's own crash
+        return not _DISTRIBUTED.search(message) and family_of(message) != SignalFamily.SIZE
     if kind in (ErrorKind.SIGNAL, ErrorKind.CHILD_FAILED, ErrorKind.AGENT, ErrorKind.EXIT):
         return (signal or signal_name(exit_code, shell=True)) in _CRASH_SIGNALS
     return False
@@ -851,8 +858,12 @@ def nccl_error(ctx: Context) -> list[Finding]:
     nc = nc[[not _DEVICE_FAULT.search(str(m)) for m in nc["message"]]]  # a device fault is a crash
     if not len(nc):
         return []
-    rep = sorted(int(r) for r in nc["rank"].dropna().unique())
+    # a rank whose connection the peer closed or reset is that peer's victim, not a culprit
+    own = nc[[not _PEER_CLOSED.search(str(m)) for m in nc["message"]]]
+    rep = sorted(int(r) for r in own["rank"].dropna().unique())
     culprits, basis = ctx.reporters_named(rep)
+    if not len(own):
+        basis = "undetermined: the peer closed or reset the connection; the reporting ranks are its victims"
     return [
         _text_finding(
             ClassId.NCCL_ERROR,

@@ -783,7 +783,7 @@ def build_incident(results, *, notes: list[str] | None = None, dedup_rows: bool 
     misfits: dict[str, int] = {}
     frames = {
         name: build_frame(name, [b for r in results for b in r.frames.get(name, ())], misfits)
-        for name in ("events", "errors", "progress", "unparsed")
+        for name in ("events", "errors", "progress", "unparsed", "signals")
     }
     for col, n in misfits.items():
         notes.append(f"{col}: {n} value(s) out of range or not a number for the column; they are missing values")
@@ -808,6 +808,7 @@ def build_incident(results, *, notes: list[str] | None = None, dedup_rows: bool 
         ranks=frames["ranks"],
         progress=summarise_progress(frames["progress"]),
         unparsed=frames["unparsed"],
+        signals=frames["signals"],
         sources=sources,
         notes=notes,
         mentions=_mentions(results),

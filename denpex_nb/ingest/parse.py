@@ -133,6 +133,7 @@ def _frames_from(out: Output, ctx: FileContext, sink: UnparsedSink | None, file:
                     b["rank"] = [ctx.rank_hint if v is None else v for v in col]
         frames[name] = [compact_batch(name, b) for b in batches] if name == "events" else batches
     frames["unparsed"] = [sink.columns(file)] if sink is not None and sink.line else []
+    frames["signals"] = list(out.frames.get("signals", []))
     return frames
 
 
@@ -294,7 +295,7 @@ def _parse_text(
         o.out,
         sink,
         head=head,
-        matcher=matcher_for(readers),
+        matcher=matcher_for(readers, signals=bool(options.get("signals", True))),
         on_bytes=count,
         chunk_size=int(options.get("chunk_size", 16 << 20)),
         line_cap=limits["line_cap"],
@@ -302,6 +303,14 @@ def _parse_text(
     o.n_lines = sc.lines_total
     o.rank_info = sc.rank_info
     o.mentions = sc.mentions
+    if sc.signals is not None:
+        batch = sc.signals.batch()
+        if batch is not None:
+            o.out.frames.setdefault("signals", []).append(batch)
+        if sc.signals.dropped:
+            o.notes.append(
+                f"{ctx.file}: {sc.signals.dropped} more failure-signal lines past the first {sc.signals.cap} were counted, not kept"
+            )
     o.reader_failure = sc.failure_note()
     o.overlong = sc.overlong_rows(ctx.file)
     if sc.overlong:

@@ -144,15 +144,24 @@ class NeedleMatcher:
                 self._db = None
 
     @classmethod
-    def for_readers(cls, readers, watch: dict[str, tuple[bytes, ...]] | None = None, **kw) -> NeedleMatcher:
+    def for_readers(
+        cls, readers, watch: dict[str, tuple[bytes, ...]] | None = None, *, signals: bool = False, **kw
+    ) -> NeedleMatcher:
         """One group per reader, then one per ``watch`` entry (words noticed, not parsed: see
-        :meth:`BlockScanner.mentions`); :attr:`watch_bits` maps those groups' bits to their names."""
+        :meth:`BlockScanner.mentions`); :attr:`watch_bits` maps those groups' bits to their names.
+        With ``signals``, the failure signals' needles (:data:`denpex_nb.signals.NEEDLES`) are one
+        more group after them, whose bit is :attr:`signal_bit`."""
         groups = [tuple(r.needles) for r in readers]
         names = list(watch or {})
         groups += [tuple(watch[k]) for k in names]
+        if signals:
+            from ..signals import NEEDLES
+
+            groups.append(NEEDLES)
         m = cls((n for g in groups for n in g), groups=groups, **kw)
         m.watch_bits = {1 << (len(readers) + i): name for i, name in enumerate(names)}
         m.watch_mask = sum(m.watch_bits)
+        m.signal_bit = 1 << (len(readers) + len(names)) if signals else 0
         return m
 
     @property
@@ -225,14 +234,14 @@ def watched() -> dict[str, tuple[bytes, ...]]:
     return {name: tuple(w.encode() for w in words) for name, words in MENTIONS.items()}
 
 
-def matcher_for(readers: list[TextReader]) -> NeedleMatcher:
+def matcher_for(readers: list[TextReader], *, signals: bool = False) -> NeedleMatcher:
     """The :class:`NeedleMatcher` of ``readers``, compiled once per thread and reused for every file.
 
     Why: compiling the hyperscan database costs ~2 ms, more than scanning a small file; a folder of
     2,000 per-rank logs compiled it 2,000 times. Per thread, because a hyperscan database's scratch
     space may not be shared by two scans at once (Dask workers run tasks in threads)."""
     watch = watched()
-    key = (tuple(tuple(r.needles) for r in readers), tuple(watch.items()))
+    key = (tuple(tuple(r.needles) for r in readers), tuple(watch.items()), signals)
     cache = getattr(_LOCAL, "matchers", None)
     if cache is None:
         cache = _LOCAL.matchers = {}
@@ -240,7 +249,7 @@ def matcher_for(readers: list[TextReader]) -> NeedleMatcher:
     if m is None:
         if len(cache) >= 8:  # forced formats make other sets; a handful is all a process sees
             cache.clear()
-        m = cache[key] = NeedleMatcher.for_readers(readers, watch=watch)
+        m = cache[key] = NeedleMatcher.for_readers(readers, watch=watch, signals=signals)
     return m
 
 
@@ -509,6 +518,14 @@ class BlockScanner:
         self._alone_mask = sum(1 << b for b, r in enumerate(readers) if getattr(r, "blocks_alone", False))
         #: names of the watched words (``NeedleMatcher.for_readers(watch=...)``) found in any line
         self.mentions: set[str] = set()
+        #: the failure signals (:mod:`denpex_nb.signals`): their needles are the matcher's last group
+        #: when it has one (``NeedleMatcher.for_readers(..., signals=True)``)
+        self.sig_bit = getattr(matcher, "signal_bit", 0)
+        self.signals = None
+        if self.sig_bit:
+            from ..signals import SignalSink
+
+            self.signals = SignalSink(ctx.file)
 
     # The stream is processed in chunks that end at a newline. When the last block of a chunk
     # reaches its end, it may continue in the next chunk: those bytes are carried over and
@@ -688,6 +705,10 @@ class BlockScanner:
         if self.matcher.watch_mask:
             starts, masks = self._take_mentions(starts, masks)
         count = _newline_counter(buf, n_buf)
+        sig_at: list[int] = []  # lines holding a signal needle (reader lines among them too)
+        if self.sig_bit:
+            starts, masks, sig_at = _split_signal_hits(starts, masks, self.sig_bit)
+        self._sig_at, self._sig_k = sig_at, 0
 
         def grows(prev_s: int, be: int, nxt_end: int) -> bool:
             """Does the line ``buf[be:nxt_end]`` continue the block whose last line starts at ``prev_s``?"""
@@ -708,6 +729,8 @@ class BlockScanner:
                 i += 1
                 continue
             # the gap before the block: whole lines, accounted in bulk
+            if sig_at:
+                self._gap_signals(buf, pos, bs, ln, count, wrap, n_buf)
             gap_lines = count(b"\n", pos, bs)
             self._region(buf, pos, bs, ln, gap_lines)
             ln += gap_lines
@@ -737,9 +760,14 @@ class BlockScanner:
             while i < len(starts) and starts[i] < be:  # candidates swallowed as continuation lines
                 mask |= masks[i]
                 i += 1
-            self._block(buf, bs, be, ln, n_block, mask)
+            sig_lines = self._block_signals(buf, bs, be, ln) if sig_at else ()
+            if sig_lines and wrap:  # hits name a logical line's first piece: classify every line of the block
+                sig_lines = _EVERY_LINE
+            self._block(buf, bs, be, ln, n_block, mask, sig_lines)
             ln += n_block
             pos = be
+        if sig_at:
+            self._gap_signals(buf, pos, n_buf, ln, count, wrap, n_buf)
         tail = count(b"\n", pos, n_buf)
         self._region(buf, pos, n_buf, ln, tail)
         ln += tail
@@ -762,7 +790,75 @@ class BlockScanner:
         keep = [(s, m & ~wm) for s, m in zip(starts, masks) if m & ~wm]
         return [s for s, _ in keep], [m for _, m in keep]
 
-    def _block(self, buf: bytes, bs: int, be: int, ln: int, n: int, mask: int = -1) -> None:
+    def _gap_signals(self, buf, start: int, end: int, ln: int, count, wrap: int, n_buf: int) -> None:
+        """Classify the signal lines of ``buf[start:end]`` (whole lines from line ``ln``, no reader's):
+        the text is classified first, and only a line that signals is given to the prefix stripper
+        for its rank and time. Nothing is consumed: the lines stay ``unparsed``."""
+        from ..signals import classify
+        from .hardwrap import joins_b
+
+        at, k = self._sig_at, self._sig_k
+        while k < len(at) and at[k] < start:
+            k += 1
+        pos, n = start, ln
+        while k < len(at) and at[k] < end:
+            s = at[k]
+            k += 1
+            e = buf.find(b"\n", s, n_buf)
+            e = n_buf if e < 0 else e
+            raw = buf[s : min(e, s + self.line_cap)]
+            if wrap:  # a hard-wrapped logical line: its tails too (a few pieces at most)
+                ps = s
+                for _ in range(8):
+                    if e + 1 >= end:
+                        break
+                    nxt = buf.find(b"\n", e + 1, n_buf)
+                    nxt = n_buf if nxt < 0 else nxt
+                    if not joins_b(buf[ps:e], buf[e + 1 : nxt], wrap):
+                        break
+                    raw += buf[e + 1 : nxt]
+                    ps, e = e + 1, nxt
+            text = raw.decode("utf-8", "replace").rstrip("\r")
+            sig = classify(text)
+            if sig is None:
+                continue
+            n += count(b"\n", pos, s)
+            pos = s
+            self._signal_line(sig, n, text)
+        self._sig_k = k
+
+    def _block_signals(self, buf, bs: int, be: int, ln: int) -> set[int]:
+        """Line numbers of the block ``buf[bs:be]`` (from line ``ln``) that hold a signal needle."""
+        at, k = self._sig_at, self._sig_k
+        while k < len(at) and at[k] < bs:
+            k += 1
+        out = set()
+        while k < len(at) and at[k] < be:
+            out.add(ln + buf.count(b"\n", bs, at[k]))
+            k += 1
+        self._sig_k = k
+        return out
+
+    def _signal_line(self, sig, lineno: int, text: str) -> None:
+        """One signal row for a line no reader was given: rank, time and message from the prefix
+        stripper (a failure in it is the stripper's bug: the row keeps the raw text)."""
+        try:
+            lines = self.to_lines([(lineno, text)], self.ctx)
+        except Exception:  # noqa: BLE001 - a prefix bug already reported for blocks; the signal stays
+            lines = []
+        if lines:
+            from ..signals import classify
+
+            line = lines[0]
+            if line.severity:  # the header's own level: chatter at INFO is no signal
+                sig = classify(line.text, line.severity)
+                if sig is None:
+                    return
+            self.signals.add(sig, line=lineno, text=line.text, rank=line.rank, t_wall=line.t_wall, host=line.host)
+        else:
+            self.signals.add(sig, line=lineno, text=text, rank=self.ctx.rank_hint)
+
+    def _block(self, buf: bytes, bs: int, be: int, ln: int, n: int, mask: int = -1, sig_lines=()) -> None:
         raw = buf[bs:be]
         if be - bs > self.line_cap:
             raw = self._cap_lines(raw, ln)
@@ -806,6 +902,8 @@ class BlockScanner:
                     out.rollback(mark, linenos, before)
                     self._failed(reader.name, e, ln)
             _consume_blank_tags(lines, linenos, out)
+            if sig_lines:
+                self._classify_lines(lines, sig_lines, physical)
         parsed = out.parsed
         if (
             key is not None
@@ -818,6 +916,32 @@ class BlockScanner:
         for lineno, text in physical:
             if lineno not in parsed:
                 self.sink.add_text(lineno, text) if self.sink.budget > 0 else self.sink.add_run(lineno, 1)
+
+    def _classify_lines(self, lines: list[Line], sig_lines, physical: list[tuple[int, str]]) -> None:
+        """Signal rows for the block's lines that hold a signal needle (parsed by a reader or not). A
+        logical line joined from several physical ones (a hard-wrap tail, a continuation) that gives
+        no failure as a whole has its pieces classified one by one: a line of another record that was
+        taken for a tail still signals."""
+        from ..signals import classify
+
+        every = sig_lines is _EVERY_LINE
+        texts = None
+        for line in lines:
+            if not (every or any(n in sig_lines for n in line.linenos)):
+                continue
+            sig = classify(line.text, line.severity)
+            if sig is not None:
+                self.signals.add(
+                    sig, line=line.lineno, text=line.text, rank=line.rank, t_wall=line.t_wall, host=line.host
+                )
+            if line.n_lines > 1 and (sig is None or not sig.failure):
+                texts = texts if texts is not None else dict(physical)
+                for n in line.linenos[1:]:
+                    piece = texts.get(n)
+                    if piece is not None and (every or n in sig_lines):
+                        psig = classify(piece)
+                        if psig is not None and psig.failure:
+                            self.signals.add(psig, line=n, text=piece)  # whose line it is is unsure
 
     def _region(self, buf: bytes, start: int, end: int, ln: int, n: int) -> None:
         """Unparsed whole lines, in bulk; while their text is kept, lines past ``line_cap`` keep
@@ -891,6 +1015,27 @@ class BlockScanner:
 #: fruitless blocks remembered per file, and the largest block remembered (bytes)
 _MEMO_MAX = 4096
 _MEMO_BLOCK_MAX = 4096
+
+
+class _Every:
+    """Stands for "every line of the block" (a hard-wrapped file's hits name logical lines)."""
+
+    def __bool__(self) -> bool:
+        return True
+
+
+_EVERY_LINE = _Every()
+
+
+def _split_signal_hits(starts: list[int], masks: list[int], bit: int) -> tuple[list[int], list[int], list[int]]:
+    """(reader line starts, their masks, starts of every line holding a signal needle): lines that
+    hold only signal needles start no block, so the readers see the same blocks as without signals."""
+    sig_at = [s for s, m in zip(starts, masks) if m & bit]
+    if not sig_at:
+        return starts, masks, sig_at
+    keep = [k for k, m in enumerate(masks) if m & ~bit]
+    return [starts[k] for k in keep], [masks[k] & ~bit for k in keep], sig_at
+
 
 #: below this many bytes ``bytes.count`` beats numpy's call overhead
 _NUMPY_COUNT_MIN = 4096

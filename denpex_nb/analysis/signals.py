@@ -1,0 +1,338 @@
+"""Verdicts from the failure signals (``Incident.signals``) when no specific rule explains a failure.
+
+The readers give structure where they know a format; the failure-signal layer
+(``denpex_nb.signals``, docs/signals.md) gives every line a severity and a family whatever
+its format. Diagnosis uses it for three things:
+
+* **No false all-clear.** ``no-failure`` needs that no line on any rank signalled a failure
+  (:func:`failure_signals` empty).
+* **The family of the first failure.** When no rule found anything (or only "something failed"),
+  the verdict follows the family of the first failure signal (by time, else by file order):
+  network -> ``nccl-error``, size -> ``shape-mismatch`` (``dtype-mismatch`` for dtypes), memory /
+  device / process exit / launcher -> ``rank-crash``, timeout -> ``timeout-undetermined``,
+  stall -> ``rank-desync``; at medium or low confidence (:func:`signal_finding`).
+* **A process's own error is not a collective failure.** Evidence from a single process (no other
+  rank anywhere) with an out-of-memory, a device fault or a crash after the work said it finished is
+  a ``rank-crash`` of that process at low or medium confidence (:func:`own_process_error`).
+
+A peer that closed or reset the connection died first (:func:`peer_gone`): its address or host is
+mapped to a rank when a prefix, an NCCL line or the ranks frame ties that host to one rank.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pandas as pd
+
+from ..ops import normalize_op
+from ..vocab import VICTIM_KINDS, ClassId, SignalFamily
+from .model import Evidence, Finding
+
+#: the class each family points to when nothing more specific explains the failure
+FAMILY_CLASS = {
+    SignalFamily.NETWORK: ClassId.NCCL_ERROR,
+    SignalFamily.SIZE: ClassId.SHAPE_MISMATCH,
+    SignalFamily.MEMORY: ClassId.RANK_CRASH,
+    SignalFamily.DEVICE: ClassId.RANK_CRASH,
+    SignalFamily.EXIT: ClassId.RANK_CRASH,
+    SignalFamily.LAUNCHER: ClassId.RANK_CRASH,
+    SignalFamily.TIMEOUT: ClassId.TIMEOUT_UNDETERMINED,
+    SignalFamily.STALL: ClassId.RANK_DESYNC,
+}
+#: families that are a process's own failure, not a collective's
+OWN_FAMILIES = frozenset({SignalFamily.MEMORY, SignalFamily.DEVICE})
+#: families that speak of more than one process (a signal of these is distributed evidence)
+DISTRIBUTED_FAMILIES = frozenset(
+    {SignalFamily.NETWORK, SignalFamily.SIZE, SignalFamily.STALL, SignalFamily.LAUNCHER, SignalFamily.TIMEOUT}
+)
+_OP_WORD = re.compile(
+    r"(?i)\b(all_?reduce(?:_coalesced)?|all_?gather(?:_into_tensor|_base|_coalesced)?|reduce_?scatter(?:_tensor)?"
+    r"|all_?to_?all(?:_single)?|broadcast|barrier|\breduce\b|\bgather\b|\bscatter\b|send|recv)\b"
+)
+_DTYPE_WORD = re.compile(r"(?i)\bdtypes?\b|\bscalar type\b")
+_SIZE_WORD = re.compile(r"(?i)\bsizes?\b|\bshapes?\b|\bnumel\b|\bcounts?\b|\bnumber of\b|\blength\b")
+_LOCAL_SIZE = re.compile(r"(?i)mismatch|must match|does not match|doesn't match|expected|invalid")
+_EXC = re.compile(r"\b[A-Za-z_]\w*?(?:Error|Exception)\b")
+_PEER = re.compile(
+    r"(?i)(?:closed|reset) by (?:the )?(?:remote )?peer|connection (?:reset|closed)|remote (?:process|peer) (?:exited|closed|died)"
+)
+_ADDR = re.compile(r"\[?((?:\d{1,3}\.){3}\d{1,3}|[A-Za-z][\w-]*(?:\.[\w-]+)*)\]?:(\d{2,5})\b")
+_ADDR_PEER = re.compile(r"(?i)peer[^\n]{0,40}?\[?((?:\d{1,3}\.){3}\d{1,3})\]?|\[((?:\d{1,3}\.){3}\d{1,3})\]:\d{2,5}")
+_CONF = {"high": 0, "medium": 1, "low": 2}
+
+
+def _empty(incident) -> bool:
+    s = getattr(incident, "signals", None)
+    return s is None or not len(s)
+
+
+def failure_signals(incident) -> pd.DataFrame:
+    """The failure rows of ``incident.signals``, first failure first: by time where the lines have one
+    (lines without come after), then by the order of files and lines as read."""
+    if _empty(incident):
+        return pd.DataFrame(columns=["rank", "t_wall", "file", "line", "severity", "family", "failure", "text"])
+    s = incident.signals
+    f = s[s["failure"].fillna(False).astype(bool)]
+    if not len(f):
+        return f
+    order = {name: i for i, name in enumerate(incident.sources["file"].astype(object))} if len(incident.sources) else {}
+    f = f.assign(
+        _t=f["t_wall"],
+        _file=f["file"].astype(object).map(order).fillna(len(order)).astype("int64"),
+    )
+    return f.sort_values(["_t", "_file", "line"], na_position="last", kind="stable").drop(columns=["_t", "_file"])
+
+
+def finish_lines(incident) -> pd.DataFrame:
+    """Rows saying the work finished."""
+    if _empty(incident):
+        return pd.DataFrame()
+    s = incident.signals
+    return s[s["family"].astype(object) == SignalFamily.FINISH]
+
+
+def single_process(incident, state: pd.DataFrame, group_size: int | None) -> bool:
+    """True when nothing in the evidence speaks of a second process: at most one rank anywhere (rank
+    state, signals), no stated group size above one, no collective record of a group above one."""
+    ranks = set(int(r) for r in state["rank"]) if len(state) else set()
+    if not _empty(incident):
+        ranks |= {int(r) for r in incident.signals["rank"].dropna().unique()}
+    if len(ranks) > 1 or (group_size or 0) > 1:
+        return False
+    ev = incident.events
+    if len(ev) and "world_size" in ev and (pd.to_numeric(ev["world_size"], errors="coerce") > 1).any():
+        return False
+    sig = incident.signals if not _empty(incident) else None
+    if sig is not None and len(sig["host"].dropna().unique()) > 1:
+        return False
+    return True
+
+
+def _evidence(rows: pd.DataFrame, n: int = 6) -> tuple[Evidence, ...]:
+    out = []
+    for r in rows.head(n).to_dict("records"):
+        rank = r.get("rank")
+        out.append(
+            Evidence(
+                file=str(r.get("file") or "?"),
+                line=int(r["line"]) if pd.notna(r.get("line")) else 0,
+                text=str(r.get("text") or "")[:500],
+                rank=None if rank is None or pd.isna(rank) else int(rank),
+            )
+        )
+    return tuple(out)
+
+
+def _op_of(text: str) -> str | None:
+    m = _OP_WORD.search(text)
+    return normalize_op(m.group(1)) if m else None
+
+
+def signal_finding(ctx, *, after: Finding | None = None) -> Finding | None:
+    """A finding from the first failure signal's family, or None when no line signalled a failure.
+
+    ``after``: the ``timeout-undetermined`` fallback, when there is one: a signal of family timeout
+    (or none) adds nothing to it, so it is kept; a more specific family replaces it (its evidence
+    stays in ``basis``)."""
+    fs = _causes(failure_signals(ctx.incident), ctx.errors)
+    if not len(fs):
+        return None
+    fam_col = fs["family"].astype(object)
+    first = fs.iloc[0]
+    fam = str(first["family"])
+    if fam == SignalFamily.OTHER:
+        # a plain error first: the first line with a family says what kind of failure it was
+        specific = fs[~fam_col.isin([SignalFamily.OTHER, SignalFamily.FINISH])]
+        if len(specific):
+            first = specific.iloc[0]
+            fam = str(first["family"])
+    text = str(first["text"])
+    cls = FAMILY_CLASS.get(fam)
+    if cls is None:  # a plain exception, or a size error outside any collective: its process's own error
+        own = _EXC.search(text) or (_SIZE_WORD.search(text) and _LOCAL_SIZE.search(text))
+        cls = ClassId.RANK_CRASH if own else ClassId.TIMEOUT_UNDETERMINED
+    if fam == SignalFamily.SIZE and _DTYPE_WORD.search(text) and not _SIZE_WORD.search(text):
+        cls = ClassId.DTYPE_MISMATCH
+    if cls == ClassId.TIMEOUT_UNDETERMINED and after is not None:
+        return None
+    rank = None if pd.isna(first["rank"]) else int(first["rank"])
+    fam_rows = fs[fam_col == fam]
+    reporters = sorted({int(r) for r in fam_rows["rank"].dropna()})
+    culprits: list[int] = []
+    basis = "undetermined: a failure signal, not a statement of who failed"
+    if cls == ClassId.RANK_CRASH and reporters:
+        culprits, basis = ctx.reporters_named(reporters)
+        if not culprits and len(reporters) == 1:
+            basis = f"undetermined: rank {reporters[0]} printed it first; the others may have failed unseen"
+    conf = "low"
+    if cls in (ClassId.NCCL_ERROR, ClassId.RANK_CRASH) and str(first["severity"]) in ("error", "fatal"):
+        conf = "medium"
+    where = f"rank {rank}" if rank is not None else "a rank"
+    what = {
+        ClassId.NCCL_ERROR: "a network / NCCL error",
+        ClassId.SHAPE_MISMATCH: "a size or shape error of a collective",
+        ClassId.DTYPE_MISMATCH: "a dtype error of a collective",
+        ClassId.RANK_CRASH: f"a {fam.replace('other', 'process')} failure",
+        ClassId.RANK_DESYNC: "ranks that stalled or did not arrive",
+        ClassId.TIMEOUT_UNDETERMINED: "a failure of undetermined cause",
+    }[cls]
+    summary = (
+        f"No reader explains this failure; the first failure signal ({fam} family, {first['severity']}) "
+        f"is {what} on {where}: {text[:240]}"
+    )
+    if cls == ClassId.TIMEOUT_UNDETERMINED:
+        from .catalog.entries import COLLECT_MORE
+
+        summary += f". Collect next: {COLLECT_MORE}"
+    return Finding(
+        class_id=cls,
+        summary=summary,
+        confidence=conf,
+        op=_op_of(text) if cls in (ClassId.SHAPE_MISMATCH, ClassId.DTYPE_MISMATCH, ClassId.NCCL_ERROR) else None,
+        culprit_ranks=culprits,
+        evidence=_evidence(pd.concat([fs.loc[[first.name]], fs.drop(index=first.name)])),
+        t_wall=first["t_wall"] if pd.notna(first["t_wall"]) else None,
+        rule="failure-signals",
+        culprit_basis=basis if not culprits else "own-failure",
+        basis=(after.summary,) if after is not None else (),
+    )
+
+
+def _causes(fs: pd.DataFrame, errors: pd.DataFrame) -> pd.DataFrame:
+    """The failure signals that may be a cause: not the lines a reader read as a victim's error (a
+    timeout, a peer gone: someone else failed first) and not a connection the peer closed or reset
+    (the peer is the suspect, :func:`peer_gone`)."""
+    if not len(fs):
+        return fs
+    victim_at: set = set()
+    if errors is not None and len(errors):
+        v = errors[errors["kind"].astype(str).isin([str(k) for k in VICTIM_KINDS])]
+        victim_at = {(str(f), int(ln)) for f, ln in zip(v["file"].astype(object), v["line"]) if pd.notna(ln)}
+    keep = [
+        (str(f), int(ln)) not in victim_at and not _PEER.search(str(t))
+        for f, ln, t in zip(fs["file"].astype(object), fs["line"], fs["text"].astype(object))
+    ]
+    return fs[keep]
+
+
+def own_process_error(ctx, findings: list[Finding]) -> list[Finding]:
+    """A single process's own error is reported as what it is: a ``rank-crash`` of that process, not
+    a collective failure, at low confidence (medium for an out-of-memory or a device fault seen as
+    such), whatever distributed class a rule gave it; a crash after the process said its work had
+    finished is a teardown crash."""
+    if not findings or not single_process(ctx.incident, ctx.state, ctx.group_size):
+        return findings
+    fs = failure_signals(ctx.incident)
+    if not len(fs):
+        return findings
+    first = fs.iloc[0]
+    fam = str(first["family"])
+    fin = finish_lines(ctx.incident)
+    teardown = bool(len(fin)) and _before(fin, first)
+    own = fam in OWN_FAMILIES or bool(fs["family"].astype(object).isin(list(OWN_FAMILIES)).any())
+    head = findings[0]
+    if not (own or teardown):
+        if _CONF[head.confidence] == 0 and head.class_id != ClassId.RANK_CRASH:
+            return [_replace(head, confidence="medium")] + findings[1:]
+        return findings
+    if head.class_id == ClassId.RANK_CRASH and not teardown:
+        return findings
+    why = (
+        "after the process said its work had finished (a crash in teardown)"
+        if teardown
+        else f"a {fam if fam in OWN_FAMILIES else 'memory or device'} error of this process"
+    )
+    own_rows = fs[fs["family"].astype(object).isin(list(OWN_FAMILIES))] if own and not teardown else fs
+    refined = Finding(
+        class_id=ClassId.RANK_CRASH,
+        summary=(
+            f"One process failed on its own, {why}: {str(own_rows.iloc[0]['text'])[:240]}. The evidence shows "
+            "no other rank: this is not a collective failure."
+        ),
+        confidence="medium" if own and not teardown else "low",
+        evidence=_evidence(own_rows),
+        t_wall=head.t_wall,
+        rule="own-process-error",
+        culprit_basis="undetermined: a single process, no group to single it out in",
+        basis=(head.summary,),
+    )
+    return [refined] + [f for f in findings[1:]]
+
+
+def _before(fin: pd.DataFrame, first) -> bool:
+    """Did a finish line come before the first failure (same file, an earlier line; or an earlier time)?"""
+    same = fin[fin["file"].astype(object) == first["file"]]
+    if len(same) and (same["line"] < first["line"]).any():
+        return True
+    t = first["t_wall"]
+    return pd.notna(t) and bool((fin["t_wall"].dropna() < t).any())
+
+
+def _replace(f: Finding, **kw) -> Finding:
+    from dataclasses import replace
+
+    return replace(f, **kw)
+
+
+def peer_gone(ctx) -> list[Finding]:
+    """The other side of a closed or reset connection died first: when the address or host it names
+    belongs to exactly one rank of the evidence, that rank is the suspect (``rank-crash``, medium)."""
+    inc = ctx.incident
+    texts: list[tuple[str, object]] = []
+    er = inc.errors
+    if len(er):
+        for m, r in zip(er["message"].astype(object), er["rank"]):
+            if isinstance(m, str) and _PEER.search(m):
+                texts.append((m, r))
+    if not _empty(inc):
+        s = inc.signals
+        for m, r, fail in zip(s["text"].astype(object), s["rank"], s["failure"]):
+            if fail is True and isinstance(m, str) and _PEER.search(m):
+                texts.append((m, r))
+    if not texts:
+        return []
+    hosts = _rank_hosts(inc)
+    if not hosts:
+        return []
+    named: dict[int, str] = {}
+    for m, reporter in texts:
+        for g in _ADDR_PEER.finditer(m):
+            addr = g.group(1) or g.group(2)
+            ranks = hosts.get(addr)
+            if ranks and len(ranks) == 1:
+                r = next(iter(ranks))
+                if pd.isna(reporter) or int(reporter) != r:
+                    named.setdefault(r, m)
+    if len(named) != 1:
+        return []
+    ((rank, msg),) = named.items()
+    return [
+        Finding(
+            class_id=ClassId.RANK_CRASH,
+            summary=(
+                f"A peer closed or reset the connection: the other side, rank {rank} (its address in the "
+                f"message belongs to it alone), died or left first; the others failed on its connection. {msg[:200]}"
+            ),
+            confidence="medium",
+            culprit_ranks=[rank],
+            culprit_basis="statement: the peer address of a closed connection maps to this rank",
+            rule="peer-gone",
+        )
+    ]
+
+
+def _rank_hosts(inc) -> dict[str, set[int]]:
+    """host or address -> ranks it was seen with (ranks frame, signal rows)."""
+    out: dict[str, set[int]] = {}
+    rk = inc.ranks
+    if len(rk) and "host" in rk:
+        for r, h in zip(rk["rank"], rk["host"].astype(object)):
+            if pd.notna(r) and isinstance(h, str) and h:
+                out.setdefault(h, set()).add(int(r))
+    if not _empty(inc):
+        s = inc.signals
+        for r, h in zip(s["rank"], s["host"].astype(object)):
+            if pd.notna(r) and isinstance(h, str) and h:
+                out.setdefault(h, set()).add(int(r))
+    return out

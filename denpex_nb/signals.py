@@ -1,0 +1,402 @@
+"""Failure signals: every input line, read by a reader or not, gets a severity and a family.
+
+Why: the readers recognise formats; a failure printed in a format no reader knows (an ``NCCL WARN``
+from a transport, an NCCL error code inside another exception, a line a paste cut mid-way) would
+otherwise leave the diagnosis without a failure, and a failure it cannot see ends as ``no-failure``.
+This layer reads generic vocabulary only (severity markers, exception class names, error words,
+exit codes and signals), independent of any one format, so a failure still *signals* when nothing
+parses it. Diagnosis uses it two ways (``denpex_nb.analysis.signals``): ``no-failure`` needs no
+failure signal on any rank, and when no specific rule explains a failure the verdict's family
+follows the first failure signal.
+
+The vocabulary is data, in this module only (documented in ``docs/signals.md``):
+
+* :data:`NEEDLES`: the literal prefilter. The scanner searches them in the same multi-literal pass as
+  the readers' needles (:mod:`.scan`), so a line holding none of them costs nothing here.
+* :data:`SEVERITY`: markers of fatal / error / warning lines (glog letters, level words,
+  ``Traceback``, exception class names).
+* :data:`FAILURE_WORDS`: words that say something failed whatever the level (``failed``,
+  ``refused``, ``reset by peer``, ``timed out``, ``killed``, ``abort``, a non-zero exit code ...).
+* :data:`FAMILIES`: ordered (family, pattern) pairs; the first that matches names the family.
+  A size family needs a collective or cross-rank word too (:data:`COLLECTIVE_CONTEXT`): a local
+  ``size of tensor a must match`` is the process's own error.
+* :data:`BENIGN`: lines that look like failures and are not (NCCL's plugin-not-found WARNs,
+  deprecation warnings, "0 errors", a process group destroyed after a clean finish, ...).
+* :data:`FINISH`: lines that say the work finished (a crash after one is a teardown crash).
+
+:func:`classify` returns a :class:`Signal` or None (nothing worth a row). It runs on the few
+lines the needles found, so its regular expressions never meet ordinary training output; each is
+linear (no nested quantifiers; the hang guard in tests/test_regex_linear.py checks them).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .vocab import SignalFamily, SignalSeverity
+
+# --- the literal prefilter -----------------------------------------------------------------------
+
+#: every line holding one of these is classified; the rest never is. Each family's and each
+#: severity's vocabulary is reachable through one of them (case variants spelled out: the search is
+#: literal and case-sensitive).
+NEEDLES: tuple[bytes, ...] = (
+    # severities and exception class names
+    b"ERROR",
+    b"Error",
+    b"error",
+    b"Exception",
+    b"FATAL",
+    b"Fatal",
+    b"CRITICAL",
+    b"WARN",
+    b"Traceback",
+    # failure words
+    b"fail",
+    b"Fail",
+    b"FAIL",
+    b"refused",
+    b"reset",
+    b"closed",
+    b"timed out",
+    b"Timed out",
+    b"timeout",
+    b"Timeout",
+    b"killed",
+    b"Killed",
+    b"abort",
+    b"Abort",
+    b"ABORT",
+    b"Segmentation fault",
+    b"core dumped",
+    b"exit code",
+    b"exitcode",
+    b"exit status",
+    b"return code",
+    b"SIGSEGV",
+    b"SIGABRT",
+    b"SIGKILL",
+    b"SIGBUS",
+    b"SIGTERM",
+    b"Signal ",
+    b"eadline exceeded",
+    b"non-zero",
+    # families without an error word of their own
+    b"out of memory",
+    b"OOM",
+    b"Xid",
+    b"ECC",
+    b"stall",
+    b"Stall",
+    b"Missing ranks",
+    b"not joined",
+    b"mismatch",
+    b"Mismatch",
+    # work finished (a crash after it is a teardown crash)
+    b"inished",
+    b"omplete",
+)
+
+# --- severity ------------------------------------------------------------------------------------
+
+_CLASS_NAME = r"\b[A-Za-z_]\w*?(?:Error|Exception)\b"
+#: severity markers, most severe first (the first that matches is the line's severity)
+SEVERITY: tuple[tuple[SignalSeverity, re.Pattern], ...] = (
+    (
+        SignalSeverity.FATAL,
+        re.compile(
+            r"\bFATAL\b|\bFatal\b|(?:^|[\s\[])F\d{4} \d\d:\d\d|Segmentation fault|core dumped|terminate called"
+            r"|Fatal Python error|\bSIG(?:SEGV|ABRT|BUS|ILL|FPE)\b"
+        ),
+    ),
+    (
+        SignalSeverity.ERROR,
+        re.compile(
+            r"\bERROR\b|\bCRITICAL\b|(?:^|[\s\[])E\d{4} \d\d:\d\d|Traceback \(most recent call last\)|"
+            + _CLASS_NAME
+            + r"|\b(?:[Ee]rror|ERR)\s*[:!\]]|\b(?:NCCL|CUDA|cuda|nccl|[Ss]ocket|[Ss]ystem|[Ii]nternal|[Rr]emote|"
+            r"[Uu]nhandled|[Rr]untime|[Nn]etwork|[Cc]onnection|I/?O|[Ff]atal|[Ii]nvalid) error\b"
+        ),
+    ),
+    (SignalSeverity.WARNING, re.compile(r"\bWARN(?:ING)?\b|\bWarning\b|(?:^|[\s\[])W\d{4} \d\d:\d\d")),
+)
+#: a glog / NCCL level letter from the prefix stripper (``Line.severity``) as a severity
+LEVEL_LETTERS = {
+    "F": SignalSeverity.FATAL,
+    "E": SignalSeverity.ERROR,
+    "C": SignalSeverity.ERROR,
+    "W": SignalSeverity.WARNING,
+    "WARN": SignalSeverity.WARNING,
+    "WARNING": SignalSeverity.WARNING,
+    "ERROR": SignalSeverity.ERROR,
+    "FATAL": SignalSeverity.FATAL,
+    "I": SignalSeverity.INFO,
+    "INFO": SignalSeverity.INFO,
+    "D": SignalSeverity.INFO,
+    "DEBUG": SignalSeverity.INFO,
+    "V": SignalSeverity.INFO,
+    "TRACE": SignalSeverity.INFO,
+    "CALL": SignalSeverity.INFO,
+    "VERSION": SignalSeverity.INFO,
+    "ABORT": SignalSeverity.FATAL,
+}
+
+# --- failure words -------------------------------------------------------------------------------
+
+#: a line holding one of these reports a failure whatever its level
+FAILURE_WORDS = re.compile(
+    r"(?<![\w/-])(?:[Ff]ail(?:ed|ing|ure|s)?|FAIL(?:ED|URE)?)(?![\w-])|\brefused\b|\b(?:reset|closed) by (?:the )?(?:remote )?peer\b"
+    r"|[Cc]onnection (?:reset|closed|refused|aborted|lost)|[Bb]roken pipe|\b[Tt]imed out\b|\btiming out\b"
+    r"|[Tt]imeout (?:error|exceeded|expired|reached|occurred)|\b(?:[Kk]illed|KILLED)\b|\b(?:[Aa]bort(?:ed|ing)?|ABORT(?:ED)?)\b"
+    r"|Segmentation fault|core dumped|terminate called|out of memory|\bOOM\b|uncorrectable ECC|\bXid\b"
+    r"|exit(?:ed)?(?: with)? (?:code|status)[ :=]*-?[1-9]\d*|exitcode\s*[:=]?\s*-?[1-9]\d*"
+    r"|return ?code[ :=]*-?[1-9]\d*|\bSIG(?:SEGV|ABRT|KILL|BUS|ILL|FPE|TERM)\b|\bSignal \d+\b"
+    r"|[Ss]talled|Missing ranks|not (?:yet )?joined|did not (?:arrive|join|reach)|failed to pass"
+    r"|(?<![\w/-])(?:[Mm]ismatch(?:ed)?|desync(?:hroni[sz]ed)?)(?![\w-])|deadline exceeded|non-?zero exit"
+)
+
+# --- families ------------------------------------------------------------------------------------
+
+#: words that put a size / shape message in a collective or across ranks
+COLLECTIVE_CONTEXT = re.compile(
+    r"(?i:all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|broadcast|collective|\bgather\b|\bscatter\b"
+    r"|ranks?\b|across|world|process ?group|\bnccl\b|\bgloo\b|\bc10d\b|fingerprint|zero|fsdp|ddp|shard"
+    r"|bucket|flat_?param|partition|tensor.parallel|pipeline)"
+)
+_SIZE = (
+    r"(?i:\bsizes?\b|\bshapes?\b|\bnumel\b|split_?sizes?|number of (?:elements|parameters|params|tensors)"
+    r"|(?:parameter|param|element|tensor) counts?|\bdtypes?\b|\blength\b)"
+)
+#: (family, pattern), first match wins: the order puts the cause before its consequences (an
+#: out-of-memory inside an NCCL error is memory; a CUDA fault inside a watchdog line is the device)
+FAMILIES: tuple[tuple[SignalFamily, re.Pattern], ...] = (
+    (
+        SignalFamily.MEMORY,
+        re.compile(
+            r"(?i:out of memory|OutOfMemoryError|\bOOM\b|oom[-_ ]kill|Cannot allocate memory|std::bad_alloc"
+            r"|\bMemoryError\b|memory limit exceeded|(?:can't|cannot|unable to|failed to) allocate)"
+        ),
+    ),
+    (
+        SignalFamily.DEVICE,
+        re.compile(
+            r"CUDA error|cudaError\w*|CUDA_ERROR\w*|illegal memory access|device-side assert|uncorrectable ECC"
+            r"|\bECC error|\bXid\b|fallen off the bus|CUBLAS_STATUS_(?!SUCCESS)|CUDNN_STATUS_(?!SUCCESS)"
+            r"|unspecified launch failure|ncclUnhandledCudaError|Cuda failure|misaligned address|invalid device ordinal"
+            r"|\bGPU (?:hang|reset|fault|lost)|NVLink (?:error|fault)|HIP error|hipError\w*"
+        ),
+    ),
+    (
+        SignalFamily.SIZE,
+        re.compile(
+            _SIZE + r"[^\n]{0,80}?(?i:mismatch|do(?:es)? ?n[o']t match|must (?:match|be (?:the )?same|be equal)"
+            r"|should (?:match|be (?:the )?same)|differ|inconsistent|not (?:the )?same|expected|invalid|vs\b)"
+            r"|(?i:mismatch(?:ed)?|different|inconsistent|unequal|uneven|\bsame\b|\bequal\b)[^\n]{0,40}?"
+            + _SIZE
+            + r"|invalid tensor size"
+            r"|Detected mismatch between collectives|Collectives differ|Tensor Tensor (?:shapes|dtypes)"
+        ),
+    ),
+    (
+        SignalFamily.STALL,
+        re.compile(
+            r"(?i:stall(?:ed)?\b|missing ranks|not (?:yet )?joined|did not (?:arrive|join|reach)|failed to pass"
+            r"|monitored ?barrier|lagging ranks?|desync|waiting for (?:the )?(?:remainder|other|remaining) (?:of )?ranks"
+            r"|have not (?:yet )?(?:joined|reached|submitted))"
+        ),
+    ),
+    (  # a connection that timed out is the network's failure, not a collective's timeout
+        SignalFamily.NETWORK,
+        re.compile(
+            r"(?i:connection timed out|connect(?:ion)? timeout|failed to connect|ETIMEDOUT|connect to [^\n]{0,60}?timed out)"
+        ),
+    ),
+    (
+        SignalFamily.TIMEOUT,
+        re.compile(r"(?i:timed out|timing out|time ?out|deadline exceeded|watchdog|heartbeat|hang detected)"),
+    ),
+    (
+        SignalFamily.NETWORK,
+        re.compile(
+            r"\bnccl\w*Error\b|\bNCCL\b|\bnccl\b|\bgloo\b|\bGloo\b|\bc10d\b|Dist(?:Backend|Network|Store)Error"
+            r"|TCPStore|(?i:connection (?:reset|closed|refused|aborted|lost)|(?:closed|reset) by (?:the )?(?:remote )?peer"
+            r"|broken pipe|ECONNREFUSED|ECONNRESET|EPIPE|socket|no route to host|network is unreachable"
+            r"|address already in use|EADDRINUSE|rendezvous|bootstrap|\bNET/|libfabric|\bofi\b|\bibv_|infiniband"
+            r"|\bRDMA\b|\bUCX\b|\bMPI_ERR|transport|\bpeer\b)"
+        ),
+    ),
+    (
+        SignalFamily.LAUNCHER,
+        re.compile(
+            r"ChildFailedError|torch\.distributed\.elastic|\belastic\b|torchrun|mpirun|prterun|Primary job"
+            r"|srun: error|slurmstepd|RayActorError|ActorDiedError|WorkerCrashedError|RayTaskError"
+            r"|(?i:worker (?:died|exited|failed|crashed)|closing signal|rendezvous closed|local_rank)"
+        ),
+    ),
+    (
+        SignalFamily.EXIT,
+        re.compile(
+            r"(?i:exit(?:ed)?(?: with)? (?:code|status)|exitcode|return ?code|\bsignal\b|Segmentation fault|core dumped"
+            r"|\bkilled\b|\babort(?:ed|ing)?\b|terminate called|\bSIG[A-Z]{3,5}\b)"
+        ),
+    ),
+)
+#: on a warning line, these say that something failed (an ``NCCL WARN ... with error 12``)
+WARNING_FAILURE = re.compile(
+    r"(?i:\berror\b|\berrno\b|status=\d+|\binvalid\b|\bunhandled\b|\bcould not\b|\bunable to\b)"
+)
+#: a line that looks like a failure and is not: it gives no failure signal (it may still be kept as
+#: a warning). NCCL's plugin / transport probing, deprecation notes, zero counts, clean teardown.
+BENIGN = re.compile(
+    r"(?i:NET/Plugin|No plugin found|plugin (?:not found|load)|Failed to open libnccl-net|libnccl-net\S* not found"
+    r"|(?:could not|unable to|failed to) (?:find|load|open) (?:lib)?(?:nccl-net|ncclnet|nccl_net|ibverbs|libibverbs|mlx5|rdma)"
+    r"|using internal (?:network|net) plugin|libibverbs|No device found|deprecat|FutureWarning|UserWarning"
+    r"|DeprecationWarning|will be removed|\b0 (?:errors?|failures?|failed)\b|\bno (?:errors?|failures?)\b"
+    r"|errors?\s*[:=]\s*0\b|failures?\s*[:=]\s*0\b|failed\s*[:=]\s*0\b|exit(?:ed)?(?: with)? (?:code|status)[ :=]*0\b"
+    r"|exitcode\s*[:=]?\s*0\b|ProcessGroupNCCL destroyed|destroy_process_group|has NOT been destroyed"
+    r"|RUNNING OK|Unknown command from localRank|(?:errors|warnings) (?:will be|are) (?:ignored|suppressed)|ignore_errors|on_error|error_?handl"
+    r"|retrying|will retry|\bretry(?:ing)? \d|will (?:proceed|continue|fall ?back|use|be used)|falling back"
+    r"|proceeding (?:with|without)|continuing (?:with|without)|using (?:the )?default)"
+)
+#: the work finished: a crash after such a line on the same rank is a teardown crash, not a failure of
+#: the training collectives
+FINISH = re.compile(
+    r"(?i:training (?:is )?(?:finished|complete[d]?|done|ended)|finished training|training took"
+    r"|(?:all|job|run) (?:finished|completed|done) successfully|successfully (?:finished|completed)"
+    r"|done training|saving final (?:model|checkpoint)|final checkpoint saved)"
+)
+
+_MAX_TEXT = 400
+_WORD = re.compile(r"[A-Za-z]{2}")
+
+
+@dataclass(frozen=True, slots=True)
+class Signal:
+    """What one line says: its severity, its family, and whether it reports a failure."""
+
+    severity: str  # SignalSeverity
+    family: str  # SignalFamily
+    failure: bool
+
+
+#: a level word where a logger puts it (NCCL's ``NCCL INFO``, a glog ``I1201 10:00``, ``INFO:``, ``[INFO]``,
+#: ``| INFO |``): read from the text when the prefix stripper did not give the line's level
+TEXT_LEVEL = re.compile(
+    r"\bNCCL (INFO|TRACE)\b|(?:^|[\s\[])([ID])\d{4} \d\d:\d\d|(?:^|[\s\[|])(INFO|DEBUG)(?:[\]|:]| -)"
+)
+
+
+def severity_of(text: str, level: str | None = None) -> SignalSeverity | None:
+    """The line's severity: the level the prefix stripper read (``Line.severity``), else the first
+    marker of :data:`SEVERITY` in the text; None for a line without one. A header at INFO or DEBUG
+    caps it (only a fatal marker beats it); an INFO word in the text only counts when no error
+    marker is there."""
+    found = None
+    for sev, pat in SEVERITY:
+        if pat.search(text):
+            found = sev
+            break
+    if level is None and found is None:
+        m = TEXT_LEVEL.search(text)
+        if m:
+            return SignalSeverity.INFO
+    lvl = LEVEL_LETTERS.get(level or "")
+    if lvl == SignalSeverity.INFO:  # the line's own header says it is chatter: only a fatal marker beats it
+        return found if found == SignalSeverity.FATAL else lvl
+    if lvl is not None and (found is None or _RANK[lvl] < _RANK[found]):
+        return lvl
+    return found
+
+
+_RANK = {SignalSeverity.FATAL: 0, SignalSeverity.ERROR: 1, SignalSeverity.WARNING: 2, SignalSeverity.INFO: 3}
+
+
+def family_of(text: str) -> SignalFamily:
+    """The first family of :data:`FAMILIES` whose pattern the text holds (size only beside a
+    collective or cross-rank word); :attr:`SignalFamily.OTHER` when none does."""
+    for fam, pat in FAMILIES:
+        if pat.search(text):
+            if fam == SignalFamily.SIZE and not COLLECTIVE_CONTEXT.search(text):
+                continue
+            return fam
+    return SignalFamily.OTHER
+
+
+def classify(text: str, level: str | None = None) -> Signal | None:
+    """The signal of one line (prefixes stripped or not), or None when it is worth no row.
+
+    A failure: a fatal or error severity, or a failure word (:data:`FAILURE_WORDS`), on a line no
+    :data:`BENIGN` pattern excuses. Warnings with a family are kept as non-failures (an NCCL WARN
+    that says nothing failed). A line saying the work finished is kept as a ``finish`` row."""
+    if len(text) > _MAX_TEXT * 4:
+        text = text[: _MAX_TEXT * 4]
+    if _WORD.search(text) is None:  # a level on an empty message (a logger's blank line) says nothing
+        return None
+    sev = severity_of(text, level)
+    if sev == SignalSeverity.INFO:  # INFO / DEBUG chatter (NCCL INFO, glog I): no failure signal
+        return Signal(str(sev), str(SignalFamily.FINISH), False) if FINISH.search(text) else None
+    words = (
+        FAILURE_WORDS.search(text) is not None
+        or (sev == SignalSeverity.WARNING and WARNING_FAILURE.search(text) is not None)
+        or level == "WARN"  # NCCL warns when something failed (its benign WARNs are in BENIGN); a cut one too
+        or "NCCL WARN" in text
+    )
+    if BENIGN.search(text):
+        return Signal(str(sev), str(family_of(text)), False) if sev == SignalSeverity.WARNING else None
+    if sev in (SignalSeverity.FATAL, SignalSeverity.ERROR) or words:
+        return Signal(str(sev or SignalSeverity.ERROR), str(family_of(text)), True)
+    if FINISH.search(text):
+        return Signal(str(SignalSeverity.INFO), str(SignalFamily.FINISH), False)
+    if sev == SignalSeverity.WARNING:
+        fam = family_of(text)
+        return Signal(str(sev), str(fam), False) if fam != SignalFamily.OTHER else None
+    return None
+
+
+def _cut_head(failure: bool, family: str) -> bool:
+    return not failure and family not in (SignalFamily.OTHER, SignalFamily.FINISH)
+
+
+class SignalSink:
+    """The signal rows of one file, column-wise, at most ``cap`` of them (the first ones: the
+    verdict follows the first failure; later rows are counted in ``dropped``)."""
+
+    def __init__(self, file: str, cap: int = 2000):
+        self.file = file
+        self.cap = cap
+        self.dropped = 0
+        self.cols: dict[str, list] = {
+            k: [] for k in ("rank", "t_wall", "line", "severity", "family", "failure", "text", "host")
+        }
+
+    def add(self, sig: Signal, *, line: int, text: str, rank=None, t_wall=None, host=None) -> None:
+        if len(self.cols["line"]) >= self.cap:
+            self.dropped += 1
+            return
+        c = self.cols
+        if (
+            sig.failure
+            and c["line"]
+            and c["line"][-1] == line - 1
+            and c["rank"][-1] == rank
+            and _cut_head(c["failure"][-1], c["family"][-1])
+        ):
+            # the line before said what (a warning of a family) and was cut: this piece says it failed
+            c["failure"][-1] = True
+            c["text"][-1] = (c["text"][-1] + " " + text)[:_MAX_TEXT]
+        c["rank"].append(rank)
+        c["t_wall"].append(t_wall)
+        c["line"].append(line)
+        c["severity"].append(sig.severity)
+        c["family"].append(sig.family)
+        c["failure"].append(sig.failure)
+        c["text"].append(text[:_MAX_TEXT])
+        c["host"].append(host)
+
+    def batch(self) -> dict[str, list] | None:
+        """The rows as one column batch for the ``signals`` frame (None when there are none)."""
+        n = len(self.cols["line"])
+        if not n:
+            return None
+        return {"file": [self.file] * n, **self.cols}

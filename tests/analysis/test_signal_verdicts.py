@@ -1,0 +1,144 @@
+"""Verdicts from the failure-signal layer (denpex_nb/analysis/signals.py), on generated logs.
+
+Properties (issue #16): a healthy log with one failure line inserted, from a grammar of over 100
+phrasings across the families, behind any wrapper, cut or not, never gives ``no-failure``; when no
+specific rule explains it, the verdict's class follows the family of the first failure signal; a
+single process's own error is a ``rank-crash`` of that process, never a distributed class at high
+confidence.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import denpex_nb as dx
+from denpex_nb.analysis.signals import FAMILY_CLASS
+from denpex_nb.vocab import ClassId, SignalFamily
+from tests import wild
+from tests.signal_variants import PHRASES, WRAPPERS, healthy_lines
+
+FAILURE_CLASSES = set(ClassId) - {ClassId.NO_FAILURE, ClassId.NO_EVIDENCE}
+_PEER_CLOSED = ("closed by", "reset by")
+
+
+def _diagnose(tmp_path, lines, name="job.log"):
+    p = tmp_path / name
+    p.write_text("\n".join(lines) + "\n")
+    return dx.diagnose(dx.load(str(p)), strict=True)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    phrase=st.sampled_from(PHRASES),
+    wrapper=st.sampled_from(sorted(WRAPPERS)),
+    rank=st.integers(0, 3),
+    where=st.integers(0, 120),
+    cut=st.one_of(st.none(), st.integers(0, 30)),
+)
+def test_one_failure_line_in_a_healthy_log_is_never_an_all_clear(tmp_path, phrase, wrapper, rank, where, cut):
+    family, text, key = phrase
+    if cut is not None:
+        text = text[: text.index(key) + len(key) + cut]
+    lines = healthy_lines()
+    lines.insert(min(where, len(lines)), WRAPPERS[wrapper](rank, text))
+    d = _diagnose(tmp_path, lines, f"{wrapper}.log")
+    assert d.verdict in FAILURE_CLASSES, (wrapper, text, d.summary())
+
+
+@pytest.mark.parametrize(
+    "family, text, key", PHRASES[::3], ids=[f"{f}-{i}" for i, (f, _, _) in enumerate(PHRASES[::3])]
+)
+def test_the_verdict_follows_the_first_failure_signals_family(tmp_path, family, text, key):
+    """A failure no reader explains, on rank 2 of a healthy 4-rank log: the class its family points
+    to (a peer that closed the connection is a victim: someone else failed, cause undetermined)."""
+    lines = healthy_lines()
+    lines.insert(60, f"[rank2]:{text}")
+    d = _diagnose(tmp_path, lines)
+    want = {FAMILY_CLASS[family]}
+    if family == SignalFamily.SIZE and "dtype" in text:
+        want.add(ClassId.DTYPE_MISMATCH)
+    if any(w in text for w in _PEER_CLOSED):  # the peer is the suspect, never the reporting rank
+        want = {ClassId.TIMEOUT_UNDETERMINED, ClassId.RANK_CRASH, ClassId.NCCL_ERROR}
+        assert 2 not in d.findings[0].culprit_ranks, d.summary()
+    if family in (SignalFamily.EXIT, SignalFamily.MEMORY, SignalFamily.DEVICE, SignalFamily.LAUNCHER):
+        want.add(ClassId.RANK_CRASH)
+    assert d.verdict in want, (text, d.summary(), [f.rule for f in d.findings])
+    if d.findings[0].rule == "failure-signals":  # a guess from a family, never sure
+        assert d.findings[0].confidence != "high"
+
+
+def test_the_first_signal_in_time_decides(tmp_path):
+    """Two failures on two ranks: the earlier one (by its timestamp) is the verdict's family."""
+    lines = healthy_lines()
+    lines.append(
+        "2024-05-01T10:00:09.000000Z [rank1]:RuntimeError: CUDA error: an illegal memory access was encountered"
+    )
+    lines.append("2024-05-01T10:00:02.000000Z [rank3]:host-3:1:2 [3] NCCL WARN NET/IB : Got completion with error 12")
+    d = _diagnose(tmp_path, lines)
+    assert d.verdict == ClassId.NCCL_ERROR, d.summary()
+
+
+def test_an_oom_of_a_single_process_is_its_own_error(tmp_path):
+    lines = ["epoch 1 step 10 loss 2.1", "Traceback (most recent call last):", '  File "train.py", line 9, in <module>']
+    lines.append("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.")
+    d = _diagnose(tmp_path, lines)
+    assert d.verdict == ClassId.RANK_CRASH, d.summary()
+    assert d.findings[0].confidence != "high"
+    assert "not a collective failure" in d.findings[0].summary or "own" in d.findings[0].summary
+
+
+def test_a_crash_after_training_finished_is_a_teardown_crash(tmp_path):
+    lines = [
+        "epoch 3 step 900 loss 0.91",
+        "Training finished in 3h12m, saving final model",
+        "terminate called after throwing an instance of 'c10::Error'",
+        "  what():  NCCL error in: ProcessGroupNCCL.cpp:1234, unhandled system error, ncclSystemError",
+        "Aborted (core dumped)",
+    ]
+    d = _diagnose(tmp_path, lines)
+    assert d.verdict == ClassId.RANK_CRASH, d.summary()
+    assert d.findings[0].confidence != "high"
+
+
+def test_a_health_report_beside_a_timeout_is_no_all_clear(tmp_path):
+    lines = healthy_lines()
+    lines.append("[rank0]:host-0:1:2 [0] NCCL INFO RAS: all communicators RUNNING OK")
+    lines.append("[rank1]:RuntimeError: Timed out after 1800 seconds while waiting for the collective")
+    d = _diagnose(tmp_path, lines)
+    assert d.verdict != ClassId.NO_FAILURE, d.summary()
+
+
+def test_healthy_logs_stay_all_clear(tmp_path):
+    """The generated healthy log and the benign lines of the grammar: no failure signal, no failure."""
+    from tests.signal_variants import BENIGN
+
+    lines = healthy_lines()
+    for k, b in enumerate(BENIGN):
+        lines.insert(5 + 7 * k, f"[rank{k % 4}]:{b}")
+    d = _diagnose(tmp_path, lines)
+    assert d.verdict == ClassId.NO_FAILURE, (d.summary(), d.findings[0].evidence if d.findings else None)
+
+
+_CONTROLS = [c for c in wild.cases() if "batch" not in c and c.get("role") == "negative-control"]
+
+
+@pytest.mark.parametrize("case", _CONTROLS[:6], ids=[c["id"] for c in _CONTROLS[:6]])
+@pytest.mark.parametrize("family", [SignalFamily.NETWORK, SignalFamily.MEMORY, SignalFamily.SIZE, SignalFamily.EXIT])
+def test_a_recorded_healthy_log_with_one_failure_line_is_no_all_clear(tmp_path, case, family):
+    """Real healthy logs (the corpus' negative controls) with one generated failure line appended."""
+    from pathlib import Path
+
+    text = next(t for f, t, _ in PHRASES if f == family)
+    files = []
+    for k, f in enumerate(case["files"]):
+        src = Path(case["dir"]) / f
+        dst = tmp_path / f"{k}_{src.name}"
+        data = src.read_bytes()
+        if k == 0:
+            data = data.rstrip(b"\n") + b"\n" + text.encode() + b"\n"
+        dst.write_bytes(data)
+        files.append(str(dst))
+    d = dx.diagnose(dx.load(files), strict=True)
+    assert d.verdict in FAILURE_CLASSES, (case["id"], text, d.summary())

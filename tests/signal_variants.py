@@ -1,0 +1,198 @@
+"""A grammar of failure lines by family, the wrappers real logs put around them, and the ways a
+paste mangles them: the generated variants that tests/ingest/test_signals.py and
+tests/analysis/test_signal_verdicts.py check the failure-signal layer with (issue #16).
+
+Each phrase is (family, text, key): ``key`` is a piece of the text that must survive a cut for the
+line to still say its family. Phrases are combinations (subsystem x what went wrong), so the
+grammar holds well over 100 phrasings; none is copied from a recorded case.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+from denpex_nb.vocab import SignalFamily as F
+
+_NCCL_SUBSYS = ("NET/IB", "NET/Socket", "NET/OFI", "bootstrap.cc:73", "transport/net_ib.cc:1295", "proxy.cc:1401")
+_NCCL_WHAT = (
+    ("Connection closed by remote peer node7<34012>", "closed by remote peer"),
+    ("Call to recv from 10.1.2.3<51234> failed : Connection reset by peer", "reset by peer"),
+    ("Got completion from peer 10.0.0.3<49024> with error 12, opcode 32753, len 0, vendor err 129", "with error 12"),
+    ("socketStartConnect: Connect to 10.0.0.1<1234> failed : Software caused connection abort", "Connect to"),
+    ("ibv_poll_cq error 5: remote access error", "ibv_poll_cq error"),
+    ("fi_cq_read failed with error -5 (Input/output error)", "fi_cq_read failed"),
+)
+_NCCL_CODES = ("ncclInternalError", "ncclSystemError", "ncclRemoteError", "ncclInvalidUsage", "ncclInvalidArgument")
+_EXC_WRAPPERS = ("RuntimeError", "torch.distributed.DistBackendError", "ValueError", "Exception")
+
+NETWORK = (
+    [
+        (F.NETWORK, f"host-{k}:2231:2290 [{k}] NCCL WARN {s} : {w}", key)
+        for k, (s, (w, key)) in enumerate(itertools.product(_NCCL_SUBSYS, _NCCL_WHAT))
+    ]
+    + [
+        (F.NETWORK, f"{e}: NCCL communicator failed: {c}: internal check failed, NCCL version 2.21.5", c)
+        for e, c in itertools.product(_EXC_WRAPPERS, _NCCL_CODES)
+    ]
+    + [
+        (
+            F.NETWORK,
+            "RuntimeError: [gloo/transport/tcp/pair.cc:534] Connection closed by peer [10.2.0.5]:6140",
+            "closed by peer",
+        ),
+        (F.NETWORK, "torch.distributed.DistNetworkError: Connection reset by peer", "reset by peer"),
+        (F.NETWORK, "ConnectionRefusedError: [Errno 111] Connection refused", "Connection refused"),
+        (
+            F.NETWORK,
+            "[c10d] The client socket has failed to connect to [node3]:29500 (errno: 110 - Connection timed out)",
+            "socket has failed",
+        ),
+    ]
+)
+MEMORY = [
+    (
+        F.MEMORY,
+        f"{e}: CUDA out of memory. Tried to allocate {n} GiB. GPU 0 has a total capacity of 79.1 GiB",
+        "out of memory",
+    )
+    for e, n in itertools.product(("torch.OutOfMemoryError", "torch.cuda.OutOfMemoryError", "RuntimeError"), (2, 20))
+] + [
+    (
+        F.MEMORY,
+        "RuntimeError: [enforce fail at alloc_cpu.cpp:83] DefaultCPUAllocator: can't allocate memory: you tried",
+        "allocate memory",
+    ),
+    (F.MEMORY, "MemoryError: Unable to allocate 3.2 GiB for an array", "MemoryError"),
+]
+DEVICE = [
+    (F.DEVICE, f"{e}: CUDA error: {w}", w.split()[0] + " " + w.split()[1])
+    for e, w in itertools.product(
+        ("RuntimeError", "torch.AcceleratorError"),
+        (
+            "an illegal memory access was encountered",
+            "device-side assert triggered",
+            "uncorrectable ECC error encountered",
+            "unspecified launch failure",
+        ),
+    )
+] + [
+    (F.DEVICE, "NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, GPU has fallen off the bus.", "Xid"),
+    (F.DEVICE, "NCCL WARN Cuda failure 'an illegal memory access was encountered'", "Cuda failure"),
+]
+_SIZE_OPS = ("all_gather", "all_reduce", "reduce_scatter", "broadcast", "all_to_all")
+SIZE = (
+    [
+        (
+            F.SIZE,
+            f"RuntimeError: Tensors must have the same number of elements across ranks for {op}: 4096 vs 4095",
+            f"ranks for {op}",
+        )
+        for op in _SIZE_OPS
+    ]
+    + [
+        (
+            F.SIZE,
+            f"AssertionError: {what} mismatch across ranks in {op}: rank 0 has 1234, rank 3 has 1240",
+            f"ranks in {op}",
+        )
+        for what, op in itertools.product(("parameter count", "numel", "split sizes"), ("all_gather", "reduce_scatter"))
+    ]
+    + [
+        (
+            F.SIZE,
+            f"ValueError: split_sizes do not match the world size for {op} (got 7, world 8)",
+            f"world size for {op}",
+        )
+        for op in ("all_to_all_single", "reduce_scatter")
+    ]
+    + [
+        (
+            F.SIZE,
+            f"RuntimeError: shapes of the {op} inputs differ across ranks: [4096, 1024] vs [4096, 1023]",
+            "differ across ranks",
+        )
+        for op in _SIZE_OPS
+    ]
+)
+TIMEOUT = [
+    (F.TIMEOUT, f"{e}: Timed out after {s} seconds waiting for clients. 3/4 clients joined.", "Timed out")
+    for e, s in itertools.product(("torch.distributed.DistStoreError", "RuntimeError"), (300, 1800))
+] + [
+    (F.TIMEOUT, "ERROR: the operation timed out after 600000 ms in the communication layer", "timed out"),
+    (F.TIMEOUT, "deadline exceeded while waiting for the collective to complete (timeout)", "deadline exceeded"),
+]
+EXIT = [
+    (F.EXIT, w, key)
+    for w, key in (
+        ("Segmentation fault (core dumped)", "Segmentation fault"),
+        ("Fatal Python error: Aborted", "Fatal Python error"),
+        ("Process 3 terminated with signal SIGKILL", "SIGKILL"),
+        ("bash: line 1: 4411 Killed python train.py", "Killed"),
+        ("worker process exited with exit code 139", "exit code 139"),
+        ("Aborted (core dumped)", "Aborted"),
+    )
+]
+LAUNCHER = [
+    (F.LAUNCHER, w, key)
+    for w, key in (
+        ("torch.distributed.elastic.multiprocessing.errors.ChildFailedError:", "ChildFailedError"),
+        ("ray.exceptions.RayActorError: The actor died unexpectedly before finishing this task.", "RayActorError"),
+        ("srun: error: node12: task 3: Exited with exit code 1", "srun: error"),
+        ("mpirun noticed that process rank 3 with PID 1234 on node n1 exited on signal 9 (Killed).", "mpirun noticed"),
+        ("Primary job  terminated normally, but 1 process returned a non-zero exit code.", "Primary job"),
+    )
+]
+STALL = [
+    (F.STALL, w, key)
+    for w, key in (
+        ("One or more tensors were submitted by a subset of ranks; Stalled ranks: 2, 5", "Stalled ranks"),
+        ("Missing ranks: 1, 3 have not yet joined the allreduce", "Missing ranks"),
+        ("[Rank 0]: Ranks 3 failed to pass monitoredBarrier in 30000 ms", "failed to pass"),
+        ("WARNING: rank 7 has not joined the collective after 120 s (stalled)", "not joined"),
+    )
+]
+PHRASES: list[tuple[str, str, str]] = NETWORK + MEMORY + DEVICE + SIZE + TIMEOUT + EXIT + LAUNCHER + STALL
+
+#: lines that look like failures and are not (nothing failed)
+BENIGN = [
+    "host-1:2231:2290 [1] NCCL INFO NET/Plugin: No plugin found (libnccl-net.so), using internal implementation",
+    "host-1:2231:2290 [1] NCCL WARN NET/Plugin: Failed to open libnccl-net.so : libnccl-net.so: cannot open shared object",
+    "host-1:2231:2290 [1] NCCL INFO [Service thread] Connection closed by localRank 1",
+    "/opt/conda/lib/python3.11/site-packages/torch/distributed/c10d.py:12: FutureWarning: `foo` is deprecated and will fail in 2.9",
+    "UserWarning: TypedStorage is deprecated. It will be removed in the future",
+    "step 100: 0 errors, 0 failures, exit code 0",
+    "[W1201 10:00:00.000 ProcessGroupNCCL.cpp:1250] Warning: WARNING: process group has NOT been destroyed before we destruct ProcessGroupNCCL.",
+    "WARNING: Unable to find hostfile, will proceed with training with local resources only.",
+    "INFO: retrying connection to the store, attempt 1 failed",
+    "I1201 10:00:00.000000 123 store.cpp:12] connection reset, retrying",
+]
+
+#: (name, function of (rank, text) -> line): what launchers and collectors put in front of a line
+WRAPPERS = {
+    "plain": lambda r, t: t,
+    "torch": lambda r, t: f"[rank{r}]:{t}",
+    "torchrun": lambda r, t: f"[default{r}]:{t}",
+    "mpirun": lambda r, t: f"[1,{r}]<stderr>:{t}",
+    "slurm": lambda r, t: f"{r}: {t}",
+    "pdsh": lambda r, t: f"node{r}: {t}",
+    "ray": lambda r, t: f"(RayTrainWorker pid={4000 + r}, ip=10.0.0.{r + 1}) {t}",
+    "kubectl": lambda r, t: f"2024-05-01T10:00:0{r}.123456789Z [rank{r}]:{t}",
+    "docker": lambda r, t: f"2024-05-01T10:00:0{r}.123456Z {t}",
+}
+#: wrappers from which the loader reads a global rank
+RANKED = {"torch", "mpirun", "slurm", "kubectl"}
+
+
+def healthy_lines(n_ranks: int = 4, steps: int = 30) -> list[str]:
+    """A healthy multi-rank run: NCCL init chatter, training steps, a clean finish."""
+    out = []
+    for r in range(n_ranks):
+        out.append(f"[rank{r}]:node{r}:1{r}00:1{r}01 [{r}] NCCL INFO Bootstrap : Using eth0:10.0.0.{r + 1}<0>")
+        out.append(
+            f"[rank{r}]:node{r}:1{r}00:1{r}01 [{r}] NCCL INFO comm 0x55d0 rank {r} nranks {n_ranks} cudaDev {r} "
+            f"nvmlDev {r} busId 1{r}000 commId 0x7e1 - Init COMPLETE"
+        )
+    for i in range(steps):
+        for r in range(n_ranks):
+            out.append(f"[rank{r}]:step {i} loss={2.5 - i * 0.01:.4f} lr=3.0e-04 grad_norm=1.2{r}")
+    return out
