@@ -80,6 +80,7 @@ NEEDLES: tuple[bytes, ...] = (
     b"SIGBUS",
     b"SIGTERM",
     b"Signal ",
+    b"on signal",
     b"eadline exceeded",
     b"non-zero",
     # families without an error word of their own
@@ -151,7 +152,7 @@ FAILURE_WORDS = re.compile(
     r"|[Tt]imeout (?:error|exceeded|expired|reached|occurred)|\b(?:[Kk]illed|KILLED)\b|\b(?:[Aa]bort(?:ed|ing)?|ABORT(?:ED)?)\b"
     r"|Segmentation fault|core dumped|terminate called|out of memory|\bOOM\b|uncorrectable ECC|\bXid\b"
     r"|exit(?:ed)?(?: with)? (?:code|status)[ :=]*-?[1-9]\d*|exitcode\s*[:=]?\s*-?[1-9]\d*"
-    r"|return ?code[ :=]*-?[1-9]\d*|\bSIG(?:SEGV|ABRT|KILL|BUS|ILL|FPE|TERM)\b|\bSignal \d+\b"
+    r"|return ?code[ :=]*-?[1-9]\d*|exited on signal|\bSIG(?:SEGV|ABRT|KILL|BUS|ILL|FPE|TERM)\b|\bSignal \d+\b"
     r"|[Ss]talled|Missing ranks|not (?:yet )?joined|did not (?:arrive|join|reach)|failed to pass"
     r"|(?<![\w/-])(?:[Mm]ismatch(?:ed)?|desync(?:hroni[sz]ed)?)(?![\w-])|deadline exceeded|non-?zero exit"
 )
@@ -255,7 +256,7 @@ BENIGN = re.compile(
     r"|DeprecationWarning|will be removed|\b0 (?:errors?|failures?|failed)\b|\bno (?:errors?|failures?)\b"
     r"|errors?\s*[:=]\s*0\b|failures?\s*[:=]\s*0\b|failed\s*[:=]\s*0\b|exit(?:ed)?(?: with)? (?:code|status)[ :=]*0\b"
     r"|exitcode\s*[:=]?\s*0\b|ProcessGroupNCCL destroyed|destroy_process_group|has NOT been destroyed"
-    r"|RUNNING OK|Unknown command from localRank|(?:errors|warnings) (?:will be|are) (?:ignored|suppressed)|ignore_errors|on_error|error_?handl"
+    r"|RUNNING OK|Unknown command (?:\d+ )?from localRank|(?:errors|warnings) (?:will be|are) (?:ignored|suppressed)|ignore_errors|on_error|error_?handl"
     r"|retrying|will retry|\bretry(?:ing)? \d|will (?:proceed|continue|fall ?back|use|be used)|falling back"
     r"|proceeding (?:with|without)|continuing (?:with|without)|using (?:the )?default)"
 )

@@ -137,9 +137,12 @@ LAUNCHER = [
     for w, key in (
         ("torch.distributed.elastic.multiprocessing.errors.ChildFailedError:", "ChildFailedError"),
         ("ray.exceptions.RayActorError: The actor died unexpectedly before finishing this task.", "RayActorError"),
-        ("srun: error: node12: task 3: Exited with exit code 1", "srun: error"),
-        ("mpirun noticed that process rank 3 with PID 1234 on node n1 exited on signal 9 (Killed).", "mpirun noticed"),
-        ("Primary job  terminated normally, but 1 process returned a non-zero exit code.", "Primary job"),
+        ("srun: error: node12: task 3: Exited with exit code 1", "srun: error:"),
+        (
+            "mpirun noticed that process rank 3 with PID 1234 on node n1 exited on signal 9 (Killed).",
+            "exited on signal",
+        ),
+        ("Primary job  terminated normally, but 1 process returned a non-zero exit code.", "non-zero exit"),
     )
 ]
 STALL = [
@@ -164,6 +167,7 @@ BENIGN = [
     "[W1201 10:00:00.000 ProcessGroupNCCL.cpp:1250] Warning: WARNING: process group has NOT been destroyed before we destruct ProcessGroupNCCL.",
     "WARNING: Unable to find hostfile, will proceed with training with local resources only.",
     "INFO: retrying connection to the store, attempt 1 failed",
+    "host-1:2231:2290 [1] proxy.cc:1111 NCCL WARN [Service thread] Unknown command 4242 from localRank -1",
     "I1201 10:00:00.000000 123 store.cpp:12] connection reset, retrying",
 ]
 

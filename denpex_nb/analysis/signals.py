@@ -135,7 +135,7 @@ def signal_finding(ctx, *, after: Finding | None = None) -> Finding | None:
     ``after``: the ``timeout-undetermined`` fallback, when there is one: a signal of family timeout
     (or none) adds nothing to it, so it is kept; a more specific family replaces it (its evidence
     stays in ``basis``)."""
-    fs = _causes(failure_signals(ctx.incident), ctx.errors)
+    fs = failure_signals(ctx.incident)
     if not len(fs):
         return None
     fam_col = fs["family"].astype(object)
@@ -147,6 +147,9 @@ def signal_finding(ctx, *, after: Finding | None = None) -> Finding | None:
         if len(specific):
             first = specific.iloc[0]
             fam = str(first["family"])
+    if not len(_causes(fs.loc[[first.name]], ctx.errors)):
+        # the first failure is a victim's (a timeout, a peer gone): someone else failed first, unseen
+        fam = SignalFamily.TIMEOUT
     text = str(first["text"])
     cls = FAMILY_CLASS.get(fam)
     if cls is None:  # a plain exception, or a size error outside any collective: its process's own error
