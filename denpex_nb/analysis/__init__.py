@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ..human import fmt_ranks
 from ..vocab import ClassId, SeqKind
 from . import catalog
 from . import explain as _explain  # noqa: F401 - registers the explain rules
@@ -122,10 +123,7 @@ def diagnose(incident, *, strict: bool = False) -> Diagnosis:
             diag.initiating_rank = first.culprit_ranks[0]  # the launcher saw it fail first
     diag.all_clear_confidence = _all_clear_confidence(incident, state)
     for (pg, kind), absent in al.missing_dumps.items():
-        diag.notes.append(
-            f"no {kind} evidence from {('rank ' if len(absent) == 1 else 'ranks ')}"
-            f"{', '.join(map(str, absent))} of pg {pg} (world size says they exist)"
-        )
+        diag.notes.append(f"no {kind} evidence from {fmt_ranks(absent)} of pg {pg} (world size says they exist)")
     if diag.absent_ranks:
         diag.notes.append(
             f"ranks {diag.absent_ranks} exist ({diag.group_size_basis}) but nothing in the evidence speaks of them"

@@ -121,7 +121,7 @@ def syncbn(ctx: Context, findings: list[Finding]) -> list[Finding]:
                     if named
                     else f"undetermined: {others} rank(s) elsewhere of a group of {group} is no majority",
                     summary=(
-                        f"SyncBatchNorm's statistics all_gather ran on {', '.join(map(str, gatherers))} "
+                        f"SyncBatchNorm's statistics all_gather ran on {fmt_ranks(gatherers)} "
                         f"only (recognised by {why}); the other ranks were elsewhere."
                     ),
                     basis=(f.summary,),

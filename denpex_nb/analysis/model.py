@@ -334,7 +334,7 @@ class Diagnosis:
         if self.alternatives:
             out.append("<details open><summary>also consistent with</summary><ul>")
             for f in self.alternatives:
-                cul = ", ".join(map(str, f.culprit_ranks)) or "undetermined"
+                cul = rank_ranges(f.culprit_ranks) or "undetermined"
                 out.append(
                     f"<li><b>{esc(f.class_id)}</b> (<span style='color:{colour.get(f.confidence, '#000')}'>"
                     f"{esc(f.confidence)}</span>; culprit {esc(cul)}): {esc(f.summary)}"

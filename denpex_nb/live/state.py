@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 
 from ..analysis.model import Evidence, Finding, RankView
 from ..analysis.rules import strict_minority
+from ..human import rank_ranges
 from ..incident import Incident, coerce
 from ..ingest.base import FileContext, Output
 from ..ingest.trace import TraceReader
@@ -91,7 +92,7 @@ class LiveFinding:
 
     def __str__(self) -> str:
         f = self.finding
-        culprit = ", ".join(map(str, f.culprit_ranks)) or "undetermined"
+        culprit = rank_ranges(f.culprit_ranks) or "undetermined"
         since = "" if self.since_divergence_s is None else f", {self.since_divergence_s:.1f} s after it began"
         return (
             f"{f.class_id} at {f.where() or 'unknown collective'}; culprit rank(s): {culprit}; "

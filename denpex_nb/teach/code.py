@@ -18,7 +18,10 @@ from ..report import HTML
 
 _DEL = "background:#fdd"
 _ADD = "background:#dfd"
-_CELL = "font-family:monospace;font-size:80%;white-space:pre;padding:0 6px;vertical-align:top;text-align:left"
+_CELL = (
+    "font-family:monospace;font-size:80%;white-space:pre-wrap;overflow-wrap:anywhere;width:48%;"
+    "padding:0 6px;vertical-align:top;text-align:left"
+)
 _NUM = "font-family:monospace;font-size:75%;color:#888;padding:0 4px;text-align:right;vertical-align:top"
 
 
@@ -104,7 +107,8 @@ def code_diff(scenario: str) -> HTML:
         f"<th colspan=2 style='text-align:left'>fixed <code>{escape(f.file)}:{f.first_line}</code></th></tr>"
     )
     parts = [
-        "<div class='denpex-code-diff'><table style='border-collapse:collapse;width:100%'>"
+        "<div class='denpex-code-diff'><table style='border-collapse:collapse;width:100%;table-layout:fixed'>"
+        "<colgroup><col style='width:3em'><col><col style='width:3em'><col></colgroup>"
         f"<thead>{head}</thead><tbody>{''.join(rows)}</tbody></table>"
         "<p style='font-size:85%'>Red: only in the broken code; green: only in the fixed code. Each rank "
         "of the runs below executes exactly these functions.</p>"
