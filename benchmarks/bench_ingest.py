@@ -1,26 +1,32 @@
-"""Ingest throughput next to ``grep -c -E``, parallel speed-up and peak memory, in one run.
+"""Ingest throughput next to ``grep -c -E``, as users run it, with peak memory, in one run.
 
-Generates a realistic multi-rank log set: 256 ranks over 8 node logs (each node's 32 ranks
-interleaved record by record, as a tee'd torchrun output; mostly ordinary training output, ~0.2 %
-distributed lines taken from real templates: watchdog timeouts, status lines, DETAIL fingerprints,
-gloo errors, NCCL INFO/WARN, tracebacks, agent lines), then measures, over the same files, in
-``--repeat`` rounds (default 3), each contender in a fresh process, side by side within a round:
+Two layouts of ~1 GB of multi-rank logs (mostly ordinary training output), side by side:
 
-* ``grep -c -E '<all readers' literal needles>'`` (LC_ALL=C), the reference;
-* ``denpex_nb.load(files, jobs=1)`` (one core);
-* ``denpex_nb.load(files, jobs=2)``;
+* ``per_rank``: the tree ``torchrun --log-dir`` writes, 32 nodes x 8 ranks,
+  ``node<k>/attempt_0/<local rank>/stdout.log`` and ``stderr.log`` (512 files of ~2 MB: training
+  output, a torch UserWarning every 300 steps, Python logging noise, NCCL init lines; at the end
+  every rank's watchdog timeout and one rank's traceback);
+* ``interleaved``: 256 ranks over 8 node logs (each node's 32 ranks interleaved record by record, as
+  a tee'd torchrun output; ~0.2 % distributed lines from real templates).
 
-with peak RSS of each process tree (psutil polling). The bar's figure, ``ratio_to_grep_1_core``, is
-the median over the rounds of grep's wall time over the whole ``load(jobs=1)`` process's (interpreter
-start, imports, load and exit included); ``ratio_load_call`` leaves the start and imports out and
-``ratio_cpu_time`` compares CPU seconds (less sensitive to other work on a shared machine).
-Optionally (``--fr-dumps N``) times the load of N Flight Recorder dumps x 2000 entries.
+In ``--repeat`` rounds (default 3), per layout, ``grep -c -E '<the readers' literal needles>'``
+(LC_ALL=C) and ``denpex-nb diagnose DIR --json`` (a whole fresh process: interpreter start,
+imports, load, diagnose, exit), alternating, page cache warm; ``--baseline CHECKOUT`` times the same
+command on an earlier checkout in the same rounds. The figures are medians over the rounds of
+grep's wall time over the CLI's (``ratio_to_grep``; CPU times too), with peak RSS of the process
+tree (psutil polling). ``--legacy`` also runs the earlier figure (``load(files, jobs=1|2)`` in a
+fresh process on the interleaved set; kept in the results as ``logs``).
 
-    python benchmarks/bench_ingest.py                 # ~1 GB, 8 files, 256 ranks, 3 rounds
+Also, on request: ``--small 2000 50000`` (N tiny per-rank files: the CLI, and ``parse_file`` /
+``build_incident`` per file), ``--noise-diagnose`` (diagnose of 256 events among 1 M unparsed
+lines), ``--empty-lines`` (peak RSS on 200 MB of empty lines and on a bz2 of 512 MiB of them),
+``--fr-dumps N`` (load of N Flight Recorder dumps x 2000 entries).
+
+    python benchmarks/bench_ingest.py --small 2000 50000 --noise-diagnose --empty-lines
     python benchmarks/bench_ingest.py --size 256      # quicker
 
-Results: a table on stdout and ``benchmarks/results/bench_ingest.json``. The data lives in
-``benchmarks/_data/`` (git-ignored) and is reused when the size matches.
+Results: a table on stdout and ``benchmarks/results/bench_ingest.json`` (sections this run did not
+measure are kept). The data lives in ``benchmarks/_data/`` (git-ignored) and is reused.
 """
 
 from __future__ import annotations
@@ -466,8 +472,18 @@ def bench_cli_layouts(args) -> dict:
             c_wall, c_rss, out = timed([*CLI, *target, "--json"])
             c_cpu = timed.last_cpu_s
             d = json.loads(out)
+            base = {}
+            if args.baseline:  # the same command on an earlier checkout, in the same round
+                benv = dict(os.environ, PYTHONPATH=args.baseline)
+                b_wall, b_rss, _ = timed([*CLI, *target, "--json"], env=benv)
+                base = {
+                    "baseline_wall_s": b_wall,
+                    "baseline_peak_rss_mb": b_rss / (1 << 20),
+                    "baseline_ratio": g_wall / b_wall,
+                }
             rounds[name].append(
                 {
+                    **base,
                     "grep_wall_s": g_wall,
                     "grep_cpu_s": g_cpu,
                     "cli_wall_s": c_wall,
@@ -503,6 +519,13 @@ def bench_cli_layouts(args) -> dict:
             "ranks_seen": rs[0]["ranks_seen"],
             "lines": rs[0]["lines"],
         }
+        if args.baseline:
+            res[name]["baseline"] = {
+                "checkout": args.baseline,
+                "cli_wall_s": med([r["baseline_wall_s"] for r in rs]),
+                "ratio_to_grep": med([r["baseline_ratio"] for r in rs]),
+                "cli_peak_rss_mb": round(max(r["baseline_peak_rss_mb"] for r in rs), 1),
+            }
     res["command"] = "denpex-nb diagnose DIR --json (python -m denpex_nb.cli), fresh process, vs grep -c -E"
     return res
 
@@ -670,6 +693,7 @@ def main(argv=None) -> int:
     ap.add_argument("--fr-dumps", type=int, default=0, help="also time N FR dumps x 2000 entries")
     ap.add_argument("--results", help="where the JSON goes (default benchmarks/results/bench_ingest.json)")
     ap.add_argument("--no-logs", action="store_true", help="skip the log benchmark")
+    ap.add_argument("--baseline", help="a checkout (its root) to time the same CLI on, side by side")
     ap.add_argument("--legacy", action="store_true", help="also the earlier load(jobs=...) figure (interleaved only)")
     ap.add_argument("--no-layouts", action="store_true", help="skip the CLI per-rank / interleaved comparison")
     ap.add_argument("--small", type=int, nargs="*", default=None, help="tiny-file counts (e.g. 2000 50000)")

@@ -37,6 +37,9 @@ import re
 
 import numpy as np
 
+from .prefixes import APP_B
+from .scan import ANSI_B, OUTER_RUN
+
 __all__ = [
     "WRAP_SAMPLE",
     "MIN_WIDTH",
@@ -117,22 +120,30 @@ def _pieces_look_cut(
     the line after each) must differ and most lines of length ``w`` be followed by a line
     :func:`joins_b` takes for their tail.
     """
-    s, e = starts.tolist(), ends.tolist()
-    line = lambda i: sample[s[i] : e[i]] if i < len(s) else b""  # noqa: E731
+    n_lines = len(starts)
+    # a few hundred lines are looked at: index the arrays, never turn all of them into lists
+    line = lambda i: sample[int(starts[i]) : int(ends[i])] if i < n_lines else b""  # noqa: E731
     idx = [i for i in np.flatnonzero(lens == w)[:200].tolist() if not line(i).endswith(_BOX_ENDS)]
     wide = set(idx)
-    tails = sum(1 for i in idx if i + 1 < len(s) and joins_b(line(i), line(i + 1), w))
-    if not tails:
+    is_tail = lambda i: i + 1 < n_lines and joins_b(line(i), line(i + 1), w)  # noqa: E731
+    if not any(is_tail(i) for i in idx):
         return False
     heads = [i for i in idx if not (i - 1 in wide and joins_b(line(i - 1), line(i), w))]
-    if 10 * sum(1 for i in heads if _prefixed(line(i))) >= 9 * len(heads):
+    # "nearly every head is prefixed" (9 in 10): stop counting once too many are not
+    unprefixed, allowed = 0, len(heads) - (9 * len(heads) + 9) // 10
+    for i in heads:
+        if not _prefixed(line(i)):
+            unprefixed += 1
+            if unprefixed > allowed:
+                break
+    else:
         return True
     below = counts[max(MIN_WIDTH, w - 10) : w]
     if counts[w] < 3 or (below.size and int(counts[w]) < 2 * int(below.max())):
         return False  # too few, or no spike at the width: a word wrap, a fixed format
     if 2 * len({(line(i), line(i + 1)) for i in heads}) < len(heads):
         return False  # the same line (and the same line after it) again and again
-    return 2 * tails >= len(idx)
+    return 2 * sum(1 for i in idx if is_tail(i)) >= len(idx)
 
 
 def at_width(text: str, w: int) -> bool:
@@ -169,8 +180,6 @@ def joins_b(prev: bytes, line: bytes, w: int) -> bool:
 
 def _prefixed(line: bytes) -> bool:
     """Does ``line`` start with a collector wrapper, a launcher/rank tag or an app logger's header?"""
-    from .prefixes import APP_B
-
     line, k = _outer(line)
     return bool(k) or _tag(line) or APP_B.match(line) is not None
 
@@ -191,8 +200,6 @@ def _tag(line: bytes) -> bool:
 
 def _outer(line: bytes) -> tuple[bytes, int]:
     """(``line`` without ANSI codes, length of its collector wrapper)."""
-    from .scan import ANSI_B, OUTER_RUN
-
     if b"\x1b" in line:
         line = ANSI_B.sub(b"", line)
     return line, OUTER_RUN.match(line).end()
