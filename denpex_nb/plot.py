@@ -182,7 +182,7 @@ def lanes(incident, seq_kind: str | None = None, pg: str | None = None, diagnosi
             sub.loc[idx, "out_shapes"] = first_shape.loc[idx, "out_shapes"]
     sub = sub.reset_index().drop(columns=["_st", "_has_shape"])
     sub["label"] = _labels(sub["in_shapes"], sub["numel_in"])
-    sub["sig"] = sub["op"].astype(str) + " " + sub["label"] + " " + sub["dtype"].astype("object").astype(str)
+    sub["sig"] = _joined(sub["op"].astype(str), sub["label"], sub["dtype"].astype("object").astype(str))
     ranks = sorted(set(ranks_all) | set(sub["rank"].unique().tolist()))
     seqs = np.sort(sub["seq"].unique())
     return Lanes(sub, ranks, seqs, kind, group)
@@ -245,8 +245,35 @@ def entry_label(shapes, numel=None) -> str:
     return lab
 
 
+def _joined(*cols: pd.Series) -> np.ndarray:
+    """``" ".join`` of the columns, row by row, built once per distinct combination (1M rows, a
+    few dozen combinations: string concatenation per row cost seconds)."""
+    combined = np.zeros(len(cols[0]), dtype=np.int64)
+    for c in cols:
+        codes, uniq = pd.factorize(c)
+        combined = combined * (len(uniq) + 1) + (codes + 1)
+    keys, first, inverse = np.unique(combined, return_index=True, return_inverse=True)
+    names = np.array([" ".join(str(c.iloc[i]) for c in cols) for i in first], dtype=object)
+    return names[inverse.reshape(-1)] if len(keys) else np.array([], dtype=object)
+
+
 def _labels(shapes: pd.Series, numel: pd.Series) -> list[str]:
     """entry_label for every row, computed once per distinct shape (100k rows, a few shapes)."""
+    if len(shapes) > 10_000:  # many rows: label each distinct shape once, by codes
+        try:
+            codes, uniq = pd.factorize(shapes.to_numpy(dtype=object), use_na_sentinel=True)
+        except TypeError:  # an unhashable shape (a list): the row-by-row path below
+            codes = None
+    else:
+        codes = None
+    if codes is not None:
+        names = np.array([shape_label(u) for u in uniq] + [""], dtype=object)
+        out = names[codes]
+        unknown = np.nonzero(codes < 0)[0]
+        if len(unknown):
+            nv = numel.to_numpy(dtype=object)
+            out[unknown] = [entry_label(None, nv[i]) for i in unknown]
+        return out.tolist()
     cache: dict = {}
     out = []
     for shp, n in zip(shapes.tolist(), numel.tolist()):

@@ -231,3 +231,13 @@ def test_choosing_a_seq_at_512_ranks_answers_fast_in_the_kernel():
     for s in (10, 150, 199):
         ex.seq.value = s
     assert len(ex.timings) >= 3 and all(t < 5.0 for _, t in ex.timings)
+
+
+def test_evidence_without_collectives_gets_a_static_explorer_that_says_so():
+    from denpex_nb.incident import Incident
+
+    empty = Incident()
+    assert widgets.Grid.build(empty).odd_cells().empty
+    ex = widgets.explorer(empty, interactive=True)
+    assert isinstance(ex, widgets.StaticExplorer)
+    assert "no sequenced collectives" in ex._repr_html_() and "No collective events" in ex._repr_html_()

@@ -203,6 +203,8 @@ def explorer(incident, diagnosis=None, interactive: bool | None = None):
         why = "interactive=False"
     if not interactive:
         return StaticExplorer(incident, diagnosis, note=why)
+    if not counters(incident):
+        return StaticExplorer(incident, diagnosis, note="no sequenced collectives in this evidence")
     try:
         import ipywidgets  # noqa: F401
     except ImportError:

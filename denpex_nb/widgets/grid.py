@@ -130,6 +130,8 @@ class Grid:
     def _reached_later(self) -> np.ndarray:
         """Missing cells of a rank that has entries after them: a skipped collective, not a stop."""
         present = self.sig >= 0
+        if not present.size:
+            return present
         last = np.where(present.any(axis=1), present.shape[1] - 1 - np.argmax(present[:, ::-1], axis=1), -1)
         return np.arange(present.shape[1])[None, :] < last[:, None]
 
@@ -267,15 +269,12 @@ def _value_labels(series: pd.Series) -> np.ndarray:
     return names[codes]  # code -1 (missing) picks the trailing "?"
 
 
-def _out_labels(series: pd.Series) -> list[str]:
-    cache: dict = {}
-    out = []
-    for v in series.tolist():
-        if isinstance(v, tuple):
-            lab = cache.get(v)
-            if lab is None:
-                lab = cache[v] = plot.shape_label(v)
-            out.append(lab)
-        else:
-            out.append("" if v is None or plot.value_label(v) == "?" else plot.shape_label(v))
-    return out
+def _out_labels(series: pd.Series) -> np.ndarray:
+    """Output shape labels ("" when unknown), computed once per distinct shape."""
+    values = series.to_numpy(dtype=object)
+    try:
+        codes, uniq = pd.factorize(values, use_na_sentinel=True)
+    except TypeError:  # an unhashable shape (a list): label row by row
+        return np.array([plot.shape_label(v) if isinstance(v, (tuple, list)) else "" for v in values], dtype=object)
+    names = np.array([plot.shape_label(u) if isinstance(u, (tuple, list)) else "" for u in uniq] + [""], dtype=object)
+    return names[codes]
