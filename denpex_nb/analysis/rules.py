@@ -635,9 +635,20 @@ def desync_report(ctx: Context) -> list[Finding]:
 
 @rule("nccl-ras", emits=(ClassId.RANK_DESYNC,), uses=("errors: nccl_ras",))
 def nccl_ras(ctx: Context) -> list[Finding]:
+    """NCCL RAS's MISMATCH names the ranks it lists as outliers. When its counts show them AHEAD of
+    the others (``2 ranks have launched up to operation 641`` beside ``30 ... up to 640``), the
+    stragglers are the unlisted ranks behind: the listed ones are no culprits, and the others are
+    not named either (RAS does not list them)."""
     ras = _kind(ctx.errors, ErrorKind.NCCL_RAS)
     if not len(ras):
         return []
+    named = _related(ras)
+    basis = "statement"
+    if named and any(_ras_listed_ahead(str(m), len(named)) for m in ras["message"]):
+        named, basis = (
+            [],
+            ("undetermined: RAS lists the ranks that are ahead; the ranks behind, the stragglers, are not listed"),
+        )
     return [
         _text_finding(
             ClassId.RANK_DESYNC,
@@ -645,10 +656,24 @@ def nccl_ras(ctx: Context) -> list[Finding]:
             ras,
             "nccl-ras",
             "medium",
-            _related(ras),
-            "statement",
+            named,
+            basis,
         )
     ]
+
+
+_RAS_COUNT = re.compile(r"(?<!\d)(\d{1,9}) ranks? ha(?:ve|s) launched up to operation (\d{1,12})")
+
+
+def _ras_listed_ahead(message: str, n_listed: int) -> bool:
+    """Do RAS's counts put the ``n_listed`` listed ranks at the highest operation count?"""
+    counts = [(int(n), int(op)) for n, op in _RAS_COUNT.findall(message)]
+    if len(counts) < 2:
+        return False
+    top = max(op for _, op in counts)
+    return any(n == n_listed and op == top for n, op in counts) and not any(
+        n == n_listed and op < top for n, op in counts
+    )
 
 
 @rule(
