@@ -337,11 +337,8 @@ def classify(text: str, level: str | None = None) -> Signal | None:
     sev = severity_of(text, level)
     if sev == SignalSeverity.INFO:  # INFO / DEBUG chatter (NCCL INFO, glog I): no failure signal
         return Signal(str(sev), str(SignalFamily.FINISH), False) if FINISH.search(text) else None
-    words = (
-        FAILURE_WORDS.search(text) is not None
-        or (sev == SignalSeverity.WARNING and WARNING_FAILURE.search(text) is not None)
-        or level == "WARN"  # NCCL warns when something failed (its benign WARNs are in BENIGN); a cut one too
-        or "NCCL WARN" in text
+    words = FAILURE_WORDS.search(text) is not None or (
+        sev == SignalSeverity.WARNING and WARNING_FAILURE.search(text) is not None
     )
     if BENIGN.search(text):
         return Signal(str(sev), str(family_of(text)), False) if sev == SignalSeverity.WARNING else None

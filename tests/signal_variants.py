@@ -18,7 +18,7 @@ _NCCL_WHAT = (
     ("Connection closed by remote peer node7<34012>", "closed by remote peer"),
     ("Call to recv from 10.1.2.3<51234> failed : Connection reset by peer", "reset by peer"),
     ("Got completion from peer 10.0.0.3<49024> with error 12, opcode 32753, len 0, vendor err 129", "with error 12"),
-    ("socketStartConnect: Connect to 10.0.0.1<1234> failed : Software caused connection abort", "Connect to"),
+    ("socketStartConnect: Connect to 10.0.0.1<1234> failed : Software caused connection abort", "failed"),
     ("ibv_poll_cq error 5: remote access error", "ibv_poll_cq error"),
     ("fi_cq_read failed with error -5 (Input/output error)", "fi_cq_read failed"),
 )
@@ -168,6 +168,7 @@ BENIGN = [
     "WARNING: Unable to find hostfile, will proceed with training with local resources only.",
     "INFO: retrying connection to the store, attempt 1 failed",
     "host-1:2231:2290 [1] proxy.cc:1111 NCCL WARN [Service thread] Unknown command 4242 from localRank -1",
+    "host-1:2231:2290 [1] net_plugin.cc:765 NCCL WARN Cannot get incoming CPU.",
     "I1201 10:00:00.000000 123 store.cpp:12] connection reset, retrying",
 ]
 

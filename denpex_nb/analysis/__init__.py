@@ -122,6 +122,11 @@ def diagnose(incident, *, strict: bool = False) -> Diagnosis:
         if first.rule == "launcher-first-failure" and len(first.culprit_ranks) == 1:
             diag.initiating_rank = first.culprit_ranks[0]  # the launcher saw it fail first
     diag.all_clear_confidence = _all_clear_confidence(incident, state)
+    if not findings:
+        warned = safely("warning signals", lambda: _signals.warnings_of_note(incident), "")
+        if warned:  # an all-clear beside warnings of a failure family is a weak one
+            diag.all_clear_confidence = "low"
+            diag.notes.append(f"no failure was printed, but {warned}")
     for (pg, kind), absent in al.missing_dumps.items():
         diag.notes.append(f"no {kind} evidence from {fmt_ranks(absent)} of pg {pg} (world size says they exist)")
     if diag.absent_ranks:

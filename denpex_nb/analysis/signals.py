@@ -77,11 +77,37 @@ def failure_signals(incident) -> pd.DataFrame:
     if not len(f):
         return f
     order = {name: i for i, name in enumerate(incident.sources["file"].astype(object))} if len(incident.sources) else {}
-    f = f.assign(
-        _t=f["t_wall"],
-        _file=f["file"].astype(object).map(order).fillna(len(order)).astype("int64"),
-    )
+    f = f.assign(_file=f["file"].astype(object).map(order).fillna(len(order)).astype("int64"))
+    f = f.sort_values(["_file", "line"], kind="stable")
+    # within a file its lines are in order; a line without a time takes its neighbours' (the one
+    # before, else the one after), so times order the files without reordering one file's lines
+    t = f.groupby("_file", sort=False)["t_wall"].transform(lambda x: x.ffill().bfill())
+    f = f.assign(_t=t)
     return f.sort_values(["_t", "_file", "line"], na_position="last", kind="stable").drop(columns=["_t", "_file"])
+
+
+def warnings_of_note(incident) -> str:
+    """One line on the warnings of a failure family (network, device, memory, timeout, stall) when
+    no line failed: a warning whose tail a paste cut off reads as one, so an all-clear beside them is
+    a weak one. Empty when there are none."""
+    if _empty(incident):
+        return ""
+    s = incident.signals
+    fam = s["family"].astype(object)
+    w = s[~s["failure"].fillna(False).astype(bool) & fam.isin([str(f) for f in _NOTE_FAMILIES])]
+    if not len(w):
+        return ""
+    first = w.iloc[0]
+    return f"{len(w)} warning line(s) of a failure family, the first {first['file']}:{first['line']}: {str(first['text'])[:160]}"
+
+
+_NOTE_FAMILIES = (
+    SignalFamily.NETWORK,
+    SignalFamily.DEVICE,
+    SignalFamily.MEMORY,
+    SignalFamily.TIMEOUT,
+    SignalFamily.STALL,
+)
 
 
 def finish_lines(incident) -> pd.DataFrame:
