@@ -317,50 +317,73 @@ def run_module(module: dict, tree: Path, cfg: dict, work: Path, servers: dict, m
     db_path = work / "sessions" / f"{name}.sqlite"
     if db_path.exists():
         db_path.unlink()
-    lines = (tree / rel).read_text(encoding="utf-8").split("\n")
-    t0 = time.monotonic()
-    with use_db(str(db_path), WorkDB.Mode.create) as db:
-        db.add_work_items(WorkItem.single(job_id=job_id(rel, s), mutation=s) for s in specs)
-        command = mutant_command(tree, rel, pristine, reach, sock, timeout, cfg)
-        config = ConfigDict({"test-command": command, "timeout": timeout, "distributor": ConfigDict({"name": "local"})})
-        execute(db, config)
-        results = {item.job_id: (item, res) for item, res in db.completed_work_items}
-    wall = time.monotonic() - t0
-    mutants = []
-    for spec in specs:
-        item, res = results[job_id(rel, spec)]
-        outcome = res.test_outcome.value if res.test_outcome is not None else res.worker_outcome.value
-        ran = _TESTS_RUN.search(res.output or "")
-        mutants.append(
-            {
-                "module": rel,
-                "line": spec.start_pos[0],
-                "col": spec.start_pos[1],
-                "operator": spec.operator_name,
-                "occurrence": spec.occurrence,
-                "definition": spec.definition_name,
-                "source": lines[spec.start_pos[0] - 1].strip(),
-                "mutated": _mutated_line(res.diff),
-                "diff": _short_diff(res.diff, str(tree)),
-                "outcome": outcome,
-                "worker": res.worker_outcome.value,
-                "tests_run": int(ran.group(1)) if ran else None,
-                "tests_why": ran.group(2) if ran else None,
-                "killed_by": first_failure(res.output) if outcome == "killed" else None,
-            }
-        )
-    killed = sum(m["outcome"] == "killed" for m in mutants)
-    log(f"{rel}: {killed}/{len(mutants)} killed in {wall:.0f} s")
-    return {
+    meta = {
         "path": rel,
         "scope": module.get("scope") or "whole file",
         "tests": tests,
         "n_tests": len(reach_map["order"]),
         "reach_run_s": round(base, 1),
         "timeout_s": round(timeout, 1),
-        "wall_s": round(wall, 1),
-        "mutants": mutants,
+        "tree": str(tree),
+        "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "wall_s": None,
     }
+    meta_path = work / "sessions" / f"{name}.meta.json"
+    meta_path.write_text(json.dumps(meta))
+    t0 = time.monotonic()
+    with use_db(str(db_path), WorkDB.Mode.create) as db:
+        db.add_work_items(WorkItem.single(job_id=job_id(rel, s), mutation=s) for s in specs)
+        command = mutant_command(tree, rel, pristine, reach, sock, timeout, cfg)
+        config = ConfigDict({"test-command": command, "timeout": timeout, "distributor": ConfigDict({"name": "local"})})
+        execute(db, config)
+    meta["wall_s"] = round(time.monotonic() - t0, 1)
+    meta_path.write_text(json.dumps(meta))
+    r = collect_module(module, work)
+    killed = sum(m["outcome"] == "killed" for m in r["mutants"])
+    log(f"{rel}: {killed}/{len(r['mutants'])} killed in {meta['wall_s']:.0f} s")
+    return r
+
+
+def collect_module(module: dict, work: Path) -> dict:
+    """The module's result record from its cosmic-ray session (mutants not run yet: 'pending')."""
+    from cosmic_ray.work_db import WorkDB, use_db
+
+    name = module["name"]
+    meta = json.loads((work / "sessions" / f"{name}.meta.json").read_text())
+    lines = (work / "pristine" / f"{name}.py").read_text(encoding="utf-8").split("\n")
+    with use_db(str(work / "sessions" / f"{name}.sqlite"), WorkDB.Mode.open) as db:
+        items = list(db.work_items)
+        results = dict(db.results)
+    mutants = []
+    for item in items:
+        spec = item.mutations[0]
+        res = results.get(item.job_id)
+        if res is None:
+            outcome, worker, output, diff = "pending", None, "", None
+        else:
+            outcome = res.test_outcome.value if res.test_outcome is not None else res.worker_outcome.value
+            worker, output, diff = res.worker_outcome.value, res.output or "", res.diff
+        ran = _TESTS_RUN.search(output)
+        mutants.append(
+            {
+                "module": meta["path"],
+                "line": spec.start_pos[0],
+                "col": spec.start_pos[1],
+                "operator": spec.operator_name,
+                "occurrence": spec.occurrence,
+                "definition": spec.definition_name,
+                "source": lines[spec.start_pos[0] - 1].strip(),
+                "mutated": _mutated_line(diff),
+                "diff": _short_diff(diff, meta["tree"]),
+                "outcome": outcome,
+                "worker": worker,
+                "tests_run": int(ran.group(1)) if ran else None,
+                "tests_why": ran.group(2) if ran else None,
+                "killed_by": first_failure(output) if outcome == "killed" else None,
+            }
+        )
+    mutants.sort(key=lambda m: (m["line"], m["col"], m["operator"], m["occurrence"]))
+    return {**{k: v for k, v in meta.items() if k != "tree"}, "mutants": mutants}
 
 
 _TESTS_RUN = re.compile(r"^mutation-tests: (\d+) \((.*)\)$", re.M)
@@ -369,7 +392,9 @@ _TESTS_RUN = re.compile(r"^mutation-tests: (\d+) \((.*)\)$", re.M)
 def _mutated_line(diff: str | None) -> str | None:
     if not diff:
         return None
-    plus = [ln[1:].strip() for ln in diff.split("\n") if ln.startswith("+") and not ln.startswith("+++")]
+    plus = [
+        ln[1:].strip() for ln in diff.split("\n") if ln.startswith("+") and not ln.startswith("+++") and ln[1:].strip()
+    ]
     return " / ".join(plus) if plus else ""
 
 
@@ -415,43 +440,14 @@ def export_tree(commit: str, dest: Path) -> None:
         tar.extractall(dest, filter="data")
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--config", type=Path, default=CONFIG)
-    ap.add_argument("--commit", default="HEAD")
-    ap.add_argument("--modules", nargs="*", help="only modules whose path contains one of these")
-    ap.add_argument("--jobs", type=int, default=1, help="parallel jobs (each in its own copy of the tree)")
-    ap.add_argument("--work", type=Path, default=Path("/tmp/denpex_mutation"))
-    ap.add_argument("--out", type=Path, default=OUT)
-    ap.add_argument("--count", action="store_true", help="only count the mutants per module and operator")
-    args = ap.parse_args(argv)
-
-    cfg = load_config(args.config)
-    modules = [m for m in cfg["module"] if not args.modules or any(s in m["path"] for s in args.modules)]
-    commit = subprocess.run(
-        ["git", "-C", str(ROOT), "rev-parse", args.commit], capture_output=True, text=True, check=True
-    ).stdout.strip()
-    register_operators()
-
-    if args.count:
-        total = 0
-        for m in modules:
-            specs = mutations_of(ROOT / m["path"], m["path"], cfg["campaign"]["operators"], m.get("scope"))
-            by_op: dict[str, int] = {}
-            for s in specs:
-                by_op[s.operator_name] = by_op.get(s.operator_name, 0) + 1
-            total += len(specs)
-            print(
-                f"{m['path']}: {len(specs)}  " + ", ".join(f"{k.split('/')[1]}={v}" for k, v in sorted(by_op.items()))
-            )
-        print(f"total: {total}")
-        return 0
-
+def run_all(args, cfg: dict, modules: list[dict], commit: str) -> float | None:
+    """Run every module's mutants (``--jobs`` at a time); the wall time, or None on failure."""
     import shutil
 
     if args.work.exists():
         shutil.rmtree(args.work)
     (args.work / "sessions").mkdir(parents=True)
+    (args.work / "commit").write_text(commit + "\n")
     trees = [args.work / f"tree{k}" for k in range(max(args.jobs, 1))]
     for t in trees:
         export_tree(commit, t)
@@ -493,20 +489,67 @@ def main(argv=None) -> int:
         srv.close()
     if errors:
         print("\n".join(errors), file=sys.stderr)
-        return 1
+        return None
+    return wall
 
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--config", type=Path, default=CONFIG)
+    ap.add_argument("--commit", default="HEAD")
+    ap.add_argument("--modules", nargs="*", help="only modules whose path contains one of these")
+    ap.add_argument("--jobs", type=int, default=1, help="parallel jobs (each in its own copy of the tree)")
+    ap.add_argument("--work", type=Path, default=Path("/tmp/denpex_mutation"))
+    ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--count", action="store_true", help="only count the mutants per module and operator")
+    ap.add_argument(
+        "--collect", action="store_true", help="only write the report from the sessions in --work (a run cut short)"
+    )
+    args = ap.parse_args(argv)
+
+    cfg = load_config(args.config)
+    modules = [m for m in cfg["module"] if not args.modules or any(s in m["path"] for s in args.modules)]
+    commit = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", args.commit], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    register_operators()
+
+    if args.count:
+        total = 0
+        for m in modules:
+            specs = mutations_of(ROOT / m["path"], m["path"], cfg["campaign"]["operators"], m.get("scope"))
+            by_op: dict[str, int] = {}
+            for s in specs:
+                by_op[s.operator_name] = by_op.get(s.operator_name, 0) + 1
+            total += len(specs)
+            print(
+                f"{m['path']}: {len(specs)}  " + ", ".join(f"{k.split('/')[1]}={v}" for k, v in sorted(by_op.items()))
+            )
+        print(f"total: {total}")
+        return 0
+
+    wall = None
+    if not args.collect:
+        wall = run_all(args, cfg, modules, commit)
+        if wall is None:
+            return 1
+    else:
+        modules = [m for m in modules if (args.work / "sessions" / f"{m['name']}.meta.json").exists()]
+        commit = (args.work / "commit").read_text().strip()
     equivalents = load_equivalents(EQUIVALENTS)
     per_module, all_mutants = [], []
     for m in modules:
-        r = results[m["path"]]
+        r = collect_module(m, args.work)
         for mu in r["mutants"]:
             if mu["outcome"] != "killed":
                 mu["equivalent"] = explanation(mu, equivalents)
         n, k = len(r["mutants"]), sum(mu["outcome"] == "killed" for mu in r["mutants"])
-        per_module.append({**{x: r[x] for x in r if x != "mutants"}, "mutants": n, "killed": k})
+        pending = sum(mu["outcome"] == "pending" for mu in r["mutants"])
+        per_module.append({**{x: r[x] for x in r if x != "mutants"}, "mutants": n, "killed": k, "pending": pending})
         all_mutants.extend(r["mutants"])
     n, k = len(all_mutants), sum(mu["outcome"] == "killed" for mu in all_mutants)
-    survivors = [mu for mu in all_mutants if mu["outcome"] != "killed"]
+    pending = sum(mu["outcome"] == "pending" for mu in all_mutants)
+    survivors = [mu for mu in all_mutants if mu["outcome"] not in ("killed", "pending")]
     report = {
         "commit": commit,
         "tool": f"cosmic-ray {_version('cosmic-ray')}",
@@ -514,12 +557,12 @@ def main(argv=None) -> int:
         "operators": cfg["campaign"]["operators"],
         "pytest_args": pytest_args(cfg),
         "jobs": args.jobs,
-        "wall_s": round(wall, 1),
+        "wall_s": None if wall is None else round(wall, 1),
         "load_avg_end": os.getloadavg(),
-        "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - wall)),
         "mutants": n,
+        "pending": pending,
         "killed": k,
-        "killed_pct": round(100 * k / n, 2) if n else None,
+        "killed_pct": round(100 * k / (n - pending), 2) if n - pending else None,
         "survivors": len(survivors),
         "survivors_unexplained": sum(mu.get("equivalent") is None for mu in survivors),
         "modules": per_module,
@@ -528,8 +571,8 @@ def main(argv=None) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=1, default=str) + "\n")
     print(
-        f"{k}/{n} killed ({report['killed_pct']} %), {len(survivors)} survivors "
-        f"({report['survivors_unexplained']} unexplained), wall {wall:.0f} s -> {args.out}"
+        f"{k}/{n - pending} killed ({report['killed_pct']} %), {pending} not run, {len(survivors)} survivors "
+        f"({report['survivors_unexplained']} unexplained), wall {report['wall_s']} s -> {args.out}"
     )
     for mu in survivors:
         tag = "equivalent" if mu.get("equivalent") else "UNEXPLAINED"
