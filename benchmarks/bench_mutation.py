@@ -502,6 +502,8 @@ def main(argv=None) -> int:
     ap.add_argument("--work", type=Path, default=Path("/tmp/denpex_mutation"))
     ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument("--count", action="store_true", help="only count the mutants per module and operator")
+    ap.add_argument("--markdown", nargs="?", const=HERE / "results" / "mutation_semantic.md", type=Path)
+    ap.add_argument("--previous", type=Path, help="the first run's JSON: its survivors and what kills them now")
     ap.add_argument(
         "--collect", action="store_true", help="only write the report from the sessions in --work (a run cut short)"
     )
@@ -574,6 +576,9 @@ def main(argv=None) -> int:
         f"{k}/{n - pending} killed ({report['killed_pct']} %), {pending} not run, {len(survivors)} survivors "
         f"({report['survivors_unexplained']} unexplained), wall {report['wall_s']} s -> {args.out}"
     )
+    if args.markdown:
+        previous = json.loads(args.previous.read_text()) if args.previous else None
+        args.markdown.write_text(markdown(report, previous, cfg))
     for mu in survivors:
         tag = "equivalent" if mu.get("equivalent") else "UNEXPLAINED"
         print(f"  {tag}: {mu['module']}:{mu['line']} {mu['operator']}: {mu['source']}  ->  {mu['mutated']}")
@@ -588,3 +593,96 @@ def _version(dist: str) -> str:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+# --- the markdown report ---------------------------------------------------------------------------
+
+
+def _key(m: dict) -> tuple:
+    return (m["module"], m["operator"], m["source"], m["mutated"])
+
+
+def markdown(report: dict, previous: dict | None, cfg: dict) -> str:
+    """benchmarks/results/mutation_semantic.md from a report (and the first run's, for its survivors)."""
+    out = [
+        "# Semantic mutation campaign (issue #15): every decision-changing mutant, run in full",
+        "",
+        "Written by `benchmarks/bench_mutation.py` from `benchmarks/results/mutation_semantic.json`; the",
+        "configuration is `benchmarks/mutation_campaign.toml`, the equivalent survivors' reasons",
+        "`benchmarks/mutation_equivalents.toml`. Rerun: `nice -n 10 python benchmarks/bench_mutation.py --jobs 3"
+        " --markdown`.",
+        "",
+        "## Run",
+        "",
+        f"- commit `{report['commit'][:12]}` (exported with `git archive`; the mutants were applied to that tree)",
+        f"- {report['tool']}, Python {report['python']}, {report['jobs']} jobs under `nice -n 10`",
+        f"- wall time {report['wall_s']} s; load average at the end {', '.join(f'{x:.1f}' for x in report['load_avg_end'])}"
+        " (2 cores shared with other sessions)",
+        f"- operators: {', '.join('`' + o + '`' for o in report['operators'])}",
+        f"- pytest: `{' '.join(report['pytest_args'])}`",
+        "",
+        "## Score",
+        "",
+        "| module | scope | mutants | killed | survived | not run | killed % |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for m in report["modules"]:
+        scope = m["scope"] if isinstance(m["scope"], str) else ", ".join(f"`{s}`" for s in m["scope"])
+        ran = m["mutants"] - m["pending"]
+        pct = f"{100 * m['killed'] / ran:.1f}" if ran else "-"
+        out.append(
+            f"| `{m['path']}` | {scope} | {m['mutants']} | {m['killed']} | {ran - m['killed']} | {m['pending']} | {pct} |"
+        )
+    n, k, p = report["mutants"], report["killed"], report["pending"]
+    out += [
+        f"| **all** | | **{n}** | **{k}** | **{n - p - k}** | {p} | **{report['killed_pct']}** |",
+        "",
+        "Per module, the tests run (in this order, killers first within it; each mutant runs only those",
+        "that execute the mutated statement):",
+        "",
+    ]
+    for m in report["modules"]:
+        out.append(f"- `{m['path']}` ({m['n_tests']} tests): " + ", ".join(f"`{t}`" for t in m["tests"]))
+    survivors = [m for m in report["all"] if m["outcome"] not in ("killed", "pending")]
+    out += ["", f"## Survivors ({len(survivors)})", ""]
+    if survivors:
+        out += ["| where | operator | original | mutant | why it survives |", "|---|---|---|---|---|"]
+        for m in survivors:
+            why = m.get("equivalent") or "**UNEXPLAINED**"
+            out.append(
+                f"| `{m['module']}:{m['line']}` | `{m['operator'].split('/')[1]}` | `{_cell(m['source'])}` |"
+                f" `{_cell(m['mutated'] or '')}` | {_cell(why, code=False)} |"
+            )
+    if previous is not None:
+        now = {_key(m): m for m in report["all"]}
+        prev_surv = [m for m in previous["all"] if m["outcome"] not in ("killed", "pending")]
+        out += [
+            "",
+            f"## The first run's survivors and what kills them now ({len(prev_surv)})",
+            "",
+            f"First run: commit `{previous['commit'][:12]}`, {previous['killed']}/{previous['mutants'] - previous['pending']}"
+            f" killed ({previous['killed_pct']} %).",
+            "",
+            "| where | operator | original | mutant | now |",
+            "|---|---|---|---|---|",
+        ]
+        for m in prev_surv:
+            cur = now.get(_key(m))
+            if cur is None:
+                state = "the code changed: this mutant no longer exists"
+            elif cur["outcome"] == "killed":
+                state = f"killed by `{cur['killed_by']}`"
+            elif cur["outcome"] == "pending":
+                state = "not run"
+            else:
+                state = "survives: " + (cur.get("equivalent") or "UNEXPLAINED")
+            out.append(
+                f"| `{m['module']}:{m['line']}` | `{m['operator'].split('/')[1]}` | `{_cell(m['source'])}` |"
+                f" `{_cell(m['mutated'] or '')}` | {_cell(state, code=False)} |"
+            )
+    return "\n".join(out) + "\n"
+
+
+def _cell(text: str, code: bool = True) -> str:
+    text = " ".join(str(text).split()).replace("|", "\\|")
+    return text.replace("`", "'") if code else text
