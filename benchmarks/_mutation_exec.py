@@ -355,7 +355,26 @@ def client(argv: list[str]) -> int:
     if not tests:
         return 0
     killers = os.path.join(os.path.dirname(a.reach), "killers.txt")
-    tests = _killers_first(tests, killers)
+    tests, n_first = _killers_first(tests, killers)
+    # two rounds: the earlier killers alone (few test files to import), then the rest
+    rounds = [tests[:n_first], tests[n_first:]] if 0 < n_first < len(tests) else [tests]
+    code, text = 0, ""
+    t_end = time.monotonic() + a.timeout
+    for chunk in rounds:
+        code, out_text = _run(a, chunk, max(1.0, t_end - time.monotonic()))
+        text += out_text
+        sys.stdout.write(out_text)
+        if code != 0:
+            break
+    failed = [ln.split()[1] for ln in text.splitlines() if ln.startswith("FAILED ") and len(ln.split()) > 1]
+    if failed:
+        with open(killers, "a") as f:
+            f.write(failed[0] + "\n")
+    return 0 if code == 0 else 1
+
+
+def _run(a, tests: list[str], timeout: float) -> tuple[int, str]:
+    """Ask the fork server to run ``tests``; (exit code, output)."""
     out = os.path.join(os.path.dirname(a.reach), f"out-{os.getpid()}.txt")
     req = {
         "cwd": a.tree,
@@ -363,28 +382,28 @@ def client(argv: list[str]) -> int:
         "env": {"PYTHONPATH": a.tree, "PYTHONDONTWRITEBYTECODE": "1"},
         "args": a.pytest_args + tests,
         "output": out,
-        "timeout": a.timeout,
+        "timeout": timeout,
     }
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.connect(a.sock)
     s.sendall((json.dumps(req) + "\n").encode())
     reply = json.loads(_recv_line(s) or b'{"code": 3}')
+    s.close()
     try:
         with open(out, encoding="utf-8", errors="replace") as f:
             text = f.read()
-        sys.stdout.write(text)
         os.unlink(out)
     except OSError:
         text = ""
-    failed = [ln.split()[1] for ln in text.splitlines() if ln.startswith("FAILED ") and len(ln.split()) > 1]
-    if failed:
-        with open(killers, "a") as f:
-            f.write(failed[0] + "\n")
-    return 0 if reply["code"] == 0 else 1
+    return reply["code"], text
 
 
-def _killers_first(tests: list[str], killers: str) -> list[str]:
-    """The tests that killed earlier mutants first (most kills first), the rest in their order.
+_FIRST_ROUND = 12
+
+
+def _killers_first(tests: list[str], killers: str) -> tuple[list[str], int]:
+    """The tests that killed earlier mutants first (most kills first), the rest in their order;
+    and how many of the first are killers (at most ``_FIRST_ROUND``: the first round).
 
     Order only decides how soon a killed mutant stops (``-x``): a mutant is killed when any of
     its tests fails, and the same tests run, so the outcome does not depend on it."""
@@ -394,9 +413,10 @@ def _killers_first(tests: list[str], killers: str) -> list[str]:
             for ln in f:
                 counts[ln.strip()] = counts.get(ln.strip(), 0) + 1
     except OSError:
-        return tests
+        return tests, 0
     pos = {t: i for i, t in enumerate(tests)}
-    return sorted(tests, key=lambda t: (-counts.get(t, 0), pos[t]))
+    ordered = sorted(tests, key=lambda t: (-counts.get(t, 0), pos[t]))
+    return ordered, min(_FIRST_ROUND, sum(1 for t in tests if t in counts))
 
 
 if __name__ == "__main__":
