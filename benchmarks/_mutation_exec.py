@@ -312,10 +312,12 @@ def serve(sock_path: str, preload_file: str) -> None:
             os._exit(code)
         deadline = time.monotonic() + float(req.get("timeout", 600))
         status = None
+        cpu = 0.0
         while status is None:
-            done, st = os.waitpid(pid, os.WNOHANG)
+            done, st, usage = os.wait4(pid, os.WNOHANG)
             if done:
                 status = os.waitstatus_to_exitcode(st)
+                cpu = usage.ru_utime + usage.ru_stime
                 break
             r, _, _ = select.select([conn], [], [], 0.05)
             gone = bool(r) and not conn.recv(1, socket.MSG_PEEK)
@@ -324,10 +326,11 @@ def serve(sock_path: str, preload_file: str) -> None:
                     os.killpg(pid, signal.SIGKILL)
                 except OSError:
                     pass
-                os.waitpid(pid, 0)
+                _pid, _st, usage = os.wait4(pid, 0)
+                cpu = usage.ru_utime + usage.ru_stime
                 status = -9
         try:
-            conn.sendall((json.dumps({"code": status}) + "\n").encode())
+            conn.sendall((json.dumps({"code": status, "cpu_s": round(cpu, 3)}) + "\n").encode())
         except OSError:
             pass
         conn.close()
@@ -395,6 +398,7 @@ def _run(a, tests: list[str], timeout: float) -> tuple[int, str]:
         os.unlink(out)
     except OSError:
         text = ""
+    text += f"\nmutation-cpu: {reply.get('cpu_s', 0)}\n"
     return reply["code"], text
 
 

@@ -364,6 +364,7 @@ def collect_module(module: dict, work: Path) -> dict:
             outcome = res.test_outcome.value if res.test_outcome is not None else res.worker_outcome.value
             worker, output, diff = res.worker_outcome.value, res.output or "", res.diff
         ran = _TESTS_RUN.search(output)
+        cpu = sum(float(x) for x in _CPU.findall(output))
         mutants.append(
             {
                 "module": meta["path"],
@@ -378,6 +379,7 @@ def collect_module(module: dict, work: Path) -> dict:
                 "outcome": outcome,
                 "worker": worker,
                 "tests_run": int(ran.group(1)) if ran else None,
+                "cpu_s": round(cpu, 2),
                 "tests_why": ran.group(2) if ran else None,
                 "killed_by": first_failure(output) if outcome == "killed" else None,
             }
@@ -386,6 +388,7 @@ def collect_module(module: dict, work: Path) -> dict:
     return {**{k: v for k, v in meta.items() if k != "tree"}, "mutants": mutants}
 
 
+_CPU = re.compile(r"^mutation-cpu: ([\d.]+)$", re.M)
 _TESTS_RUN = re.compile(r"^mutation-tests: (\d+) \((.*)\)$", re.M)
 
 
@@ -547,7 +550,10 @@ def main(argv=None) -> int:
                 mu["equivalent"] = explanation(mu, equivalents)
         n, k = len(r["mutants"]), sum(mu["outcome"] == "killed" for mu in r["mutants"])
         pending = sum(mu["outcome"] == "pending" for mu in r["mutants"])
-        per_module.append({**{x: r[x] for x in r if x != "mutants"}, "mutants": n, "killed": k, "pending": pending})
+        cpu = round(sum(mu.get("cpu_s") or 0 for mu in r["mutants"]), 1)
+        per_module.append(
+            {**{x: r[x] for x in r if x != "mutants"}, "mutants": n, "killed": k, "pending": pending, "test_cpu_s": cpu}
+        )
         all_mutants.extend(r["mutants"])
     n, k = len(all_mutants), sum(mu["outcome"] == "killed" for mu in all_mutants)
     pending = sum(mu["outcome"] == "pending" for mu in all_mutants)
@@ -567,6 +573,7 @@ def main(argv=None) -> int:
         "killed_pct": round(100 * k / (n - pending), 2) if n - pending else None,
         "survivors": len(survivors),
         "survivors_unexplained": sum(mu.get("equivalent") is None for mu in survivors),
+        "test_cpu_s": round(sum(mu.get("cpu_s") or 0 for mu in all_mutants), 1),
         "modules": per_module,
         "all": all_mutants,
     }
@@ -623,8 +630,8 @@ def markdown(report: dict, previous: dict | None, cfg: dict) -> str:
         "",
         "## Score",
         "",
-        "| module | scope | mutants | killed | survived | not run | killed % |",
-        "|---|---|---|---|---|---|---|",
+        "| module | scope | mutants | killed | survived | not run | killed % | tests' CPU s |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for m in report["modules"]:
         scope = m["scope"] if isinstance(m["scope"], str) else ", ".join(f"`{s}`" for s in m["scope"])
@@ -632,10 +639,12 @@ def markdown(report: dict, previous: dict | None, cfg: dict) -> str:
         pct = f"{100 * m['killed'] / ran:.1f}" if ran else "-"
         out.append(
             f"| `{m['path']}` | {scope} | {m['mutants']} | {m['killed']} | {ran - m['killed']} | {m['pending']} | {pct} |"
+            f" {m.get('test_cpu_s')} |"
         )
     n, k, p = report["mutants"], report["killed"], report["pending"]
     out += [
-        f"| **all** | | **{n}** | **{k}** | **{n - p - k}** | {p} | **{report['killed_pct']}** |",
+        f"| **all** | | **{n}** | **{k}** | **{n - p - k}** | {p} | **{report['killed_pct']}** |"
+        f" {report.get('test_cpu_s')} |",
         "",
         "Per module, the tests run (in this order, killers first within it; each mutant runs only those",
         "that execute the mutated statement):",
