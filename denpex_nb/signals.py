@@ -377,7 +377,7 @@ class SignalSink:
             sig.failure
             and c["line"]
             and c["line"][-1] == line - 1
-            and c["rank"][-1] == rank
+            and (rank is None or c["rank"][-1] == rank)
             and _cut_head(c["failure"][-1], c["family"][-1])
         ):
             # the line before said what (a warning of a family) and was cut: this piece says it failed
