@@ -24,6 +24,7 @@ RUN = ROOT / "data/recorded/gloo/allgather-shape-mismatch/broken-detail-w4"
 
 pytestmark = [
     pytest.mark.browser,
+    pytest.mark.timeout(900),  # a JupyterLab start, a kernel, a browser: minutes on a loaded 2-core machine
     pytest.mark.skipif(chromium() is None, reason="chromium is not installed (CI installs Debian's chromium)"),
 ]
 
