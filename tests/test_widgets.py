@@ -241,3 +241,27 @@ def test_evidence_without_collectives_gets_a_static_explorer_that_says_so():
     ex = widgets.explorer(empty, interactive=True)
     assert isinstance(ex, widgets.StaticExplorer)
     assert "no sequenced collectives" in ex._repr_html_() and "No collective events" in ex._repr_html_()
+
+
+def test_process_group_and_rank_range_filters_change_the_grid_and_the_tables():
+    pytest.importorskip("ipywidgets")
+    import pandas as pd
+
+    from denpex_nb.incident import Incident
+
+    a = synthetic_incident(8, 10, mismatch_at=6, culprit=5).events
+    b = synthetic_incident(8, 4, mismatch_at=None).events
+    b = b.assign(pg=b["pg"].astype(str).replace("0", "7"))
+    inc = Incident(events=pd.concat([a.assign(pg=a["pg"].astype(str)), b], ignore_index=True))
+    ex = widgets.explorer(inc, interactive=True).explorer
+    assert list(ex.pg.options) == ["0", "7"] and ex.pg.value == "0"
+    assert "8 ranks × 6 seqs" in ex.status.value
+    ex.pg.value = "7"
+    assert ex.grid.pg == "7" and "8 ranks × 4 seqs" in ex.status.value and "pg 7" in ex.at_seq.value
+    ex.pg.value = "0"
+    ex.seq.value = 6
+    assert "8 ranks, 1 not agreeing" in ex.at_seq.value
+    ex.ranks.value = (0, 3)  # rank 5, the odd one, is outside the range now
+    assert "4 ranks, 0 not agreeing" in ex.at_seq.value
+    y0, y1 = sorted(ex.picture.ax.get_ylim())
+    assert (y0, y1) == (-0.5, 3.5)  # the picture shows rows 0-3 only
