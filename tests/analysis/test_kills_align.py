@@ -33,3 +33,17 @@ def test_forty_groups_with_counters_near_two_to_the_58_stay_forty_groups():
     a = align(coerce("events", evs))
     assert a.n_cells == 80
     assert [(d.kind, d.pg, d.seq) for d in a.divergences] == [("op", "pg39", big)]
+
+
+def test_of_a_ranks_duplicate_records_the_completed_one_speaks_for_it():
+    """Rank 1 has two records of seq 2 (scheduled, then completed), rank 0 one scheduled record of a
+    different op: the divergence shows rank 1 completed and rank 0 not."""
+    evs = [
+        ev(0, 2, op="broadcast", state="scheduled"),
+        ev(1, 2, state="scheduled"),
+        ev(1, 2, state="completed"),
+    ]
+    (d,) = align(coerce("events", evs)).divergences
+    rows = d.rows.set_index("rank")
+    assert rows.loc[1, "state"] == "completed" and bool(rows.loc[1, "_done"]) is True
+    assert rows.loc[0, "state"] == "scheduled" and bool(rows.loc[0, "_done"]) is False
