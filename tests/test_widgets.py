@@ -265,3 +265,50 @@ def test_process_group_and_rank_range_filters_change_the_grid_and_the_tables():
     assert "4 ranks, 0 not agreeing" in ex.at_seq.value
     y0, y1 = sorted(ex.picture.ax.get_ylim())
     assert (y0, y1) == (-0.5, 3.5)  # the picture shows rows 0-3 only
+
+
+def test_at_kernel_shutdown_a_live_explorer_becomes_its_static_tables(tmp_path):
+    """A real kernel: the explorer is displayed with a display id, and when the kernel is asked to
+    shut down it replaces that output by its static tables (what a notebook saved afterwards keeps)."""
+    jupyter_client = pytest.importorskip("jupyter_client")
+    pytest.importorskip("ipywidgets")
+    km = jupyter_client.KernelManager(kernel_name="python3")
+    env = dict(__import__("os").environ, PYTHONPATH=str(ROOT), MPLBACKEND="Agg")
+    km.start_kernel(env=env, cwd=str(tmp_path))
+    kc = km.client()
+    kc.start_channels()
+    try:
+        kc.wait_for_ready(timeout=60)
+        code = (
+            "import denpex_nb as dx\n"
+            "from denpex_nb.teach import synthetic_incident\n"
+            "dx.widgets.explorer(synthetic_incident(8, 10, mismatch_at=6, culprit=5), interactive=True)"
+        )
+        msg_id = kc.execute(code)
+        shown, deadline = None, time.monotonic() + 120
+        while time.monotonic() < deadline:
+            m = kc.get_iopub_msg(timeout=120)
+            if m["parent_header"].get("msg_id") != msg_id:
+                continue
+            if m["msg_type"] == "error":
+                pytest.fail("\n".join(m["content"]["traceback"]))
+            if m["msg_type"] == "display_data" and "application/vnd.jupyter.widget-view+json" in m["content"]["data"]:
+                shown = m["content"]
+            if m["msg_type"] == "status" and m["content"]["execution_state"] == "idle":
+                break
+        assert shown is not None, "the explorer was not displayed as a widget"
+        display_id = shown["transient"]["display_id"]
+        assert "Explorer (static: a snapshot" in shown["data"]["text/html"]  # the twin rides along
+        kc.shutdown()
+        frozen, deadline = None, time.monotonic() + 60
+        while frozen is None and time.monotonic() < deadline:
+            m = kc.get_iopub_msg(timeout=60)
+            if m["msg_type"] == "update_display_data" and m["content"]["transient"].get("display_id") == display_id:
+                frozen = m["content"]["data"]
+        assert frozen is not None, "no update of the explorer's output at shutdown"
+        assert "application/vnd.jupyter.widget-view+json" not in frozen
+        assert "Explorer (static: a snapshot of the live explorer" in frozen["text/html"] and "5" in frozen["text/html"]
+    finally:
+        kc.stop_channels()
+        if km.has_kernel:  # reaps the process whether or not it already exited
+            km.shutdown_kernel(now=True)
