@@ -19,6 +19,7 @@ mutation must be rewritten; the bench exits non-zero so it cannot pass silently)
     python benchmarks/bench_hand_mutations.py                 # all 16 (pins first, selections on survival)
     python benchmarks/bench_hand_mutations.py --only 4 11     # some of them
     python benchmarks/bench_hand_mutations.py --full          # run every selection in full (all killers)
+    python benchmarks/bench_hand_mutations.py --tests tests/analysis/test_properties_*.py  # do these kill them?
 """
 
 from __future__ import annotations
@@ -248,7 +249,7 @@ def _failed(out: str) -> list[str]:
     return sorted(set(re.findall(r"^(?:FAILED|ERROR) (\S+)", out, re.M)))
 
 
-def run_one(m: Mutation, copy: str, full: bool, timeout: float) -> Result:
+def run_one(m: Mutation, copy: str, full: bool, timeout: float, tests: list[str] | None = None) -> Result:
     path = os.path.join(copy, m.file)
     with open(path, encoding="utf-8") as fh:
         original = fh.read()
@@ -260,6 +261,10 @@ def run_one(m: Mutation, copy: str, full: bool, timeout: float) -> Result:
     try:
         with open(path, "w", encoding="utf-8") as fh:
             fh.write(original.replace(m.old, m.new))
+        if tests:  # another selection instead of pin + selection (e.g. do the properties alone kill it?)
+            rc, out = _pytest(copy, tests, timeout)
+            verdict = "timeout" if rc is None else "killed" if rc != 0 else "survived"
+            return Result(m.n, m.file, m.what, verdict, _failed(out), m.pin, None, time.monotonic() - t0)
         rc, out = _pytest(copy, [m.pin], timeout)
         if rc in (4, 5):  # usage error / nothing collected: the pin is missing, which is not a kill
             return Result(m.n, m.file, m.what, "STALE", [], m.pin, None, time.monotonic() - t0, "pin test not found")
@@ -294,6 +299,7 @@ def main(argv=None) -> int:
     ap.add_argument("--full", action="store_true", help="run every selection in full, not only on survival")
     ap.add_argument("--timeout", type=float, default=1800.0, help="seconds per pytest run")
     ap.add_argument("--no-write", action="store_true", help="do not write the results file")
+    ap.add_argument("--tests", nargs="+", help="run only these tests per mutation (not the pins; nothing is written)")
     a = ap.parse_args(argv)
     todo = [m for m in MUTATIONS if not a.only or m.n in a.only]
     commit = subprocess.run(
@@ -304,14 +310,14 @@ def main(argv=None) -> int:
         copy = os.path.join(tmp, "tree")
         shutil.copytree(ROOT, copy, ignore=_IGNORE, symlinks=True)
         # the unmutated tree must pass every pin, or a "kill" would prove nothing
-        pins = sorted({m.pin for m in todo})
+        pins = a.tests or sorted({m.pin for m in todo})
         rc, out = _pytest(copy, pins, a.timeout)
         if rc != 0:
             print(f"baseline: the unmutated tree fails its pins (rc {rc}):\n{out[-3000:]}", file=sys.stderr)
             return 2
         results = []
         for m in todo:
-            r = run_one(m, copy, a.full, a.timeout)
+            r = run_one(m, copy, a.full, a.timeout, a.tests)
             results.append(r)
             by = ", ".join(r.killed_by[:3]) + (" ..." if len(r.killed_by) > 3 else "")
             print(
@@ -326,7 +332,7 @@ def main(argv=None) -> int:
         f"\n{counts['killed']}/{len(results)} killed ({pinned} by their pin); survived {counts['survived']}, "
         f"timeout {counts['timeout']}, STALE {counts['STALE']}"
     )
-    if not a.no_write and not a.only:
+    if not a.no_write and not a.only and not a.tests:
         doc = {
             "bench": "bench_hand_mutations",
             "issue": 15,

@@ -53,7 +53,7 @@ def op_splits(draw):
     cell's rows, on other rows of the default group, or not at all."""
     world = draw(st.one_of(st.integers(2, 8), st.integers(9, 64), st.sampled_from([256, 1024])))
     ranks = g.numbering(world, draw(g.numberings))
-    odd = draw(st.dictionaries(st.integers(0, world - 1), st.sampled_from(OPS[1:]), min_size=1, max_size=world))
+    odd = draw(st.dictionaries(st.integers(0, world - 1), st.sampled_from(OPS[1:]), min_size=1, max_size=world - 1))
     where = draw(st.sampled_from(["cell", "elsewhere", "none"]))
     stated = draw(st.integers(world, world + 6)) if where != "none" else None
     seq = draw(g.counters)
