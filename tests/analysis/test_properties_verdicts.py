@@ -134,15 +134,9 @@ def test_one_failure_line_anywhere_never_gives_no_failure(base, where, line, cha
     assert _verdict(*base, [(where[0], where[1], line)], chatter) != "no-failure"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="hardwrap.detect_width takes a prefixed file's longest lines (DETAIL fingerprints of one length) "
-    "followed by one unprefixed line for a hard wrap at that width, and the bare line is joined to the one "
-    "before it as its tail: found by test_one_failure_line_anywhere_never_gives_no_failure at "
-    "DENPEX_PROPERTY_EXAMPLES=10; left to the hard-wrap reader's owner",
-)
 def test_a_bare_oom_line_after_a_detail_fingerprint_is_read():
-    """The falsifying example, kept: an OOM line inserted after a "Running collective" line of a
-    recorded fixed DETAIL run must not leave the run no-failure."""
+    """The falsifying example a deep run found (DENPEX_PROPERTY_EXAMPLES=10), kept: an OOM line inserted
+    after a "Running collective" line of a recorded fixed DETAIL run was joined to it as the tail of a
+    hard wrap at that line's length, and the run read no-failure."""
     base = next(b for b in BASES if b[1].endswith("dtype-mismatch/fixed-detail-w2"))
     assert _verdict(*base, [(0, 8, FAILURE[1])], []) != "no-failure"
