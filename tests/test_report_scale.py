@@ -153,3 +153,23 @@ def test_a_1024_rank_report_is_small_readable_and_names_the_culprit(tmp_path):
     if artifacts:
         Path(artifacts).mkdir(parents=True, exist_ok=True)
         shutil.copy(shot, Path(artifacts) / "report_1024_ranks.png")
+
+
+def test_diagnose_prints_ranges_at_256_ranks_and_the_json_keeps_full_lists(tmp_path):
+    from denpex_nb.testing.scale import write_large_incident
+
+    write_large_incident(tmp_path / "incident", world_size=256, culprit=217, entries=12)
+    cmd = [sys.executable, "-m", "denpex_nb.cli", "diagnose", str(tmp_path / "incident")]
+    text = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert text.returncode == 0, text.stderr[-2000:]
+    out = text.stdout
+    assert "ranks seen: 256 ranks (0\u2013255)" in out
+    assert "0\u2013216, 218\u2013255" in out and "culprit rank(s): 217" in out
+    longest = max(len(re.findall(r"\b\d+\b(?:, )", ln)) for ln in out.splitlines())
+    assert longest < 20, "a line lists ranks one by one"
+    assert len(out.splitlines()) < 120
+    js = subprocess.run([*cmd, "--json"], capture_output=True, text=True, timeout=300)
+    import json
+
+    d = json.loads(js.stdout)
+    assert d["ranks_seen"] == list(range(256)) and d["culprit_ranks"] == [217]
