@@ -173,3 +173,25 @@ def test_diagnose_prints_ranges_at_256_ranks_and_the_json_keeps_full_lists(tmp_p
 
     d = json.loads(js.stdout)
     assert d["ranks_seen"] == list(range(256)) and d["culprit_ranks"] == [217]
+
+
+def test_inputs_fold_per_rank_files_into_one_row_and_keep_problem_files_apart(tmp_path):
+    from denpex_nb.incident import Incident, coerce
+
+    files = [str(tmp_path / "fr" / f"comm_lib_trace_rank_{r}") for r in range(1024)]
+    files += [str(tmp_path / "train.log"), str(tmp_path / "fr" / "comm_lib_trace_rank_2000")]
+    inc = Incident(
+        sources=coerce(
+            "sources",
+            {
+                "file": files,
+                "format": ["fr_pickle"] * 1024 + ["text", "fr_pickle"],
+                "lines_total": [0] * 1024 + [10, 0],
+                "error": [None] * 1025 + ["truncated pickle"],
+            },
+        )
+    )
+    html = report.inputs(inc).html
+    assert "fr/comm_lib_trace_rank_{0\u20131023} (1024 files)" in html
+    assert "fr/comm_lib_trace_rank_2000" in html and "truncated pickle" in html
+    assert str(tmp_path) not in html and html.count("<tr>") == 4

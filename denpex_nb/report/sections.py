@@ -189,23 +189,39 @@ def other_findings(diagnosis) -> HTML:
 
 
 def inputs(incident, max_files: int = 40) -> HTML:
-    """What was read: files, formats, and the line accounting (parsed + unparsed = total)."""
+    """What was read: files, formats, and the line accounting (parsed + unparsed = total).
+
+    Files that differ only by a number (``fr/comm_lib_trace_rank_0`` ... ``_1023``, one per rank)
+    are one row, ``fr/comm_lib_trace_rank_{0–1023}``, with their count and summed lines; a file
+    with a problem always keeps its own row.
+    """
     src = incident.sources
     root = input_root(incident)
-    files = (
-        [
-            {
-                "file": relative(str(s["file"]), root),
-                "format": str(s["format"]),
-                "lines": "" if pd.isna(s["lines_total"]) else int(s["lines_total"]),
-                "problem": "" if pd.isna(s["error"]) else str(s["error"]),
-            }
-            for _, s in src.head(max_files).iterrows()
-        ]
-        if len(src)
-        else []
-    )
-    return render_template("inputs.html", n_files=len(src), lines=incident.lines, files=files)
+    groups: dict[tuple, dict] = {}
+    for _, s in src.iterrows() if len(src) else ():
+        name = relative(str(s["file"]), root)
+        problem = "" if pd.isna(s["error"]) else str(s["error"])
+        m = _NUMBERED.match(name)
+        key = (m.group(1), m.group(3), str(s["format"])) if m and not problem else (name, "", str(s["format"]), problem)
+        g = groups.setdefault(
+            key, {"names": [], "numbers": [], "lines": 0, "format": str(s["format"]), "problem": problem}
+        )
+        g["names"].append(name)
+        if m and not problem:
+            g["numbers"].append(int(m.group(2)))
+        g["lines"] += 0 if pd.isna(s["lines_total"]) else int(s["lines_total"])
+    files = []
+    for key, g in groups.items():
+        if len(g["names"]) == 1:
+            label = g["names"][0]
+        else:
+            label = f"{key[0]}{{{rank_ranges(g['numbers'])}}}{key[1]} ({len(g['names'])} files)"
+        files.append({"file": label, "format": g["format"], "lines": g["lines"], "problem": g["problem"]})
+    return render_template("inputs.html", n_files=len(src), lines=incident.lines, files=files[:max_files])
+
+
+#: a path around its last number (``fr/..._rank_12``, ``attempt_0/12/stderr.log``: the per-rank part)
+_NUMBERED = re.compile(r"^(.*?)(\d+)(\D*)$")
 
 
 def pictures(incident, diagnosis) -> None:
