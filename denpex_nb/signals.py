@@ -31,6 +31,7 @@ linear (no nested quantifiers; the hang guard in tests/test_regex_linear.py chec
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -94,6 +95,11 @@ NEEDLES: tuple[bytes, ...] = (
     b"not joined",
     b"mismatch",
     b"Mismatch",
+    # a connection failing at INFO level while retrying, and one made after all
+    b"No route",
+    b"unreachable",
+    b"Connected after",
+    b"Init COMPLETE",
     # work finished (a crash after it is a teardown crash)
     b"inished",
     b"omplete",
@@ -268,6 +274,14 @@ FINISH = re.compile(
     r"|done training|saving final (?:model|checkpoint)|final checkpoint saved)"
 )
 
+#: at INFO level (NCCL's socket retries): a connection that failed this time; not a failure by itself,
+#: but a file whose last word on a connection is one of these (no :data:`RECOVERED` line after) failed
+RETRYING = re.compile(
+    r"(?i:no route to host|connection refused|connection reset|network is unreachable|connect(?:ion)? timed out)"
+)
+#: a connection made after all (after retries), or a communicator that came up
+RECOVERED = re.compile(r"(?i:connected after \d+ retr|connection established|successfully connected)|Init COMPLETE")
+
 _MAX_TEXT = 400
 _WORD = re.compile(r"[A-Za-z]{2}")
 
@@ -324,7 +338,25 @@ def family_of(text: str) -> SignalFamily:
     return SignalFamily.OTHER
 
 
+_DIGITS = re.compile(r"\d{2,}")
+
+
 def classify(text: str, level: str | None = None) -> Signal | None:
+    """The signal of one line (see :func:`classify_text`), remembered per shape of the line: a log
+    repeats its failure lines with other ranks, sequence numbers and times, and the patterns cost
+    tens of microseconds a line. Runs of two or more digits read the same as ``11`` (a count, a
+    code or a number other than 0 and 1: what the patterns tell apart stays apart)."""
+    if len(text) > _MAX_TEXT * 2:
+        text = text[: _MAX_TEXT * 2]
+    return _classify_shape(_DIGITS.sub("11", text), level)
+
+
+@functools.lru_cache(maxsize=8192)
+def _classify_shape(text: str, level: str | None) -> Signal | None:
+    return classify_text(text, level)
+
+
+def classify_text(text: str, level: str | None = None) -> Signal | None:
     """The signal of one line (prefixes stripped or not), or None when it is worth no row.
 
     A failure: a fatal or error severity, or a failure word (:data:`FAILURE_WORDS`), on a line no
@@ -336,7 +368,13 @@ def classify(text: str, level: str | None = None) -> Signal | None:
         return None
     sev = severity_of(text, level)
     if sev == SignalSeverity.INFO:  # INFO / DEBUG chatter (NCCL INFO, glog I): no failure signal
-        return Signal(str(sev), str(SignalFamily.FINISH), False) if FINISH.search(text) else None
+        if FINISH.search(text):
+            return Signal(str(sev), str(SignalFamily.FINISH), False)
+        if RECOVERED.search(text):
+            return Signal(str(sev), str(SignalFamily.RECOVERED), False)
+        if RETRYING.search(text):
+            return Signal(str(sev), str(SignalFamily.NETWORK), False)
+        return None
     words = FAILURE_WORDS.search(text) is not None or (
         sev == SignalSeverity.WARNING and WARNING_FAILURE.search(text) is not None
     )

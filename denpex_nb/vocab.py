@@ -127,6 +127,7 @@ class SignalFamily(_Name):
     STALL = "stall"  # stall reports, ranks that did not join or arrive (positions)
     OTHER = "other"  # a failure with no family (a plain exception)
     FINISH = "finish"  # not a failure: the work said it finished
+    RECOVERED = "recovered"  # not a failure: a connection that had failed was made after all
 
 
 #: error kinds a rank shows when a collective failed under it (someone else may have started it):

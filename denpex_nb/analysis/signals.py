@@ -163,7 +163,7 @@ def signal_finding(ctx, *, after: Finding | None = None) -> Finding | None:
     stays in ``basis``)."""
     fs = failure_signals(ctx.incident)
     if not len(fs):
-        return None
+        return unrecovered_connections(ctx.incident)
     fam_col = fs["family"].astype(object)
     first = fs.iloc[0]
     fam = str(first["family"])
@@ -243,6 +243,41 @@ def _causes(fs: pd.DataFrame, errors: pd.DataFrame) -> pd.DataFrame:
         for f, ln, t in zip(fs["file"].astype(object), fs["line"], fs["text"].astype(object))
     ]
     return fs[keep]
+
+
+def unrecovered_connections(incident) -> Finding | None:
+    """A file whose last word on a connection is an INFO line saying it failed (NCCL retrying on "No
+    route to host", "Connection refused") with no line after it saying a connection was made: the
+    connection never came up before the log ends. ``nccl-error`` at low confidence; None otherwise."""
+    if _empty(incident):
+        return None
+    s = incident.signals
+    fam = s["family"].astype(object)
+    rows = s[(fam == SignalFamily.NETWORK) & ~s["failure"].fillna(False).astype(bool)]
+    rows = rows[rows["severity"].astype(object) == "info"]
+    if not len(rows):
+        return None
+    rec = s[fam == SignalFamily.RECOVERED]
+    stuck = []
+    for f, grp in rows.groupby(rows["file"].astype(object), sort=False):
+        last = grp["line"].max()
+        later = rec[(rec["file"].astype(object) == f) & (rec["line"] > last)]
+        if not len(later):
+            stuck.append(grp.sort_values("line").iloc[[-1]])
+    if not stuck:
+        return None
+    ev = pd.concat(stuck)
+    return Finding(
+        class_id=ClassId.NCCL_ERROR,
+        summary=(
+            "A connection kept failing up to the end of the log, with no line after it saying it was made "
+            f"(retries at INFO level): {str(ev.iloc[0]['text'])[:200]}"
+        ),
+        confidence="low",
+        evidence=_evidence(ev),
+        rule="failure-signals",
+        culprit_basis="undetermined: the process that could not connect is a victim of the unreachable side",
+    )
 
 
 def own_process_error(ctx, findings: list[Finding]) -> list[Finding]:

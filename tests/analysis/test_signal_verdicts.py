@@ -142,3 +142,23 @@ def test_a_recorded_healthy_log_with_one_failure_line_is_no_all_clear(tmp_path, 
         files.append(str(dst))
     d = dx.diagnose(dx.load(files), strict=True)
     assert d.verdict in FAILURE_CLASSES, (case["id"], text, d.summary())
+
+
+@pytest.mark.parametrize("what", ["No route to host", "Connection refused", "Network is unreachable"])
+@pytest.mark.parametrize("recovered", [False, True])
+def test_a_connection_retried_to_the_end_of_the_log_is_a_failure(tmp_path, what, recovered):
+    """NCCL retries a failing connect at INFO level: a log whose last word on it is a retry failed
+    (the connection never came up); one where a later line says it connected did not."""
+    lines = healthy_lines(steps=3)
+    lines += [
+        f"[rank1]:node1:1100:1101 [1] NCCL INFO socketPollConnect: connect returned {what}, retrying ({k}/34) "
+        f"after sleep for {k}00 msec"
+        for k in range(20, 26)
+    ]
+    if recovered:
+        lines.append("[rank1]:node1:1100:1101 [1] NCCL INFO NET/Socket : Connected after 26 retries.")
+    d = _diagnose(tmp_path, lines)
+    if recovered:
+        assert d.verdict == ClassId.NO_FAILURE, d.summary()
+    else:
+        assert d.verdict == ClassId.NCCL_ERROR and d.findings[0].confidence == "low", d.summary()
