@@ -184,8 +184,9 @@ WRAPPERS = {
     "kubectl": lambda r, t: f"2024-05-01T10:00:0{r}.123456789Z [rank{r}]:{t}",
     "docker": lambda r, t: f"2024-05-01T10:00:0{r}.123456Z {t}",
 }
-#: wrappers from which the loader reads a global rank
-RANKED = {"torch", "mpirun", "slurm", "kubectl"}
+#: wrappers from which the loader reads a global rank (slurm's ``3: `` is trusted only where several
+#: lines carry it: one such line alone could be any text that starts with a number)
+RANKED = {"torch", "mpirun", "kubectl"}
 
 
 def healthy_lines(n_ranks: int = 4, steps: int = 30) -> list[str]:
