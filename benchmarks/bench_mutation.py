@@ -669,7 +669,7 @@ def markdown(report: dict, previous: dict | None, cfg: dict) -> str:
             "",
             f"## The first run's survivors and what kills them now ({len(prev_surv)})",
             "",
-            f"First run: commit `{previous['commit'][:12]}`, {previous['killed']}/{previous['mutants'] - previous['pending']}"
+            f"First run: commit {previous['commit']}, {previous['killed']}/{previous['mutants'] - previous['pending']}"
             f" killed ({previous['killed_pct']} %).",
             "",
             "| where | operator | original | mutant | now |",
