@@ -18,7 +18,8 @@ Switching it on in your own job (either is enough)::
 
 Each rank appends to ``<dir>/denpex_trace_rank<R>.jsonl``: a ``meta`` line (written at ``enable()``
 when ``RANK`` is set, so a watcher knows the rank's pid before its first collective), then per
-collective an ``issue`` line, then ``done`` (or ``error`` with the exception text). For a
+collective an ``issue`` line, then ``done`` (or ``error`` with the exception text); a meta line written before ``init_process_group``
+is repeated, with the backend, before the first collective. For a
 collective called with ``async_op=True`` ``done`` carries ``"async":true`` (it was enqueued) and a
 ``complete`` line follows when its work finishes (or ``error`` if it fails), found by polling the
 work (before the next collective, and every 50 ms from a daemon thread). On gloo a synchronous collective has finished when it returns, so ``done`` is its
@@ -178,6 +179,9 @@ def _wrap(name: str, original: Callable) -> Callable:
         except TypeError:  # let torch raise its own error for bad arguments
             return original(*args, **kwargs)
         rank, world_size, base = _base_json(op, params, peer_param)
+        if _state.get("meta_early"):  # the meta line of enable() came before init: now say the backend
+            _state["meta_early"] = False
+            _emit(rank, world_size, _meta_line(rank, world_size))
         _emit(
             rank,
             world_size,
@@ -402,21 +406,26 @@ def _open(rank: int, world_size: int | None) -> int | None:
         if _state["dir"] is None:
             return None
         fd = os.open(trace_path(_state["dir"], rank), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        meta = {
-            "v": FORMAT_VERSION,
-            "event": "meta",
-            "rank": rank,
-            "world_size": world_size,
-            "pid": os.getpid(),
-            "host": _host(),
-            "backend": _backend(),
-            "torch": _torch_version(),
-        }
-        data = (json.dumps(meta, separators=(",", ":")) + "\n").encode()
+        data = _meta_line(rank, world_size).encode()
+        _state["meta_early"] = _backend() is None
         os.write(fd, data)
         _state["fd"] = fd
         _state["written"] = os.fstat(fd).st_size
         return fd
+
+
+def _meta_line(rank: int, world_size: int | None) -> str:
+    meta = {
+        "v": FORMAT_VERSION,
+        "event": "meta",
+        "rank": rank,
+        "world_size": world_size,
+        "pid": os.getpid(),
+        "host": _host(),
+        "backend": _backend(),
+        "torch": _torch_version(),
+    }
+    return json.dumps(meta, separators=(",", ":")) + "\n"
 
 
 def _backend() -> str | None:

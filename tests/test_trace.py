@@ -85,8 +85,9 @@ def test_async_collectives_record_their_completion_and_meta_comes_first(tmp_path
     proc, lines = _run("async", tmp_path, RANK="0", WORLD_SIZE="1")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert lines[0]["event"] == "meta" and lines[0]["backend"] is None  # before init_process_group
+    assert lines[1]["event"] == "meta" and lines[1]["backend"] == "gloo"  # repeated before the first collective
     by_seq = {}
-    for d in lines[1:]:
+    for d in lines[2:]:
         by_seq.setdefault(d["seq"], []).append((d["event"], d.get("async")))
     assert by_seq[1] == [("issue", None), ("done", True), ("complete", None)]
     assert by_seq[2] == [("issue", None), ("done", True), ("complete", None)]
