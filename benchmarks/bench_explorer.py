@@ -66,7 +66,7 @@ def main() -> None:
                 opened_on = book.text("at-seq").splitlines()[0]
                 lat = []
                 for s in seqs:
-                    before = book.picture_hash()
+                    before = book.wait_picture_settled()
                     lat.append(book.choose_seq_latency(s))
                     try:  # let the picture settle before the next choice, as a person would
                         book.wait_picture_change(before, timeout_ms=20_000)

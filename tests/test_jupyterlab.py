@@ -80,8 +80,7 @@ def test_postmortem_explorer_in_jupyterlab_follows_every_choice(tmp_path):
             assert "Every rank at seq 3" in nb.text("at-seq")
             assert "Explorer (static" not in page.content()
             page.locator(".dx-explorer").first.scroll_into_view_if_needed()
-            page.wait_for_timeout(500)
-            start_pic = nb.picture_hash()
+            start_pic = nb.wait_picture_settled()
             assert start_pic
 
             # a counter: the DETAIL fingerprints have their own seqs; picture and tables change
@@ -116,10 +115,11 @@ def test_postmortem_explorer_in_jupyterlab_follows_every_choice(tmp_path):
             )  # the rank's own line, read from the file
             assert "0–3" in nb.text("at-seq")  # the agreeing ranks collapsed into one row
             # a step: seq 3 again, the picture's outline moves
-            before_step = nb.picture_hash()
+            before_step = nb.wait_picture_settled()  # the redraw for seq 2 comes after the tables
             nb.click("next")
             nb.wait_text("at-seq", "Every rank at seq 3 ")
-            assert nb.wait_picture_change(before_step) != before_step
+            nb.wait_picture_change(before_step)
+            assert nb.wait_picture_settled() != before_step
 
             # latency of choosing a seq (printed; the 512-rank bar is benchmarks/bench_explorer.py)
             lat = [nb.choose_seq_latency(s) for s in (1, 2, 3)]

@@ -312,6 +312,19 @@ class Notebook:
         """A digest of the explorer's picture as drawn on its canvas (changes when the picture does)."""
         return self.page.evaluate(f"() => ({_PICTURE_HASH_JS})()")
 
+    def wait_picture_settled(self, quiet_ms: int = 1200, timeout_ms: int = 60_000) -> str:
+        """Until the picture has not changed for ``quiet_ms`` (its redraws arrive after the tables);
+        returns its digest."""
+        last, since, deadline = self.picture_hash(), time.monotonic(), time.monotonic() + timeout_ms / 1000
+        while time.monotonic() < deadline:
+            self.page.wait_for_timeout(200)
+            now = self.picture_hash()
+            if now != last:
+                last, since = now, time.monotonic()
+            elif (time.monotonic() - since) * 1000 >= quiet_ms:
+                return now
+        return last
+
     def wait_picture_change(self, old: str, timeout_ms: int = 30_000) -> str:
         """Until the picture differs from digest ``old``; returns the new digest."""
         self.page.wait_for_function(f"old => ({_PICTURE_HASH_JS})() !== old", arg=old, timeout=timeout_ms)
