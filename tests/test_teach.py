@@ -203,3 +203,12 @@ def test_require_torch_raises_a_one_line_error_naming_the_extra(monkeypatch):
     with pytest.raises(MissingDependencyError) as err:
         teach.require_torch()
     assert "\n" not in str(err.value) and "denpex_nb[repro]" in str(err.value)
+
+
+def test_without_ipywidgets_the_question_and_checker_say_so_above_the_static_answer(monkeypatch):
+    monkeypatch.setitem(sys.modules, "ipywidgets", None)  # import ipywidgets -> ImportError
+    html = teach.predict("rank-crash", interactive=True)._repr_html_()
+    assert "ipywidgets is not installed" in html and "denpex-predict-static" in html
+    html = teach.checker(interactive=True)._repr_html_()
+    assert "ipywidgets is not installed" in html and "denpex-check-static" in html
+    assert "ipywidgets is not installed" not in teach.predict("rank-crash", interactive=False)._repr_html_()

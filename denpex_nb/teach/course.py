@@ -256,11 +256,15 @@ def checker(interactive: bool | None = None):
 
     if interactive is None:
         interactive = not is_headless()
+    static = _checker_static()
     try:
         import ipywidgets as w
     except ImportError:
+        if interactive:
+            from .quiz import NO_WIDGETS_NOTE
+
+            return HTML(NO_WIDGETS_NOTE + static)
         interactive = False
-    static = _checker_static()
     if not interactive:
         return HTML(static)
     from ..analysis import catalog

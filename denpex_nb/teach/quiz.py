@@ -20,6 +20,13 @@ from html import escape
 
 from ..report import HTML
 
+#: shown above the static question where a notebook frontend is there but ipywidgets is not
+NO_WIDGETS_NOTE = (
+    "<p style='font-size:85%;color:#8d6e00'>ipywidgets is not installed in this kernel, so the question is "
+    "shown with its answer folded below (<code>pip install 'denpex_nb[notebook]'</code> and restart the "
+    "kernel for the interactive version).</p>"
+)
+
 
 @dataclass(frozen=True)
 class Question:
@@ -200,6 +207,8 @@ def predict(scenario: str, interactive: bool | None = None):
     try:
         import ipywidgets as w
     except ImportError:
+        if interactive:
+            return HTML(NO_WIDGETS_NOTE + static_html(scenario))
         interactive = False
     if not interactive:
         return HTML(static_html(scenario))
