@@ -121,9 +121,10 @@ def outline() -> HTML:
         "<td>an incident you have not seen: 4 ranks, a recorded run</td><td>?</td>"
         "<td>investigate with the explorer: name the failure, the culprit rank and the collective</td></tr>"
     )
+    left = "<style>.denpex-outline td, .denpex-outline th {text-align: left; vertical-align: top}</style>"
     return HTML(
-        "<table><thead><tr><th>#</th><th>notebook</th><th>the bug</th><th>catalog class</th>"
-        f"<th>what it teaches</th></tr></thead><tbody>{''.join(rows)}</tbody></table>"
+        left + "<table class='denpex-outline'><thead><tr><th>#</th><th>notebook</th><th>the bug</th>"
+        f"<th>catalog class</th><th>what it teaches</th></tr></thead><tbody>{''.join(rows)}</tbody></table>"
     )
 
 
