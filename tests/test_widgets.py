@@ -312,3 +312,13 @@ def test_at_kernel_shutdown_a_live_explorer_becomes_its_static_tables(tmp_path):
         kc.stop_channels()
         if km.has_kernel:  # reaps the process whether or not it already exited
             km.shutdown_kernel(now=True)
+
+
+def test_when_most_ranks_have_no_entry_the_few_that_do_are_the_odd_ones():
+    from denpex_nb.incident import Incident
+
+    ev = synthetic_incident(4, 6, mismatch_at=None).events
+    ev = ev[~((ev["seq"] == 6) & (ev["rank"] != 0))]  # only rank 0 went on to seq 6
+    at = widgets.entries_at(Incident(events=ev), 6)
+    assert at.iloc[0]["ranks"] == "0" and at.iloc[0]["vs majority"] == "differs"
+    assert at.iloc[-1]["ranks"] == "1–3" and at.iloc[-1]["vs majority"] == "missing"

@@ -81,7 +81,8 @@ class Grid:
 
     @cached_property
     def majority(self) -> np.ndarray:
-        """Per seq column, the most common signature code (MISSING for an empty column)."""
+        """Per seq column, the most common signature code; MISSING when more ranks have no entry
+        there than share any one entry (then the few ranks that do are the odd ones)."""
         out = np.full(len(self.seqs), MISSING, dtype=np.int32)
         if not self.sig.size:
             return out
@@ -91,6 +92,10 @@ class Grid:
         pairs = pd.DataFrame({"c": cols, "s": codes}).value_counts(sort=True)
         top = pairs.reset_index().drop_duplicates("c", keep="first")
         out[top["c"].to_numpy()] = top["s"].to_numpy()
+        n_top = np.zeros(len(self.seqs), dtype=np.int64)
+        n_top[top["c"].to_numpy()] = top.iloc[:, -1].to_numpy()
+        n_missing = len(self.ranks) - present.sum(axis=0)
+        out[n_missing > n_top] = MISSING
         return out
 
     @cached_property
@@ -190,10 +195,12 @@ class Grid:
         for (c, v), g in key.groupby(["cell", "verdict"], sort=False):
             groups.append((int(c), str(v), g["rank"].tolist()))
         order = {"differs": 0, "missing": 1, "agrees": 2}
-        # odd first (the smallest groups first: the lone culprit on top), the majority last
+        # odd first (the smallest groups first: the lone culprit on top), the majority last (when
+        # most ranks have no entry, the missing group is the majority and goes last)
         groups.sort(key=lambda t: (order[t[1]], len(t[2]) if t[1] != "agrees" else -len(t[2]), t[2][0]))
-        if groups and groups[-1][1] == "agrees":
-            big = max(range(len(groups)), key=lambda k: (groups[k][1] == "agrees", len(groups[k][2])))
+        major = [k for k, t in enumerate(groups) if t[1] == "agrees" or (maj == MISSING and t[1] == "missing")]
+        if major:
+            big = max(major, key=lambda k: len(groups[k][2]))
             groups.append(groups.pop(big))
         out = []
         for c, v, rs in groups:
