@@ -168,12 +168,12 @@ FAILURE_WORDS = re.compile(
 #: words that put a size / shape message in a collective or across ranks
 COLLECTIVE_CONTEXT = re.compile(
     r"(?i:all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|broadcast|collective|\bgather\b|\bscatter\b"
-    r"|ranks?\b|across|world|process ?group|\bnccl\b|\bgloo\b|\bc10d\b|fingerprint|zero|fsdp|ddp|shard"
+    r"|ranks?\b|across|world|\bprocess(?:es)? \d|process ?group|\bnccl\b|\bgloo\b|\bc10d\b|fingerprint|zero|fsdp|ddp|shard"
     r"|bucket|flat_?param|partition|tensor.parallel|pipeline)"
 )
 _SIZE = (
     r"(?i:\bsizes?\b|\bshapes?\b|\bnumel\b|split_?sizes?|number of (?:elements|parameters|params|tensors)"
-    r"|(?:parameter|param|element|tensor) counts?|\bdtypes?\b|\blength\b)"
+    r"|(?:parameter|param|element|tensor) counts?|\bparams?\b|\bdtypes?\b|\blength\b)"
 )
 #: (family, pattern), first match wins: the order puts the cause before its consequences (an
 #: out-of-memory inside an NCCL error is memory; a CUDA fault inside a watchdog line is the device)
@@ -197,7 +197,8 @@ FAMILIES: tuple[tuple[SignalFamily, re.Pattern], ...] = (
     (
         SignalFamily.SIZE,
         re.compile(
-            _SIZE + r"[^\n]{0,80}?(?i:mismatch|do(?:es)? ?n[o']t match|must (?:match|be (?:the )?same|be equal)"
+            _SIZE
+            + r"[^\n]{0,80}?(?i:mismatch|do(?:es)? ?n[o']t match|not (?:to )?match|must (?:match|be (?:the )?same|be equal)"
             r"|should (?:match|be (?:the )?same)|differ|inconsistent|not (?:the )?same|expected|invalid|vs\b)"
             r"|(?i:mismatch(?:ed)?|different|inconsistent|unequal|uneven|\bsame\b|\bequal\b)[^\n]{0,40}?"
             + _SIZE

@@ -114,6 +114,21 @@ SIZE = (
         for op in _SIZE_OPS
     ]
 )
+SIZE += [
+    (
+        F.SIZE,
+        f"RuntimeError: {lib} expects the same model on every rank, but rank {r} has {n} params, while rank 0 has inconsistent {n - 1} params",
+        "inconsistent",
+    )
+    for lib, r, n in (("DDP", 1, 2247), ("FSDP", 3, 512))
+] + [
+    (
+        F.SIZE,
+        f"RuntimeError: [{r}]: params[4] in this process with sizes [243, 256] appears not to match sizes of the same param in process 0.",
+        "process 0",
+    )
+    for r in (1, 2)
+]
 TIMEOUT = [
     (F.TIMEOUT, f"{e}: Timed out after {s} seconds waiting for clients. 3/4 clients joined.", "Timed out")
     for e, s in itertools.product(("torch.distributed.DistStoreError", "RuntimeError"), (300, 1800))
