@@ -620,6 +620,24 @@ def desync_report(ctx: Context) -> list[Finding]:
     if not len(ds):
         return []
     lag = _related(ds)
+    members = set(ctx.ranks_known) | set(lag)
+    group = max(int(ctx.group_size or 0), max(members, default=-1) + 1)
+    if len(lag) >= 2 and set(lag) >= set(range(group)):
+        # every rank joined (and none finished): the report singles nobody out; the collective
+        # itself hung under all of them (a network or device problem, or a rank outside this group)
+        return [
+            _text_finding(
+                ClassId.RANK_DESYNC,
+                f"The desync report names every rank ({fmt_ranks(lag)}): all of them joined the collective "
+                "and none finished it, so no rank is behind the others; the cause is not a desync between "
+                "these ranks (a hang under all of them, or a rank outside the evidence).",
+                ds,
+                "desync-report",
+                "low",
+                (),
+                "undetermined: the report names every rank of the group",
+            )
+        ]
     return [
         _text_finding(
             ClassId.RANK_DESYNC,

@@ -162,3 +162,19 @@ def test_a_connection_retried_to_the_end_of_the_log_is_a_failure(tmp_path, what,
         assert d.verdict == ClassId.NO_FAILURE, d.summary()
     else:
         assert d.verdict == ClassId.NCCL_ERROR and d.findings[0].confidence == "low", d.summary()
+
+
+@pytest.mark.parametrize("n", [2, 4, 8])
+@pytest.mark.parametrize("prefix", ["", "[rank0]:", "node0: "])
+def test_a_desync_report_in_which_every_rank_joined_names_no_culprit(tmp_path, n, prefix):
+    ranks = ", ".join(map(str, range(n)))
+    lines = [
+        f"{prefix}[PG 0 Rank 0] Rank 0",
+        f"{prefix}[Rank 0] Timeout at collective: ALLREDUCE, #12",
+        f"{prefix}To our best knowledge, the lagging/dead/mismatched ranks that caused the desync are:",
+        f"{prefix}  - [{ranks}] joined but didn't finish collective #12 (count from 1)",
+    ]
+    lines += [f"{prefix}step {i} loss 1.0" for i in range(3)]
+    d = _diagnose(tmp_path, lines)
+    assert d.verdict != ClassId.NO_FAILURE
+    assert set(d.culprit_ranks) != set(range(n)), d.summary()
