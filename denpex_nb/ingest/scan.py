@@ -863,7 +863,8 @@ class BlockScanner:
         if be - bs > self.line_cap:
             raw = self._cap_lines(raw, ln)
         key = None
-        if mask >= 0 and not mask & ~self._alone_mask and be - bs <= _MEMO_BLOCK_MAX:
+        # (not a block holding a signal line: each of those must be classified where it is)
+        if not sig_lines and mask >= 0 and not mask & ~self._alone_mask and be - bs <= _MEMO_BLOCK_MAX:
             key = (mask, bytes(raw))
             if key in self._fruitless:  # these bytes yielded nothing before: they are unparsed again
                 self._region(buf, bs, be, ln, n)

@@ -346,3 +346,24 @@ def test_watched_words_are_noticed_in_unparsed_and_parsed_lines_while_reading(tm
     assert a["text"].str.contains("SyncBatchNorm").sum() == 1  # still kept, line for line
     assert int(inc.sources.set_index("file").loc[str(tmp_path / "a.log"), "lines_unparsed"]) == 101
     assert dx.load(str(tmp_path / "b.log")).mentions == {"syncbn": []}
+
+
+def test_a_repeated_block_is_remembered_without_losing_its_signals(tmp_path, monkeypatch):
+    """The scanner skips a block whose bytes already yielded nothing in the file (the same warning
+    every few hundred steps); the result is the same as reading every repeat, signals included."""
+    import glob
+
+    import denpex_nb as dx
+    from denpex_nb.ingest import scan
+
+    logs = sorted(glob.glob("tests/data/wild/*/log.txt"))[:12]
+    noise = b"".join(b"step %d loss=1.0\n" % i for i in range(20))
+    for k, src in enumerate(logs):
+        body = open(src, "rb").read()
+        (tmp_path / f"r{k}.log").write_bytes((body + noise) * 3)
+    with_memo = dx.load(str(tmp_path))
+    monkeypatch.setattr(scan, "_MEMO_MAX", 0)
+    without = dx.load(str(tmp_path))
+    for name in ("events", "errors", "unparsed", "sources", "signals"):
+        a, b = getattr(with_memo, name), getattr(without, name)
+        assert a.astype(str).equals(b.astype(str)), name
