@@ -81,3 +81,9 @@ def test_collateral_on_one_rank_alone_names_that_rank(kind, message):
 def test_without_a_rank_table_only_the_errors_decide():
     """Called without the launcher's rank table (ranks=None): the one timeout names rank 3."""
     assert initiating_rank(incident(errors=_timeouts(ranks=(3,))).errors, None) == 3
+
+
+def test_without_errors_only_the_rank_table_decides():
+    """Called with no errors frame (errors=None): the launcher's SIGSEGV for rank 2 names it."""
+    ranks = incident(ranks=[dict(rank=2, signal="SIGSEGV")]).ranks
+    assert initiating_rank(None, ranks) == 2
