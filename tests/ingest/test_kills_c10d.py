@@ -55,3 +55,35 @@ def test_a_snapshot_line_counts_only_under_its_header():
         ],
     )
     assert sorted((e["rank"], e["seq"], e["state"]) for e in out.events) == [(0, 2417, "started"), (1, 2417, "started")]
+
+
+def test_a_worknccl_whose_last_field_is_the_op_keeps_the_whole_op_name():
+    """A cut line (or an older field order) that ends with OpType: the op is read whole."""
+    out = run(
+        R,
+        "[rank3]:[E ProcessGroupNCCL.cpp:1] [Rank 3] Watchdog caught collective operation timeout: "
+        "WorkNCCL(SeqNum=5, OpType=BROADCAST)",
+    )
+    assert one(out.errors, kind="watchdog_timeout")["op"] == "broadcast"
+
+
+def test_a_worknccl_without_a_seqnum_is_read_without_a_seq():
+    out = run(
+        R,
+        "[rank3]:[E ProcessGroupNCCL.cpp:1] [Rank 3] Watchdog caught collective operation timeout: "
+        "WorkNCCL(OpType=ALLREDUCE, Timeout(ms)=600000) ran for 600001 milliseconds before timing out.",
+    )
+    err = one(out.errors, kind="watchdog_timeout")
+    assert err["op"] == "all_reduce" and err.get("seq") is None
+
+
+def test_a_dump_signal_from_a_rank_number_out_of_range_names_the_lines_rank():
+    """'from rank 99999999999' is no rank (past int32): the detector is the line's own rank."""
+    err = one(
+        run(
+            R,
+            "[rank2]:[E412 1:1:1.1 x.cpp:1] [PG 0 Rank 2] Received a dump signal due to a collective timeout "
+            "from rank 99999999999 and we will try our best to dump the debug info.",
+        ).errors
+    )
+    assert err["related_ranks"] == (2,)
