@@ -508,6 +508,12 @@ def main(argv=None) -> int:
     ap.add_argument("--markdown", nargs="?", const=HERE / "results" / "mutation_semantic.md", type=Path)
     ap.add_argument("--previous", type=Path, help="the first run's JSON: its survivors and what kills them now")
     ap.add_argument(
+        "--verified",
+        type=Path,
+        help="JSON list of {module, operator, source, mutated, killed_by}: survivors of this run that a test "
+        "written after it kills (checked by applying the mutant to the run's tree and running that test)",
+    )
+    ap.add_argument(
         "--collect", action="store_true", help="only write the report from the sessions in --work (a run cut short)"
     )
     args = ap.parse_args(argv)
@@ -542,12 +548,18 @@ def main(argv=None) -> int:
         modules = [m for m in modules if (args.work / "sessions" / f"{m['name']}.meta.json").exists()]
         commit = (args.work / "commit").read_text().strip()
     equivalents = load_equivalents(EQUIVALENTS)
+    verified = {}
+    if args.verified:
+        for v in json.loads(args.verified.read_text()):
+            verified[(v["module"], v["operator"], v["source"], v["mutated"])] = v["killed_by"]
     per_module, all_mutants = [], []
     for m in modules:
         r = collect_module(m, args.work)
         for mu in r["mutants"]:
             if mu["outcome"] != "killed":
                 mu["equivalent"] = explanation(mu, equivalents)
+                if _key(mu) in verified:
+                    mu["killed_now_by"] = verified[_key(mu)]
         n, k = len(r["mutants"]), sum(mu["outcome"] == "killed" for mu in r["mutants"])
         pending = sum(mu["outcome"] == "pending" for mu in r["mutants"])
         cpu = round(sum(mu.get("cpu_s") or 0 for mu in r["mutants"]), 1)
@@ -572,7 +584,10 @@ def main(argv=None) -> int:
         "killed": k,
         "killed_pct": round(100 * k / (n - pending), 2) if n - pending else None,
         "survivors": len(survivors),
-        "survivors_unexplained": sum(mu.get("equivalent") is None for mu in survivors),
+        "survivors_unexplained": sum(
+            mu.get("equivalent") is None and mu.get("killed_now_by") is None for mu in survivors
+        ),
+        "survivors_killed_now": sum(mu.get("killed_now_by") is not None for mu in survivors),
         "test_cpu_s": round(sum(mu.get("cpu_s") or 0 for mu in all_mutants), 1),
         "modules": per_module,
         "all": all_mutants,
@@ -587,7 +602,7 @@ def main(argv=None) -> int:
         previous = json.loads(args.previous.read_text()) if args.previous else None
         args.markdown.write_text(markdown(report, previous, cfg))
     for mu in survivors:
-        tag = "equivalent" if mu.get("equivalent") else "UNEXPLAINED"
+        tag = "equivalent" if mu.get("equivalent") else ("killed now" if mu.get("killed_now_by") else "UNEXPLAINED")
         print(f"  {tag}: {mu['module']}:{mu['line']} {mu['operator']}: {mu['source']}  ->  {mu['mutated']}")
     return 0
 
@@ -659,7 +674,11 @@ def markdown(report: dict, previous: dict | None, cfg: dict) -> str:
     if survivors:
         out += ["| where | operator | original | mutant | why it survives |", "|---|---|---|---|---|"]
         for m in survivors:
-            why = m.get("equivalent") or "**UNEXPLAINED**"
+            why = m.get("equivalent") or (
+                f"a test written after this run kills it: `{m['killed_now_by']}`"
+                if m.get("killed_now_by")
+                else "**UNEXPLAINED**"
+            )
             out.append(
                 f"| `{m['module']}:{m['line']}` | `{m['operator'].split('/')[1]}` | `{_cell(m['source'])}` |"
                 f" `{_cell(m['mutated'] or '')}` | {_cell(why, code=False)} |"
