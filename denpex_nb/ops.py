@@ -42,6 +42,10 @@ _ALIASES = {
 _STRIP = re.compile(r"[^a-z]")
 
 
+#: the spelling of an op name no alias knows (a cut or garbled field)
+UNKNOWN = "unknown"
+
+
 @lru_cache(maxsize=1024)
 def normalize_op(name: str | None) -> str | None:
     """``'nccl:_ALLGATHER_BASE'`` -> ``'all_gather_into_tensor'``; unknown names -> ``'unknown'``.
@@ -57,7 +61,7 @@ def normalize_op(name: str | None) -> str | None:
         text = text.split(":", 1)[1]
     text = text.split(" ", 1)[0]
     key = _STRIP.sub("", text.lower())
-    return _ALIASES.get(key, "unknown")
+    return _ALIASES.get(key, UNKNOWN)
 
 
 #: ops whose output is the inputs of all ranks stacked: out numel = in numel * world size

@@ -24,6 +24,7 @@ import pandas as pd
 
 from .. import human
 from .. import vocab as _vocab
+from ..ops import UNKNOWN as UNKNOWN_OP
 from ..processes import signal_name
 from ..signals import family_of
 from ..vocab import COMPLETE_RECORD_KINDS, TRUNCATED_TRACEBACK, ClassId, ErrorKind, SeqKind, SignalFamily, State
@@ -469,6 +470,8 @@ def from_divergences(divs: list[Divergence], texts: dict, group_size: int | None
         n_members = len(set(by_rank) | set(d.missing))
         group = max(stated or 0, n_members)
         basis = "majority"
+        if d.kind == "op" and len({op for op in ops.values() if op not in (None, UNKNOWN_OP)}) < 2:
+            continue  # an op a line did not say, or cut (a wrap broke its field), is unknown, not another op
         if d.kind == "op":
             culprits, basis = strict_minority(ops, group)
             cls = ClassId.OP_MISMATCH

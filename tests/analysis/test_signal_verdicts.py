@@ -178,3 +178,36 @@ def test_a_desync_report_in_which_every_rank_joined_names_no_culprit(tmp_path, n
     d = _diagnose(tmp_path, lines)
     assert d.verdict != ClassId.NO_FAILURE
     assert set(d.culprit_ranks) != set(range(n)), d.summary()
+
+
+@pytest.mark.parametrize("prefix", ["", "node{r}: ", "[rank{r}]:"])
+@pytest.mark.parametrize("cut", ["OpTy pe=BROADCAST", "OpType=BROAD", "Op"])
+def test_watchdog_lines_whose_op_a_wrap_cut_are_no_op_mismatch(tmp_path, prefix, cut):
+    """Every rank times out at the same SeqNum; on some lines a paste broke the OpType field: an op
+    the line does not say is unknown, not another op (a timeout, cause undetermined)."""
+    lines = []
+    for r in range(4):
+        op = "OpType=BROADCAST" if r == 1 else cut
+        lines.append(
+            prefix.format(r=r)
+            + f"[E1201 10:00:0{r}.000 ProcessGroupNCCL.cpp:629] [Rank {r}] Watchdog caught collective "
+            f"operation timeout: WorkNCCL(SeqNum=4, {op}, NumelIn=112, NumelOut=112, Timeout(ms)=1800000) ran for "
+            "1800010 milliseconds before timing out."
+        )
+    d = _diagnose(tmp_path, lines)
+    assert d.verdict == ClassId.TIMEOUT_UNDETERMINED, d.summary()
+
+
+@pytest.mark.parametrize("prefix", ["", "node{r}: ", "[rank{r}]:"])
+def test_watchdog_lines_that_disagree_on_the_op_at_one_seq_are_an_op_mismatch(tmp_path, prefix):
+    lines = []
+    for r in range(4):
+        op = "ALLGATHER" if r == 2 else "ALLREDUCE"
+        lines.append(
+            prefix.format(r=r)
+            + f"[E1201 10:00:0{r}.000 ProcessGroupNCCL.cpp:629] [Rank {r}] Watchdog caught collective "
+            f"operation timeout: WorkNCCL(SeqNum=9, OpType={op}, NumelIn=64, NumelOut=64, Timeout(ms)=600000) ran for "
+            "600010 milliseconds before timing out."
+        )
+    d = _diagnose(tmp_path, lines)
+    assert d.verdict == ClassId.OP_MISMATCH, d.summary()
