@@ -54,3 +54,12 @@ def test_a_culprits_output_numel_counts_an_empty_tensor_as_zero():
     )
     ev = one(run(R, HEAD + [msg]).events)
     assert ev["out_shapes"] == ((0, 4), (2, 2)) and ev["numel_out"] == 4
+
+
+def test_a_group_description_with_colons_is_kept_whole():
+    """'group info: 3:tp:stage:1': process group 3, description 'tp:stage:1'."""
+    block = [ln if not ln.startswith("group info") else "group info: 3:tp:stage:1" for ln in HEAD]
+    msg = "error msg: Culprit rank 1; Error type: COLLECTIVE_TYPE_MISMATCH, Expected collective type: 'all_reduce' "
+    msg += "does not match found collective type: 'broadcast'"
+    err = one(run(R, block + [msg]).errors)
+    assert (err["pg"], err["pg_desc"]) == ("3", "tp:stage:1")
