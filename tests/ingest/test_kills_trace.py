@@ -54,19 +54,54 @@ def test_a_completed_collective_row_carries_every_field():
     }
 
 
-def test_a_groups_progress_row_names_rank_counters_and_its_last_line():
-    """Issued 1 and 2, completed 1: last enqueued 2 (line 4), last completed 1; the row points at line 4."""
-    recs = [META]
-    for seq, ev in ((1, "issue"), (1, "done"), (2, "issue")):
-        recs.append({"v": 1, "event": ev, "rank": 1, "pg": "0", "seq": seq, "op": "all_reduce"})
-    (p,) = _read(recs).progress
-    assert p == {
-        "rank": 1,
-        "pg": "0",
-        "seq_kind": "trace",
-        "last_enqueued": 2,
-        "last_completed": 1,
-        "source": "trace",
-        "file": "rank1.jsonl",
-        "line": 4,
-    }
+def _rec(ev, seq, pg="0", **kw):
+    return {"v": 1, "event": ev, "rank": 1, "pg": pg, "seq": seq, "op": "all_reduce", **kw}
+
+
+def test_each_groups_progress_row_names_rank_counters_and_its_last_line():
+    """pg 0: issued 1, completed 1, issued 2 (lines 2-4); pg 1: issued 1 and 2, completed 1 (lines 5-7).
+    Each row: last enqueued 2, last completed 1, and the group's last line (4, then 7)."""
+    recs = [META, _rec("issue", 1), _rec("done", 1), _rec("issue", 2)]
+    recs += [_rec("issue", 1, pg="1"), _rec("issue", 2, pg="1"), _rec("done", 1, pg="1")]
+    rows = _read(recs).progress
+    base = {"rank": 1, "seq_kind": "trace", "last_enqueued": 2, "last_completed": 1, "source": "trace"}
+    assert rows == [
+        {**base, "pg": "0", "file": "rank1.jsonl", "line": 4},
+        {**base, "pg": "1", "file": "rank1.jsonl", "line": 7},
+    ]
+
+
+def test_the_meta_line_names_the_rank_its_host_and_pid():
+    assert _read([META]).ranks == [{"rank": 1, "host": "node7", "pid": 4242}]
+
+
+def test_an_async_collective_completes_at_its_complete_line_not_its_done_line():
+    """done with async: true means enqueued; the collective completed at its 'complete' line (line 4)."""
+    recs = [META, _rec("issue", 1), _rec("done", 1, **{"async": True, "t_mono": 5.0}), _rec("complete", 1, t_mono=9.0)]
+    out = _read(recs)
+    (row,) = out.events
+    assert row["state"] == "completed" and row["t_done_mono"] == 9.0
+    assert out.progress[0]["last_completed"] == 1 and out.progress[0]["line"] == 4
+    recs = [META, _rec("issue", 1), _rec("done", 1, **{"async": True})]
+    assert _read(recs).events[0]["state"] == "scheduled"
+
+
+def test_an_error_line_is_a_failed_collective_and_an_exception_row():
+    recs = [META, _rec("issue", 3), _rec("error", 3, error="RuntimeError: boom", t_wall=1764454070.0)]
+    out = _read(recs)
+    assert out.events[0]["state"] == "failed"
+    assert out.errors == [
+        {
+            "rank": 1,
+            "t_wall": pd.Timestamp(1764454070.0, unit="s", tz="UTC"),
+            "kind": "exception",
+            "message": "RuntimeError: boom",
+            "op": "all_reduce",
+            "seq": 3,
+            "seq_kind": "trace",
+            "pg": "0",
+            "source": "trace",
+            "file": "rank1.jsonl",
+            "line": 3,
+        }
+    ]
