@@ -83,6 +83,8 @@ NEEDLES: tuple[bytes, ...] = (
     b"Signal ",
     b"on signal",
     b"eadline exceeded",
+    b"CANCELLED",
+    b"reempt",
     b"non-zero",
     # families without an error word of their own
     b"out of memory",
@@ -222,7 +224,11 @@ FAMILIES: tuple[tuple[SignalFamily, re.Pattern], ...] = (
     ),
     (
         SignalFamily.TIMEOUT,
-        re.compile(r"(?i:timed out|timing out|time ?out|deadline exceeded|watchdog|heartbeat|hang detected)"),
+        # a scheduler that cancelled or preempted the job (a time limit): the job ran out of time, no rank crashed
+        re.compile(
+            r"(?i:timed out|timing out|time ?out|deadline exceeded|watchdog|heartbeat|hang detected|time limit"
+            r"|preempt)|CANCELLED"
+        ),
     ),
     (
         SignalFamily.NETWORK,

@@ -135,6 +135,11 @@ TIMEOUT = [
 ] + [
     (F.TIMEOUT, "ERROR: the operation timed out after 600000 ms in the communication layer", "timed out"),
     (F.TIMEOUT, "deadline exceeded while waiting for the collective to complete (timeout)", "deadline exceeded"),
+    (
+        F.TIMEOUT,
+        "slurmstepd: error: *** JOB 77 ON node3 CANCELLED AT 2024-05-01T10:00:00 DUE TO TIME LIMIT ***",
+        "CANCELLED",
+    ),
 ]
 EXIT = [
     (F.EXIT, w, key)
