@@ -28,7 +28,7 @@ def run(args) -> int:
     said_waiting = said_absent = False
     stop_reason = None
     try:
-        for finding in _findings(w):
+        for finding in w.findings(ticks=True):
             if finding is None:  # a tick without findings: say what we wait for, once
                 msg = w.waiting_for()
                 if msg and not said_waiting:
@@ -82,21 +82,6 @@ def run(args) -> int:
         )
         print(final)
     return 0
-
-
-def _findings(w):
-    """The watcher's findings, with a ``None`` after each poll so the caller can speak while waiting."""
-    try:
-        while True:
-            yield from w.poll()
-            reason = w.ended()
-            if reason:
-                w.ended_reason = reason
-                return
-            yield None
-            time.sleep(w.interval)
-    finally:
-        w.close()
 
 
 def _hook(cmd: str, finding: dict, timeout: float) -> threading.Thread:

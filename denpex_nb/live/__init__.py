@@ -92,8 +92,11 @@ class Watcher:
         self.reported += found
         return found
 
-    def findings(self) -> Iterator[LiveFinding]:
-        """Poll until the job's evidence ends; yield each finding as it is made."""
+    def findings(self, *, ticks: bool = False) -> Iterator[LiveFinding | None]:
+        """Poll until the job's evidence ends; yield each finding as it is made.
+
+        With ``ticks`` a ``None`` follows every poll, so a caller can speak while nothing happens.
+        """
         try:
             while True:
                 yield from self.poll()
@@ -101,6 +104,8 @@ class Watcher:
                 if reason:
                     self.ended_reason = reason
                     return
+                if ticks:
+                    yield None
                 time.sleep(self.interval)
         finally:
             self.close()
