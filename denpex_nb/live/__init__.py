@@ -88,7 +88,7 @@ class Watcher:
         if got:
             self.last_byte_at = now
         if new_other:
-            found += self._diagnose_other()
+            found += self._diagnose_other(self.reported + found)
         self.reported += found
         return found
 
@@ -214,7 +214,7 @@ class Watcher:
             del rows[: max(0, len(rows) - MAX_LOG_ROWS)]
         return new
 
-    def _diagnose_other(self) -> list[LiveFinding]:
+    def _diagnose_other(self, said: list[LiveFinding]) -> list[LiveFinding]:
         """The ordinary diagnosis over the logs and dumps read so far; a new failure verdict is a finding."""
         from ..analysis import diagnose
         from ..incident import Incident, coerce
@@ -228,7 +228,7 @@ class Watcher:
         key = ("logs", f.class_id, f.pg, f.seq, f.culprit_ranks)
         if key in self.state.reported:
             return []
-        if any(r.finding.class_id == f.class_id and f.seq in (None, r.finding.seq) for r in self.reported):
+        if any(r.finding.class_id == f.class_id and f.seq in (None, r.finding.seq) for r in said):
             return []  # the logs confirm what was already said (an abort after the mismatch): not news
         self.state.reported.add(key)
         began = f.t_wall.timestamp() if f.t_wall is not None and hasattr(f.t_wall, "timestamp") else None

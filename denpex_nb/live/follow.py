@@ -5,8 +5,9 @@ many times a second and must cost nothing when nothing changed. Each followed fi
 inode and keeps an offset and the unfinished tail of its last line. A file renamed away by
 rotation keeps its inode, so its last lines are still read under its new name while the new file
 at the old name is read from its start; a file that shrinks in place (truncated) is read again
-from its start and the reason is reported once. Paths are discovered again every ``rescan_s``
-seconds (folders recursively, globs expanded), so files that appear later (a rank that starts
+from its start and the reason is reported once. Paths are discovered again at every poll while
+walking them is cheap, at most every ``rescan_s`` seconds when it is not (folders recursively,
+globs expanded), so files that appear later (a rank that starts
 late, a Flight Recorder dump written at the end) are picked up.
 """
 
@@ -73,6 +74,7 @@ class Follower:
     _scanned_at: float = float("-inf")
     _fd_budget: int = -1
     _pending: list = field(default_factory=list)  # chunks drained from files let go at a rescan
+    _rescan_cost: float = 0.0  # seconds the last walk took
 
     def discover(self) -> list[str]:
         """The files the paths name now (sorted); folders are walked, globs expanded."""
@@ -116,8 +118,12 @@ class Follower:
         self._known = known
 
     def poll(self) -> list[Chunk]:
-        if time.monotonic() - self._scanned_at >= self.rescan_s:
+        # a small tree is walked at every poll (a rank's file that appears is read at once); a
+        # large one at most every ``rescan_s``, and never more than 5 % of the time
+        if time.monotonic() - self._scanned_at >= min(self.rescan_s, 20 * self._rescan_cost):
+            t0 = time.monotonic()
             self._rescan()
+            self._rescan_cost = time.monotonic() - t0
         out = []
         for tail in list(self.tails.values()):
             chunk = self._read(tail)

@@ -389,7 +389,7 @@ class LiveState:
                 for s, n in g.open.items()
                 if n > 0
                 for rank, c in g.calls[s].items()
-                if rank != r.rank and c.row["state"] == State.SCHEDULED
+                if rank != r.rank and c.row["state"] == State.SCHEDULED and self._alive(rank)
             ]
             if not waits:
                 continue  # ended with nobody waiting on it: a normal end, so far
@@ -418,6 +418,11 @@ class LiveState:
             )
             found.append(LiveFinding(finding, time.time() - (now - r.ended_at), time.time()))
         return found
+
+    def _alive(self, rank: int) -> bool:
+        """A rank that waits must still run: one whose process ended (on this host) waits for nothing."""
+        r = self.ranks.get(rank)
+        return r is None or r.ended_at is None
 
     def _new(self, key: tuple) -> bool:
         if key in self.reported:

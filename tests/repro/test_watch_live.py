@@ -57,6 +57,17 @@ def watch_hanging(scenario: str, world_size: int, out, *, limit_s: float = 90.0)
                 ranks = w.state.ranks.values()
                 alive = len(ranks) == world_size and all(procs.alive(r.pid, r.started) for r in ranks)
             time.sleep(0.1)
+        if first is not None and first.finding.seq is None:
+            # a job dying on its own may print its abort (read from the log, no collective named)
+            # a poll before its trace is read: take the finding that names the collective, if it
+            # follows within a second
+            t_end = time.monotonic() + 1.0
+            while time.monotonic() < t_end:
+                named = [f for f in w.poll() if f.finding.seq is not None]
+                if named:
+                    first = named[0]
+                    break
+                time.sleep(0.1)
         t_end = time.monotonic() + 2.0  # a job that ended on its own: read what it left last
         while first is None and time.monotonic() < t_end:
             found = w.poll()
