@@ -57,7 +57,9 @@ _EXC = re.compile(r"\b[A-Za-z_]\w*?(?:Error|Exception)\b")
 _PEER = re.compile(
     r"(?i)(?:closed|reset) by (?:the )?(?:remote )?peer|connection (?:reset|closed)|remote (?:process|peer) (?:exited|closed|died)"
 )
-_ADDR = re.compile(r"\[?((?:\d{1,3}\.){3}\d{1,3}|[A-Za-z][\w-]*(?:\.[\w-]+)*)\]?:(\d{2,5})\b")
+# a host name starts a token (the lookbehind): a long run of word characters without a port costs
+# one attempt, not one per position (tests/test_regex_linear.py)
+_ADDR = re.compile(r"\[?((?:\d{1,3}\.){3}\d{1,3}|(?<![\w.-])[A-Za-z][\w-]*(?:\.[\w-]+)*)\]?:(\d{2,5})\b")
 _ADDR_PEER = re.compile(r"(?i)peer[^\n]{0,40}?\[?((?:\d{1,3}\.){3}\d{1,3})\]?|\[((?:\d{1,3}\.){3}\d{1,3})\]:\d{2,5}")
 _CONF = {"high": 0, "medium": 1, "low": 2}
 
