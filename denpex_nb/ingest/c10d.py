@@ -24,8 +24,11 @@ Benign lines that prove the machinery ran are consumed: ProcessGroupNCCL's optio
 ``initialized with following options:`` header and its ``NCCL_ASYNC_ERROR_HANDLING: 0``-style
 lines, ``PG ID``/``PG GUID``; the one-line ``initialization options: size: N, global rank: R``
 gives a ``ranks`` row, with ``world_size`` only for the default group) and the teardown warnings
-``process group has NOT been destroyed before it is being destructed`` / ``destroy_process_group()
-was not called before program exit`` (``warning`` rows).
+``process group has NOT been destroyed before it is being destructed`` (``... before we destruct
+ProcessGroupNCCL`` since torch 2.4) / ``destroy_process_group() was not called before program exit``,
+and c10d's other warnings that say the machinery ran (a renamed ``NCCL_*`` variable read by
+ProcessGroupNCCL's constructor, a barrier's guessed device, the DDP reducer's "no unused parameters
+found" and "grad strides do not match bucket view strides"): ``warning`` rows.
 
 Extra columns (beyond the schema, kept by :func:`denpex_nb.incident.coerce`): ``ran_for_ms``
 (watchdog timeout), ``timeout_ms`` (monitoredBarrier, gloo timeout), ``reported_by`` and ``n_reports``
@@ -153,9 +156,20 @@ _PG_OPTION_MORE = re.compile(
 _PG_SIZE = re.compile(r"\bsize: (\d+), global rank: (\d+)")
 _PG_NAME0 = re.compile(r"PG Name: (?:0|default_pg)\b")
 _NOT_DESTROYED = re.compile(
-    r"process group has NOT been destroyed before it is being destructed"
+    r"process group has NOT been destroyed before (?:it is being destructed|we destruct ProcessGroup)"
     r"|destroy_process_group\(\) was not called before program exit"
 )
+#: c10d's own warnings that say the machinery ran and nothing failed: ProcessGroupNCCL read a renamed
+#: environment variable (its constructor), guessed a barrier's device (a barrier was issued), the DDP
+#: reducer found no unused parameter after an iteration, or saw a gradient laid out unlike its bucket
+#: (a backward pass ran). Each is a ``warning`` row: distributed evidence, not a failure.
+_C10D_BENIGN = re.compile(
+    r"Environment variable (?:TORCH_)?NCCL_\w+ is deprecated; use TORCH_NCCL_\w+ instead"
+    r"|to perform barrier as devices used by this process are currently unknown"
+    r"|find_unused_parameters=True was specified in DDP constructor, but did not find any unused parameters"
+    r"|Grad strides do not match bucket view strides"
+)
+_PY_WARNING = re.compile(r"\.py:\d+: \w*Warning: ")  # a Python warning with its source: the python reader's
 # aborts
 _TERMINATE = re.compile(
     r"terminate called after throwing an instance of '([^']+)'|terminate called without an active exception|terminate called recursively"
@@ -248,6 +262,10 @@ class C10dReader(TextReader):
         b"PG GUID: ",
         b"has NOT been destroyed",
         b"destroy_process_group() was not called",
+        b"is deprecated; use TORCH_NCCL_",
+        b"to perform barrier as devices",
+        b"find_unused_parameters=True was specified",
+        b"bucket view strides",
     )
 
     def parse(self, block: list[Line], ctx: FileContext, out: Output) -> None:
@@ -290,7 +308,7 @@ class C10dReader(TextReader):
         st[ErrorKind.ABORT] = None
         if "Exception raised from" in text or text.startswith("frame #"):
             return True
-        if ("ProcessGroupNCCL" in text or "destroy" in text or ": " in text) and self._pg_nccl(
+        if ("ProcessGroupNCCL" in text or "destroy" in text or ": " in text or "barrier" in text) and self._pg_nccl(
             line, text, ctx, out, st
         ):
             return True
@@ -369,7 +387,11 @@ class C10dReader(TextReader):
             return True
         if _PG_OPTION_LINE.match(text) or (st["options"] and _PG_OPTION_MORE.match(text)):
             return True  # "NCCL_ASYNC_ERROR_HANDLING: 0" (alone, or in the block after its header)
-        if "destroy" in text and _NOT_DESTROYED.search(text):
+        if ("destroy" in text and _NOT_DESTROYED.search(text)) or (
+            ("deprecated" in text or "barrier" in text or "unused param" in text or "strides" in text)
+            and _C10D_BENIGN.search(text)
+            and not _PY_WARNING.search(text)
+        ):
             add_error(out, error_row(line, ctx, SOURCE, ErrorKind.WARNING, text.strip(), rank=self._rank(line, text)))
             return True
         return False

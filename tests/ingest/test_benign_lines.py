@@ -5,8 +5,13 @@ distributed lines count as parsed; the diagnosis reads "nothing parsed" as "no e
   ``NCCL_ASYNC_ERROR_HANDLING: 0``-style lines (torch 2.0/2.1), or the one-line ``ProcessGroupNCCL
   initialization options: size: 8, global rank: 3, ...`` (newer; the default group's size is a
   ``world_size`` on a ``ranks`` row);
-* teardown warnings ``process group has NOT been destroyed before it is being destructed`` and
-  ``destroy_process_group() was not called before program exit`` (``warning`` rows);
+* teardown warnings ``process group has NOT been destroyed before it is being destructed`` (``... before we
+  destruct ProcessGroupNCCL`` since torch 2.4) and ``destroy_process_group() was not called before
+  program exit`` (``warning`` rows);
+* c10d's other warnings that say the machinery ran (a renamed ``NCCL_*`` variable, a barrier's guessed
+  device, DDP's "no unused parameters found", "grad strides do not match bucket view strides"):
+  ``warning`` rows behind any wrapper; alone they give a low all-clear, never ``no-evidence``, and a
+  failure line beside them still gives a failure (test_c10d_running_warnings_are_evidence_not_an_all_clear);
 * Python warnings from ``torch/distributed/...`` (``file.py:N: UserWarning: message``, the message
   over several lines, then the indented source line; ``warning`` rows);
 * DeepSpeed's launcher lines (``[runner.py:...]`` / ``[launch.py:...]``; ``global_rank_mapping``
@@ -23,6 +28,7 @@ import pytest
 
 import denpex_nb as dx
 
+from ..signal_variants import RANKED, WRAPPERS
 from .test_pasted_wrappers import load_text, parsed
 
 WILD = os.path.join(os.path.dirname(__file__), "..", "data", "wild")
@@ -229,3 +235,52 @@ def test_lightning_banner_and_world_size_on_ranks(tmp_path):
 def test_nccl_init_world_size_reaches_the_ranks_frame():
     inc = _wild("awsk8stester-pr454-mpirun-nccl-init-chatter")
     assert set(inc.ranks["world_size"].dropna()) == {32}
+
+
+#: c10d's warnings that prove the machinery ran, in the phrasings torch prints (generated: glog
+#: header variants; the messages as torch 2.0-2.6 print them)
+C10D_RUNNING = [
+    "[W227 10:54:51.986111855 ProcessGroupNCCL.cpp:1374] Warning: WARNING: process group has NOT been destroyed before "
+    "we destruct ProcessGroupNCCL. On normal program exit, the application should call destroy_process_group to ensure "
+    "that any pending NCCL operations have finished in this process. (function operator())",
+    "[W Utils.hpp:135] Warning: Environment variable NCCL_ASYNC_ERROR_HANDLING is deprecated; use "
+    "TORCH_NCCL_ASYNC_ERROR_HANDLING instead (function getCvarInt)",
+    "[W Utils.hpp:164] Warning: Environment variable NCCL_BLOCKING_WAIT is deprecated; use TORCH_NCCL_BLOCKING_WAIT "
+    "instead (function getCvarBool)",
+    "[W207 22:21:42.712978449 ProcessGroupNCCL.cpp:4115] [PG ID 0 PG GUID 0 Rank 2]  using GPU 2 to perform barrier as "
+    "devices used by this process are currently unknown. This can potentially cause a hang if this rank to GPU mapping "
+    "is incorrect.",
+    "[W reducer.cpp:1303] Warning: find_unused_parameters=True was specified in DDP constructor, but did not find any "
+    "unused parameters in the forward pass. This flag results in an extra traversal of the autograd graph every "
+    "iteration,  which can adversely affect performance. (function operator())",
+    "UserWarning: Grad strides do not match bucket view strides. This may indicate grad was not created according to "
+    "the gradient layout contract, or that the param's strides changed since DDP was constructed.  This is not an "
+    "error, but may impair performance.",
+]
+
+
+@pytest.mark.parametrize("wrapper", sorted(WRAPPERS))
+@pytest.mark.parametrize("i", range(len(C10D_RUNNING)))
+def test_c10d_running_warnings_are_evidence_not_an_all_clear(tmp_path, wrapper, i):
+    wrap = WRAPPERS[wrapper]
+    lines = [wrap(r, C10D_RUNNING[i]) for r in (0, 1)]
+    inc = load_text(tmp_path, lines)
+    assert set(inc.errors["kind"].astype(str)) == {"warning"} and set(inc.errors["source"]) == {"c10d"}
+    if wrapper in RANKED:
+        assert sorted(inc.errors["rank"].dropna().astype(int)) == [0, 1]
+    d = dx.diagnose(inc)
+    assert (d.verdict, d.all_clear_confidence) == ("no-failure", "low")
+    # the same warnings beside a failure: the failure speaks
+    failing = lines + [wrap(1, "RuntimeError: NCCL error: unhandled system error, NCCL version 2.21.5")]
+    d = dx.diagnose(load_text(tmp_path, failing, name="failing.txt"))
+    assert d.verdict not in ("no-failure", "no-evidence")
+
+
+def test_similar_words_elsewhere_are_not_c10d_evidence(tmp_path):
+    lines = [
+        "Environment variable MY_VAR is deprecated; use OTHER_VAR instead",
+        "we perform barrier checks on the devices",
+        "grad strides look fine",
+    ]
+    inc = load_text(tmp_path, lines)
+    assert inc.errors.empty and parsed(inc) == 0
