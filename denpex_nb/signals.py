@@ -82,6 +82,9 @@ NEEDLES: tuple[bytes, ...] = (
     b"SIGTERM",
     b"Signal ",
     b"on signal",
+    b"received signal",
+    b"Caught signal",
+    b"caught signal",
     b"eadline exceeded",
     b"CANCELLED",
     b"reempt",
@@ -160,7 +163,7 @@ FAILURE_WORDS = re.compile(
     r"|[Tt]imeout (?:error|exceeded|expired|reached|occurred)|\b(?:[Kk]illed|KILLED)\b|\b(?:[Aa]bort(?:ed|ing)?|ABORT(?:ED)?)\b"
     r"|Segmentation fault|core dumped|terminate called|out of memory|\bOOM\b|uncorrectable ECC|\bXid\b"
     r"|exit(?:ed)?(?: with)? (?:code|status)[ :=]*-?[1-9]\d*|exitcode\s*[:=]?\s*-?[1-9]\d*"
-    r"|return ?code[ :=]*-?[1-9]\d*|exited on signal|\bSIG(?:SEGV|ABRT|KILL|BUS|ILL|FPE|TERM)\b|\bSignal \d+\b"
+    r"|return ?code[ :=]*-?[1-9]\d*|exited on signal|(?:[Rr]eceived|[Cc]aught) signal\b|\bSIG(?:SEGV|ABRT|KILL|BUS|ILL|FPE|TERM)\b|\bSignal \d+\b"
     r"|[Ss]talled|Missing ranks|not (?:yet )?joined|did not (?:arrive|join|reach)|failed to pass"
     r"|(?<![\w/-])(?:[Mm]ismatch(?:ed)?|desync(?:hroni[sz]ed)?)(?![\w-])|deadline exceeded|non-?zero exit"
 )

@@ -160,6 +160,8 @@ PHRASINGS: dict[str, list[str]] = {
         "Illegal instruction (core dumped)",
         "torch.multiprocessing.spawn.ProcessExitedException: process {r} terminated with signal SIGKILL",
         "Process {r} terminated with exit code 1",
+        "[{host}:{pid}] *** Process received signal ***",
+        "[{host}:{pid}:0:{tid}] Caught signal 11 (Segmentation fault: address not mapped to object at address 0x8)",
     ],
     "launcher": [
         "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1) local_rank: {r} (pid: {pid}) of "

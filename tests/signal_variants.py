@@ -150,6 +150,8 @@ EXIT = [
         ("bash: line 1: 4411 Killed python train.py", "Killed"),
         ("worker process exited with exit code 139", "exit code 139"),
         ("Aborted (core dumped)", "Aborted"),
+        ("[node3:4411] *** Process received signal ***", "received signal"),
+        ("[node3:4411:0:4411] Caught signal 11 (Segmentation fault: address not mapped to object)", "Caught signal"),
     )
 ]
 LAUNCHER = [
