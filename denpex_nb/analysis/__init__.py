@@ -104,11 +104,13 @@ def diagnose(incident, *, strict: bool = False) -> Diagnosis:
     findings = safely("merge", lambda: merge(findings), findings)
     if not findings:
         # no rule explains it: a peer that closed the connection, else the first failure signal's
-        # family, else "something failed, cause undetermined"; never an all-clear over a failure signal
+        # family, else tracebacks cut with nothing else failing (a crash), else "something failed,
+        # cause undetermined"; never an all-clear over a failure signal
         fallback = safely("undetermined failure", lambda: undetermined_failure(ctx), None)
         peer = safely("peer gone", lambda: _signals.peer_gone(ctx), [])
         sig = safely("failure signals", lambda: _signals.signal_finding(ctx, after=fallback), None)
-        chosen = peer[0] if peer else (sig or fallback)
+        cut = safely("cut tracebacks", lambda: _signals.cut_tracebacks(ctx), None) if sig is None else None
+        chosen = peer[0] if peer else (sig or cut or fallback)
         if chosen is not None:
             findings = [chosen]
     findings = safely("order", lambda: order(findings), findings)

@@ -15,6 +15,10 @@ its format. Diagnosis uses it for three things:
   rank anywhere) with an out-of-memory, a device fault or a crash after the work said it finished is
   a ``rank-crash`` of that process at low or medium confidence (:func:`own_process_error`).
 
+Processes that raised, their tracebacks cut before the exception line, with nothing else failing
+anywhere, crashed (:func:`cut_tracebacks`): a ``rank-crash`` at low confidence, not "cause
+undetermined" (a timeout or a collective error would have said so somewhere).
+
 A peer that closed or reset the connection died first (:func:`peer_gone`): its address or host is
 mapped to a rank when a prefix, an NCCL line or the ranks frame ties that host to one rank.
 """
@@ -26,7 +30,7 @@ import re
 import pandas as pd
 
 from ..ops import normalize_op
-from ..vocab import VICTIM_KINDS, ClassId, SignalFamily
+from ..vocab import TRUNCATED_TRACEBACK, VICTIM_KINDS, ClassId, ErrorKind, SignalFamily
 from .model import Evidence, Finding
 
 #: the class each family points to when nothing more specific explains the failure
@@ -245,6 +249,60 @@ def _causes(fs: pd.DataFrame, errors: pd.DataFrame) -> pd.DataFrame:
         for f, ln, t in zip(fs["file"].astype(object), fs["line"], fs["text"].astype(object))
     ]
     return fs[keep]
+
+
+#: error kinds that say nothing failed (a cut traceback beside only these is still alone)
+_QUIET_KINDS = {str(ErrorKind.WARNING), str(ErrorKind.LOAD_ERROR)}
+
+
+def cut_tracebacks(ctx) -> Finding | None:
+    """Tracebacks cut before their exception line (a paste that kept only the frames), and nothing
+    else that failed: no other error row, no failure signal of any family (but a connection that the
+    other side closed or reset: a victim of the crash), no traceback ending in a collective call. The processes raised, so they crashed: a ``rank-crash`` at low confidence, the
+    reporters named only against a quiet majority. None otherwise (a timeout, a collective or NCCL
+    error anywhere, or a frame in a collective call keeps the cause undetermined)."""
+    errs = ctx.errors
+    if errs is None or not len(errs):
+        return None
+    kinds = errs["kind"].astype(str)
+    failing = errs[~kinds.isin(_QUIET_KINDS)]
+    if not len(failing) or not (failing["kind"].astype(str) == ErrorKind.EXCEPTION).all():
+        return None
+    if not failing["message"].astype(str).str.startswith(TRUNCATED_TRACEBACK).all():
+        return None
+    if "op" in failing and failing["op"].notna().any():
+        return None
+    # a connection the other side closed or reset is a victim's line (the crashed process was that side)
+    fs = _causes(failure_signals(ctx.incident), errs)
+    if len(fs) and not fs["family"].astype(object).isin([SignalFamily.OTHER, SignalFamily.FINISH]).all():
+        return None
+    reporters = sorted({int(r) for r in failing["rank"].dropna()})
+    culprits, basis = ctx.reporters_named(reporters) if reporters else ([], "")
+    if not culprits:
+        basis = "undetermined: a cut traceback does not say which rank failed first"
+    rows = failing.sort_values("line", kind="stable")
+    ev = tuple(
+        Evidence(
+            file=str(f),
+            line=int(ln) if pd.notna(ln) else 0,
+            text=str(m)[:500],
+            rank=None if pd.isna(r) else int(r),
+        )
+        for f, ln, m, r in zip(rows["file"].astype(object), rows["line"], rows["message"], rows["rank"])
+    )[:6]
+    return Finding(
+        class_id=ClassId.RANK_CRASH,
+        summary=(
+            f"{len(failing)} process traceback(s) cut before the exception line, and nothing else failed (no "
+            f"timeout, no collective or NCCL error): the process(es) raised, i.e. crashed; what they raised is "
+            f"not in this evidence. {str(rows.iloc[0]['message'])[:200]}"
+        ),
+        confidence="low",
+        culprit_ranks=culprits,
+        culprit_basis=basis,
+        evidence=ev,
+        rule="cut-traceback",
+    )
 
 
 def unrecovered_connections(incident) -> Finding | None:

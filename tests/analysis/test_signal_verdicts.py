@@ -211,3 +211,74 @@ def test_watchdog_lines_that_disagree_on_the_op_at_one_seq_are_an_op_mismatch(tm
         )
     d = _diagnose(tmp_path, lines)
     assert d.verdict == ClassId.OP_MISMATCH, d.summary()
+
+
+#: a traceback whose exception line a paste cut off (frames only), generated
+_CUT_TB = [
+    "Traceback (most recent call last):",
+    '  File "/work/train.py", line 183, in <module>',
+    "    main(args)",
+    '  File "/work/train.py", line 120, in main',
+    "    batch = next(loader_iter)",
+    '  File "/opt/conda/lib/python3.10/site-packages/datasets/load.py", line 1470, in load_from_disk',
+    "    return Dataset.load_from_disk(path, keep_in_memory=keep_in_memory)",
+]
+
+
+@pytest.mark.parametrize("wrapper", sorted(WRAPPERS))
+@pytest.mark.parametrize("header", [True, False])
+@pytest.mark.parametrize("ranks", [(1,), (0, 2)])
+def test_tracebacks_cut_before_the_exception_with_nothing_else_failing_are_a_crash(tmp_path, wrapper, header, ranks):
+    """Tracebacks of a subset of ranks cut before their exception line (with or without the header),
+    behind any wrapper, and nothing else failed: the processes raised, a ``rank-crash`` at low
+    confidence (not "cause undetermined"), even when another rank then lost its connection to them."""
+    tb = _CUT_TB if header else _CUT_TB[1:]
+    lines = healthy_lines(steps=5)
+    for r in ranks:
+        lines += [WRAPPERS[wrapper](r, t) for t in tb]
+    d = _diagnose(tmp_path, lines)
+    assert (d.verdict, d.findings[0].confidence, d.findings[0].rule) == ("rank-crash", "low", "cut-traceback"), (
+        d.summary()
+    )
+    lines.append(
+        WRAPPERS[wrapper](
+            3,
+            "[W729 10:15:17.5 TCPStore.cpp:125] [c10d] recvValue failed on SocketImpl(fd=76): Connection reset by peer",
+        )
+    )
+    d = _diagnose(tmp_path, lines, "victim.log")
+    assert d.verdict == "rank-crash" and 3 not in d.culprit_ranks, d.summary()
+
+
+@pytest.mark.parametrize(
+    "other",
+    [
+        "[rank3]:[E1201 10:00:00.000 ProcessGroupNCCL.cpp:629] [Rank 3] Watchdog caught collective operation timeout: "
+        "WorkNCCL(SeqNum=4, OpType=ALLREDUCE, NumelIn=8, NumelOut=8, Timeout(ms)=600000) ran for 600010 milliseconds "
+        "before timing out.",
+        "[rank3]:host-3:1:2 [3] transport/net_ib.cc:1696 NCCL WARN NET/IB : Got completion from peer 10.0.0.2<4> with "
+        "status=12 opcode=0",
+        "[rank3]:RuntimeError: Expected all tensors in the collective to have the same size",
+    ],
+)
+def test_a_cut_traceback_beside_another_failure_is_not_called_a_crash_by_it(tmp_path, other):
+    """A timeout, an NCCL error or a collective size error anywhere: the cut traceback says nothing
+    over it (the other evidence decides)."""
+    lines = healthy_lines(steps=5) + [f"[rank1]:{t}" for t in _CUT_TB] + [other]
+    d = _diagnose(tmp_path, lines)
+    assert d.findings[0].rule != "cut-traceback", d.summary()
+
+
+def test_a_cut_traceback_that_ends_in_a_collective_call_stays_undetermined(tmp_path):
+    """Frames that end in a torch.distributed collective: it raised inside the collective, no crash
+    of its own can be read from it."""
+    lines = healthy_lines(steps=5) + [
+        f"[rank1]:{t}"
+        for t in _CUT_TB[:5]
+        + [
+            '  File "/opt/conda/lib/python3.10/site-packages/torch/distributed/distributed_c10d.py", line 2050, in all_reduce',
+            "    work = default_pg.allreduce([tensor], opts)",
+        ]
+    ]
+    d = _diagnose(tmp_path, lines)
+    assert d.verdict != "no-failure" and d.findings[0].rule != "cut-traceback", d.summary()
