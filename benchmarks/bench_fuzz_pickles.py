@@ -17,6 +17,8 @@ Per case, in a worker process:
 * they must agree: a compiled frame equals the unpickler's frame (events and progress); a compiled
   refusal is an unpickler refusal too; a decline may go either way;
 * the bounds scanner compiled and in plain Python give the same status (cases <= 64 KB);
+* where the package's C kernels are built and numba is installed, both builds of the decoder give
+  the same status, node table and entries arrays (``testing.frkernels``, cases <= 64 KB);
 * ``denpex_nb.load(file, format="fr_pickle")``: a DenpexError (nothing loaded: the load_error
   itself) is fine, any other exception escaped; a MemoryError anywhere fails the bar;
 * time per case (all of the above) and the worker's peak RSS (``resource.getrusage``) after it.
@@ -490,6 +492,14 @@ def _frames_equal(fast, slow) -> str | None:
     return None
 
 
+try:  # the decoder's C kernels (built with the package) against its numba kernels, when both exist
+    from denpex_nb.testing.frkernels import both_available, kernels_disagree
+
+    _KERNELS_BOTH = both_available()
+except ImportError:  # pragma: no cover
+    _KERNELS_BOTH = False
+
+
 def run_case(data: bytes, folder: str) -> dict:
     """Both paths, the scanners, and denpex_nb.load over one case: a dict of what happened."""
     import denpex_nb as dx
@@ -525,6 +535,8 @@ def run_case(data: bytes, folder: str) -> dict:
             out["problem"] = _frames_equal(fast, slow)
     elif out["compiled"] == "refused" and not out["unpickler"].startswith("refused"):
         out["problem"] = "compiled refused, unpickler gave a frame"
+    if out["problem"] is None and len(data) <= 65536 and _KERNELS_BOTH:
+        out["problem"] = kernels_disagree(data)  # the C build against the numba build
     if out["problem"] is None and len(data) <= 65536:
         a, b = fr.scan_pickle(data, compiled=True), fr.scan_pickle(data, compiled=False)
         if a[0] != b[0]:

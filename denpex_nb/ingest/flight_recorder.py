@@ -465,7 +465,10 @@ def _scanner():
         return None
     from . import pickle_nodes
 
-    return pickle_nodes.scan_compiled if pickle_nodes.AVAILABLE else None
+    if not pickle_nodes.AVAILABLE:
+        return None
+    pickle_nodes.jit_kernels()  # imports numba (once): the scanner has no C build
+    return pickle_nodes.scan_compiled
 
 
 def scan_pickle(data: bytes, compiled: bool | None = None) -> tuple[int, int]:
@@ -623,10 +626,18 @@ def numba_found() -> bool:
     return _NUMBA_FOUND
 
 
+def native_kernels() -> bool:
+    """The compiled decoder runs as C (the ``frdecode`` extension built at install, see
+    :func:`.pickle_nodes.backend`): it then costs nothing to load, so ``auto`` always uses it."""
+    from . import pickle_nodes
+
+    return pickle_nodes.backend() == "native"
+
+
 def compiled_decoder_enabled() -> bool:
-    """True when numba is installed and ``DENPEX_FR_DECODER`` allows the compiled decoder
-    (``compiled``, or ``auto`` for a load big enough, see :func:`use_compiled`)."""
-    return numba_found() and decoder_mode() in ("auto", "compiled")
+    """True when the compiled decoder exists (C kernels built, or numba installed) and
+    ``DENPEX_FR_DECODER`` allows it (``compiled``, or ``auto``: see :func:`use_compiled`)."""
+    return (native_kernels() or numba_found()) and decoder_mode() in ("auto", "compiled")
 
 
 def use_compiled(nbytes: int) -> bool:
@@ -636,7 +647,7 @@ def use_compiled(nbytes: int) -> bool:
     e.g. on a Dask worker) when this dump alone reaches :data:`COMPILED_MIN_BYTES`."""
     if _COMPILED_BROKEN or not compiled_decoder_enabled():
         return False
-    if decoder_mode() == "compiled" or _COMPILED_READY:
+    if decoder_mode() == "compiled" or _COMPILED_READY or native_kernels():
         return True
     if _PLAN is not None:
         return _PLAN == "compiled"
@@ -650,8 +661,8 @@ def scanner_compiled() -> bool:
     if not numba_found():
         return False
     mode = decoder_mode()
-    if mode == "auto":
-        return _COMPILED_READY or _PLAN == "compiled"
+    if mode == "auto":  # with the C kernels, a dump they decline never waits for numba
+        return not native_kernels() and (_COMPILED_READY or _PLAN == "compiled")
     return mode != "python"
 
 
@@ -746,12 +757,13 @@ class FlightRecorderReader(FileReader):
         if self.name != "fr_pickle" or not compiled_decoder_enabled():
             return
         total, seen = 0, False
+        free = native_kernels()  # the C kernels cost nothing to load: any size goes compiled
         for size in _pickle_sizes(specs):
             seen = True
             total += size
-            if total >= COMPILED_MIN_BYTES or decoder_mode() == "compiled" or _COMPILED_READY:
+            if total >= COMPILED_MIN_BYTES or decoder_mode() == "compiled" or _COMPILED_READY or free:
                 break
-        _PLAN = "compiled" if total >= COMPILED_MIN_BYTES else "python"
+        _PLAN = "compiled" if total >= COMPILED_MIN_BYTES or free else "python"
         if seen and use_compiled(total):
             load_compiled()
 

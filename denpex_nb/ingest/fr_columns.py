@@ -441,6 +441,9 @@ class Scratch:
 def entry_arrays(nodes: pn.Nodes, entries_node: int, scratch: Scratch | None = None):
     """Run the compiled walker over one ``entries`` list node; ``None`` when it declines."""
     scratch = scratch or Scratch()
+    if pn.backend() == "native":
+        return _native_entry_arrays(nodes, entries_node, scratch)
+    pn.jit_kernels()
     out = _entry_columns(
         nodes.buf,
         nodes.kind,
@@ -464,6 +467,53 @@ def entry_arrays(nodes: pn.Nodes, entries_node: int, scratch: Scratch | None = N
     return out[1:6] + tuple(a.copy() for a in out[6:])
 
 
+def _native_entry_arrays(nodes: pn.Nodes, entries_node: int, scratch: Scratch):
+    """:func:`entry_arrays` with the C kernel (``pickle_nodes.native``): the same arrays. The C
+    function fills outputs it is given, so they are made here as :func:`_entry_columns` makes them."""
+    n = int(nodes.size[entries_node])
+    ints = np.zeros((_N_INT, n), np.int64)
+    int_ok = np.zeros((_N_INT, n), np.bool_)
+    bools = np.full((_N_BOOL, n), -1, np.int8)
+    strs = np.full((_N_STR + 3, n), -1, np.int32)
+    shapes = np.full((2, n), -1, np.int64)
+    work = scratch.arrays(len(nodes.kind), n)
+    status, n_dims, n_tensors, n_shapes, n_dense = pn.native.entry_columns(
+        nodes.buf,
+        nodes.kind,
+        nodes.val,
+        nodes.size,
+        nodes.first_edge,
+        nodes.edge_node,
+        nodes.edge_next,
+        int(entries_node),
+        _KEY_BYTES,
+        _KEY_START,
+        _KEY_LEN,
+        int(work[0]),
+        *work[1:],
+        _N_INT,
+        _N_BOOL,
+        _N_STR,
+        ints,
+        int_ok,
+        bools,
+        strs,
+        shapes,
+    )
+    if status != OK:
+        return None
+    dims, t_start, t_ndim, s_start, s_count, s_numel, dense_nodes = work[5:12]
+    return (ints, int_ok, bools, strs, shapes) + (
+        dims[:n_dims].copy(),
+        t_start[:n_tensors].copy(),
+        t_ndim[:n_tensors].copy(),
+        s_start[:n_shapes].copy(),
+        s_count[:n_shapes].copy(),
+        s_numel[:n_shapes].copy(),
+        dense_nodes[:n_dense].copy(),
+    )
+
+
 def shape_tuples(dims, t_start, t_ndim, s_start, s_count) -> list[tuple]:
     """The interned shapes as tuples of tuples (one per distinct shape, not per entry)."""
     d = dims.tolist()
@@ -483,6 +533,8 @@ def _warm_up() -> None:
     entries = nodes.children(nodes.root)[1]
     if entry_arrays(nodes, entries) is None:
         raise RuntimeError("the compiled entry walker declines a known-good dump")
+    if pn.backend() != "numba":  # the C kernels: the scanner (numba only) is not loaded for them
+        return
     status, _ = pn.scan_compiled(
         np.frombuffer(data, dtype=np.uint8),
         len(data),
@@ -501,9 +553,12 @@ def warm() -> bool:
     known-good dump fails, the compiled path is switched off for this process (with a warning, see
     :func:`.flight_recorder.compiled_failed`) and False comes back; dumps then go through the
     unpickler path. A failure on one particular dump later never does that."""
-    if not pn.AVAILABLE:
+    kernels = pn.backend()
+    if kernels is None:
         return False
     try:
+        if kernels == "numba":
+            pn.jit_kernels()
         _warm_up()
     except Exception as e:
         compiled_failed(e)

@@ -28,25 +28,72 @@ a pickle that builds a value containing itself does that), so the *expanded* siz
 once per reference, shared values included) is exact as it grows and is capped at
 :func:`expansion_cap` of the file size. A dump past a bound is *refused* (:data:`REFUSALS`), not
 declined: the unpickler path would refuse it too.
-Without numba installed :data:`AVAILABLE` is False and callers use the ordinary unpickler (the
-functions here would still run as plain Python, far too slowly to be worth it).
+Kernels (:func:`backend`): the functions marked ``@njit`` here and in :mod:`.fr_columns` are
+the reference source. They run as C when the package was built with its extension
+(``frdecode``, a line-by-line port built by ``setup.py`` at install: nothing to compile at run
+time, numba never imported), else compiled by numba on first use (``cache=True``: numba's cache
+beside the source, or in ``NUMBA_CACHE_DIR`` / ``~/.cache/numba`` where that is not writable).
+``DENPEX_FR_KERNELS=numba`` picks numba even where the C kernels are built (for comparison).
+Marking a kernel imports nothing: :func:`jit_kernels` wraps them all with numba, once, only when
+the numba backend is used. With neither :func:`backend` is None and callers use the ordinary
+unpickler (the functions here would still run as plain Python, far too slowly to be worth it).
 """
 
 from __future__ import annotations
 
+import importlib.util
+import os
+import threading
+
 import numpy as np
 
-try:  # numba is the optional "fast" extra
-    from numba import njit
+#: numba (the optional "fast" extra) is installed: ``find_spec``, since importing it costs ~0.5 s
+AVAILABLE = importlib.util.find_spec("numba") is not None
+KERNELS_ENV = "DENPEX_FR_KERNELS"
 
-    AVAILABLE = True
-except ImportError:  # pragma: no cover - exercised where numba is absent
-    AVAILABLE = False
+try:  # the C kernels, built with the package where a compiler was found
+    from . import frdecode as native
+except ImportError:  # pragma: no cover - exercised where the extension was not built
+    native = None
 
-    def njit(*args, **kwargs):
-        if args and callable(args[0]):
-            return args[0]
-        return lambda f: f
+_KERNELS: list[tuple[dict, str, object]] = []  # (module globals, name, plain function)
+_JIT_LOCK = threading.Lock()
+_JITTED = False
+
+
+def njit(*args, **kwargs):
+    """Mark a numba kernel (``cache=True, nogil=True`` for all): registered for :func:`jit_kernels`,
+    returned unchanged until then, so importing this module never imports numba."""
+
+    def mark(f):
+        _KERNELS.append((f.__globals__, f.__name__, f))
+        return f
+
+    if args and callable(args[0]):
+        return mark(args[0])
+    return mark
+
+
+def jit_kernels() -> None:
+    """Replace every marked kernel (in its module) with its numba dispatcher, once per process.
+    All are wrapped before any is called, so kernels that call each other find dispatchers."""
+    global _JITTED
+    with _JIT_LOCK:
+        if _JITTED:
+            return
+        import numba
+
+        for g, name, f in _KERNELS:
+            g[name] = numba.njit(cache=True, nogil=True)(f)
+        _JITTED = True
+
+
+def backend() -> str | None:
+    """Which kernels decode: ``"native"`` (the C extension), ``"numba"``, or None (neither)."""
+    choice = os.environ.get(KERNELS_ENV, "").strip().lower()
+    if native is not None and NATIVE_OK and choice != "numba":
+        return "native"
+    return "numba" if AVAILABLE else None
 
 
 # node kinds
@@ -77,7 +124,17 @@ from .flight_recorder import PICKLE_ERRORS as ERRORS  # noqa: E402
 
 #: the unpickler path's scanner (:func:`.flight_recorder.scan_opcodes`) compiled: a separate walker from
 #: :func:`_decode` (every opcode, no table), so the two paths check each other in the fuzz tests
-scan_compiled = njit(cache=True, nogil=True)(scan_opcodes)
+scan_compiled = scan_opcodes
+_KERNELS.append((globals(), "scan_compiled", scan_opcodes))
+
+#: the C kernels agree with this module on every status, bound and kind number (else unused)
+NATIVE_OK = native is not None and native.CONSTANTS == (
+    (OK, E_OPCODE, E_TRUNCATED, E_STACK, E_MEMO, E_NO_STOP, E_CAPACITY)
+    + (E_DEPTH, E_EXPANSION, E_MEMO_INDEX, E_MUTATED, E_CYCLE, E_UTF8, E_UNHASHABLE),
+    MAX_DEPTH,
+    (K_NONE, K_BOOL, K_INT, K_BIGINT, K_FLOAT, K_STR, K_LIST, K_TUPLE, K_DICT),
+    1,
+)
 
 
 @njit(cache=True, nogil=True)
@@ -584,9 +641,13 @@ def decode(data: bytes, workspace: Workspace | None = None) -> Nodes | tuple[int
     # a first guess of the table size (FR dumps hold ~1 value and ~2 edges per 9 bytes); the rare
     # pickle denser than that is decoded again with the bound that always holds (every value,
     # every edge, every memo slot costs at least one opcode byte)
+    kernel = native.decode if backend() == "native" else None
+    if kernel is None:
+        jit_kernels()
+        kernel = _decode
     for capacity in (len(data) // 2 + 1024, len(data) + 2):
         ws.ensure(capacity)
-        status, root, nn, ne = _decode(buf, max_expand, *ws.arrays)
+        status, root, nn, ne = kernel(buf, max_expand, *ws.arrays)
         if status != E_CAPACITY:
             break
     if status != OK:
