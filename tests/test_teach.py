@@ -147,6 +147,21 @@ def test_nccl_evidence_is_recorded_else_a_scored_public_thread_else_illustrative
         assert "No NCCL log of this failure is available here" in html and "NCCL" in html
 
 
+def test_every_lesson_now_shows_a_real_nccl_side_log_with_the_rule_behind_it():
+    """The dtype and SyncBN lessons had no NCCL log; each now shows a scored public-thread case, and
+    the rule NCCL states (same count and dtype; every rank calls SyncBN alike), each with its thread."""
+    from denpex_nb.teach.evidence import NCCL_RULES
+
+    for scenario in ("dtype-mismatch", "syncbn-eval-single-rank"):
+        assert teach.nccl_source(scenario)[0] == "wild", scenario
+        html = teach.nccl(scenario)._repr_html_()
+        assert "What NCCL promises here" in html
+        for _text, url in NCCL_RULES[scenario]:
+            assert f"href='{url}'" in html
+    # a lesson with no stated rule shows none (the heading is not boilerplate)
+    assert "What NCCL promises here" not in teach.nccl("rank-crash")._repr_html_()
+
+
 def test_the_mystery_copy_names_no_answer_and_the_checker_grades_each_part(tmp_path):
     folder = teach.mystery(tmp_path)
     manifest = json.loads((folder / "manifest.json").read_text())

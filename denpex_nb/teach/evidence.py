@@ -56,6 +56,44 @@ WILD_CASES = {
         "msswift-6301-zero3-multinode-oom-rank11",
         "one rank raises (a CUDA out-of-memory error) and the launcher stops its peers",
     ),
+    "dtype-mismatch": (
+        "nccl-147-grep-prefixed-broadcast-count-differs-rank0",
+        "ranks enter the same NCCL collective (opCount 0) with different datatypes: NCCL's datatype 6 "
+        "(float16) on rank 0, 4 (int64) on the others. Their element counts differ as well, so this is a "
+        "dtype-and-size mismatch rather than a pure dtype one; NCCL checks neither and the job hangs",
+    ),
+    "syncbn-eval-single-rank": (
+        "horovod-2241-syncbn-allgather-stalled-ranks",
+        "only some ranks run SyncBatchNorm's statistics all-gathers, so the others never join them. The "
+        "job used Horovod on NCCL 2.7, not torch.distributed: the warning comes from Horovod's stall "
+        "inspector, because NCCL itself prints nothing while it waits",
+    ),
+}
+
+#: per scenario, what the NCCL side promises, as maintainers stated it in public threads: (text, url).
+#: Shown under the corpus log, so a learner sees both a real log and the rule behind it.
+NCCL_RULES = {
+    "dtype-mismatch": (
+        (
+            "NCCL's user guide requires every rank to call a collective with the same count and the "
+            "same datatype; anything else is undefined behaviour: a hang, a crash or silently "
+            "corrupted data. NCCL does not compare dtypes across ranks (that would cost communication), "
+            "which is why PyTorch's maintainers point to TORCH_DISTRIBUTED_DEBUG=DETAIL for the check.",
+            "https://github.com/pytorch/pytorch/issues/150248",
+        ),
+    ),
+    "syncbn-eval-single-rank": (
+        (
+            "SyncBatchNorm synchronises, and so waits, across every rank of its process group: every "
+            "rank must call it the same number of times (a PyTorch maintainer's answer to a SyncBN hang).",
+            "https://github.com/pytorch/pytorch/issues/44957",
+        ),
+        (
+            "SyncBatchNorm kept synchronising in eval mode, which hung validation loops run on some "
+            "ranks only; PyTorch's maintainers called that a bug.",
+            "https://github.com/pytorch/pytorch/issues/48988",
+        ),
+    ),
 }
 
 
@@ -259,7 +297,7 @@ def nccl_view(scenario: str, mechanism: str = "") -> HTML:
         )
     kind, path = src
     if kind == "wild":
-        return _wild_view(wild_case(scenario))
+        return _wild_view(wild_case(scenario), rules=NCCL_RULES.get(scenario, ()))
     from ..analysis import diagnose
     from ..ingest import load
 
@@ -294,7 +332,7 @@ def nccl_view(scenario: str, mechanism: str = "") -> HTML:
     )
 
 
-def _wild_view(case: dict, max_lines: int = 30) -> HTML:
+def _wild_view(case: dict, max_lines: int = 30, rules=()) -> HTML:
     src = case["source"]
     url = escape(src["url"])
     lines: list[str] = []
@@ -312,8 +350,27 @@ def _wild_view(case: dict, max_lines: int = 30) -> HTML:
         f"#{escape(str(src.get('number', '')))}</a>. No NCCL run of this lesson was recorded; this is "
         f"the project's public-thread corpus (<code>{escape(_rel(case['dir']))}</code>).</div>"
         f"<pre style='font-size:80%;white-space:pre-wrap'>{body}</pre>{more}"
-        f"<p><b>What the thread established</b>: {escape(case.get('cause', ''))}</p>"
+        f"<p><b>What the thread established</b>: {escape(case.get('cause', ''))}</p>" + _rules_html(rules)
     )
+
+
+def _rules_html(rules) -> str:
+    """The rule behind the log, each with the public thread that states it."""
+    if not rules:
+        return ""
+    items = "".join(
+        f"<li>{escape(text)} (<a href='{escape(url)}' target='_blank' rel='noopener'>{escape(_thread(url))}</a>)</li>"
+        for text, url in rules
+    )
+    return f"<p><b>What NCCL promises here</b>:</p><ul>{items}</ul>"
+
+
+def _thread(url: str) -> str:
+    """``pytorch/pytorch #150248`` for a GitHub issue URL (the URL itself otherwise)."""
+    parts = url.rstrip("/").split("/")
+    if len(parts) >= 7 and parts[2] == "github.com":
+        return f"{parts[3]}/{parts[4]} #{parts[6]}"
+    return url
 
 
 _KEY_WORDS = (
