@@ -13,6 +13,9 @@ import sys
 
 def run(args) -> int:
     from ..report import ranks_text, render
+    from ..report.execute import import_papermill_without_s3
+
+    import_papermill_without_s3()
 
     res = render(args.paths, args.output, title=args.title, redact=args.redact, ipynb=args.ipynb)
     if res.summary:

@@ -258,6 +258,11 @@ def _problem_result(p: Problem) -> FileResult:
 
 
 def _interactive() -> bool:
+    """Is somebody watching? Not in a kernel told it is headless (``DENPEX_NB_HEADLESS``, set by
+    ``denpex-nb report`` for the kernel papermill starts): there a bar is a widget nobody sees,
+    whose import and updates cost the report CPU and whose saved state only grows the HTML."""
+    if os.environ.get("DENPEX_NB_HEADLESS", "") not in ("", "0"):
+        return False
     if "ipykernel" in sys.modules:
         try:
             from IPython import get_ipython

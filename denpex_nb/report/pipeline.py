@@ -145,6 +145,9 @@ def render(
             {"logs": logs, "title": title, "redact": bool(redact)},
             cwd=str(out_html.parent.resolve()),
             timeout=timeout,
+            # the report's kernel starts no process and keeps no temporary file: its orderly exit
+            # (seconds at 1024 ranks, freeing the incident) would only be waited for
+            stop_kernel="immediate",
         )
         t1 = time.perf_counter()
         hosts = take_redact_hosts(executed)
