@@ -1,8 +1,13 @@
 """`denpex-nb report` end to end on a recorded 4-rank run and on a 1024-rank incident (goals < 15 s, and
 < 2 MB of HTML at 1024 ranks), and `denpex-nb demo` (goal < 60 s).
 
-python benchmarks/bench_report.py [--runs N] [--no-demo] [--ranks 1024] [--no-large]
+python benchmarks/bench_report.py [--runs N] [--no-demo] [--ranks 1024] [--no-large] [--no-small]
 -> prints the figures, writes benchmarks/results/bench_report.json
+
+The machine is shared (2 cores, several sessions): wall time follows the load, so each large run
+records the load average before it and its CPU seconds (user + sys of the whole process tree: the
+renderer and the kernel). Run under ``nice -n -10`` (root) to approximate an unshared machine: the
+niceness is recorded and the figures go under their own key (``report_1024_ranks_nice-10``).
 
 Each timing is a fresh `denpex-nb` process, as a user or an on-call pipeline runs it: Python start,
 papermill import (~2.5 s of which ~1.7 s is nbformat's jsonschema format checks), kernel start, the
@@ -85,11 +90,12 @@ def bench_large(world_size: int, runs: int) -> dict:
     sys.path.insert(0, str(ROOT))
     from denpex_nb.testing.scale import write_large_incident
 
-    times, cpu = [], []
+    times, cpu, loads = [], [], []
     with tempfile.TemporaryDirectory() as tmp:
         planted = write_large_incident(Path(tmp) / "incident", world_size=world_size)
         for i in range(runs):
             html = Path(tmp) / f"large{i}.html"
+            loads.append(round(os.getloadavg()[0], 2))
             t0, c0 = time.perf_counter(), _child_cpu()
             res = subprocess.run(
                 _cli() + ["report", str(Path(tmp) / "incident"), "-o", str(html)],
@@ -111,6 +117,9 @@ def bench_large(world_size: int, runs: int) -> dict:
         "times_s": [round(t, 2) for t in times],
         "median_s": round(sorted(times)[len(times) // 2], 2),
         "cpu_s": [round(c, 2) for c in cpu],
+        "median_cpu_s": round(sorted(cpu)[len(cpu) // 2], 2),
+        "load_avg_1min_before_each": loads,
+        "niceness": os.nice(0),
         "goal_s": 15.0,
         "html_bytes": len(text.encode()),
         "goal_bytes": 2_000_000,
@@ -147,7 +156,9 @@ def main() -> None:
     out = ROOT / "benchmarks" / "results" / "bench_report.json"
     if args.no_small:
         result = json.loads(out.read_text()) if out.exists() else {}
-        result[f"report_{args.ranks}_ranks"] = big = bench_large(args.ranks, args.runs)
+        nice = os.nice(0)
+        key = f"report_{args.ranks}_ranks" + (f"_nice{nice}" if nice else "")
+        result[key] = big = bench_large(args.ranks, args.runs)
         result["large_load_avg"] = os.getloadavg()
         _print_large(big)
         out.write_text(json.dumps(result, indent=1))
@@ -179,7 +190,8 @@ def main() -> None:
 def _print_large(big: dict) -> None:
     print(
         f"denpex-nb report at {big['world_size']} ranks: {big['times_s']} s wall (median {big['median_s']} s, goal < 15 s), "
-        f"CPU {big['cpu_s']} s, {big['html_bytes'] / 1e6:.2f} MB (goal < 2 MB); {big['verdict_line']}; "
+        f"CPU {big['cpu_s']} s, load before each run {big['load_avg_1min_before_each']}, niceness {big['niceness']}, "
+        f"{big['html_bytes'] / 1e6:.2f} MB (goal < 2 MB); {big['verdict_line']}; "
         f"missing-value words in tables: {big['missing_words_in_tables']}"
     )
 
