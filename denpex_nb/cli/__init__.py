@@ -83,6 +83,13 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument(
         "--redact", action="store_true", help="mask hosts, IPs, user names, e-mails and tokens in the output"
     )
+    g.add_argument(
+        "--scheduler",
+        default=None,
+        metavar="ADDR",
+        help="parse the files on this dask.distributed scheduler's workers (tcp://host:8786; "
+        "needs the dask extra; DENPEX_DASK_TIMEOUT bounds the wait)",
+    )
 
     w = sub.add_parser("watch", help="follow a running job's evidence and name a divergence while it hangs")
     w.add_argument("paths", nargs="+", help="folders, files or globs the job writes (tracer, logs, dumps)")

@@ -1,6 +1,8 @@
 """``denpex-nb diagnose PATH... [--json] [--redact]``: load the evidence, diagnose it, print a summary or the JSON.
 
-``--redact`` masks hosts, addresses, user names, e-mails and tokens in what is printed (see
+``--scheduler tcp://host:8786`` parses the files on that ``dask.distributed`` cluster's workers
+(``load(..., dask_client=...)``); an address nothing answers at is a one-line error (exit 2)
+within ``DENPEX_DASK_TIMEOUT`` seconds. ``--redact`` masks hosts, addresses, user names, e-mails and tokens in what is printed (see
 :mod:`denpex_nb.redact`); the diagnosis itself runs on the unmasked evidence.
 
 Exit 0 whenever the diagnosis ran (whatever the verdict); bad input raises
@@ -25,6 +27,8 @@ def run(args) -> int:
         options["year"] = args.year
     if getattr(args, "quiet", False) or getattr(args, "json", False):
         options["progress"] = False
+    if getattr(args, "scheduler", None):  # the workers parse, this process diagnoses
+        options["dask_client"] = args.scheduler
     # an input that exists but cannot be read is evidence of nothing: diagnose says no-evidence
     # (exit 0) and lists it; a path that names nothing stays a one-line error (exit 2)
     with warnings.catch_warnings():  # what could not be read is in the diagnosis' output

@@ -160,8 +160,8 @@ def dask_timeout() -> float:
 
 
 _DASK_FIX = (
-    "check that the scheduler and its workers are up (dask scheduler / dask worker) and that {env} "
-    "or dask_client= name it, then load again; or load without jobs='dask'"
+    "check that the scheduler and its workers are up (dask scheduler / dask worker) and that {env}, "
+    "dask_client= or --scheduler name it, then load again; or load without jobs='dask'"
 )
 
 
@@ -182,6 +182,7 @@ def dask_client(given=None, timeout: float | None = None):
         return
     address = given or os.environ.get(SCHEDULER_ENV, "").strip() or None
     if address is not None:
+        _check_address(address, distributed)
         try:
             client = distributed.Client(address, timeout=timeout, set_as_default=False)
         except (OSError, TimeoutError, ValueError) as e:
@@ -207,6 +208,24 @@ def dask_client(given=None, timeout: float | None = None):
     finally:
         _quietly(client.close)
         _quietly(cluster.close)
+
+
+def _check_address(address: str, distributed) -> None:
+    """Refuse what is not a scheduler address before a Client is made for it: a Client that fails
+    to parse its address is left half-built and prints a traceback when it is collected."""
+    from distributed.comm.addressing import parse_address, parse_host_port
+
+    try:
+        scheme, location = parse_address(address, strict=False)
+        if scheme in ("tcp", "tls", "ws", "wss"):
+            host, port = parse_host_port(location)
+            if not host or any(c.isspace() for c in host) or not port:
+                raise ValueError("no host or no port")
+    except (ValueError, TypeError) as e:
+        raise UsageError(
+            f"{address!r} is not a Dask scheduler address ({_one_line(e)})",
+            fix=f"give one like tcp://host:8786 (--scheduler, dask_client= or {SCHEDULER_ENV})",
+        ) from None
 
 
 def _run_dask(specs: list[FileSpec], options: dict, on_bytes, on_file, given=None) -> list[FileResult]:

@@ -5,6 +5,7 @@ mid-load as one line, promptly."""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import subprocess
@@ -90,6 +91,65 @@ def test_a_local_run_on_worker_processes_is_the_serial_incident(cluster):
     assert dx.diagnose(on_dask).culprit_ranks == [3]
     assert all(parsed_there.values()) and os.getpid() not in pids.values() and len(set(pids.values())) == 2
     assert _no_parse_tasks_left(cluster)  # every future was released
+
+
+def test_a_flight_recorder_incident_on_the_workers_diagnoses_as_in_one_process(cluster, tmp_path):
+    """Issue 17's scale-out at the size CI allows: many dumps, parsed by the two worker processes
+    through the CLI's --scheduler, give the frames and the diagnosis of a one-process load."""
+    from denpex_nb.testing.frcompare import write_synthetic_dumps
+
+    planted = write_synthetic_dumps(tmp_path / "fr", 192, 40, "size", plant_rank=17)
+    here = _load(str(tmp_path / "fr"), jobs=1)
+    with distributed.Client(cluster, set_as_default=False) as client:
+        there = _load(str(tmp_path / "fr"), dask_client=client)
+        pids = client.run(os.getpid)
+    _same(here, there)
+    a, b = dx.diagnose(here), dx.diagnose(there)
+    assert a.to_json() == b.to_json()
+    assert b.verdict == "shape-mismatch" and b.culprit_ranks == [17] and b.first.seq == planted.seq
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env.pop("DENPEX_DASK_SCHEDULER", None)
+    res = subprocess.run(
+        [sys.executable, "-m", "denpex_nb.cli", "diagnose", str(tmp_path / "fr"), "--json"]
+        + ["--scheduler", cluster.scheduler_address],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert res.returncode == 0, res.stderr[-500:]
+    assert json.loads(res.stdout) == json.loads(a.to_json())
+    assert len(set(pids.values())) == 2 and os.getpid() not in pids.values()
+    assert _no_parse_tasks_left(cluster)
+
+
+def test_the_cli_scheduler_option_with_nothing_listening_is_one_line_exit_2():
+    address = f"tcp://127.0.0.1:{free_port()}"
+    env = dict(
+        os.environ, DENPEX_DASK_TIMEOUT="3", PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")
+    )
+    env.pop("DENPEX_DASK_SCHEDULER", None)
+    t0 = time.monotonic()
+    res = subprocess.run(
+        [sys.executable, "-m", "denpex_nb.cli", "diagnose", str(RUN), "--scheduler", address],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    lines = res.stderr.strip().splitlines()
+    assert res.returncode == 2 and len(lines) == 1, res.stderr
+    assert f"cannot reach the Dask scheduler at {address}" in lines[0] and "--scheduler" in lines[0]
+    assert res.stdout == "" and time.monotonic() - t0 < 30
+    res = subprocess.run(
+        [sys.executable, "-m", "denpex_nb.cli", "diagnose", str(RUN), "--scheduler", "not an address"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    lines = res.stderr.strip().splitlines()
+    assert res.returncode == 2 and len(lines) == 1 and "not an address" in lines[0], res.stderr
 
 
 def test_an_s3_run_is_read_by_the_workers_themselves(cluster, s3_server, monkeypatch):

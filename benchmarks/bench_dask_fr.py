@@ -1,0 +1,148 @@
+"""A Flight Recorder incident of many ranks on a dask.distributed cluster, beside one process.
+
+    python benchmarks/bench_dask_fr.py                                # 1024, 4096, 16384 ranks x 200 entries
+    python benchmarks/bench_dask_fr.py --ranks 256,1024 --repeat 1   # quick
+
+For each size: synthetic dumps (``testing.frcompare.write_synthetic_dumps``, one planted size
+mismatch at rank 17's last collective), then, alternating, median of ``--repeat``:
+
+* ``single_s``: ``denpex-nb diagnose DIR --json`` in a fresh process (its own process pool, the
+  default ``jobs``), as a user runs it on one machine;
+* ``cluster_s``: ``denpex-nb diagnose DIR --json --scheduler ADDR`` in a fresh process against a
+  ``LocalCluster`` of ``--workers`` worker processes (one thread each) started before the clock,
+  as an existing cluster would be: the workers open the files, parse them into the events'
+  column batches and send those back; the diagnosis runs in the client process.
+
+Both must give the same verdict, culprit and seq. Per worker, the peak RSS of its process
+(``ru_maxrss``, after the cluster runs) is reported: what the worker held at most while it parsed
+its tasks (a task is at most 64 files or 32 MB of input, ``parallel.CHUNK_BYTES``). Writes
+benchmarks/results/bench_dask_fr.json. Bar (issue 17): 16,384 ranks on 2 workers < 60 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+from denpex_nb.testing.frcompare import write_synthetic_dumps  # noqa: E402
+
+
+def cli(folder: Path, scheduler: str | None) -> tuple[float, dict | None, str]:
+    cmd = [sys.executable, "-m", "denpex_nb.cli", "diagnose", str(folder), "--json"]
+    if scheduler:
+        cmd += ["--scheduler", scheduler]
+    t = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+    wall = time.perf_counter() - t
+    try:
+        out = json.loads(proc.stdout) if proc.returncode == 0 else None
+    except ValueError:
+        out = None
+    return wall, out, proc.stderr.strip()[-300:]
+
+
+def key(out: dict | None):
+    if out is None:
+        return None
+    first = out["findings"][0] if out.get("findings") else {}
+    return out["verdict"], out["culprit_ranks"], first.get("seq")
+
+
+def peak_rss_mb(client) -> dict:
+    import resource
+
+    got = client.run(lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+    return {w: round(kb / 1024, 1) for w, kb in got.items()}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--ranks", default="1024,4096,16384")
+    ap.add_argument("--entries", type=int, default=200)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--data", default=str(HERE / "_data" / "dask_fr"))
+    ap.add_argument("--keep", action="store_true", help="keep the generated dumps")
+    args = ap.parse_args(argv)
+    import distributed
+
+    rows = []
+    for ranks in [int(x) for x in args.ranks.split(",") if x.strip()]:
+        folder = Path(args.data) / f"fr_{ranks}x{args.entries}"
+        if not folder.exists() or len(list(folder.iterdir())) != ranks:
+            shutil.rmtree(folder, ignore_errors=True)
+            planted = write_synthetic_dumps(folder, ranks, args.entries, "size", plant_rank=min(17, ranks - 1))
+            seq = planted.seq
+        else:
+            seq = None
+        mb = sum(f.stat().st_size for f in folder.iterdir()) / 1e6
+        for f in folder.iterdir():  # page cache warm, as for the others
+            f.read_bytes()
+        with distributed.LocalCluster(
+            n_workers=args.workers,
+            processes=True,
+            threads_per_worker=1,
+            dashboard_address=":0",
+            silence_logs=logging.ERROR,
+        ) as cluster:
+            single, multi, outs, errs = [], [], set(), []
+            for _ in range(args.repeat):  # alternate: both see the same machine state
+                w, out, err = cli(folder, None)
+                single.append(w)
+                outs.add(json.dumps(key(out)))
+                errs.append(err) if out is None else None
+                w, out, err = cli(folder, cluster.scheduler_address)
+                multi.append(w)
+                outs.add(json.dumps(key(out)))
+                errs.append(err) if out is None else None
+            with distributed.Client(cluster, set_as_default=False) as client:
+                rss = peak_rss_mb(client)
+        row = {
+            "ranks": ranks,
+            "entries": args.entries,
+            "dump_mb": round(mb, 1),
+            "single_s": round(statistics.median(single), 2),
+            "cluster_s": round(statistics.median(multi), 2),
+            "single_all_s": [round(x, 2) for x in single],
+            "cluster_all_s": [round(x, 2) for x in multi],
+            "workers": args.workers,
+            "worker_peak_rss_mb": rss,
+            "same_diagnosis": len(outs) == 1 and "null" not in outs,
+            "diagnosis": json.loads(next(iter(outs))) if len(outs) == 1 else sorted(outs),
+            "planted_seq": seq,
+            "errors": errs[:2],
+            "load_avg": [round(x, 1) for x in os.getloadavg()],
+        }
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+        if not args.keep:
+            shutil.rmtree(folder, ignore_errors=True)
+    faster = [r["ranks"] for r in rows if r["single_s"] <= r["cluster_s"]]
+    out = {
+        "benchmark": "bench_dask_fr",
+        "command": "python benchmarks/bench_dask_fr.py " + " ".join(argv or sys.argv[1:]),
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "bars": {"cluster_s_16384x200": 60.0},
+        "single_process_not_slower_up_to_ranks": max(faster) if faster else None,
+        "rows": rows,
+    }
+    res = HERE / "results"
+    res.mkdir(exist_ok=True)
+    (res / "bench_dask_fr.json").write_text(json.dumps(out, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
