@@ -293,6 +293,8 @@ RETRYING = re.compile(
 RECOVERED = re.compile(r"(?i:connected after \d+ retr|connection established|successfully connected)|Init COMPLETE")
 
 _MAX_TEXT = 400
+#: characters of a line :func:`classify` reads (its shape is made of them)
+SHAPE_CHARS = _MAX_TEXT * 2
 _WORD = re.compile(r"[A-Za-z]{2}")
 
 
@@ -356,8 +358,8 @@ def classify(text: str, level: str | None = None) -> Signal | None:
     repeats its failure lines with other ranks, sequence numbers and times, and the patterns cost
     tens of microseconds a line. Runs of two or more digits read the same as ``11`` (a count, a
     code or a number other than 0 and 1: what the patterns tell apart stays apart)."""
-    if len(text) > _MAX_TEXT * 2:
-        text = text[: _MAX_TEXT * 2]
+    if len(text) > SHAPE_CHARS:
+        text = text[:SHAPE_CHARS]
     return _classify_shape(_DIGITS.sub("11", text), level)
 
 

@@ -164,6 +164,15 @@ class NeedleMatcher:
         m.signal_bit = 1 << (len(readers) + len(names)) if signals else 0
         return m
 
+    def masks_array(self):
+        """:attr:`masks` as a numpy int64 array (made once)."""
+        arr = getattr(self, "_masks_np", None)
+        if arr is None:
+            import numpy as np
+
+            arr = self._masks_np = np.array(self.masks, dtype=np.int64)
+        return arr
+
     @property
     def engine(self) -> str:
         return "hyperscan" if self._db is not None else "bytes.find"
@@ -172,9 +181,13 @@ class NeedleMatcher:
         """Sorted, unique start offsets of the lines of ``buf`` that contain a needle."""
         return self.line_hits(buf)[0]
 
-    def line_hits(self, buf: bytes | bytearray, end: int | None = None) -> tuple[list[int], list[int]]:
+    def line_hits(
+        self, buf: bytes | bytearray, end: int | None = None, newlines: Newlines | None = None, *, arrays=False
+    ) -> tuple[list[int], list[int]]:
         """(sorted line start offsets, reader bitmask per line) of the lines holding a needle, in
-        ``buf[:end]`` (without copying it; ``end`` defaults to the whole buffer)."""
+        ``buf[:end]`` (without copying it; ``end`` defaults to the whole buffer). With ``newlines``
+        (of the same bytes), many matches are put on their lines in bulk (numpy) instead of one by one;
+        with ``arrays`` too, those come back as numpy arrays (int64), not lists."""
         if not self.needles:
             return [], []
         n = len(buf) if end is None else end
@@ -190,6 +203,11 @@ class NeedleMatcher:
                 app(to * k + nid)  # one int per match: sorts by end offset, keeps the needle
 
             self._db.scan(buf if n == len(buf) else memoryview(buf)[:n], match_event_handler=on_match)
+            if newlines is not None and len(hits) >= _BULK_HITS:
+                nl = newlines.index()
+                if nl is not None:
+                    starts_a, masks_a = _lines_of(hits, k, nl, self.masks_array())
+                    return (starts_a, masks_a) if arrays else (starts_a.tolist(), masks_a.tolist())
             hits.sort()
             line_end = -1
             rfind, find = buf.rfind, buf.find
@@ -219,6 +237,53 @@ class NeedleMatcher:
                 pos = find(needle, e, n)
         starts = sorted(found)
         return starts, [found[s] for s in starts]
+
+
+#: from this many needle matches in a chunk on, they are put on their lines in bulk (numpy)
+_BULK_HITS = 256
+
+
+class Newlines:
+    """The offsets of the newlines of ``buf[:n]``, found once (numpy) when first asked for, so that
+    many needle matches are put on their lines, gaps counted and line ends found by binary search
+    instead of one Python call each. None (not made) when the lines are so short that the index
+    would cost more memory than a fraction of the chunk (a run of empty lines)."""
+
+    def __init__(self, buf: bytes | bytearray, n: int):
+        self.buf, self.n = buf, n
+        self._nl = None
+        self._done = False
+
+    def index(self):
+        if not self._done:
+            import numpy as np
+
+            self._done = True
+            is_nl = np.frombuffer(self.buf, np.uint8, count=self.n) == 10
+            if np.count_nonzero(is_nl) <= self.n // 32:  # 8 bytes an offset: at most 1/4 of the chunk
+                self._nl = np.flatnonzero(is_nl)
+        return self._nl
+
+    @property
+    def known(self):
+        """The index when it was made, else None (never makes it)."""
+        return self._nl
+
+
+def _lines_of(hits: list[int], k: int, nl, masks_of):
+    """:meth:`NeedleMatcher.line_hits` in bulk: ``hits`` (``end * k + needle``) on their lines, by
+    binary search in the newline offsets ``nl``; the masks of one line's needles OR-ed together."""
+    import numpy as np
+
+    v = np.array(hits, dtype=np.int64)
+    v.sort()
+    p, nid = np.divmod(v, k)
+    li = np.searchsorted(nl, p - 1)  # the line holding the match's last byte (no needle holds a newline)
+    first = np.flatnonzero(np.r_[True, li[1:] != li[:-1]])
+    masks = np.bitwise_or.reduceat(masks_of[nid], first)
+    lines = li[first]
+    starts = np.where(lines > 0, nl[np.maximum(lines - 1, 0)] + 1, 0)
+    return starts, masks
 
 
 #: per thread: compiled matchers by reader needles, and the scan buffer (see :func:`matcher_for`)
@@ -623,6 +688,8 @@ class BlockScanner:
                 blen -= 1
         if blen == k:
             return blen
+        if buf.find(b"\r", k, blen) < 0:  # (a search stops at no CR: one fast pass, where count is slow)
+            return blen
         n_cr = buf.count(b"\r", k, blen)
         if not n_cr or (n_cr == buf.count(b"\r\n", k, blen) and buf[blen - 1] != 13):
             return blen  # none, or only CRLF pairs
@@ -699,16 +766,24 @@ class BlockScanner:
             if cut == 0 and n_buf < CARRY_CAP:
                 return 0, lineno
             n_buf = cut if cut else n_buf
+        newlines = Newlines(buf, n_buf)
         starts, masks = (
-            hardwrap.line_hits(self.matcher, buf, wrap, n_buf) if wrap else self.matcher.line_hits(buf, n_buf)
+            hardwrap.line_hits(self.matcher, buf, wrap, n_buf)
+            if wrap
+            else self.matcher.line_hits(buf, n_buf, newlines=newlines, arrays=True)
         )
-        if self.matcher.watch_mask:
-            starts, masks = self._take_mentions(starts, masks)
-        count = _newline_counter(buf, n_buf)
         sig_at: list[int] = []  # lines holding a signal needle (reader lines among them too)
-        if self.sig_bit:
-            starts, masks, sig_at = _split_signal_hits(starts, masks, self.sig_bit)
+        if not isinstance(starts, list):  # many hits, in numpy arrays: mentions and signals split in bulk
+            starts, masks, sig_at = self._split_arrays(starts, masks)
+        else:
+            if self.matcher.watch_mask:
+                starts, masks = self._take_mentions(starts, masks)
+            if self.sig_bit:
+                starts, masks, sig_at = _split_signal_hits(starts, masks, self.sig_bit)
+        count = _newline_counter(buf, n_buf, newlines.known)
         self._sig_at, self._sig_k = sig_at, 0
+        # the signal lines a gap may hold that signal at all (the rest are skipped there unread)
+        self._sig_hot, self._hot_k = (sig_at if wrap else _signalling(buf, sig_at, n_buf, self.line_cap, newlines)), 0
 
         def grows(prev_s: int, be: int, nxt_end: int) -> bool:
             """Does the line ``buf[be:nxt_end]`` continue the block whose last line starts at ``prev_s``?"""
@@ -774,6 +849,29 @@ class BlockScanner:
         self.lines_total = ln - 1
         return n_buf, ln
 
+    def _split_arrays(self, starts, masks) -> tuple[list[int], list[int], list[int]]:
+        """:meth:`_take_mentions` then :func:`_split_signal_hits` on numpy arrays (the same lists
+        come out): the hits of a big chunk are never walked one by one in Python."""
+        import numpy as np
+
+        wm, bit = self.matcher.watch_mask, self.sig_bit
+        if wm:
+            seen = int(np.bitwise_or.reduce(masks)) if len(masks) else 0
+            for b, name in self.matcher.watch_bits.items():
+                if seen & b:
+                    self.mentions.add(name)
+            if seen & wm:
+                keep = (masks & ~wm) != 0
+                starts, masks = starts[keep], masks[keep] & ~wm
+        sig_at: list[int] = []
+        if bit:
+            sig = (masks & bit) != 0
+            if sig.any():
+                sig_at = starts[sig].tolist()
+                keep = (masks & ~bit) != 0
+                starts, masks = starts[keep], masks[keep] & ~bit
+        return starts.tolist(), masks.tolist(), sig_at
+
     def _take_mentions(self, starts: list[int], masks: list[int]) -> tuple[list[int], list[int]]:
         """Note the watched words among the candidate lines (``mentions``) and keep as candidates
         only the lines that hold a reader's needle: a word is noticed where it is found, in the
@@ -797,7 +895,7 @@ class BlockScanner:
         from ..signals import classify
         from .hardwrap import joins_b
 
-        at, k = self._sig_at, self._sig_k
+        at, k = self._sig_hot, self._hot_k
         while k < len(at) and at[k] < start:
             k += 1
         pos, n = start, ln
@@ -825,7 +923,7 @@ class BlockScanner:
             n += count(b"\n", pos, s)
             pos = s
             self._signal_line(sig, n, text)
-        self._sig_k = k
+        self._hot_k = k
 
     def _block_signals(self, buf, bs: int, be: int, ln: int) -> set[int]:
         """Line numbers of the block ``buf[bs:be]`` (from line ``ln``) that hold a signal needle."""
@@ -1038,15 +1136,83 @@ def _split_signal_hits(starts: list[int], masks: list[int], bit: int) -> tuple[l
     return [starts[k] for k in keep], [masks[k] & ~bit for k in keep], sig_at
 
 
+#: below this many signal lines in a chunk, each is classified where it is (numpy's overhead)
+_SHAPES_MIN = 64
+
+
+def _signalling(
+    buf: bytes | bytearray, at: list[int], n: int, line_cap: int, newlines: Newlines | None = None
+) -> list[int]:
+    """The starts among ``at`` (lines of ``buf[:n]`` holding a signal needle, sorted) of the lines whose
+    text :func:`denpex_nb.signals.classify` may give a signal: the others are skipped unread.
+
+    Why: a log's noise holds signal needles too (Python logging's ``WARNING``, ``timeout=`` in a
+    config line): millions of lines in a big log, each costing a decode and a digit substitution
+    before the memo per shape answers None. Here the shapes of all of a chunk's signal lines are
+    made at once, in bulk (numpy: a run of two or more ASCII digits becomes ``11``, as
+    :func:`~denpex_nb.signals.classify` does), each distinct shape is classified once, and only the
+    lines of a shape that signals are returned. Exact: a line that is not ASCII, or whose bytes
+    could read otherwise than ``classify`` reads its text, is returned as it is (classified there).
+    """
+    if len(at) < _SHAPES_MIN or buf[n - 1] != 10:  # (``buf[:n]`` is whole lines)
+        return at
+    import numpy as np
+
+    from ..signals import SHAPE_CHARS, classify
+
+    cut = min(line_cap, SHAPE_CHARS)  # what classify reads of a line (ASCII: a byte per character)
+    nl = newlines.known if newlines is not None else None
+    if nl is not None:  # each line's end by binary search, cut where classify stops reading
+        starts = np.array(at, dtype=np.int64)
+        ends = np.minimum(nl[np.searchsorted(nl, starts)], starts + cut).tolist()
+        parts = [buf[s:e] for s, e in zip(at, ends)]
+    else:
+        find = buf.find
+        parts = [buf[s : min(find(b"\n", s, n), s + cut)] for s in at]
+    blob = b"\n".join(parts)
+    if b"\r" in blob:  # a CRLF line end (a lone CR is a line end already): classify strips it
+        blob = blob.replace(b"\r\n", b"\n")
+        if blob.endswith(b"\r"):
+            blob = blob[:-1]
+        if b"\r" in blob:
+            return at
+    if not blob.isascii():
+        return at
+    b = np.frombuffer(blob, np.uint8)
+    digit = (b >= 48) & (b <= 57)
+    before = np.zeros_like(digit)
+    before[1:] = digit[:-1]
+    after = np.zeros_like(digit)
+    after[:-1] = digit[1:]
+    before2 = np.zeros_like(digit)
+    before2[2:] = digit[:-2]
+    norm = b.copy()
+    norm[digit & (before | after)] = 49  # a run of 2+ digits: its first two become "11" ...
+    shapes = norm[~(digit & before & before2)].tobytes().split(b"\n")  # ... and the rest go
+    hot = {sh for sh in set(shapes) if classify(sh.decode("ascii")) is not None}
+    if not hot:
+        return []
+    return [s for s, sh in zip(at, shapes) if sh in hot]
+
+
 #: below this many bytes ``bytes.count`` beats numpy's call overhead
 _NUMPY_COUNT_MIN = 4096
 
 
-def _newline_counter(buf: bytes | bytearray, n: int) -> Callable[[bytes, int, int], int]:
+def _newline_counter(buf: bytes | bytearray, n: int, nl=None) -> Callable[[bytes, int, int], int]:
     """``buf.count`` for newlines in ``buf[:n]``, vectorised (numpy compares 16-32 bytes a step where
     ``bytes.count`` takes one): counting the lines of the gaps between blocks is most of the work
-    left over a big log once the needles are found."""
+    left over a big log once the needles are found. With the newline offsets ``nl`` (:class:`Newlines`)
+    a count is two binary searches."""
     import numpy as np
+
+    if nl is not None:
+        ss = nl.searchsorted
+
+        def count_nl(sub: bytes, start: int, end: int) -> int:  # sub is always b"\n"
+            return int(ss(end) - ss(start))
+
+        return count_nl
 
     a = np.frombuffer(buf, np.uint8, count=n)
     bcount = buf.count
