@@ -198,10 +198,26 @@ def ddp_buckets(ctx: Context, findings: list[Finding]) -> list[Finding]:
 def merge(findings: list[Finding]) -> list[Finding]:
     """One divergence seen through several counters or sources becomes one finding."""
     out: list[Finding] = []
+    # what _same compares, per finding of ``out``, by class: a thousand divergences were a million
+    # calls of _same (each twin is still the first finding of ``out`` that _same accepts)
+    keys: list[tuple] = []
+    by_class: dict[str, list[int]] = {}
     for f in sorted(findings, key=lambda f: (KIND_PREFERENCE.get(f.seq_kind, 9), f.seq is None)):
-        i = next((i for i, o in enumerate(out) if _same(o, f)), None)
+        kind, has_seq, fam, culprits = _same_key(f)
+        i = next(
+            (
+                i
+                for i in by_class.get(f.class_id, ())
+                if not (has_seq and keys[i][1] and keys[i][0] == kind)
+                and (fam is None or keys[i][2] is None or keys[i][2] == fam)
+                and (culprits is None or keys[i][3] is None or keys[i][3] == culprits)
+            ),
+            None,
+        )
         if i is None:
+            by_class.setdefault(f.class_id, []).append(len(out))
             out.append(f)
+            keys.append((kind, has_seq, fam, culprits))
             continue
         twin = out[i]
         changes = dict(
@@ -219,7 +235,19 @@ def merge(findings: list[Finding]) -> list[Finding]:
         if f.t_wall is not None and (twin.t_wall is None or f.t_wall < twin.t_wall):
             changes["t_wall"] = f.t_wall
         out[i] = replace(twin, **changes)
+        keys[i] = _same_key(out[i])
     return out
+
+
+def _same_key(f: Finding) -> tuple:
+    """(seq_kind, has a seq, op family or None, culprit set or None): what :func:`_same` compares
+    of a finding beside its class."""
+    return (
+        f.seq_kind,
+        f.seq is not None,
+        _op_family(f.op) if f.op else None,
+        frozenset(f.culprit_ranks) if f.culprit_ranks else None,
+    )
 
 
 def _same(a: Finding, b: Finding) -> bool:

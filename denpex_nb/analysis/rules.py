@@ -15,6 +15,7 @@ says why.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
 from collections.abc import Callable
@@ -85,7 +86,7 @@ def is_crash_error(
     signal = None if signal is None or pd.isna(signal) else str(signal)
     if kind == ErrorKind.OOM:
         return True
-    if message and _DEVICE_FAULT.search(message):
+    if message and _device_fault(message):
         return True
     if kind == ErrorKind.EXCEPTION:
         if not message or message.startswith(TRUNCATED_TRACEBACK) or in_collective:
@@ -94,10 +95,22 @@ def is_crash_error(
             return False  # a launcher's CalledProcessError about a worker, not the line's own failure
         # a library's error about a collective's sizes, shapes or counts across ranks is a collective
         # failure (the failure-signal vocabulary's size family), not the rank's own crash
-        return not _DISTRIBUTED.search(message) and family_of(message) != SignalFamily.SIZE
+        return not _collective_message(message)
     if kind in (ErrorKind.SIGNAL, ErrorKind.CHILD_FAILED, ErrorKind.AGENT, ErrorKind.EXIT):
         return (signal or signal_name(exit_code, shell=True)) in _CRASH_SIGNALS
     return False
+
+
+# What the patterns say of one message, remembered: the same messages come back for every rank and
+# every rule that asks (a 256-rank timeout: 256 equal messages, read by four rules)
+@functools.lru_cache(maxsize=4096)
+def _device_fault(message: str) -> bool:
+    return _DEVICE_FAULT.search(message) is not None
+
+
+@functools.lru_cache(maxsize=4096)
+def _collective_message(message: str) -> bool:
+    return _DISTRIBUTED.search(message) is not None or family_of(message) == SignalFamily.SIZE
 
 
 def own_failures(errors: pd.DataFrame) -> list[bool]:
@@ -327,18 +340,50 @@ def _describe(row) -> str:
     return " ".join(parts)
 
 
-def _evidence(rows: pd.DataFrame, texts: dict, culprits=()) -> list[Evidence]:
-    if culprits:
-        is_c = rows["rank"].isin(list(culprits)).to_numpy(bool, na_value=False)
-        rows = pd.concat([rows[is_c], rows[~is_c]])
+def _evidence(rows, texts: dict, culprits=(), records: list[dict] | None = None) -> list[Evidence]:
+    """The evidence lines of ``rows`` (a frame, or a divergence: its ``rows``): the culprits' first,
+    then the odd ranks. ``records``, when given, is ``rows.to_dict("records")``: a few rows are
+    ordered without pandas, and a divergence's frame is not made."""
+    if records is not None and len(records) <= MAX_EVIDENCE:
+        chosen = records
+        if culprits:
+            wanted = set(culprits)
+            is_c = [_in(row.get("rank"), wanted) for row in records]
+            chosen = [r for r, c in zip(records, is_c) if c] + [r for r, c in zip(records, is_c) if not c]
+    else:
+        if not isinstance(rows, pd.DataFrame):
+            rows = rows.rows
+        if culprits:
+            is_c = rows["rank"].isin(list(culprits)).to_numpy(bool, na_value=False)
+            rows = pd.concat([rows[is_c], rows[~is_c]])
+        chosen = _evidence_rows(rows).to_dict("records")
     out = []
-    for row in _evidence_rows(rows).to_dict("records"):
+    for row in chosen:
         file, line = _s(row.get("file")), _i(row.get("line"))
         if file is None:
             continue
         text = texts.get((file, line)) or _describe(row)
         out.append(Evidence(file=file, line=line or 0, text=text, rank=_i(row.get("rank"))))
     return out
+
+
+def _stated_size(d, records: list[dict]) -> int | None:
+    """The largest ``world_size`` the divergence's rows state (None when none does)."""
+    if records and "world_size" in records[0]:
+        vals = [r["world_size"] for r in records]
+        known = [v for v in vals if v is not None and v is not pd.NA]
+        if all(type(v) is int for v in known):  # Int32 cells: the max of the numbers, as pandas says it
+            return _i(max(known)) if known else None
+    rows = d.rows
+    return _i(pd.to_numeric(rows["world_size"], errors="coerce").max()) if "world_size" in rows else None
+
+
+def _in(v, wanted: set) -> bool:
+    """``v`` is one of ``wanted`` (as ``Series.isin`` says it: a missing value is in nothing)."""
+    try:
+        return not pd.isna(v) and v in wanted
+    except (TypeError, ValueError):  # an unhashable or array-like cell
+        return False
 
 
 def _seq_op_order(seq_op: tuple) -> tuple:
@@ -458,13 +503,13 @@ def from_divergences(divs: list[Divergence], texts: dict, group_size: int | None
     """One finding per divergence (ranks present: their views; ranks missing: absent)."""
     findings = []
     for d in divs:
-        rows = d.rows
-        by_rank = {int(row["rank"]): row for row in rows.to_dict("records")}
+        records = d.records if d.records is not None else d.rows.to_dict("records")
+        by_rank = {int(row["rank"]): row for row in records}
         views = {r: _view(row) for r, row in by_rank.items()}
         ops = {r: views[r].op for r in views}
         majority_op = Counter(ops.values()).most_common(1)[0][0] if ops else None
         where = f"{d.seq_kind} seq {d.seq}" + (f" of pg {d.pg}" if d.pg not in (None, "") else "")
-        stated = _i(pd.to_numeric(rows["world_size"], errors="coerce").max()) if "world_size" in rows else None
+        stated = _stated_size(d, records)
         if stated is None and d.pg in (None, "", "0", "default_pg") and group_size:
             stated = group_size
         n_members = len(set(by_rank) | set(d.missing))
@@ -551,7 +596,7 @@ def from_divergences(divs: list[Divergence], texts: dict, group_size: int | None
                 op=op,
                 culprit_ranks=culprits,
                 ranks=views,
-                evidence=_evidence(rows, texts, culprits),
+                evidence=_evidence(d, texts, culprits, records),
                 t_wall=d.t_wall,
                 rule="divergences",
                 culprit_basis=basis
@@ -1021,8 +1066,13 @@ def fingerprint_pairs(ctx: Context) -> list[Finding]:
         (ev["seq_kind"].astype(object) == SeqKind.DETAIL) & ev["rank"].notna() & ev["file"].notna() & ev["line"].notna()
     ]
     out = []
-    for (file, line), rows in det.groupby([det["file"].astype(object), det["line"]], sort=False):
-        by_rank = {int(r): row for r, row in zip(rows["rank"], rows.to_dict("records"))}
+    # grouped by (file, line) in order of first appearance, as ``groupby(sort=False)``: one
+    # ``to_dict`` for all rows (a DETAIL log of thousands of messages made a frame per message)
+    groups: dict[tuple, list[dict]] = {}
+    for row in det.to_dict("records"):
+        groups.setdefault((row["file"], row["line"]), []).append(row)
+    for (file, line), rows in groups.items():
+        by_rank = {int(row["rank"]): row for row in rows}
         if len(by_rank) < 2:
             continue
         views = {r: _view(row) for r, row in by_rank.items()}
@@ -1103,10 +1153,11 @@ def nccl_opcounts(ctx: Context) -> list[Finding]:
     for n, grp in e.groupby(e["world_size"].astype(int), sort=True):
         comms = grp.groupby("_proc")["pg"].nunique()
         grp = grp[grp["_proc"].isin(comms[comms <= 1].index)]
-        for seq, cell in grp.groupby(grp["seq"].astype("int64"), sort=True):
-            first = cell.drop_duplicates("_proc")
-            if len(first) < 2:
-                continue
+        seqs = grp["seq"].astype("int64")
+        # only an opCount two processes reached can disagree: the others are not looked at one by one
+        n_procs = grp["_proc"].groupby(seqs, sort=True).nunique()
+        for seq in n_procs.index[n_procs.to_numpy() >= 2]:
+            first = grp[(seqs == seq).to_numpy()].drop_duplicates("_proc")
             found = _nccl_cell(first, int(n), int(seq), ctx)
             if found is not None:
                 out.append(found)

@@ -87,7 +87,8 @@ def failure_signals(incident) -> pd.DataFrame:
     f = f.sort_values(["_file", "line"], kind="stable")
     # within a file its lines are in order; a line without a time takes its neighbours' (the one
     # before, else the one after), so times order the files without reordering one file's lines
-    t = f.groupby("_file", sort=False)["t_wall"].transform(lambda x: x.ffill().bfill())
+    # (grouped fills, not a Python function per file: a folder of thousands of rank logs)
+    t = f.groupby("_file", sort=False)["t_wall"].ffill().groupby(f["_file"], sort=False).bfill()
     f = f.assign(_t=t)
     return f.sort_values(["_t", "_file", "line"], na_position="last", kind="stable").drop(columns=["_t", "_file"])
 
