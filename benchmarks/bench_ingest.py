@@ -719,11 +719,19 @@ def main(argv=None) -> int:
         res["flight_recorder"] = dict(bench_fr(args.fr_dumps), when=res["when"], load_average=list(os.getloadavg()))
     os.makedirs(RESULTS, exist_ok=True)
     path = args.results or os.path.join(RESULTS, "bench_ingest.json")
-    try:  # keep the sections this run did not measure
+    res["argv"] = "python " + " ".join(sys.argv)
+    try:  # keep the sections this run did not measure, and the earlier figures of those it did
         with open(path) as f:
-            res = dict(json.load(f), **res)
+            old = json.load(f)
     except (OSError, ValueError):
-        pass
+        old = {}
+    history = old.get("history", [])
+    replaced = {k: old[k] for k in res if k in old and k not in ("when", "load_average", "argv", "history")}
+    if replaced:
+        history.append(dict(replaced, replaced_by_run_of=res["when"]))
+    res = dict(old, **res)
+    if history:
+        res["history"] = history
     with open(path, "w") as f:
         json.dump(res, f, indent=2)
     rows = []
