@@ -75,6 +75,7 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--data", default=str(HERE / "_data" / "dask_fr"))
     ap.add_argument("--keep", action="store_true", help="keep the generated dumps")
+    ap.add_argument("--out", default="bench_dask_fr.json", help="file name under benchmarks/results/")
     args = ap.parse_args(argv)
     import distributed
 
@@ -140,7 +141,7 @@ def main(argv=None) -> int:
     }
     res = HERE / "results"
     res.mkdir(exist_ok=True)
-    (res / "bench_dask_fr.json").write_text(json.dumps(out, indent=2) + "\n")
+    (res / args.out).write_text(json.dumps(out, indent=2) + "\n")
     return 0
 
 

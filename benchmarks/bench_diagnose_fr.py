@@ -9,9 +9,11 @@ in a subprocess with a hard timeout; when it hits the cap its time is reported a
 (the ratio then too). Also measured: the floor of just unpickling the dumps with the C pickle
 module (what the unpickler path cannot go below), and, in the same run, denpex with its compiled
 decoder turned off (DENPEX_FR_DECODER=unpickle: the path before the decoder existed), so the
-before/after ratio comes from one run on one machine state. The compiled decoder's one-time
-compilation (first use after install, ~10 s, cached on disk) is not in the figures; loading the
-cached code and importing numba (~1 s) is. ``denpex_cli_s`` is ``denpex-nb diagnose --json`` in a
+before/after ratio comes from one run on one machine state. The decoder runs its C kernels where
+the package's extension is built (``decoder`` says which: nothing to compile or import), else its
+numba kernels: their one-time compilation (first use after install, ~10 s, cached on disk) is then
+not in the figures, loading the cached code and importing numba (~1 s) is; the first run after
+an install is measured by benchmarks/bench_fr_first_run.py. ``denpex_cli_s`` is ``denpex-nb diagnose --json`` in a
 fresh process (Python start and imports included, as torchfrtrace's time includes them). Bars
 (issue 4): denpex < 10 s for 1024 x 2000, and >= 10x faster than torchfrtrace.
 
@@ -101,7 +103,9 @@ def measure(ranks: int, entries: int, data: Path, frtrace_timeout: float, plant_
         "pickle_floor_s": round(floor_s, 2),
         "denpex_unpickle_total_s": round(before_s, 2),
         "denpex_unpickle_correct": before_ok,
-        "decoder": "compiled" if compiled_decoder_enabled() else "unpickle (numba missing)",
+        "decoder": f"compiled ({_kernels()} kernels)"
+        if compiled_decoder_enabled()
+        else "unpickle (no compiled kernels)",
         "decoder_cache_check_s": None if compile_s is None else round(compile_s, 2),
         "denpex_load_s": round(load_s, 2),
         "denpex_diagnose_s": round(diag_s, 2),
@@ -123,6 +127,12 @@ def measure(ranks: int, entries: int, data: Path, frtrace_timeout: float, plant_
     add_analysis_estimate(row)
     shutil.rmtree(folder, ignore_errors=True)
     return row
+
+
+def _kernels() -> str:
+    from denpex_nb.ingest import pickle_nodes
+
+    return str(pickle_nodes.backend())
 
 
 def _denpex_run(dx, folder, jobs, decoder: str):

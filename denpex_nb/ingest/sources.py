@@ -1147,13 +1147,22 @@ def read_fully(f: BinaryIO, n: int) -> bytes:
     got = 0
     # read1 hands over what one decompression step yields, so a later error loses nothing before it
     read = getattr(f, "read1", None) or f.read
+    # Ask for 1 MiB first, then twice as much each time (up to 64 MiB): a raw file's read(n)
+    # allocates n bytes before it reads, and n is the cap (512 MiB for a dump), which cost ~0.5 ms
+    # per file, 10x the read of a 140 KB dump (16,384 of them in an incident)
+    step = READ_FIRST
     while got < n:
         try:
-            c = read(n - got)
+            c = read(min(n - got, step))
         except Exception as e:  # noqa: BLE001 - every way a stream can break off is the same to a caller
             raise ReadStopped(b"".join(parts), e) from e
         if not c:
             break
         parts.append(c)
         got += len(c)
+        step = min(2 * step, READ_MOST)
     return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+#: :func:`read_fully`'s first request and its largest one (bytes)
+READ_FIRST, READ_MOST = 1 << 20, 64 << 20
