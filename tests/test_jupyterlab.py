@@ -78,7 +78,9 @@ def test_postmortem_explorer_in_jupyterlab_follows_every_choice(tmp_path):
             nb.wait_text("status", "counter trace")
             assert "4 ranks" in nb.text("status")
             assert "Every rank at seq 3" in nb.text("at-seq")
-            assert "Explorer (static" not in page.content()
+            # live, so its static view (an output of its own, for a reopening without kernel) is hidden
+            assert page.locator(_STATIC_OUTPUT, has_text="Explorer (static").count() == 0
+            assert page.locator(".dx-fallback").count() == 1 and page.locator(".dx-fallback").first.is_hidden()
             page.locator(".dx-explorer").first.scroll_into_view_if_needed()
             start_pic = nb.wait_picture_settled()
             assert start_pic
@@ -130,22 +132,7 @@ def test_postmortem_explorer_in_jupyterlab_follows_every_choice(tmp_path):
             page.locator(".dx-explorer").first.screenshot(path=str(shots / "explorer.png"))
             page.screenshot(path=str(shots / "postmortem.png"), full_page=True)
 
-            # the kernel goes away: the live view becomes its static tables, which a save keeps, so
-            # the notebook reopened shows them, never "Error displaying widget: model not found"
-            nb.menu("Kernel", "Shut Down Kernel")
-            nb.accept_dialogs(wait_s=2.0)
-            page.wait_for_function("() => !document.querySelector('.dx-explorer')")
-            page.get_by_text("Explorer (static: a snapshot of the live explorer").first.wait_for()
-            page.keyboard.press("Control+s")
-            page.wait_for_function("() => !document.querySelector('.lm-TabBar-tab.jp-mod-dirty')", timeout=30_000)
-            page.wait_for_timeout(1000)
-            page.reload()
-            page.wait_for_selector(".jp-NotebookPanel .jp-Notebook .jp-Cell")
-            nb.accept_dialogs(wait_s=3.0)
-            page.get_by_text("Explorer (static: a snapshot of the live explorer").first.wait_for()
-            page.wait_for_timeout(2000)
-            assert page.get_by_text("model not found").count() == 0
-            assert "0, 2" in page.locator(".jp-OutputArea-output", has_text="Explorer (static").first.inner_text()
+            _saved_live_then_killed(page, nb, server, root, shots)
     assert server.alive() == [], f"processes left behind: {server.alive()}"
     assert len(server.pids) >= 2, "the kernel was never seen under the server"
     png = (shots / "explorer.png").read_bytes()
@@ -154,6 +141,69 @@ def test_postmortem_explorer_in_jupyterlab_follows_every_choice(tmp_path):
 
     img = imread(str(shots / "explorer.png"))
     assert img.shape[0] > 300 and img[..., :3].std() > 0.05, "the explorer screenshot looks blank"
+
+
+#: the explorer's static view as shown in place of the widget (its output, not the hidden twin)
+_STATIC_OUTPUT = ".jp-OutputArea-output:not(:has(.dx-fallback))"
+_SNAPSHOT = "Explorer (static: a snapshot of the live explorer"
+
+
+def _saved_live_then_killed(page, nb, server, root, shots):
+    """Saved while the explorer is live, then the server dies (SIGKILL, its kernel too: no shutdown
+    hook runs). A new server opens the file: the widget's model is gone, the widget renderer gives
+    up, and the static view shows in its place instead of "Error displaying widget: model not
+    found". Run again, the explorer is live and the static view hidden; then the user shuts the
+    kernel down (:func:`_shut_down_save_and_reload`)."""
+    page.keyboard.press("Control+s")
+    page.wait_for_function("() => !document.querySelector('.lm-TabBar-tab.jp-mod-dirty')", timeout=30_000)
+    page.wait_for_timeout(1000)
+    server.kill()
+    assert server.alive() == [], f"processes left after the kill: {server.alive()}"
+    saved = (root / "postmortem.ipynb").read_text()
+    assert "application/vnd.jupyter.widget-view+json" in saved and "dx-fallback" in saved
+    chromium_, viewport = page.context.browser, page.viewport_size
+    page.close()
+    reopened = LabServer(root)
+    with reopened:
+        page = chromium_.new_page(viewport=viewport)  # a fresh tab: nothing of the old session in memory
+        nb = Notebook(page, reopened, "postmortem.ipynb")
+        reopened.remember_children()
+        failed = page.locator(".jp-OutputArea-output.jupyter-widgets", has_text="model not found")
+        failed.first.wait_for(state="attached")  # the renderer did give up: no such model in this kernel
+        fallback = page.locator(".dx-fallback", has_text=_SNAPSHOT)
+        fallback.first.wait_for(state="visible")
+        assert failed.first.is_hidden(), "the error line shows beside the static view"
+        assert "0, 2" in fallback.first.inner_text()  # the culprits, from the saved snapshot
+        fallback.first.scroll_into_view_if_needed()
+        fallback.first.screenshot(path=str(shots / "reopened-after-kill.png"))
+        # live again: the explorer renders and its static view hides
+        nb.run_all()
+        reopened.remember_children()
+        page.wait_for_selector(".dx-explorer .dx-picture canvas")
+        nb.wait_text("status", "counter trace")
+        assert page.locator(".dx-fallback").first.is_hidden()
+        _shut_down_save_and_reload(page, nb)
+    assert reopened.alive() == [], f"processes left behind: {reopened.alive()}"
+
+
+def _shut_down_save_and_reload(page, nb):
+    """The user shuts the kernel down: the live view becomes its static tables, which a save keeps,
+    so the notebook reloaded shows them, never "Error displaying widget: model not found"."""
+    nb.menu("Kernel", "Shut Down Kernel")
+    nb.accept_dialogs(wait_s=2.0)
+    page.wait_for_function("() => !document.querySelector('.dx-explorer')")
+    page.locator(_STATIC_OUTPUT, has_text=_SNAPSHOT).first.wait_for()
+    page.keyboard.press("Control+s")
+    page.wait_for_function("() => !document.querySelector('.lm-TabBar-tab.jp-mod-dirty')", timeout=30_000)
+    page.wait_for_timeout(1000)
+    page.reload()
+    page.wait_for_selector(".jp-NotebookPanel .jp-Notebook .jp-Cell")
+    nb.accept_dialogs(wait_s=3.0)
+    shown = page.locator(_STATIC_OUTPUT, has_text=_SNAPSHOT).first
+    shown.wait_for()
+    page.wait_for_timeout(2000)
+    assert page.get_by_text("model not found").count() == 0
+    assert "0, 2" in shown.inner_text()
 
 
 def test_postmortem_with_logs_pointing_nowhere_in_jupyterlab_says_one_line(tmp_path):

@@ -267,6 +267,20 @@ def test_process_group_and_rank_range_filters_change_the_grid_and_the_tables():
     assert (y0, y1) == (-0.5, 3.5)  # the picture shows rows 0-3 only
 
 
+def test_the_hidden_static_view_is_revealed_only_where_a_widget_renderer_failed():
+    """The stylesheet's two rules name the failed renderer's exact state (its node has the class
+    ``jupyter-widgets`` and the widget MIME type), so a live widget (no such class) keeps it hidden."""
+    from denpex_nb.widgets.fallback import FALLBACK_CLASS, fallback_html
+
+    html = fallback_html("<p>tables & <b>ranks</b></p>")
+    assert html.count("<style>") == 1 and html.startswith(f"<div class='{FALLBACK_CLASS}' style='display:none'><style>")
+    assert "<p>tables & <b>ranks</b></p>" in html  # the static view itself, untouched
+    failed = ".jp-OutputArea-output.jupyter-widgets"
+    assert f".jp-OutputArea:has({failed}) .{FALLBACK_CLASS}{{display:block !important}}" in html
+    assert f".jp-OutputArea-child:has({failed}){{display:none}}" in html
+    assert ":has(:has(" not in html  # nested :has() is invalid CSS: the whole rule would be dropped
+
+
 def test_at_kernel_shutdown_a_live_explorer_becomes_its_static_tables(tmp_path):
     """A real kernel: the explorer is displayed with a display id, and when the kernel is asked to
     shut down it replaces that output by its static tables (what a notebook saved afterwards keeps)."""
@@ -285,18 +299,24 @@ def test_at_kernel_shutdown_a_live_explorer_becomes_its_static_tables(tmp_path):
             "dx.widgets.explorer(synthetic_incident(8, 10, mismatch_at=6, culprit=5), interactive=True)"
         )
         msg_id = kc.execute(code)
-        shown, deadline = None, time.monotonic() + 120
+        shown, fallback, fallback_first, deadline = None, None, False, time.monotonic() + 120
         while time.monotonic() < deadline:
             m = kc.get_iopub_msg(timeout=120)
             if m["parent_header"].get("msg_id") != msg_id:
                 continue
             if m["msg_type"] == "error":
                 pytest.fail("\n".join(m["content"]["traceback"]))
+            if m["msg_type"] == "display_data" and "dx-fallback" in m["content"]["data"].get("text/html", ""):
+                fallback, fallback_first = m["content"]["data"], shown is None
             if m["msg_type"] == "display_data" and "application/vnd.jupyter.widget-view+json" in m["content"]["data"]:
                 shown = m["content"]
             if m["msg_type"] == "status" and m["content"]["execution_state"] == "idle":
                 break
         assert shown is not None, "the explorer was not displayed as a widget"
+        # before it, its static view as an output of its own, hidden until the widget cannot render
+        assert fallback is not None and fallback_first, "no hidden static view before the widget"
+        assert "dx-fallback" in fallback["text/html"] and "display:none" in fallback["text/html"]
+        assert "Explorer (static: a snapshot" in fallback["text/html"]
         display_id = shown["transient"]["display_id"]
         assert "Explorer (static: a snapshot" in shown["data"]["text/html"]  # the twin rides along
         kc.shutdown()

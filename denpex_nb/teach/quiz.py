@@ -258,5 +258,15 @@ def box_with_static():
                 bundle["text/html"] = self._static_html
                 return bundle
 
+            def _ipython_display_(self):
+                """After its hidden static view, which JupyterLab shows in the question's place when
+                the lesson is reopened without its kernel (:mod:`denpex_nb.widgets.fallback`)."""
+                from IPython.display import display
+
+                from ..widgets.fallback import display_fallback
+
+                display_fallback(self._static_html)
+                display(self._repr_mimebundle_(), raw=True)
+
         _BOX = _Box
     return _BOX

@@ -169,6 +169,33 @@ class LabServer:
         self.proc.wait(timeout=10)
         self._log_f.close()
 
+    def kill(self) -> None:
+        """The server dies without a word, as under the OOM killer or a lost node: SIGKILL to its
+        process group and to every process seen under it (kernels run in sessions of their own),
+        no shutdown request to anybody. A kernel killed so never runs its shutdown hooks."""
+        if self.proc is None:
+            return
+        self.remember_children()
+        for pid in sorted(self.pids - {self.proc.pid}):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        self.proc.wait(timeout=10)
+        self._log_f.close()
+        self.proc = None  # close() has nothing left to do
+        self._reap()
+
+    def _reap(self, timeout: float = 10.0) -> None:
+        """Wait until the killed processes are gone (the kernels are not our children: polled)."""
+        deadline = time.monotonic() + timeout
+        while self.alive() and time.monotonic() < deadline:
+            time.sleep(0.2)
+
     def alive(self) -> list[int]:
         """Processes this server started that are still running (empty after :meth:`close`)."""
         try:

@@ -4,7 +4,8 @@
 one job: :mod:`.kernel` (is anybody there to interact? read from the kernel's own state),
 :mod:`.grid` (the ranks x seqs model, odd cells, the collapsed tables), :mod:`.evidence` (the raw
 lines behind an entry), :mod:`.canvas` (the picture, aggregated to the view, on an ipympl canvas),
-:mod:`.explorer` (the widgets and the static twin).
+:mod:`.explorer` (the widgets and the static twin), :mod:`.fallback` (the static view JupyterLab
+shows in a widget's place when the notebook is reopened without its kernel).
 """
 
 from __future__ import annotations

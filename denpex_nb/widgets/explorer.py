@@ -7,8 +7,9 @@ it, and the raw lines of evidence with their ``file:line``. Filters: counter (ev
 trace, fr, detail ...), process group, op, rank range.
 
 The widget carries a static HTML twin in its display bundle (``text/html`` beside the widget
-view), so renderers without a live kernel (nbconvert, GitHub, an untrusted notebook) still show
-the tables; the explorer itself is :class:`StaticExplorer` whenever nobody can interact
+view), so renderers without a live kernel (nbconvert, GitHub) still show the tables, and the same
+twin as a hidden output of its own that JupyterLab reveals in the widget's place when a saved
+notebook is reopened without its kernel (:mod:`.fallback`); the explorer itself is :class:`StaticExplorer` whenever nobody can interact
 (:func:`denpex_nb.widgets.kernel.frontend`), or when ipywidgets is missing (with a note).
 """
 
@@ -22,6 +23,7 @@ import pandas as pd
 
 from .. import plot
 from .evidence import EventIndex, excerpts, excerpts_html
+from .fallback import display_fallback
 from .grid import Grid, rank_ranges
 from .kernel import frontend, on_shutdown
 
@@ -468,11 +470,15 @@ def _box_class():
             self._static = static
 
         def _ipython_display_(self):
-            """Displayed with a display id, so that at kernel shutdown the live view can be replaced
-            by its static twin (:func:`denpex_nb.widgets.kernel.on_shutdown`)."""
+            """Displayed after its hidden static view (:mod:`.fallback`: what JupyterLab shows when the
+            notebook is reopened with the kernel gone), and with a display id, so that at kernel
+            shutdown the live view can be replaced by its static twin (:func:`.kernel.on_shutdown`)."""
             from IPython.display import display
 
-            handle = display(self._repr_mimebundle_(), raw=True, display_id=True)
+            bundle = self._repr_mimebundle_()
+            # an output of its own that JupyterLab shows if the widget cannot render (see .fallback)
+            display_fallback(bundle.get("text/html", ""))
+            handle = display(bundle, raw=True, display_id=True)
             if handle is not None:
                 _LIVE_VIEWS.append((self, handle))
                 on_shutdown(_freeze_live_views)
