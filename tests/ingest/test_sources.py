@@ -450,3 +450,19 @@ def test_url_specs_keep_the_url_and_options_and_pickle():
     assert pickle.loads(pickle.dumps(spec)) == spec
     assert run_root(spec.path) == "s3://b/run" and run_root("s3://b/run/attempt_0/1/stdout.log") == "s3://b/run"
     assert rank_hints(spec.path)["rank_hint"] == 3
+
+
+def test_read_fully_reads_past_its_first_request_and_stops_at_n(tmp_path):
+    """It asks for READ_FIRST bytes, then twice as much each time (a raw read(n) allocates n bytes
+    first, so asking for the whole cap cost more than reading a small dump): a file several times
+    READ_FIRST comes back whole, and never more than ``n``."""
+    from denpex_nb.ingest import sources
+
+    data = os.urandom(3 * sources.READ_FIRST + 12345)
+    path = tmp_path / "big.bin"
+    path.write_bytes(data)
+    with open(path, "rb", buffering=0) as f:
+        assert read_fully(f, 1 << 30) == data
+    with open(path, "rb", buffering=0) as f:
+        assert read_fully(f, sources.READ_FIRST + 7) == data[: sources.READ_FIRST + 7]
+        assert read_fully(f, 1 << 30) == data[sources.READ_FIRST + 7 :]
