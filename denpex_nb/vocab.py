@@ -86,6 +86,7 @@ class ErrorKind(_Name):
     DESYNC_REPORT = "desync_report"  # TORCH_NCCL_DESYNC_DEBUG analysis lines
     DETAIL_MISMATCH = "detail_mismatch"  # DETAIL CollectiveFingerPrint mismatch
     MONITORED_BARRIER = "monitored_barrier"  # DETAIL monitoredBarrier: ranks failed to pass
+    STALL_REPORT = "stall_report"  # Horovod's stall inspector: ranks missing from tensors others submitted
     DDP_UNUSED_PARAMETERS = "ddp_unused_parameters"
     DDP_ERROR = "ddp_error"  # other DDP reducer / model-consistency errors
     GLOO_ENFORCE = "gloo_enforce"  # gloo::EnforceNotMet "X vs Y" (process aborts)
@@ -160,6 +161,7 @@ COLLECTIVE_ERROR_KINDS = frozenset(
     {
         ErrorKind.DETAIL_MISMATCH,
         ErrorKind.MONITORED_BARRIER,
+        ErrorKind.STALL_REPORT,
         ErrorKind.GLOO_ENFORCE,
         ErrorKind.GLOO_INVALID_SIZE,
         ErrorKind.GLOO_PEER_GONE,

@@ -25,6 +25,7 @@ from . import catalog
 from . import explain as _explain  # noqa: F401 - registers the explain rules
 from . import launchers as _launchers  # noqa: F401 - registers the launcher rule
 from . import peers as _peers  # noqa: F401 - registers the peer-gone rule
+from . import positions as _positions  # noqa: F401 - registers the stall-report and end-positions rules (last)
 from . import rules as _rules
 from . import signals as _signals
 from .align import Alignment, align
@@ -111,6 +112,13 @@ def diagnose(incident, *, strict: bool = False) -> Diagnosis:
         sig = safely("failure signals", lambda: _signals.signal_finding(ctx, after=fallback), None)
         cut = safely("cut tracebacks", lambda: _signals.cut_tracebacks(ctx), None) if sig is None else None
         chosen = peer[0] if peer else (sig or cut or fallback)
+        # ranks that stopped at different places: more than "cause undetermined", an alternative
+        # beside a failure whose family says more (analysis/positions.py)
+        pos = safely("end positions", lambda: _positions.from_positions(ctx), None) if chosen is not None else None
+        if pos is not None and chosen.class_id == ClassId.TIMEOUT_UNDETERMINED:
+            chosen = pos
+        elif pos is not None:
+            side.append(pos)
         if chosen is not None:
             findings = [chosen]
     findings = safely("order", lambda: order(findings), findings)

@@ -450,6 +450,13 @@ def _kind(errors: pd.DataFrame, *kinds: str) -> pd.DataFrame:
     return errors[errors["kind"].astype(str).isin(kinds)]
 
 
+#: the helpers other rule modules use (analysis/positions.py): the error rows of some kinds, their
+#: evidence lines, their earliest time
+errors_of_kind = _kind
+error_evidence = _err_evidence
+earliest = _tmin
+
+
 # --- cross-rank divergences (aligned collective records) ---------------------------------------
 
 

@@ -316,3 +316,125 @@ def _int(v):
         return None if v is None or pd.isna(v) else int(v)
     except (TypeError, ValueError, OverflowError):
         return None
+
+
+# --- positions: the last place each rank reached on every counter ---------------------------------
+
+#: columns of the positions frame (one row per rank and counter)
+POSITION_COLUMNS = (
+    "rank",
+    "pg",
+    "counter",
+    "position",
+    "op",
+    "completed",
+    "stuck_places",
+    "source",
+    "file",
+    "line",
+    "t_wall",
+)
+#: counters compared by position: per-group collective counters (NCCL's opCount may stay 0 and is
+#: per launch, desync's is per rank across groups: neither is a position)
+POSITION_KINDS = (SeqKind.TRACE, SeqKind.FR, SeqKind.DETAIL, SeqKind.WORK, SeqKind.NCCL_POSITION)
+
+
+def positions(incident) -> pd.DataFrame:
+    """Where each rank got to, per (process group, counter), from every source that says so.
+
+    ``position`` is the highest seq the rank's records reach on that counter (an issued or a
+    timed-out collective, a progress counter's last enqueued one); ``completed`` says whether its
+    record of that very collective says it completed. Sources: collective records (trace, Flight
+    Recorder, DETAIL fingerprints, watchdog ``WorkNCCL`` lines, NCCL COLL lines), watchdog errors
+    (the SeqNum a rank timed out in) and progress counters. A rank no record of a counter speaks of
+    has no row for it: silence is not a position.
+    """
+    parts = []
+    ev = incident.events
+    if len(ev) and {"rank", "seq", "seq_kind"} <= set(ev.columns):
+        e = ev[ev["rank"].notna() & ev["seq"].notna() & ev["seq_kind"].astype(object).isin(list(POSITION_KINDS))]
+        if len(e):
+            parts.append(
+                pd.DataFrame(
+                    {
+                        "rank": e["rank"].astype("int64"),
+                        "pg": e["pg"].astype(object) if "pg" in e else None,
+                        "counter": e["seq_kind"].astype(object),
+                        "position": e["seq"].astype("int64"),
+                        "op": e["op"].astype(object) if "op" in e else None,
+                        "completed": e["state"].astype(object) == State.COMPLETED if "state" in e else False,
+                        "stuck": e["state"].astype(object).isin([State.TIMED_OUT, State.FAILED])
+                        if "state" in e
+                        else False,
+                        "source": e["source"].astype(object) if "source" in e else None,
+                        "file": e["file"].astype(object) if "file" in e else None,
+                        "line": e["line"] if "line" in e else None,
+                        "t_wall": e["t_wall"] if "t_wall" in e else None,
+                    }
+                )
+            )
+    er = incident.errors
+    if len(er) and "seq" in er.columns:
+        v = er[er["kind"].astype(str).isin([str(k) for k in VICTIM_KINDS]) & er["rank"].notna() & er["seq"].notna()]
+        v = v[v["seq_kind"].astype(object).isin(list(POSITION_KINDS))]
+        if len(v):
+            parts.append(
+                pd.DataFrame(
+                    {
+                        "rank": v["rank"].astype("int64"),
+                        "pg": v["pg"].astype(object),
+                        "counter": v["seq_kind"].astype(object),
+                        "position": v["seq"].astype("int64"),
+                        "op": v["op"].astype(object),
+                        "completed": False,
+                        "stuck": True,
+                        "source": v["source"].astype(object),
+                        "file": v["file"].astype(object),
+                        "line": v["line"],
+                        "t_wall": v["t_wall"],
+                    }
+                )
+            )
+    pr = incident.progress
+    if len(pr) and "last_enqueued" in pr.columns:
+        p = pr[pr["rank"].notna() & pr["last_enqueued"].notna()]
+        if len(p):
+            parts.append(
+                pd.DataFrame(
+                    {
+                        "rank": p["rank"].astype("int64"),
+                        "pg": p["pg"].astype(object),
+                        "counter": p["seq_kind"].astype(object),
+                        "position": pd.to_numeric(p["last_enqueued"], errors="coerce").astype("int64"),
+                        "op": None,
+                        "completed": pd.to_numeric(p.get("last_completed"), errors="coerce")
+                        >= pd.to_numeric(p["last_enqueued"], errors="coerce")
+                        if "last_completed" in p
+                        else False,
+                        "stuck": False,
+                        "source": p["source"].astype(object) if "source" in p else None,
+                        "file": p["file"].astype(object) if "file" in p else None,
+                        "line": p["line"] if "line" in p else None,
+                        "t_wall": None,
+                    }
+                )
+            )
+    if not parts:
+        return pd.DataFrame({c: pd.Series(dtype=object) for c in POSITION_COLUMNS})
+    allp = pd.concat(parts, ignore_index=True)
+    allp["pg"] = allp["pg"].astype(object).where(allp["pg"].notna(), None)
+    allp["completed"] = allp["completed"].fillna(False).astype(bool)
+    allp["stuck"] = allp["stuck"].fillna(False).astype(bool)
+    # per (rank, pg, counter): the furthest position; completed when any record of it says so
+    key = ["rank", "pg", "counter"]
+    allp = allp.sort_values(key + ["position", "completed"], kind="stable", na_position="first")
+    done_at = allp[allp["completed"]].groupby(["rank", "pg", "counter", "position"], dropna=False).size()
+    last = allp.groupby(key, dropna=False, sort=True).tail(1).copy()
+    idx = pd.MultiIndex.from_frame(last[["rank", "pg", "counter", "position"]])
+    last["completed"] = idx.isin(done_at.index) if len(done_at) else False
+    # how many places each rank says it is stuck at (timed out, failed): more than one in a counter
+    # with no group named means the records are of several groups, whose counters are unrelated
+    stuck = allp[allp["stuck"]].groupby(key, dropna=False)["position"].nunique()
+    kidx = pd.MultiIndex.from_frame(last[key])
+    last["stuck_places"] = stuck.reindex(kidx).fillna(0).astype("int64").to_numpy() if len(stuck) else 0
+    return last[list(POSITION_COLUMNS)].reset_index(drop=True)
