@@ -7,7 +7,9 @@ evidence shows, the verdict is a ``rank-crash`` of that peer; its rank is named 
 evidence establishes it:
 
 * the failing call names its peer: a point-to-point ``dist.send(t, dst=0)`` / ``dist.recv(t, 0)``
-  (its ``dst``/``src`` argument, or the second positional one).
+  (its ``dst``/``src`` argument, or the second positional one);
+* the peer's address belongs to exactly one rank (:meth:`.resolve.Resolver.by_addr`: NCCL's
+  Bootstrap line of a ranked process, a host only one rank runs on); the basis says which.
 
 It is the verdict only for a point-to-point call. In a collective (or a call the evidence does not
 show) the other side may have aborted on a mismatch it detected (gloo's size check aborts the rank
@@ -75,6 +77,11 @@ def peer_gone(ctx: Context) -> list[Finding]:
         peer = peer_of_call(op, call)
         if peer is not None:
             named.setdefault(peer, f"the failing call {call} names its peer, rank {peer}")
+    if not named:  # the peer's address, where one rank alone has it
+        for addr in rows["peer"].dropna().astype(str) if "peer" in rows else ():
+            hit = ctx.resolver.by_addr(addr)
+            if hit is not None:
+                named.setdefault(hit[0], f"the peer at {addr}: {hit[1]}")
     culprits: list[int] = []
     if len(named) == 1 and not set(named) & set(reporters):
         culprits = list(named)

@@ -17,7 +17,11 @@ dropped, never guessed between):
   rendezvous result, DeepSpeed's ``global_rank_mapping``;
 * a local rank when the launcher that names it ran the whole job: the processes of one launcher
   (its ``Sending process P closing signal`` lines plus the failed one) are the world the evidence
-  states (group size), so the job had one node and the local rank is the global rank.
+  states (group size), so the job had one node and the local rank is the global rank;
+* an address (a peer's ``[10.0.0.3]:4000`` in "connection closed by peer"): the address NCCL's
+  ``Bootstrap : Using eth0:10.0.0.3<0>`` line gives a process the evidence ranks, or a host of that
+  name or address a rank runs on, when exactly one rank has it (eight ranks on one node share
+  its address: then the peer is that node, not a rank).
 
 Otherwise the process is described, not ranked: "local rank 3 on node-7", "pid 1234 on node-7"
 (:attr:`Who.label`). A rule never names a culprit it could only describe.
@@ -84,9 +88,11 @@ class Resolver:
         self._pid: dict[tuple, dict[int, str]] = defaultdict(dict)
         self._local: dict[tuple, dict[int, str]] = defaultdict(dict)
         self._launcher_pids: dict[str, set[int]] = defaultdict(set)  # file -> pids the launcher named
+        self._addr: dict[str, dict[int, str]] = defaultdict(dict)  # address or host -> {rank: basis}
         for frame, what in ((incident.errors, "errors"), (incident.events, "events"), (incident.ranks, "ranks")):
             if frame is not None and len(frame):
                 self._learn(frame, what)
+        self._learn_addresses(incident)
         errs = incident.errors
         if errs is not None and len(errs) and "pid" in errs.columns:
             agent = errs[errs["kind"].astype(str) == ErrorKind.AGENT]
@@ -134,6 +140,29 @@ class Resolver:
             if local is not None and host is not None:  # a local rank means nothing without its node
                 self._local[(host, local)].setdefault(rank, f"local rank {local} on {host} is rank {rank}: {source}")
 
+    def _learn_addresses(self, incident) -> None:
+        """Address or host -> ranks: the ranks frame's bootstrap ``addr`` and ``host``, and the host a
+        failure signal's line names beside its rank."""
+        rk = incident.ranks
+        if rk is not None and len(rk):
+            for r, a, h, pid in zip(_col(rk, "rank"), _col(rk, "addr"), _col(rk, "host"), _col(rk, "pid")):
+                r, a, h, pid = _int(r), _str(a), _str(h), _int(pid)
+                if r is None:
+                    continue
+                proc = f"{h}:{pid}" if h and pid is not None else (h or "its process")
+                if a is not None:
+                    self._addr[a].setdefault(
+                        r, f"{a} is rank {r}: NCCL's Bootstrap line of {proc} uses it, and that process is rank {r}"
+                    )
+                if h is not None:
+                    self._addr[h].setdefault(r, f"{h} is rank {r}'s host (its NCCL or launcher lines name it)")
+        sig = getattr(incident, "signals", None)
+        if sig is not None and len(sig) and "host" in sig.columns:
+            for r, h, f, ln in zip(_col(sig, "rank"), _col(sig, "host"), _col(sig, "file"), _col(sig, "line")):
+                r, h = _int(r), _str(h)
+                if r is not None and h is not None:
+                    self._addr[h].setdefault(r, f"{h} is rank {r}'s host ({f}:{_int(ln)} names both)")
+
     @staticmethod
     def _one(cands: dict[int, str] | None) -> tuple[int, str] | None:
         if not cands or len(cands) != 1:
@@ -174,6 +203,19 @@ class Resolver:
                     f"one node, so local rank {local} is rank {local}"
                 )
         return None
+
+    def by_addr(self, addr: str | None) -> tuple[int, str] | None:
+        """The rank at ``addr`` (``10.0.0.3``, ``[10.0.0.3]:4000``, ``node7``) and the basis, or None
+        when no rank or several have it."""
+        a = _str(addr)
+        if a is None:
+            return None
+        a = a.strip()
+        if a.startswith("["):  # [ip]:port, [v6]:port
+            a = a[1 : a.index("]")] if "]" in a else a[1:]
+        elif a.count(":") == 1:  # ip:port, host:port
+            a = a.split(":", 1)[0]
+        return self._one(self._addr.get(a))
 
     def who(self, row: dict) -> Who:
         """The process an errors row speaks of: its rank when the row states it or another piece of

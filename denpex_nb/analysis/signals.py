@@ -417,21 +417,18 @@ def peer_gone(ctx) -> list[Finding]:
                 texts.append((m, r))
     if not texts:
         return []
-    hosts = _rank_hosts(inc)
-    if not hosts:
-        return []
-    named: dict[int, str] = {}
+    named: dict[int, tuple[str, str]] = {}
     for m, reporter in texts:
         for g in _ADDR_PEER.finditer(m):
             addr = g.group(1) or g.group(2)
-            ranks = hosts.get(addr)
-            if ranks and len(ranks) == 1:
-                r = next(iter(ranks))
+            hit = ctx.resolver.by_addr(addr)  # the one resolver: one rank alone has that address
+            if hit is not None:
+                r = hit[0]
                 if pd.isna(reporter) or int(reporter) != r:
-                    named.setdefault(r, m)
+                    named.setdefault(r, (m, hit[1]))
     if len(named) != 1:
         return []
-    ((rank, msg),) = named.items()
+    ((rank, (msg, basis)),) = named.items()
     return [
         Finding(
             class_id=ClassId.RANK_CRASH,
@@ -441,23 +438,7 @@ def peer_gone(ctx) -> list[Finding]:
             ),
             confidence="medium",
             culprit_ranks=[rank],
-            culprit_basis="statement: the peer address of a closed connection maps to this rank",
+            culprit_basis=f"statement: the peer address of a closed connection maps to this rank ({basis})",
             rule="peer-gone",
         )
     ]
-
-
-def _rank_hosts(inc) -> dict[str, set[int]]:
-    """host or address -> ranks it was seen with (ranks frame, signal rows)."""
-    out: dict[str, set[int]] = {}
-    rk = inc.ranks
-    if len(rk) and "host" in rk:
-        for r, h in zip(rk["rank"], rk["host"].astype(object)):
-            if pd.notna(r) and isinstance(h, str) and h:
-                out.setdefault(h, set()).add(int(r))
-    if not _empty(inc):
-        s = inc.signals
-        for r, h in zip(s["rank"], s["host"].astype(object)):
-            if pd.notna(r) and isinstance(h, str) and h:
-                out.setdefault(h, set()).add(int(r))
-    return out

@@ -662,8 +662,9 @@ def _present(v) -> bool:
 #: extra columns of reader ``ranks`` rows kept on the ranks frame: ``world_size`` (the size of the
 #: job as a rank or its launcher states it: NCCL's world Init line, Lightning's MEMBER i/N, DeepSpeed's
 #: global_rank_mapping, torchrun's global_world_sizes, ProcessGroupNCCL's default-group options);
-#: the largest stated value wins
-RANK_EXTRAS = ("world_size",)
+#: the largest stated value wins; ``addr`` (the address the rank's NCCL bootstrap uses, which a
+#: peer's "connection closed by [addr]:port" names)
+RANK_EXTRAS = ("world_size", "addr")
 
 
 def merge_rank_reports(batches: list[Batch], rank_info: dict[int, dict]) -> dict[int, dict]:

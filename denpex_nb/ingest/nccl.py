@@ -62,6 +62,15 @@ _INIT = re.compile(
     r"comm (?P<comm>0x[0-9a-fA-F]+) rank (?P<rank>\d+) nranks (?P<nranks>\d+) cudaDev (?P<dev>\d+)"
     r"(?P<rest>.*?)- Init (?P<st>START|COMPLETE)"
 )
+# init.cc, after the topology: INFO(NCCL_INIT, "comm %p rank %d nRanks %d nNodes %d localRanks %d localRank %d
+# MNNVL %d", ...) -- the process's rank, the communicator's size and its rank within the node
+_NRANKS = re.compile(
+    r"comm (?P<comm>0x[0-9a-fA-F]+) rank (?P<rank>\d{1,9}) nRanks (?P<nranks>\d{1,9})\b"
+    r"(?:.*?\blocalRank (?P<local>\d{1,9})\b)?"
+)
+# bootstrap.cc: INFO(NCCL_INIT, "Bootstrap : Using %s", ...) -- "eth0:10.0.0.1<0>": the address the
+# process's bootstrap (and, without IB, its sockets) use, the one a peer's error names
+_BOOTSTRAP = re.compile(r"Bootstrap ?: Using [\w.-]+:(?P<addr>\d{1,3}(?:\.\d{1,3}){3}|[0-9a-fA-F:]*:[0-9a-fA-F:]+)(?:%[\w.-]+)?<\d+>")
 _COMMID = re.compile(r"commId (0x[0-9a-fA-F]+)")
 _PARENT = re.compile(r"parent (0x[0-9a-fA-F]+).*?color (-?\d+)")
 _BUSID = re.compile(r"busId ([0-9a-fA-Fx]+)")
@@ -199,13 +208,26 @@ class NcclReader(TextReader):
         fs = out.__dict__.setdefault("_nccl_file_state", {"comms": {}, "pid_rank": {}, "world": 0, "position": {}})
         comms: dict[tuple, dict] = fs["comms"]  # (host, pid, comm pointer) -> init info
         block_world = max(
-            (i32(m.group("nranks")) or 0 for ln in block if "Init" in ln.text for m in [_INIT.search(ln.text)] if m),
+            (
+                i32(m.group("nranks")) or 0
+                for ln in block
+                if "Init" in ln.text or " nRanks " in ln.text
+                for m in [_INIT.search(ln.text) or _NRANKS.search(ln.text)]
+                if m
+            ),
             default=0,
         )
         fs["world"] = max(fs["world"], block_world)
         world = fs["world"] or None
         pid_rank: dict[tuple, int] = fs["pid_rank"]  # (host, pid) -> global rank (world Init line)
-        st = {"dist": None, "ras": None, "position": fs["position"], "traces": {}, "warns": fs.setdefault("warns", {})}
+        st = {
+            "dist": None,
+            "ras": None,
+            "position": fs["position"],
+            "traces": {},
+            "warns": fs.setdefault("warns", {}),
+            "addrs": fs.setdefault("addrs", {}),  # (host, pid) -> its bootstrap address
+        }
         for line in block:
             if self._line(line, ctx, out, comms, pid_rank, world, st):
                 out.consume(line)
@@ -271,11 +293,37 @@ class NcclReader(TextReader):
                         "bus_id": bus.group(1) if bus else None,
                         "world_size": info["nranks"],
                         "comm_id": info["comm_id"],
+                        "addr": st["addrs"].get(proc),
                         "source": SOURCE,
                         "file": ctx.file,
                         "line": line.lineno,
                     }
                 )
+            return True
+        m = _NRANKS.search(msg)
+        if m:
+            nranks, rank = _num(m.group("nranks"), 31), _num(m.group("rank"), 31)
+            if world is not None and nranks == world and rank is not None:
+                pid_rank.setdefault(proc, rank)
+                out.ranks.append(
+                    {
+                        "rank": line.rank if line.rank is not None else rank,
+                        "host": host,
+                        "pid": pid,
+                        "device": f"cuda:{p.group('dev')}" if p.group("dev") else None,
+                        # the line's own localRank: NCCL's count of the ranks on this node, by host hash
+                        "local_rank": _num(m.group("local"), 31) if m.group("local") else line.local_rank,
+                        "world_size": nranks,
+                        "addr": st["addrs"].get(proc),
+                        "source": SOURCE,
+                        "file": ctx.file,
+                        "line": line.lineno,
+                    }
+                )
+            return True
+        m = _BOOTSTRAP.search(msg) if "Bootstrap" in msg else None
+        if m:
+            st["addrs"][proc] = m.group("addr")
             return True
         m = _END.search(msg)
         if m:

@@ -11,10 +11,14 @@ Decisions of rule ``peer-gone``:
   (test_beside_a_timeout_a_closed_connection_is_only_an_alternative).
 - a peer that reported the error itself, or several peers, name no culprit
   (test_a_peer_that_reported_it_too_is_no_culprit).
+- the peer's address names a rank only when one rank alone has it (NCCL's Bootstrap line of a
+  process its ``nRanks`` line ranks), with that mapping in the culprit basis; an address a whole
+  node shares names no one (test_a_peer_address_one_rank_has_names_that_rank).
 """
 
 from __future__ import annotations
 
+import denpex_nb as dx
 from denpex_nb import diagnose
 
 from ._frames import err, incident
@@ -57,3 +61,25 @@ def test_a_peer_that_reported_it_too_is_no_culprit():
     found = _peer(diagnose(incident(errors=rows)))
     assert found and all(list(f.culprit_ranks) == [] for f in found)
     assert all(f.culprit_basis.startswith("undetermined") for f in found)
+
+
+def _bootstrap(r, addr, host="node1"):
+    pre = f"{host}:{4100 + r}:{4107 + r} [{r}] NCCL INFO "
+    return [
+        pre + f"Bootstrap : Using eth0:{addr}<0>",
+        pre + f"comm 0x7f3a{r:02d} rank {r} nRanks 4 nNodes 4 localRanks 1 localRank 0 MNNVL 0",
+    ]
+
+
+def test_a_peer_address_one_rank_has_names_that_rank(tmp_path):
+    closed = "[rank0]:" + CLOSED.replace("10.0.0.1", "10.0.0.3")
+    lines = [x for r in range(4) for x in _bootstrap(r, f"10.0.0.{r + 1}")] + [closed]
+    (tmp_path / "job.log").write_text("\n".join(lines) + "\n")
+    d = diagnose(dx.load(str(tmp_path), progress=False), strict=True)
+    (f,) = [f for f in _peer(d) if f.culprit_ranks]
+    assert list(f.culprit_ranks) == [2] and "Bootstrap line of node1:4102" in f.culprit_basis
+    # one node's address, shared by its four ranks: the peer is that node, not a rank
+    lines = [x for r in range(4) for x in _bootstrap(r, "10.0.0.3")] + [closed]
+    (tmp_path / "job.log").write_text("\n".join(lines) + "\n")
+    d = diagnose(dx.load(str(tmp_path), progress=False), strict=True)
+    assert all(not f.culprit_ranks for f in _peer(d)) and d.culprit_ranks == []
