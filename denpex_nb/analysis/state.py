@@ -344,97 +344,169 @@ def positions(incident) -> pd.DataFrame:
 
     ``position`` is the highest seq the rank's records reach on that counter (an issued or a
     timed-out collective, a progress counter's last enqueued one); ``completed`` says whether its
-    record of that very collective says it completed. Sources: collective records (trace, Flight
+    record of that very collective says it completed; ``stuck_places`` how many different seqs of
+    the counter the rank says it timed out or failed in. Sources: collective records (trace, Flight
     Recorder, DETAIL fingerprints, watchdog ``WorkNCCL`` lines, NCCL COLL lines), watchdog errors
     (the SeqNum a rank timed out in) and progress counters. A rank no record of a counter speaks of
-    has no row for it: silence is not a position.
+    has no row for it: silence is not a position. Vectorised (codes and numpy reductions): a
+    1024-rank Flight Recorder incident has millions of rows.
     """
-    parts = []
-    ev = incident.events
-    if len(ev) and {"rank", "seq", "seq_kind"} <= set(ev.columns):
-        e = ev[ev["rank"].notna() & ev["seq"].notna() & ev["seq_kind"].astype(object).isin(list(POSITION_KINDS))]
-        if len(e):
-            parts.append(
-                pd.DataFrame(
-                    {
-                        "rank": e["rank"].astype("int64"),
-                        "pg": e["pg"].astype(object) if "pg" in e else None,
-                        "counter": e["seq_kind"].astype(object),
-                        "position": e["seq"].astype("int64"),
-                        "op": e["op"].astype(object) if "op" in e else None,
-                        "completed": e["state"].astype(object) == State.COMPLETED if "state" in e else False,
-                        "stuck": e["state"].astype(object).isin([State.TIMED_OUT, State.FAILED])
-                        if "state" in e
-                        else False,
-                        "source": e["source"].astype(object) if "source" in e else None,
-                        "file": e["file"].astype(object) if "file" in e else None,
-                        "line": e["line"] if "line" in e else None,
-                        "t_wall": e["t_wall"] if "t_wall" in e else None,
-                    }
-                )
-            )
-    er = incident.errors
-    if len(er) and "seq" in er.columns:
-        v = er[er["kind"].astype(str).isin([str(k) for k in VICTIM_KINDS]) & er["rank"].notna() & er["seq"].notna()]
-        v = v[v["seq_kind"].astype(object).isin(list(POSITION_KINDS))]
-        if len(v):
-            parts.append(
-                pd.DataFrame(
-                    {
-                        "rank": v["rank"].astype("int64"),
-                        "pg": v["pg"].astype(object),
-                        "counter": v["seq_kind"].astype(object),
-                        "position": v["seq"].astype("int64"),
-                        "op": v["op"].astype(object),
-                        "completed": False,
-                        "stuck": True,
-                        "source": v["source"].astype(object),
-                        "file": v["file"].astype(object),
-                        "line": v["line"],
-                        "t_wall": v["t_wall"],
-                    }
-                )
-            )
-    pr = incident.progress
-    if len(pr) and "last_enqueued" in pr.columns:
-        p = pr[pr["rank"].notna() & pr["last_enqueued"].notna()]
-        if len(p):
-            parts.append(
-                pd.DataFrame(
-                    {
-                        "rank": p["rank"].astype("int64"),
-                        "pg": p["pg"].astype(object),
-                        "counter": p["seq_kind"].astype(object),
-                        "position": pd.to_numeric(p["last_enqueued"], errors="coerce").astype("int64"),
-                        "op": None,
-                        "completed": pd.to_numeric(p.get("last_completed"), errors="coerce")
-                        >= pd.to_numeric(p["last_enqueued"], errors="coerce")
-                        if "last_completed" in p
-                        else False,
-                        "stuck": False,
-                        "source": p["source"].astype(object) if "source" in p else None,
-                        "file": p["file"].astype(object) if "file" in p else None,
-                        "line": p["line"] if "line" in p else None,
-                        "t_wall": None,
-                    }
-                )
-            )
+    parts = [p for p in (_event_positions(incident.events), _error_positions(incident.errors)) if p is not None]
+    prog = _progress_positions(incident.progress)
+    if prog is not None:
+        parts.append(prog)
     if not parts:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in POSITION_COLUMNS})
-    allp = pd.concat(parts, ignore_index=True)
-    allp["pg"] = allp["pg"].astype(object).where(allp["pg"].notna(), None)
-    allp["completed"] = allp["completed"].fillna(False).astype(bool)
-    allp["stuck"] = allp["stuck"].fillna(False).astype(bool)
-    # per (rank, pg, counter): the furthest position; completed when any record of it says so
-    key = ["rank", "pg", "counter"]
-    allp = allp.sort_values(key + ["position", "completed"], kind="stable", na_position="first")
-    done_at = allp[allp["completed"]].groupby(["rank", "pg", "counter", "position"], dropna=False).size()
-    last = allp.groupby(key, dropna=False, sort=True).tail(1).copy()
-    idx = pd.MultiIndex.from_frame(last[["rank", "pg", "counter", "position"]])
-    last["completed"] = idx.isin(done_at.index) if len(done_at) else False
-    # how many places each rank says it is stuck at (timed out, failed): more than one in a counter
-    # with no group named means the records are of several groups, whose counters are unrelated
-    stuck = allp[allp["stuck"]].groupby(key, dropna=False)["position"].nunique()
-    kidx = pd.MultiIndex.from_frame(last[key])
-    last["stuck_places"] = stuck.reindex(kidx).fillna(0).astype("int64").to_numpy() if len(stuck) else 0
-    return last[list(POSITION_COLUMNS)].reset_index(drop=True)
+    rank = np.concatenate([p["rank"] for p in parts])
+    seq = np.concatenate([p["seq"] for p in parts])
+    done = np.concatenate([p["done"] for p in parts])
+    stuck = np.concatenate([p["stuck"] for p in parts])
+    # (pg, counter) as codes over the parts' labels; a key per (rank, pg, counter) by arithmetic
+    pg_u = list(dict.fromkeys(x for p in parts for x in p["pg"][1]))
+    k_u = list(dict.fromkeys(x for p in parts for x in p["counter"][1]))
+    pg_code = np.concatenate(
+        [np.array([pg_u.index(x) for x in p["pg"][1]] + [0], dtype=np.int64)[p["pg"][0]] for p in parts]
+    )
+    k_code = np.concatenate(
+        [np.array([k_u.index(x) for x in p["counter"][1]] + [0], dtype=np.int64)[p["counter"][0]] for p in parts]
+    )
+    raw = (rank * max(len(pg_u), 1) + pg_code) * max(len(k_u), 1) + k_code
+    _, key = np.unique(raw, return_inverse=True)
+    key = key.astype(np.int64)
+    n_keys = int(key.max()) + 1
+    # the furthest position per key; completed when any record of that very seq says so
+    order = np.lexsort((seq, key))
+    last_at = order[np.r_[key[order][1:] != key[order][:-1], True]]  # the last row of each key, keys ascending
+    top = np.full(n_keys, np.iinfo(np.int64).min, dtype=np.int64)
+    top[key[last_at]] = seq[last_at]
+    at_top = seq == top[key]
+    comp = np.zeros(n_keys, dtype=bool)
+    np.logical_or.at(comp, key[at_top & done], True)
+    places = np.zeros(n_keys, dtype=np.int64)
+    if stuck.any():
+        pairs = np.unique(np.stack([key[stuck], seq[stuck]]), axis=1)
+        places = np.bincount(pairs[0], minlength=n_keys).astype(np.int64)
+    # the describing columns of the chosen rows only, read once per part
+    bounds = np.cumsum([0] + [len(p["rank"]) for p in parts])
+    rows = []
+    for i, part in enumerate(parts):
+        mine = last_at[(last_at >= bounds[i]) & (last_at < bounds[i + 1])]
+        if not len(mine):
+            continue
+        desc = part["describe"](mine - bounds[i])
+        for n, pos in enumerate(mine):
+            k = int(key[pos])
+            rows.append(
+                {
+                    "rank": int(rank[pos]),
+                    "pg": _str(pg_u[pg_code[pos]]),
+                    "counter": str(k_u[k_code[pos]]),
+                    "position": int(seq[pos]),
+                    "op": _str(desc["op"][n]),
+                    "completed": bool(comp[k]),
+                    "stuck_places": int(places[k]),
+                    "source": _str(desc["source"][n]),
+                    "file": _str(desc["file"][n]),
+                    "line": _int(desc["line"][n]),
+                    "t_wall": desc["t_wall"][n],
+                }
+            )
+    out = pd.DataFrame(rows, columns=list(POSITION_COLUMNS))
+    out["pg"] = out["pg"].astype(object).where(out["pg"].notna(), None)  # no group named: None, not NaN
+    return out.sort_values(["rank", "counter"], kind="stable").reset_index(drop=True)
+
+
+def _labels(frame: pd.DataFrame, col: str, idx: np.ndarray) -> tuple[np.ndarray, list]:
+    """(codes, labels) of ``frame[col]`` at ``idx``; a missing value's code points one past the labels
+    (read as None), so a categorical column costs no per-row Python work."""
+    if col not in frame.columns:
+        return np.full(len(idx), 0, dtype=np.int64), [None]
+    c = frame[col]
+    if isinstance(c.dtype, pd.CategoricalDtype):
+        codes = c.cat.codes.to_numpy()[idx].astype(np.int64)
+        labels = [str(x) for x in c.cat.categories] + [None]
+        codes[codes < 0] = len(labels) - 1
+        return codes, labels
+    codes, uniq = pd.factorize(c.iloc[idx].astype(object), use_na_sentinel=True)
+    labels = [None if x is None or (isinstance(x, float) and x != x) else str(x) for x in uniq] + [None]
+    codes = codes.astype(np.int64)
+    codes[codes < 0] = len(labels) - 1
+    return codes, labels
+
+
+def _describer(frame: pd.DataFrame, idx: np.ndarray):
+    """A function of positions within ``idx`` -> the describing columns of those rows."""
+
+    def describe(sel: np.ndarray) -> dict:
+        rows = idx[sel]
+        return {c: _arr(frame, c, rows) for c in ("op", "source", "file", "line", "t_wall")}
+
+    return describe
+
+
+def _arr(frame: pd.DataFrame, col: str, idx: np.ndarray) -> np.ndarray:
+    """``frame[col]`` at the positions ``idx`` as an object array (Nones where the column is absent)."""
+    if col not in frame.columns:
+        return np.full(len(idx), None, dtype=object)
+    return frame[col].iloc[idx].to_numpy(object)
+
+
+def _event_positions(ev: pd.DataFrame) -> dict | None:
+    if ev is None or not len(ev) or not {"rank", "seq", "seq_kind"} <= set(ev.columns):
+        return None
+    kinds = _lookup(ev["seq_kind"], {str(k): 1 for k in POSITION_KINDS}, 0).astype(bool)
+    idx = np.flatnonzero(kinds & ev["rank"].notna().to_numpy(bool) & ev["seq"].notna().to_numpy(bool))
+    if not len(idx):
+        return None
+    state = ev["state"] if "state" in ev.columns else pd.Series(None, index=ev.index, dtype=object)
+    return {
+        "rank": ev["rank"].to_numpy("int64", na_value=-1)[idx],
+        "seq": ev["seq"].to_numpy("int64", na_value=-1)[idx],
+        "done": _lookup(state, {State.COMPLETED: 1}, 0)[idx].astype(bool),
+        "stuck": _lookup(state, {State.TIMED_OUT: 1, State.FAILED: 1}, 0)[idx].astype(bool),
+        "pg": _labels(ev, "pg", idx),
+        "counter": _labels(ev, "seq_kind", idx),
+        "describe": _describer(ev, idx),
+    }
+
+
+def _error_positions(er: pd.DataFrame) -> dict | None:
+    if er is None or not len(er) or "seq" not in er.columns:
+        return None
+    ok = (
+        er["kind"].astype(str).isin([str(k) for k in VICTIM_KINDS])
+        & er["rank"].notna()
+        & er["seq"].notna()
+        & er["seq_kind"].astype(object).isin([str(k) for k in POSITION_KINDS])
+    )
+    idx = np.flatnonzero(ok.to_numpy(bool))
+    if not len(idx):
+        return None
+    return {
+        "rank": er["rank"].to_numpy("int64", na_value=-1)[idx],
+        "seq": er["seq"].to_numpy("int64", na_value=-1)[idx],
+        "done": np.zeros(len(idx), dtype=bool),
+        "stuck": np.ones(len(idx), dtype=bool),
+        "pg": _labels(er, "pg", idx),
+        "counter": _labels(er, "seq_kind", idx),
+        "describe": _describer(er, idx),
+    }
+
+
+def _progress_positions(pr: pd.DataFrame) -> dict | None:
+    if pr is None or not len(pr) or "last_enqueued" not in pr.columns:
+        return None
+    last = pd.to_numeric(pr["last_enqueued"], errors="coerce")
+    idx = np.flatnonzero((pr["rank"].notna() & last.notna()).to_numpy(bool))
+    if not len(idx):
+        return None
+    comp = pd.to_numeric(pr["last_completed"], errors="coerce") if "last_completed" in pr.columns else None
+    return {
+        "rank": pr["rank"].to_numpy("int64", na_value=-1)[idx],
+        "seq": last.to_numpy("int64", na_value=-1)[idx],
+        "done": np.zeros(len(idx), dtype=bool) if comp is None else (comp >= last).fillna(False).to_numpy(bool)[idx],
+        "stuck": np.zeros(len(idx), dtype=bool),
+        "pg": _labels(pr, "pg", idx),
+        "counter": _labels(pr, "seq_kind", idx),
+        "describe": _describer(pr, idx),
+    }

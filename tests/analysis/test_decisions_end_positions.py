@@ -14,6 +14,11 @@ Decisions of rule ``stall-report`` (Horovod's stall inspector):
 
 Decisions of rule ``end-positions`` (the last position of each rank on each counter):
 
+- the positions it compares (state.positions): per rank, group and counter, the furthest seq any
+  source reached (collective records, watchdog timeouts, progress counters), whether that very
+  collective completed, and at how many places the rank says it is stuck
+  (test_positions_records_each_ranks_last_place_per_counter).
+
 - ranks that stopped at different positions of one counter, nothing completing after, are a
   ``rank-desync`` naming the strict minority behind; ``low`` when no failure was printed, never
   ``no-failure`` (test_end_positions_names_the_rank_behind_at_low_confidence).
@@ -96,6 +101,38 @@ def test_stall_report_behind_wrappers_and_in_a_subset_of_files(tmp_path, wrapper
 
 def _detail(rank, last, state="scheduled", pg="0"):
     return [ev(rank, s, kind="detail", state=state, pg=pg, shape=(8,)) for s in range(1, last + 1)]
+
+
+def test_positions_records_each_ranks_last_place_per_counter():
+    from denpex_nb.analysis.state import positions
+    from denpex_nb.incident import Incident, coerce
+
+    rows = _detail(0, 4) + _detail(1, 3, "completed") + [ev(0, 2, kind="fr", pg="1")]
+    timeouts = []
+    for seq in (7, 9):  # rank 2 timed out at two places of the work counter
+        t = err(2, "watchdog_timeout", f"WorkNCCL(SeqNum={seq})", t=9, op="all_reduce", seq=seq, seq_kind="work")
+        t["pg"] = None
+        timeouts.append(t)
+    prog = [dict(rank=3, pg="0", seq_kind="work", last_enqueued=12, last_completed=12, source="c10d", file="p", line=1)]
+    inc = Incident(
+        events=coerce("events", rows),
+        errors=coerce("errors", timeouts),
+        ranks=coerce("ranks", []),
+        progress=coerce("progress", prog),
+    )
+    got = {
+        (r, pg, c): (p, done, stuck)
+        for r, pg, c, p, done, stuck in positions(inc)[
+            ["rank", "pg", "counter", "position", "completed", "stuck_places"]
+        ].itertuples(index=False)
+    }
+    assert got == {
+        (0, "0", "detail"): (4, False, 0),
+        (0, "1", "fr"): (2, True, 0),
+        (1, "0", "detail"): (3, True, 0),
+        (2, None, "work"): (9, False, 2),
+        (3, "0", "work"): (12, True, 0),
+    }
 
 
 def test_end_positions_names_the_rank_behind_at_low_confidence():
