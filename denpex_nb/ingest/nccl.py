@@ -68,9 +68,24 @@ _NRANKS = re.compile(
     r"comm (?P<comm>0x[0-9a-fA-F]+) rank (?P<rank>\d{1,9}) nRanks (?P<nranks>\d{1,9})\b"
     r"(?:.*?\blocalRank (?P<local>\d{1,9})\b)?"
 )
+# init.cc, NCCL 2.23+: INFO(NCCL_INIT | NCCL_PROFILE, "Init timings - %s: rank %d nranks %d total %.2f (...)", ...)
+_TIMINGS = re.compile(r"Init timings - \w+: rank (?P<rank>\d{1,9}) nranks (?P<nranks>\d{1,9})\b")
+
+
+def _rank_line(msg: str) -> tuple[int | None, int | None, int | None] | None:
+    """(rank, nranks, localRank) of an ``nRanks`` or ``Init timings`` line, else None."""
+    m = _NRANKS.search(msg) if " nRanks " in msg else (_TIMINGS.search(msg) if "Init timings" in msg else None)
+    if m is None:
+        return None
+    local = m.groupdict().get("local")
+    return _num(m.group("rank"), 31), _num(m.group("nranks"), 31), _num(local, 31) if local else None
+
+
 # bootstrap.cc: INFO(NCCL_INIT, "Bootstrap : Using %s", ...) -- "eth0:10.0.0.1<0>": the address the
 # process's bootstrap (and, without IB, its sockets) use, the one a peer's error names
-_BOOTSTRAP = re.compile(r"Bootstrap ?: Using [\w.-]+:(?P<addr>\d{1,3}(?:\.\d{1,3}){3}|[0-9a-fA-F:]*:[0-9a-fA-F:]+)(?:%[\w.-]+)?<\d+>")
+_BOOTSTRAP = re.compile(
+    r"Bootstrap ?: Using [\w.-]+:(?P<addr>\d{1,3}(?:\.\d{1,3}){3}|[0-9a-fA-F:]*:[0-9a-fA-F:]+)(?:%[\w.-]+)?<\d+>"
+)
 _COMMID = re.compile(r"commId (0x[0-9a-fA-F]+)")
 _PARENT = re.compile(r"parent (0x[0-9a-fA-F]+).*?color (-?\d+)")
 _BUSID = re.compile(r"busId ([0-9a-fA-Fx]+)")
@@ -212,7 +227,7 @@ class NcclReader(TextReader):
                 i32(m.group("nranks")) or 0
                 for ln in block
                 if "Init" in ln.text or " nRanks " in ln.text
-                for m in [_INIT.search(ln.text) or _NRANKS.search(ln.text)]
+                for m in [_INIT.search(ln.text) or _NRANKS.search(ln.text) or _TIMINGS.search(ln.text)]
                 if m
             ),
             default=0,
@@ -300,9 +315,9 @@ class NcclReader(TextReader):
                     }
                 )
             return True
-        m = _NRANKS.search(msg)
-        if m:
-            nranks, rank = _num(m.group("nranks"), 31), _num(m.group("rank"), 31)
+        said = _rank_line(msg)
+        if said is not None:
+            rank, nranks, local = said
             if world is not None and nranks == world and rank is not None:
                 pid_rank.setdefault(proc, rank)
                 out.ranks.append(
@@ -312,7 +327,7 @@ class NcclReader(TextReader):
                         "pid": pid,
                         "device": f"cuda:{p.group('dev')}" if p.group("dev") else None,
                         # the line's own localRank: NCCL's count of the ranks on this node, by host hash
-                        "local_rank": _num(m.group("local"), 31) if m.group("local") else line.local_rank,
+                        "local_rank": local if local is not None else line.local_rank,
                         "world_size": nranks,
                         "addr": st["addrs"].get(proc),
                         "source": SOURCE,

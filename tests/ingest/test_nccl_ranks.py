@@ -1,7 +1,8 @@
 """Ranks from whatever names them, on NCCL's side (ingest/nccl.py): the ``nRanks ... localRank`` line
 and the bootstrap address of a process.
 
-Provenance of the formats: NCCL ``src/init.cc`` (``INFO(NCCL_INIT, "comm %p rank %d nRanks %d nNodes
+Provenance of the formats: NCCL ``src/init.cc`` (``Init timings - %s: rank %d nranks %d total ...``,
+NCCL 2.23+; ``INFO(NCCL_INIT, "comm %p rank %d nRanks %d nNodes
 %d localRanks %d localRank %d MNNVL %d", ...)``, printed after the topology by every NCCL since 2.19;
 older ones print ``... nNodes %d localRanks %d localRank %d``) and ``src/bootstrap.cc``
 (``INFO(NCCL_INIT, "Bootstrap : Using %s", ...)`` with ``<ifname>:<address><port>``, e.g.
@@ -45,6 +46,16 @@ def test_the_nranks_line_ranks_its_process_with_its_local_rank_and_address():
         "10.1.0.6",
     )
     assert out.parsed == {1, 2}
+
+
+def test_the_init_timings_line_ranks_its_process():
+    """NCCL 2.23+ (init.cc: "Init timings - %s: rank %d nranks %d total %.2f (...)")."""
+    line = (
+        "node2:4211:4218 [3] NCCL INFO Init timings - ncclCommInitRankConfig: rank 11 nranks 16 total 0.92 "
+        "(kernels 0.11, alloc 0.01, bootstrap 0.02, allgathers 0.01, topo 0.60, graphs 0.01, connections 0.14, rest 0.02)"
+    )
+    (row,) = run(R, [line]).ranks
+    assert (row["rank"], row["pid"], row["world_size"], row["local_rank"]) == (11, 4211, 16, None)
 
 
 def test_a_sub_communicator_line_ranks_no_process():
