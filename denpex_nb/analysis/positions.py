@@ -4,9 +4,11 @@ Two rules:
 
 * ``stall-report`` (find): Horovod's stall inspector lists, for every rank of the job that has not
   submitted a tensor the others submitted, that tensor (``ingest/horovod.py``). The coordinator
-  sees every rank's submissions, so the list is a statement: the ranks it names are behind the
-  others and are named as culprits, unless they are most of the group (then the few that
-  submitted may have made an extra call instead, and no one is named).
+  sees every rank's submissions, so the list is a statement of who has not submitted: those ranks
+  are named as culprits when they are a strict minority of the group (its stated size, else the
+  lower bound the evidence gives: the ranks seen, the highest rank named plus one, and at least one
+  rank more than the missing ones, since some rank submitted each tensor). On a tie or a majority
+  no one is named: the ranks that submitted may have made an extra or a different call.
 * ``end-positions`` (explain, last): when no other rule explained the evidence, the last position
   each rank reached on each counter (:func:`.state.positions`: trace, Flight Recorder, DETAIL
   fingerprints, watchdog lines, NCCL COLL lines, progress counters). Ranks at different positions
@@ -64,18 +66,19 @@ def stall_report(ctx: Context) -> list[Finding]:
     # a tensor is in the inspector's table only once some rank submitted it: at least one rank more
     # than the missing ones exists
     group = max(group, max(missing, default=-1) + 1, len(missing) + 1)
-    if missing and len(missing) * 2 <= group:
+    if missing and len(missing) * 2 < group:
         culprits = sorted(missing)
         basis = (
             "statement: Horovod's stall inspector lists every rank that has not submitted a tensor the "
-            f"others submitted; {fmt_ranks(culprits)} of a group of at least {group}"
+            f"others submitted; {fmt_ranks(culprits)}, a strict minority of a group of at least {group}"
         )
         conf = "medium"
     elif missing:
         culprits = []
+        side = "a tie" if len(missing) * 2 == group else "most of the group"
         basis = (
-            f"undetermined: the stall report names {len(missing)} of a group of {group} ranks; the few that "
-            "submitted may have made an extra call"
+            f"undetermined: the stall report names {len(missing)} of a group of at least {group} ranks ({side}); "
+            "the ranks that submitted may have made an extra or different call"
         )
         conf = "low"
     else:
