@@ -347,14 +347,20 @@ def positions(incident) -> pd.DataFrame:
     record of that very collective says it completed; ``stuck_places`` how many different seqs of
     the counter the rank says it timed out or failed in. Sources: collective records (trace, Flight
     Recorder, DETAIL fingerprints, watchdog ``WorkNCCL`` lines, NCCL COLL lines), watchdog errors
-    (the SeqNum a rank timed out in) and progress counters. A rank no record of a counter speaks of
+    (the SeqNum a rank timed out in) and progress counters of a counter no collective record shows.
+    A rank no record of a counter speaks of
     has no row for it: silence is not a position. Vectorised (codes and numpy reductions): a
     1024-rank Flight Recorder incident has millions of rows.
     """
-    parts = [p for p in (_event_positions(incident.events), _error_positions(incident.errors)) if p is not None]
-    prog = _progress_positions(incident.progress)
-    if prog is not None:
-        parts.append(prog)
+    events = _event_positions(incident.events)
+    # progress counters only for counters no collective record shows: Flight Recorder's pg_status and
+    # the tracer's progress repeat their records, and DETAIL's helper group counts unevenly there
+    shown = {k for k in events["counter"][1] if k} if events is not None else set()
+    parts = [
+        p
+        for p in (events, _error_positions(incident.errors), _progress_positions(incident.progress, shown))
+        if p is not None
+    ]
     if not parts:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in POSITION_COLUMNS})
     rank = np.concatenate([p["rank"] for p in parts])
@@ -493,11 +499,12 @@ def _error_positions(er: pd.DataFrame) -> dict | None:
     }
 
 
-def _progress_positions(pr: pd.DataFrame) -> dict | None:
+def _progress_positions(pr: pd.DataFrame, shown: set) -> dict | None:
     if pr is None or not len(pr) or "last_enqueued" not in pr.columns:
         return None
     last = pd.to_numeric(pr["last_enqueued"], errors="coerce")
-    idx = np.flatnonzero((pr["rank"].notna() & last.notna()).to_numpy(bool))
+    kind = pr["seq_kind"].astype(object) if "seq_kind" in pr.columns else pd.Series(None, index=pr.index, dtype=object)
+    idx = np.flatnonzero((pr["rank"].notna() & last.notna() & ~kind.isin([k for k in shown if k])).to_numpy(bool))
     if not len(idx):
         return None
     comp = pd.to_numeric(pr["last_completed"], errors="coerce") if "last_completed" in pr.columns else None
