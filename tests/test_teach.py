@@ -92,6 +92,23 @@ def test_the_question_widget_has_the_documented_structure_and_answers_a_click():
     assert "denpex-predict-static" in bundle["text/html"]  # saved pages without a kernel still show it
 
 
+def test_the_question_displays_its_hidden_static_view_before_itself():
+    """Shown in a notebook, the question is two outputs: its static view, hidden until JupyterLab's
+    widget renderer fails (a lesson reopened without its kernel), then the widget itself."""
+    pytest.importorskip("ipywidgets")
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.utils.capture import capture_output
+
+    InteractiveShell.instance()
+    box = teach.predict("skipped-collective", interactive=True)
+    with capture_output() as shown:
+        box._ipython_display_()
+    first, second = (o.data for o in shown.outputs)
+    assert "dx-fallback" in first["text/html"] and "denpex-predict-static" in first["text/html"]
+    assert "application/vnd.jupyter.widget-view+json" not in first
+    assert "application/vnd.jupyter.widget-view+json" in second and "denpex-predict-static" in second["text/html"]
+
+
 def _lesson(run: Path, debug: str):
     manifest = json.loads((run / "manifest.json").read_text())
     incident = load(str(run))
