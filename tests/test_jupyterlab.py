@@ -268,5 +268,24 @@ def test_a_lesson_question_widget_is_answered_in_jupyterlab(tmp_path):
             )
             answered = feedback.inner_text()
             quiz.screenshot(path=str(_artifacts(tmp_path) / "lesson-question.png"))
+            # saved with the question live, the server killed, the lesson reopened by a new one:
+            # the question's static view (its options and the folded answer) in the widget's place
+            page.keyboard.press("Control+s")
+            page.wait_for_function("() => !document.querySelector('.lm-TabBar-tab.jp-mod-dirty')", timeout=30_000)
+            page.wait_for_timeout(1000)
+            server.kill()
+            chromium_, viewport = page.context.browser, page.viewport_size
+            page.close()
+            reopened = LabServer(root)
+            with reopened:
+                page = chromium_.new_page(viewport=viewport)
+                Notebook(page, reopened, lesson.name)
+                reopened.remember_children()
+                failed = page.locator(".jp-OutputArea-output.jupyter-widgets", has_text="model not found")
+                failed.first.wait_for(state="attached")
+                static = page.locator(".dx-fallback .denpex-predict-static").first
+                static.wait_for(state="visible")
+                assert failed.first.is_hidden() and "Answer" in static.inner_text()
+            assert reopened.alive() == [], f"processes left behind: {reopened.alive()}"
     assert server.alive() == [], f"processes left behind: {server.alive()}"
     assert answered.startswith("Right.")
