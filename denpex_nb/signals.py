@@ -98,6 +98,9 @@ NEEDLES: tuple[bytes, ...] = (
     b"Stall",
     b"Missing ranks",
     b"not joined",
+    b"ot all ranks",
+    b"lagging",
+    b"dump signal",
     b"mismatch",
     b"Mismatch",
     # a connection failing at INFO level while retrying, and one made after all
@@ -164,7 +167,8 @@ FAILURE_WORDS = re.compile(
     r"|Segmentation fault|core dumped|terminate called|out of memory|\bOOM\b|uncorrectable ECC|\bXid\b"
     r"|exit(?:ed)?(?: with)? (?:code|status)[ :=]*-?[1-9]\d*|exitcode\s*[:=]?\s*-?[1-9]\d*"
     r"|return ?code[ :=]*-?[1-9]\d*|exited on signal|(?:[Rr]eceived|[Cc]aught) signal\b|\bSIG(?:SEGV|ABRT|KILL|BUS|ILL|FPE|TERM)\b|\bSignal \d+\b"
-    r"|[Ss]talled|Missing ranks|not (?:yet )?joined|did not (?:arrive|join|reach)|failed to pass"
+    r"|[Ss]talled|Missing ranks|not (?:yet )?join(?:ed|ing)\b|[Nn]ot all ranks (?:have )?(?:joined|joining|arrived|reached)"
+    r"|did not (?:arrive|join|reach)|failed to pass|lagging ranks?\b|flight recorder dump|dump signal"
     r"|(?<![\w/-])(?:[Mm]ismatch(?:ed)?|desync(?:hroni[sz]ed)?)(?![\w-])|deadline exceeded|non-?zero exit"
 )
 
@@ -214,7 +218,7 @@ FAMILIES: tuple[tuple[SignalFamily, re.Pattern], ...] = (
     (
         SignalFamily.STALL,
         re.compile(
-            r"(?i:stall(?:ed)?\b|missing ranks|not (?:yet )?joined|did not (?:arrive|join|reach)|failed to pass"
+            r"(?i:stall(?:ed)?\b|missing ranks|not (?:yet )?join(?:ed|ing)\b|not all ranks|did not (?:arrive|join|reach)|failed to pass"
             r"|monitored ?barrier|lagging ranks?|desync|waiting for (?:the )?(?:remainder|other|remaining) (?:of )?ranks"
             r"|have not (?:yet )?(?:joined|reached|submitted))"
         ),
@@ -230,6 +234,7 @@ FAMILIES: tuple[tuple[SignalFamily, re.Pattern], ...] = (
         # a scheduler that cancelled or preempted the job (a time limit): the job ran out of time, no rank crashed
         re.compile(
             r"(?i:timed out|timing out|time ?out|deadline exceeded|watchdog|heartbeat|hang detected|time limit"
+            r"|flight recorder dump|dump signal"
             r"|preempt)|CANCELLED"
         ),
     ),
@@ -261,7 +266,8 @@ FAMILIES: tuple[tuple[SignalFamily, re.Pattern], ...] = (
 )
 #: on a warning line, these say that something failed (an ``NCCL WARN ... with error 12``)
 WARNING_FAILURE = re.compile(
-    r"(?i:\berror\b|\berrno\b|status=\d+|\binvalid\b|\bunhandled\b|\bcould not\b|\bunable to\b)"
+    r"(?i:\berror\b|\berrno\b|status=\d+|\binvalid\b|\bunhandled\b|\bcould not\b|\bunable to\b"
+    r"|\bno (?:\w+ ){1,3}found\b|\bnot found\b)"
 )
 #: a line that looks like a failure and is not: it gives no failure signal (it may still be kept as
 #: a warning). NCCL's plugin / transport probing, deprecation notes, zero counts, clean teardown.

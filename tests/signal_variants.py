@@ -174,7 +174,17 @@ STALL = [
         ("Missing ranks: 1, 3 have not yet joined the allreduce", "Missing ranks"),
         ("[Rank 0]: Ranks 3 failed to pass monitoredBarrier in 30000 ms", "failed to pass"),
         ("WARNING: rank 7 has not joined the collective after 120 s (stalled)", "not joined"),
+        ("Not all ranks joining collective 12 at entry 3", "Not all ranks joining"),
+        (
+            "[Rank 0]  - To our best knowledge, ranks [2] are the lagging ranks that caused this timeout.",
+            "lagging ranks",
+        ),
     )
+] + [
+    # a rank that saw another rank's flight-recorder dump request: a collective timed out somewhere
+    (F.TIMEOUT, "[Rank 3] Observed flight recorder dump signal from another rank via TCPStore.", "dump signal"),
+    # an NCCL WARN that a thing NCCL needs was not found (not one of the benign plugin probes)
+    (F.NETWORK, "host-1:2231:2290 [1] bootstrap.cc:77 NCCL WARN Bootstrap : no socket interface found", "no socket interface found"),
 ]
 PHRASES: list[tuple[str, str, str]] = NETWORK + MEMORY + DEVICE + SIZE + TIMEOUT + EXIT + LAUNCHER + STALL
 
