@@ -112,13 +112,15 @@ def _pieces_look_cut(
 ) -> bool:
     """Are the lines of length ``w`` pieces of wrapped lines, not lines that happen to be that long?
 
-    Lines drawn to a width (a Rich box's rows end in a box-drawing character) are no pieces. In a
-    prefixed file (nearly every first piece carries a collector wrapper, a launcher/rank tag or an
-    app logger's header) a tail is told by its missing prefix, so one followed by a tail is enough.
+    Lines drawn to a width (a Rich box's rows end in a box-drawing character) are no pieces. Either
+    way most lines of length ``w`` must be followed by a line :func:`joins_b` takes for their tail
+    (a wrap cuts every longer line; the longest lines of a prefixed file sharing one length, one of
+    them followed by an unprefixed line, are no wrap). In a prefixed file (nearly every first piece
+    carries a collector wrapper, a launcher/rank tag or an app logger's header) a tail is told by its
+    missing prefix, so that is enough.
     Unprefixed, the length ``w`` must stand out (three times at least, and twice as often as any of
     the ten lengths below it: a word wrap fills lines to *about* its width), most first pieces (with
-    the line after each) must differ and most lines of length ``w`` be followed by a line
-    :func:`joins_b` takes for their tail.
+    the line after each) must differ.
     """
     n_lines = len(starts)
     # a few hundred lines are looked at: index the arrays, never turn all of them into lists
@@ -129,6 +131,10 @@ def _pieces_look_cut(
     if not any(is_tail(i) for i in idx):
         return False
     heads = [i for i in idx if not (i - 1 in wide and joins_b(line(i - 1), line(i), w))]
+    # a wrap cuts every line longer than the width, so most lines at the width are followed by their
+    # tail; the longest lines of a prefixed file that happen to share one length (DETAIL fingerprints,
+    # a fixed format) with one unprefixed line after one of them are no wrap
+    followed = sum(1 for i in idx if is_tail(i))
     # "nearly every head is prefixed" (9 in 10): stop counting once too many are not
     unprefixed, allowed = 0, len(heads) - (9 * len(heads) + 9) // 10
     for i in heads:
@@ -137,13 +143,13 @@ def _pieces_look_cut(
             if unprefixed > allowed:
                 break
     else:
-        return True
+        return 2 * followed >= len(idx)
     below = counts[max(MIN_WIDTH, w - 10) : w]
     if counts[w] < 3 or (below.size and int(counts[w]) < 2 * int(below.max())):
         return False  # too few, or no spike at the width: a word wrap, a fixed format
     if 2 * len({(line(i), line(i + 1)) for i in heads}) < len(heads):
         return False  # the same line (and the same line after it) again and again
-    return 2 * sum(1 for i in idx if is_tail(i)) >= len(idx)
+    return 2 * followed >= len(idx)
 
 
 def at_width(text: str, w: int) -> bool:

@@ -176,6 +176,28 @@ def test_no_width_in_an_unwrapped_log():
     assert hardwrap.detect_width(b"") is None and hardwrap.detect_width(b"x" * 100) is None
 
 
+@pytest.mark.parametrize("prefix", ["[rank{r}]:", "[default{r}]:", "2024-05-01T12:00:00.{r:09d}Z [rank{r}]:"])
+@pytest.mark.parametrize("n", [2, 5, 12])
+def test_the_longest_prefixed_lines_of_one_length_with_one_bare_line_after_are_no_wrap(prefix, n):
+    """A prefixed file whose longest lines share one length (DETAIL fingerprints of one collective,
+    one per step) and one unprefixed line after one of them (a bare OOM line): no wrap at that
+    length (a wrap cuts every longer line, so most lines at the width would be followed by a tail)."""
+    fp = (
+        "[I1130 00:49:41.186118291 ProcessGroupWrapper.cpp:710] [Rank {r}] Running collective: "
+        "CollectiveFingerPrint(SequenceNumber=1{k}, OpType=ALLREDUCE, TensorShape=[[16]], TensorDtypes=Float)"
+    )
+    lines = []
+    for k in range(n):
+        for r in range(2):
+            lines.append(prefix.format(r=r) + fp.format(r=r, k=k))
+            lines.append(prefix.format(r=r) + f"step {k} loss 2.3")
+    assert len({len(t) for t in lines if "Running" in t}) <= 2  # one length per rank prefix width
+    bare = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."
+    assert hardwrap.detect_width(_blob(lines[:1] + [bare] + lines[1:])) is None
+    # the same file really wrapped at a width below its longest line is still found
+    assert hardwrap.detect_width(_blob(_wrap(lines, 80))) == 80
+
+
 def test_short_lines_only_are_no_wrap():
     assert hardwrap.detect_width(_blob(["[rank0]: step 1 loss=2.3"] * 100)) is None
 
