@@ -66,6 +66,14 @@ _NCCL_WARN_BENIGN = re.compile(
     r"Unknown command from localRank",
     re.I,
 )
+#: an ncclRemoteError ("remote process exited or there was a network error") whose ``Last error:`` names
+#: a transport's own failure (an IB completion with error 12, a libfabric request completed with error):
+#: the network failed under NCCL, seen by this rank; not a victim of an unseen crash elsewhere
+_TRANSPORT_FAULT = re.compile(
+    r"Last error:\s*(?:NET/\w+\s*:?\s*)?[^\n]{0,160}?(?:completion[^\n]{0,80}? with error|completed with error|"
+    r"status=\d+|UNDELIVERABLE|ibv_\w+ failed|vendor err)",
+    re.I,
+)
 #: a connection the other side closed or reset: the reporting rank is the victim
 _PEER_CLOSED = re.compile(
     r"(?i)(?:closed|reset) by (?:the )?(?:remote )?peer|remote (?:process|peer) (?:exited|closed|died)"
@@ -952,7 +960,10 @@ def nccl_error(ctx: Context) -> list[Finding]:
         index=errs.index,
         dtype=bool,
     )
-    nc = errs[((kind == ErrorKind.NCCL_ERROR) | failing_warn) & ~msg.str.contains("remote process exited", regex=False)]
+    # "remote process exited or there was a network error" is a victim's, unless its last error names
+    # the transport's own failure
+    victim = msg.str.contains("remote process exited", regex=False) & ~msg.str.contains(_TRANSPORT_FAULT, regex=True)
+    nc = errs[((kind == ErrorKind.NCCL_ERROR) | failing_warn) & ~victim]
     nc = nc[[not _DEVICE_FAULT.search(str(m)) for m in nc["message"]]]  # a device fault is a crash
     if not len(nc):
         return []

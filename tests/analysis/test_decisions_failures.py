@@ -28,6 +28,11 @@ Decisions of rule ``nccl-error``:
 - NCCL's own errors are a finding; a device fault wrapped in one is a crash instead; the ranks
   that reported it are named only when a strict majority of the group is seen quiet
   (test_nccl_error_names_reporters_only_against_a_quiet_majority).
+- an ncclRemoteError ("remote process exited or there was a network error") is a victim's, no
+  finding of its own, unless its ``Last error:`` names the transport's own failure (an IB completion
+  with error, a libfabric request completed with error): then it is NCCL's network error; a last
+  error that says the peer closed the connection stays a victim's
+  (test_a_remote_error_is_nccls_own_only_when_its_last_error_is_a_transport_fault).
 
 Decisions of rule ``ddp-reducer``: the reducer's unused-parameter error is a finding, and its
 reporters are named only against a quiet majority (test_ddp_reducer_names_reporters_against_a_quiet_majority).
@@ -154,3 +159,28 @@ def test_a_failure_no_rule_explains_is_undetermined_never_all_clear():
     assert (d.verdict, d.culprit_ranks) == ("timeout-undetermined", [])
     d = diagnose(incident(steps(4, 2), [err(0, "warning", "a deprecated call", t=1)]))
     assert d.verdict == "no-failure"
+
+
+REMOTE = (
+    "NCCL error in: ProcessGroupNCCL.cpp:3763, remote process exited or there was a network error, NCCL version "
+    "2.28.8\nncclRemoteError: A call failed possibly due to a network error or a remote process exiting prematurely."
+    "\nLast error:{sep}{last}"
+)
+
+
+def test_a_remote_error_is_nccls_own_only_when_its_last_error_is_a_transport_fault():
+    faults = [
+        "NET/IB : Got completion from peer 10.0.0.2<39138> with error 12, opcode 0, len 0, vendor err 129",
+        "NET/OFI Request 0x7f14cc5b60c0 completed with error. RC: 113. Error: 2 (UNDELIVERABLE). Completed length: 0",
+    ]
+    victims = [
+        "NET/Socket : Connection closed by remote peer 10.0.0.2<4412>",
+        "socketProgress: Connection reset by peer",
+    ]
+    for sep in (" ", "\n"):
+        for last in faults:
+            d = diagnose(incident(steps(4, 2), [err(1, "nccl_error", REMOTE.format(sep=sep, last=last), t=3)]))
+            assert d.verdict == "nccl-error", (last, d.summary())
+        for last in victims + [""]:
+            d = diagnose(incident(steps(4, 2), [err(1, "nccl_error", REMOTE.format(sep=sep, last=last), t=3)]))
+            assert d.verdict != "nccl-error" or d.first.rule != "nccl-error", (last, d.summary())
