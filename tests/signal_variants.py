@@ -115,6 +115,14 @@ SIZE = (
     ]
 )
 SIZE += [
+    # a library's check, no exception name on the line (a quoted paste): the plural "mismatches"
+    (
+        F.SIZE,
+        "Cannot apply desired operation due to shape mismatches. All shapes across devices must be valid.",
+        "shape mismatches",
+    ),
+]
+SIZE += [
     (
         F.SIZE,
         f"RuntimeError: {lib} expects the same model on every rank, but rank {r} has {n} params, while rank 0 has inconsistent {n - 1} params",
@@ -184,7 +192,11 @@ STALL = [
     # a rank that saw another rank's flight-recorder dump request: a collective timed out somewhere
     (F.TIMEOUT, "[Rank 3] Observed flight recorder dump signal from another rank via TCPStore.", "dump signal"),
     # an NCCL WARN that a thing NCCL needs was not found (not one of the benign plugin probes)
-    (F.NETWORK, "host-1:2231:2290 [1] bootstrap.cc:77 NCCL WARN Bootstrap : no socket interface found", "no socket interface found"),
+    (
+        F.NETWORK,
+        "host-1:2231:2290 [1] bootstrap.cc:77 NCCL WARN Bootstrap : no socket interface found",
+        "no socket interface found",
+    ),
 ]
 PHRASES: list[tuple[str, str, str]] = NETWORK + MEMORY + DEVICE + SIZE + TIMEOUT + EXIT + LAUNCHER + STALL
 

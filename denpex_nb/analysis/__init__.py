@@ -20,7 +20,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..human import fmt_ranks
-from ..vocab import ClassId, SeqKind
+from ..vocab import ClassId, SeqKind, SignalFamily
 from . import catalog
 from . import explain as _explain  # noqa: F401 - registers the explain rules
 from . import launchers as _launchers  # noqa: F401 - registers the launcher rule
@@ -197,12 +197,13 @@ def _nothing_read(incident) -> bool:
 
 def _signals_speak(incident) -> bool:
     """A line no reader parsed signalled a failure of a distributed kind, or of a known rank, or of
-    the process itself (memory, device): that is evidence of a failure, not "nothing read"."""
+    the process itself (memory, device, a crash: a signal, a kill, an abort): that is evidence of a
+    failure, not "nothing read"."""
     fs = _signals.failure_signals(incident)
     if not len(fs):
         return False
     fam = fs["family"].astype(object)
-    known = _signals.DISTRIBUTED_FAMILIES | _signals.OWN_FAMILIES
+    known = _signals.DISTRIBUTED_FAMILIES | _signals.OWN_FAMILIES | {SignalFamily.EXIT}
     return bool(fam.isin(list(known)).any() or fs["rank"].notna().any())
 
 

@@ -282,3 +282,31 @@ def test_a_cut_traceback_that_ends_in_a_collective_call_stays_undetermined(tmp_p
     ]
     d = _diagnose(tmp_path, lines)
     assert d.verdict != "no-failure" and d.findings[0].rule != "cut-traceback", d.summary()
+
+
+@pytest.mark.parametrize("wrapper", sorted(WRAPPERS))
+@pytest.mark.parametrize(
+    "crash",
+    [
+        "[node3:4411:0:4412] Caught signal 11 (Segmentation fault: address not mapped to object at address 0x48)",
+        "[node3:4411] *** Process received signal ***",
+        "Segmentation fault (core dumped)",
+        "Aborted (core dumped)",
+        "bash: line 1: 4411 Killed python train.py",
+    ],
+)
+def test_a_process_crash_alone_is_a_crash_not_no_evidence(tmp_path, wrapper, crash):
+    """A log holding only a process's crash (a signal, a kill, an abort) and its backtrace, nothing a
+    reader parses: it failed, a ``rank-crash``, not "nothing distributed could be read"; its own
+    text alone never earns high confidence."""
+    lines = [
+        WRAPPERS[wrapper](0, t)
+        for t in [crash, "==== backtrace (tid: 4412) ====", " 0  /opt/nccl/lib/libnccl.so(+0x120057) [0x7ff1c18c1057]"]
+    ]
+    d = _diagnose(tmp_path, lines)
+    assert d.verdict == ClassId.RANK_CRASH and d.findings[0].confidence != "high", d.summary()
+
+
+def test_an_alien_log_without_a_failure_stays_no_evidence(tmp_path):
+    d = _diagnose(tmp_path, ["hello world", "loading config from /etc/app.yaml", "listening on port 8080"])
+    assert d.verdict == ClassId.NO_EVIDENCE
