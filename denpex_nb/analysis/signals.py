@@ -259,7 +259,8 @@ _QUIET_KINDS = {str(ErrorKind.WARNING), str(ErrorKind.LOAD_ERROR)}
 def cut_tracebacks(ctx) -> Finding | None:
     """Tracebacks cut before their exception line (a paste that kept only the frames), and nothing
     else that failed: no other error row, no failure signal of any family (but a connection that the
-    other side closed or reset: a victim of the crash), no traceback ending in a collective call. The processes raised, so they crashed: a ``rank-crash`` at low confidence, the
+    other side closed or reset: a victim of the crash), no traceback ending in a collective call, and
+    frames in each (a ``Traceback`` header alone, the paste ending there, says nothing of where). The processes raised, so they crashed: a ``rank-crash`` at low confidence, the
     reporters named only against a quiet majority. None otherwise (a timeout, a collective or NCCL
     error anywhere, or a frame in a collective call keeps the cause undetermined)."""
     errs = ctx.errors
@@ -272,6 +273,12 @@ def cut_tracebacks(ctx) -> Finding | None:
     if not failing["message"].astype(str).str.startswith(TRUNCATED_TRACEBACK).all():
         return None
     if "op" in failing and failing["op"].notna().any():
+        return None
+    if "collective_call" in failing and failing["collective_call"].notna().any():
+        return None
+    # the frames say where it raised; a header alone (the paste ends there) says nothing of where
+    frames = failing["frames"].astype(object) if "frames" in failing else pd.Series([None] * len(failing))
+    if not all(isinstance(f, str) and f.strip() for f in frames):
         return None
     # a connection the other side closed or reset is a victim's line (the crashed process was that side)
     fs = _causes(failure_signals(ctx.incident), errs)

@@ -310,3 +310,11 @@ def test_a_process_crash_alone_is_a_crash_not_no_evidence(tmp_path, wrapper, cra
 def test_an_alien_log_without_a_failure_stays_no_evidence(tmp_path):
     d = _diagnose(tmp_path, ["hello world", "loading config from /etc/app.yaml", "listening on port 8080"])
     assert d.verdict == ClassId.NO_EVIDENCE
+
+
+def test_a_traceback_header_alone_is_no_crash_of_its_own(tmp_path):
+    """A log that ends on a ``Traceback`` header (a cut view): where it raised is unknown, the cut
+    traceback says nothing over "cause undetermined"."""
+    lines = healthy_lines(steps=5) + ["[rank1]:Traceback (most recent call last):"]
+    d = _diagnose(tmp_path, lines)
+    assert d.verdict != "no-failure" and d.findings[0].rule != "cut-traceback", d.summary()
