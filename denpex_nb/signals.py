@@ -115,7 +115,8 @@ NEEDLES: tuple[bytes, ...] = (
 
 # --- severity ------------------------------------------------------------------------------------
 
-_CLASS_NAME = r"\b[A-Za-z_]\w*?(?:Error|Exception)\b"
+#: an exception class name; not a function that returns an error (``cudaGetLastError``, ``cudaPeekAtLastError``)
+_CLASS_NAME = r"\b[A-Za-z_]\w*?(?<!GetLast)(?<!PeekAtLast)(?:Error|Exception)\b"
 #: severity markers, most severe first (the first that matches is the line's severity)
 SEVERITY: tuple[tuple[SignalSeverity, re.Pattern], ...] = (
     (

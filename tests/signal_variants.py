@@ -214,6 +214,8 @@ BENIGN = [
     "host-1:2231:2290 [1] proxy.cc:1111 NCCL WARN [Service thread] Unknown command 4242 from localRank -1",
     "host-1:2231:2290 [1] net_plugin.cc:765 NCCL WARN Cannot get incoming CPU.",
     "I1201 10:00:00.000000 123 store.cpp:12] connection reset, retrying",
+    # a debugger's notice naming a function that returns an error code (not an exception class)
+    "warning: Cuda API error detected: cudaGetLastError returned (0x2c0)",
 ]
 
 #: (name, function of (rank, text) -> line): what launchers and collectors put in front of a line

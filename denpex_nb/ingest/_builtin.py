@@ -4,4 +4,4 @@ The order is the registry's order, which is the order readers are tried in: keep
 """
 
 # isort: skip_file
-from . import manifest, c10d, nccl, python, horovod, frtrace_text, flight_recorder, trace  # noqa: F401
+from . import manifest, c10d, nccl, nccl_tests, python, horovod, frtrace_text, flight_recorder, trace  # noqa: F401

@@ -120,7 +120,9 @@ def _pieces_look_cut(
     missing prefix, so that is enough.
     Unprefixed, the length ``w`` must stand out (three times at least, and twice as often as any of
     the ten lengths below it: a word wrap fills lines to *about* its width), most first pieces (with
-    the line after each) must differ.
+    the line after each) must differ, of three cuts or more one at least must fall inside a token,
+    and the "tails" must not all start like the line before them (the rows of a fixed-width table,
+    records of one format and one length, are cut between records only).
     """
     n_lines = len(starts)
     # a few hundred lines are looked at: index the arrays, never turn all of them into lists
@@ -149,7 +151,18 @@ def _pieces_look_cut(
         return False  # too few, or no spike at the width: a word wrap, a fixed format
     if 2 * len({(line(i), line(i + 1)) for i in heads}) < len(heads):
         return False  # the same line (and the same line after it) again and again
+    joints = [i for i in idx if is_tail(i)]
+    if len(joints) >= 3 and not any(_mid_token(line(i), line(i + 1)) for i in joints):
+        return False  # every "cut" falls between two records: the rows of a fixed-width table
+    if len(joints) >= 2 and all(line(i + 1)[:4] == line(i)[:4] for i in joints):
+        return False  # every "tail" starts like the line before it: records of one format, one length
     return 2 * followed >= len(idx)
+
+
+def _mid_token(head: bytes, tail: bytes) -> bool:
+    """Does the cut between ``head`` and ``tail`` fall inside a token (no blank on either side)? A
+    wrap at a fixed column does so about two times in three; a table's rows never."""
+    return bool(head) and bool(tail) and not head[-1:].isspace() and not tail[:1].isspace()
 
 
 def at_width(text: str, w: int) -> bool:

@@ -883,8 +883,9 @@ def _is_wrapped_tail(
         return False
     if _has_prefix(prev, hosts, ctx):
         return True
-    # neither carries a prefix: only a cut exactly at a wrap width, never an indented line
-    return at_width and not cur[:1].isspace()
+    # neither carries a prefix: only a cut exactly at a wrap width, never an indented line, never a
+    # line that starts like the one before it (records of one format that happen to be that long)
+    return at_width and not cur[:1].isspace() and cur[:4] != prev[:4]
 
 
 def _is_rich_tail(cur: str, hosts: set[str], ctx: FileContext) -> bool:
