@@ -458,10 +458,16 @@ _SCAN_BROKEN = False
 _SCAN_LOCAL = threading.local()
 
 
-def _scanner():
-    """The compiled scanner when the decoder choice allows numba here (:func:`scanner_compiled`),
-    else None (plain Python)."""
-    if _SCAN_BROKEN or not scanner_compiled():
+#: a single pickle this big is scanned compiled in ``auto`` mode whatever the load's plan (numba's
+#: load, ~1 s, is less than plain Python's scan of it: ~0.5 s per MB on this machine)
+SCAN_COMPILED_MIN_BYTES = 1 << 20
+
+
+def _scanner(nbytes: int = 0):
+    """The compiled scanner when the decoder choice allows numba here (:func:`scanner_compiled`, or
+    ``auto`` and a pickle of :data:`SCAN_COMPILED_MIN_BYTES` or more), else None (plain Python)."""
+    big = nbytes >= SCAN_COMPILED_MIN_BYTES and numba_found() and decoder_mode() == "auto"
+    if _SCAN_BROKEN or not (scanner_compiled() or big):
         return None
     from . import pickle_nodes
 
@@ -478,7 +484,7 @@ def scan_pickle(data: bytes, compiled: bool | None = None) -> tuple[int, int]:
     n = len(data)
     cap = n + 2  # every value, stack slot, mark and memo slot costs an opcode byte
     max_expand = expansion_cap(n)
-    fn = _scanner() if compiled is not False else None
+    fn = _scanner(n) if compiled is not False else None
     if fn is not None:
         try:
             arrays = getattr(_SCAN_LOCAL, "arrays", None)
@@ -608,6 +614,9 @@ _NUMBA_FOUND: bool | None = None
 _COMPILED_BROKEN = False  # numba itself failed in this process (never set by one dump)
 _COMPILED_READY = False  # fr_columns.warm() succeeded in this process
 _PLAN: str | None = None  # auto's choice for the current load ("compiled" / "python"), by prepare()
+#: the same choice by size alone, for the unpickler path's bounds scanner (numba only: with the C
+#: kernels a small load must not wait for numba, a big one must not scan declined dumps in Python)
+_SCAN_PLAN: str | None = None
 
 
 def decoder_mode() -> str:
@@ -661,8 +670,8 @@ def scanner_compiled() -> bool:
     if not numba_found():
         return False
     mode = decoder_mode()
-    if mode == "auto":  # with the C kernels, a dump they decline never waits for numba
-        return not native_kernels() and (_COMPILED_READY or _PLAN == "compiled")
+    if mode == "auto":  # numba already loaded, or a load big enough to pay for loading it
+        return (_COMPILED_READY and not native_kernels()) or _SCAN_PLAN == "compiled"
     return mode != "python"
 
 
@@ -753,7 +762,7 @@ class FlightRecorderReader(FileReader):
         forks (see :func:`.parallel.run_all`): in ``auto`` mode, choose the decoder for this load
         by the total size of its pickles (:data:`COMPILED_MIN_BYTES`); when the compiled decoder
         is chosen, load it here, once, so forked workers inherit it instead of each loading it."""
-        global _PLAN
+        global _PLAN, _SCAN_PLAN
         if self.name != "fr_pickle" or not compiled_decoder_enabled():
             return
         total, seen = 0, False
@@ -761,9 +770,10 @@ class FlightRecorderReader(FileReader):
         for size in _pickle_sizes(specs):
             seen = True
             total += size
-            if total >= COMPILED_MIN_BYTES or decoder_mode() == "compiled" or _COMPILED_READY or free:
+            if total >= COMPILED_MIN_BYTES or ((decoder_mode() == "compiled" or _COMPILED_READY) and not free):
                 break
-        _PLAN = "compiled" if total >= COMPILED_MIN_BYTES or free else "python"
+        _SCAN_PLAN = "compiled" if total >= COMPILED_MIN_BYTES else "python"
+        _PLAN = "compiled" if free else _SCAN_PLAN
         if seen and use_compiled(total):
             load_compiled()
 

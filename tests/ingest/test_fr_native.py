@@ -168,3 +168,26 @@ def test_the_c_kernels_refuse_arrays_of_the_wrong_kind(native):
     args[2] = args[2][:10]  # shorter than kind: would write past its end
     with pytest.raises(ValueError):
         native.decode(data, 10, *args)
+
+
+def test_with_the_c_kernels_a_big_load_still_scans_declined_dumps_compiled(native, tmp_path, monkeypatch):
+    """The C build has no bounds scanner: a dump it declines goes to the unpickler path, whose
+    scanner runs compiled (numba) for a load big enough to pay for numba, or one big pickle; a
+    small load never waits for numba (plain Python scans its few bytes)."""
+    from denpex_nb.ingest.sources import expand
+
+    write_synthetic_dumps(tmp_path, 3, 20, "size", plant_rank=1)
+    specs, _ = expand([str(tmp_path)])
+    total = sum(s.size for s in specs)
+    reader = fr.FlightRecorderReader()
+    monkeypatch.setenv(fr.DECODER_ENV, "auto")
+    monkeypatch.setattr(fr, "_COMPILED_READY", False)
+    monkeypatch.setattr(fr, "load_compiled", lambda: True)
+    for threshold, compiled in ((total, True), (total + 1, False)):
+        monkeypatch.setattr(fr, "COMPILED_MIN_BYTES", threshold)
+        reader.prepare(specs)
+        assert fr._PLAN == "compiled" and fr.use_compiled(1)  # the C kernels read every load
+        assert fr.scanner_compiled() is compiled
+    monkeypatch.setattr(fr, "_SCAN_PLAN", None)  # no load: one pickle, by its own size
+    assert fr._scanner(fr.SCAN_COMPILED_MIN_BYTES - 1) is None
+    assert fr._scanner(fr.SCAN_COMPILED_MIN_BYTES) is pn.scan_compiled
