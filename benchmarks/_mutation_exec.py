@@ -30,6 +30,7 @@ import ast
 import difflib
 import json
 import os
+import re
 import select
 import signal
 import socket
@@ -255,6 +256,18 @@ def _die_with_parent() -> None:
         pass
 
 
+def _cpu_of(pid: int) -> float:
+    """CPU seconds (user + system, its waited-for children included) of a running process, from
+    /proc: the per-mutant limit is on CPU, not wall time, so a loaded machine makes no fake kills."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    # fields after the command: state is [0]; utime, stime, cutime, cstime are [11:15]
+    return sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
 def serve(sock_path: str, preload_file: str) -> None:
     """Import ``preload`` once, then for each request fork a child that runs pytest (one at a time)."""
     os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -311,8 +324,11 @@ def serve(sock_path: str, preload_file: str) -> None:
                 code = 3
             os._exit(code)
         deadline = time.monotonic() + float(req.get("timeout", 600))
+        cpu_limit = req.get("cpu_limit")
         status = None
         cpu = 0.0
+        over = None
+        next_cpu_check = 0.0
         while status is None:
             done, st, usage = os.wait4(pid, os.WNOHANG)
             if done:
@@ -321,7 +337,14 @@ def serve(sock_path: str, preload_file: str) -> None:
                 break
             r, _, _ = select.select([conn], [], [], 0.05)
             gone = bool(r) and not conn.recv(1, socket.MSG_PEEK)
-            if gone or time.monotonic() > deadline:
+            now = time.monotonic()
+            if cpu_limit is not None and now >= next_cpu_check:
+                next_cpu_check = now + 0.5
+                if _cpu_of(pid) > float(cpu_limit):
+                    over = "cpu"
+            if now > deadline:
+                over = "wall"
+            if gone or over:
                 try:
                     os.killpg(pid, signal.SIGKILL)
                 except OSError:
@@ -330,7 +353,8 @@ def serve(sock_path: str, preload_file: str) -> None:
                 cpu = usage.ru_utime + usage.ru_stime
                 status = -9
         try:
-            conn.sendall((json.dumps({"code": status, "cpu_s": round(cpu, 3)}) + "\n").encode())
+            reply = {"code": status, "cpu_s": round(cpu, 3), "over": over}
+            conn.sendall((json.dumps(reply) + "\n").encode())
         except OSError:
             pass
         conn.close()
@@ -346,7 +370,8 @@ def client(argv: list[str]) -> int:
     ap.add_argument("--module", required=True)
     ap.add_argument("--pristine", required=True)
     ap.add_argument("--reach", required=True)
-    ap.add_argument("--timeout", type=float, default=600)
+    ap.add_argument("--timeout", type=float, default=600, help="wall seconds (a safety net for a hang)")
+    ap.add_argument("--cpu-limit", type=float, default=None, help="CPU seconds of the tests: past it, a timeout")
     ap.add_argument("--all", action="store_true", help="every test of the module, reached or not")
     ap.add_argument("pytest_args", nargs="*")
     a = ap.parse_args(argv)
@@ -363,9 +388,12 @@ def client(argv: list[str]) -> int:
     rounds = [tests[:n_first], tests[n_first:]] if 0 < n_first < len(tests) else [tests]
     code, text = 0, ""
     t_end = time.monotonic() + a.timeout
+    cpu_left = a.cpu_limit
     for chunk in rounds:
-        code, out_text = _run(a, chunk, max(1.0, t_end - time.monotonic()))
+        code, out_text = _run(a, chunk, max(1.0, t_end - time.monotonic()), cpu_left)
         text += out_text
+        if cpu_left is not None:
+            cpu_left = max(1.0, cpu_left - sum(float(x) for x in _CPU_LINE.findall(out_text)))
         sys.stdout.write(out_text)
         if code != 0:
             break
@@ -376,7 +404,10 @@ def client(argv: list[str]) -> int:
     return 0 if code == 0 else 1
 
 
-def _run(a, tests: list[str], timeout: float) -> tuple[int, str]:
+_CPU_LINE = re.compile(r"^mutation-cpu: ([\d.]+)$", re.M)
+
+
+def _run(a, tests: list[str], timeout: float, cpu_limit: float | None = None) -> tuple[int, str]:
     """Ask the fork server to run ``tests``; (exit code, output)."""
     out = os.path.join(os.path.dirname(a.reach), f"out-{os.getpid()}.txt")
     req = {
@@ -386,6 +417,7 @@ def _run(a, tests: list[str], timeout: float) -> tuple[int, str]:
         "args": a.pytest_args + tests,
         "output": out,
         "timeout": timeout,
+        "cpu_limit": cpu_limit,
     }
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.connect(a.sock)
@@ -399,6 +431,8 @@ def _run(a, tests: list[str], timeout: float) -> tuple[int, str]:
     except OSError:
         text = ""
     text += f"\nmutation-cpu: {reply.get('cpu_s', 0)}\n"
+    if reply.get("over"):
+        text += f"mutation-timeout: {reply['over']}\n"
     return reply["code"], text
 
 

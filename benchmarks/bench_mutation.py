@@ -180,13 +180,34 @@ def mutations_of(module_file: Path, module_rel: str, operators: list[str], scope
     return out
 
 
+def only_these(specs, module_file: Path, module_rel: str, wanted: list[dict]):
+    """The specs named in ``wanted`` (``--only``: module, operator, occurrence and the source line,
+    as the JSON report writes them): a rerun of chosen mutants, e.g. a run's survivors after the
+    tests that kill them were written. A named mutant whose line changed is an error, never skipped."""
+    lines = module_file.read_text(encoding="utf-8").split("\n")
+    want = {(w["operator"], w["occurrence"]): w for w in wanted if w["module"] == module_rel}
+    out = []
+    for s in specs:
+        w = want.pop((s.operator_name, s.occurrence), None)
+        if w is None:
+            continue
+        if lines[s.start_pos[0] - 1].strip() != w["source"]:
+            raise SystemExit(
+                f"bench_mutation: --only: {module_rel} {s.operator_name} #{s.occurrence} is not on {w['source']!r}"
+            )
+        out.append(s)
+    if want:
+        raise SystemExit(f"bench_mutation: --only: not found in {module_rel}: {sorted(want)}")
+    return out
+
+
 def job_id(module_rel: str, spec) -> str:
     return hashlib.sha1(f"{module_rel}:{spec.operator_name}:{spec.occurrence}".encode()).hexdigest()[:16]
 
 
-def reach_run(tree: Path, tests: list[str], modules: list[str], cfg: dict, out: Path) -> float:
+def reach_run(tree: Path, tests: list[str], modules: list[str], cfg: dict, out: Path) -> tuple[float, float]:
     """Run the tests once, unmutated, recording which tests reach which function of ``modules``
-    (``_mutation_exec.Reach``); they must pass. Returns the wall time (with the recording on)."""
+    (``_mutation_exec.Reach``); they must pass. Returns (wall, CPU) seconds (with the recording on)."""
     spec = out.with_suffix(".spec.json")
     spec.write_text(json.dumps({"modules": [str(tree / m) for m in modules], "out": str(out)}))
     env = dict(os.environ)
@@ -197,11 +218,15 @@ def reach_run(tree: Path, tests: list[str], modules: list[str], cfg: dict, out: 
     )
     cmd = [sys.executable, "-m", "pytest", "-p", "_mutation_exec", *pytest_args(cfg), *tests]
     t0 = time.monotonic()
-    proc = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True, timeout=3600)
+    log = out.with_suffix(".log")
+    with open(log, "w") as fh:
+        proc = subprocess.Popen(cmd, cwd=tree, env=env, stdout=fh, stderr=subprocess.STDOUT)
+        _pid, status, usage = os.wait4(proc.pid, 0)
     took = time.monotonic() - t0
-    if proc.returncode != 0:
-        raise SystemExit(f"bench_mutation: the unmutated tests fail:\n{proc.stdout[-3000:]}\n{proc.stderr[-2000:]}")
-    return took
+    cpu = usage.ru_utime + usage.ru_stime
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"bench_mutation: the unmutated tests fail:\n{log.read_text()[-4000:]}")
+    return took, cpu
 
 
 def pytest_args(cfg: dict) -> list[str]:
@@ -233,7 +258,15 @@ class ForkServer:
 
 
 def mutant_command(
-    tree: Path, module_rel: str, pristine: Path, reach: Path, sock: Path, timeout: float, cfg, every_test=False
+    tree: Path,
+    module_rel: str,
+    pristine: Path,
+    reach: Path,
+    sock: Path,
+    timeout: float,
+    cfg,
+    every_test=False,
+    cpu_limit: float | None = None,
 ) -> str:
     args = [
         sys.executable,
@@ -245,6 +278,7 @@ def mutant_command(
         "--pristine", str(pristine),
         "--reach", str(reach),
         "--timeout", f"{timeout:.0f}",
+        *(["--cpu-limit", f"{cpu_limit:.0f}"] if cpu_limit is not None else []),
         *(["--all"] if every_test else []),
         "--",
         *pytest_args(cfg),
@@ -272,21 +306,24 @@ class ReachMaps:
         self.groups: dict[tuple, list[str]] = {}
         for m in modules:
             self.groups.setdefault(self.key(m), []).append(m["path"])
-        self.done: dict[tuple, tuple[Path, float]] = {}
+        self.done: dict[tuple, tuple[Path, float, float]] = {}
         self.lock = threading.Lock()
 
     def key(self, m: dict) -> tuple:
         return tuple(expand_tests(m["tests"], self.cfg, self.tree0))
 
-    def get(self, m: dict, log) -> tuple[Path, float]:
+    def get(self, m: dict, log) -> tuple[Path, float, float]:
         k = self.key(m)
         with self.lock:
             if k not in self.done:
                 out = self.work / "reach" / f"reach{len(self.done)}.json"
                 out.parent.mkdir(exist_ok=True)
-                took = reach_run(self.tree0, list(k), self.groups[k], self.cfg, out)
-                log(f"reach map {out.name}: {len(k)} test files for {', '.join(self.groups[k])}: {took:.0f} s")
-                self.done[k] = (out, took)
+                took, cpu = reach_run(self.tree0, list(k), self.groups[k], self.cfg, out)
+                log(
+                    f"reach map {out.name}: {len(k)} test files for {', '.join(self.groups[k])}: "
+                    f"{took:.0f} s wall, {cpu:.0f} s CPU"
+                )
+                self.done[k] = (out, took, cpu)
             return self.done[k]
 
 
@@ -300,11 +337,17 @@ def run_module(module: dict, tree: Path, cfg: dict, work: Path, servers: dict, m
     rel, name = module["path"], module["name"]
     tests = expand_tests(module["tests"], cfg, tree)
     specs = mutations_of(tree / rel, rel, cfg["campaign"]["operators"], module.get("scope"))
+    if cfg.get("_only") is not None:
+        specs = only_these(specs, tree / rel, rel, cfg["_only"])
     pristine = work / "pristine" / f"{name}.py"
     pristine.parent.mkdir(exist_ok=True)
     pristine.write_text((tree / rel).read_text(encoding="utf-8"), encoding="utf-8")
-    reach, base = maps.get(module, log)
-    timeout = cfg["campaign"]["timeout_multiplier"] * base + cfg["campaign"]["timeout_constant"]
+    reach, base, base_cpu = maps.get(module, log)
+    camp = cfg["campaign"]
+    # the limit that decides a timeout is on the tests' CPU time (a loaded machine slows the wall
+    # clock, not the CPU a test needs); the wall limit is only a safety net for a hang
+    cpu_limit = camp["cpu_timeout_multiplier"] * base_cpu + camp["cpu_timeout_constant"]
+    timeout = max(camp["wall_timeout_multiplier"] * base + camp["wall_timeout_constant"], 2 * cpu_limit)
     reach_map = json.loads(reach.read_text())
     if tree not in servers:
         preload = work / "preload.json"
@@ -312,7 +355,8 @@ def run_module(module: dict, tree: Path, cfg: dict, work: Path, servers: dict, m
         servers[tree] = ForkServer(tree, work / f"{tree.name}.sock", preload)
     sock = servers[tree].sock
     log(
-        f"{rel}: {len(specs)} mutants, {len(tests)} test files ({len(reach_map['order'])} tests), timeout {timeout:.0f} s"
+        f"{rel}: {len(specs)} mutants, {len(tests)} test files ({len(reach_map['order'])} tests), "
+        f"timeout {cpu_limit:.0f} s CPU ({timeout:.0f} s wall)"
     )
     db_path = work / "sessions" / f"{name}.sqlite"
     if db_path.exists():
@@ -323,7 +367,9 @@ def run_module(module: dict, tree: Path, cfg: dict, work: Path, servers: dict, m
         "tests": tests,
         "n_tests": len(reach_map["order"]),
         "reach_run_s": round(base, 1),
-        "timeout_s": round(timeout, 1),
+        "reach_run_cpu_s": round(base_cpu, 1),
+        "timeout_cpu_s": round(cpu_limit, 1),
+        "timeout_wall_s": round(timeout, 1),
         "tree": str(tree),
         "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "wall_s": None,
@@ -333,8 +379,10 @@ def run_module(module: dict, tree: Path, cfg: dict, work: Path, servers: dict, m
     t0 = time.monotonic()
     with use_db(str(db_path), WorkDB.Mode.create) as db:
         db.add_work_items(WorkItem.single(job_id=job_id(rel, s), mutation=s) for s in specs)
-        command = mutant_command(tree, rel, pristine, reach, sock, timeout, cfg)
-        config = ConfigDict({"test-command": command, "timeout": timeout, "distributor": ConfigDict({"name": "local"})})
+        command = mutant_command(tree, rel, pristine, reach, sock, timeout, cfg, cpu_limit=cpu_limit)
+        config = ConfigDict(
+            {"test-command": command, "timeout": timeout + 60, "distributor": ConfigDict({"name": "local"})}
+        )
         execute(db, config)
     meta["wall_s"] = round(time.monotonic() - t0, 1)
     meta_path.write_text(json.dumps(meta))
@@ -382,6 +430,7 @@ def collect_module(module: dict, work: Path) -> dict:
                 "cpu_s": round(cpu, 2),
                 "tests_why": ran.group(2) if ran else None,
                 "killed_by": first_failure(output) if outcome == "killed" else None,
+                "timeout": _timeout_of(output),
             }
         )
     mutants.sort(key=lambda m: (m["line"], m["col"], m["operator"], m["occurrence"]))
@@ -389,6 +438,19 @@ def collect_module(module: dict, work: Path) -> dict:
 
 
 _CPU = re.compile(r"^mutation-cpu: ([\d.]+)$", re.M)
+_OVER = re.compile(r"^mutation-timeout: (\w+)$", re.M)
+
+
+def _timeout_of(output: str | None) -> str | None:
+    """'cpu' / 'wall' (the tests' limit, see run_module) or 'tool' (cosmic-ray's own), else None."""
+    if not output:
+        return None
+    if output == "timeout":
+        return "tool"
+    m = _OVER.search(output)
+    return m.group(1) if m else None
+
+
 _TESTS_RUN = re.compile(r"^mutation-tests: (\d+) \((.*)\)$", re.M)
 
 
@@ -514,12 +576,24 @@ def main(argv=None) -> int:
         "written after it kills (checked by applying the mutant to the run's tree and running that test)",
     )
     ap.add_argument(
+        "--only",
+        type=Path,
+        help="JSON list of mutants ({module, operator, occurrence, source}, e.g. a report's survivors): run "
+        "only those (the modules without one are skipped)",
+    )
+    ap.add_argument(
         "--collect", action="store_true", help="only write the report from the sessions in --work (a run cut short)"
     )
     args = ap.parse_args(argv)
 
     cfg = load_config(args.config)
     modules = [m for m in cfg["module"] if not args.modules or any(s in m["path"] for s in args.modules)]
+    if args.only:
+        only = json.loads(args.only.read_text())
+        if isinstance(only, dict):  # a report: its survivors
+            only = [m for m in only["all"] if m["outcome"] not in ("killed", "pending")]
+        cfg["_only"] = only
+        modules = [m for m in modules if any(w["module"] == m["path"] for w in only)]
     commit = subprocess.run(
         ["git", "-C", str(ROOT), "rev-parse", args.commit], capture_output=True, text=True, check=True
     ).stdout.strip()
@@ -583,6 +657,7 @@ def main(argv=None) -> int:
         "pending": pending,
         "killed": k,
         "killed_pct": round(100 * k / (n - pending), 2) if n - pending else None,
+        "timeouts": sum(mu.get("timeout") is not None for mu in all_mutants),
         "survivors": len(survivors),
         "survivors_unexplained": sum(
             mu.get("equivalent") is None and mu.get("killed_now_by") is None for mu in survivors
@@ -642,6 +717,8 @@ def markdown(report: dict, previous: dict | None, cfg: dict) -> str:
         f"- {report['tool']}, Python {report['python']}, {report['jobs']} jobs under `nice -n 10`",
         f"- wall time {report['wall_s']} s; load average at the end {', '.join(f'{x:.1f}' for x in report['load_avg_end'])}"
         " (2 cores shared with other sessions)",
+        f"- timeouts (counted as killed, cosmic-ray's rule): {report.get('timeouts')}; the limit is on the tests' CPU"
+        " time (per module: `timeout_cpu_s` in the JSON), so the machine's load makes no fake kills",
         f"- operators: {', '.join('`' + o + '`' for o in report['operators'])}",
         f"- pytest: `{' '.join(report['pytest_args'])}`",
         "",

@@ -2,8 +2,8 @@
 
 Runs the whole suite once with per-test durations (``pytest --durations=0``) and sums the time of
 the tests in the files the issue added (``tests/analysis/test_properties_*``,
-``tests/analysis/test_decisions_*``, ``tests/ingest/test_properties_readers.py`` and the fix's new
-test); the growth is that sum over the rest of the suite. One run, so both sides share the machine's
+``tests/analysis/test_decisions_*``, ``tests/ingest/test_properties_readers.py``, the mutation
+campaign's kill tests ``tests/{analysis,ingest}/test_kills_*`` and the fix's new test); the growth is that sum over the rest of the suite. One run, so both sides share the machine's
 load. Writes ``benchmarks/results/bench_suite_growth.json``.
 
     python benchmarks/bench_suite_growth.py            # the whole suite (minutes)
@@ -28,7 +28,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 OUT = os.path.join(HERE, "results", "bench_suite_growth.json")
 ADDED = re.compile(
-    r"^tests/analysis/test_(?:properties|decisions)_\w+\.py::|^tests/ingest/test_properties_readers\.py::"
+    r"^tests/analysis/test_(?:properties|decisions|kills)_\w+\.py::|^tests/ingest/test_properties_readers\.py::"
+    r"|^tests/ingest/test_kills_\w+\.py::"
     r"|^tests/test_fixes\.py::test_all_reduce_padded_pads_with_the_ops_identity"
 )
 _DURATION = re.compile(r"^\s*([\d.]+)s (call|setup|teardown)\s+(\S+)", re.M)
@@ -38,6 +39,8 @@ ADDED_FILES = [
     "tests/analysis/test_decisions_*.py",
     "tests/analysis/test_properties_*.py",
     "tests/ingest/test_properties_readers.py",
+    "tests/analysis/test_kills_*.py",
+    "tests/ingest/test_kills_*.py",
 ]
 
 
