@@ -301,8 +301,8 @@ def first_failure(output: str | None) -> str | None:
 class ReachMaps:
     """One reach run per distinct test list, shared by the modules (and jobs) that use it."""
 
-    def __init__(self, cfg: dict, modules: list[dict], work: Path, tree0: Path):
-        self.cfg, self.work, self.tree0 = cfg, work, tree0
+    def __init__(self, cfg: dict, modules: list[dict], work: Path, tree0: Path, reuse: Path | None = None):
+        self.cfg, self.work, self.tree0, self.reuse = cfg, work, tree0, reuse
         self.groups: dict[tuple, list[str]] = {}
         for m in modules:
             self.groups.setdefault(self.key(m), []).append(m["path"])
@@ -316,9 +316,18 @@ class ReachMaps:
         k = self.key(m)
         with self.lock:
             if k not in self.done:
-                out = self.work / "reach" / f"reach{len(self.done)}.json"
+                name = "reach-" + hashlib.sha1("\n".join(k).encode()).hexdigest()[:12]
+                out = self.work / "reach" / f"{name}.json"
                 out.parent.mkdir(exist_ok=True)
-                took, cpu = reach_run(self.tree0, list(k), self.groups[k], self.cfg, out)
+                old = self.reuse / "reach" / f"{name}.json" if self.reuse else None
+                same = old is not None and (self.reuse / "commit").read_text() == (self.work / "commit").read_text()
+                if same and old.exists() and old.with_suffix(".time.json").exists():
+                    # the same commit and test list: the same reach map (``--reach-from``)
+                    out.write_text(old.read_text())
+                    took, cpu = json.loads(old.with_suffix(".time.json").read_text())
+                else:
+                    took, cpu = reach_run(self.tree0, list(k), self.groups[k], self.cfg, out)
+                    out.with_suffix(".time.json").write_text(json.dumps([took, cpu]))
                 log(
                     f"reach map {out.name}: {len(k)} test files for {', '.join(self.groups[k])}: "
                     f"{took:.0f} s wall, {cpu:.0f} s CPU"
@@ -339,6 +348,9 @@ def run_module(module: dict, tree: Path, cfg: dict, work: Path, servers: dict, m
     specs = mutations_of(tree / rel, rel, cfg["campaign"]["operators"], module.get("scope"))
     if cfg.get("_only") is not None:
         specs = only_these(specs, tree / rel, rel, cfg["_only"])
+    if cfg.get("_part") is not None:  # --part K/N: every N-th mutant from the K-th
+        k, n = cfg["_part"]
+        specs = specs[k::n]
     pristine = work / "pristine" / f"{name}.py"
     pristine.parent.mkdir(exist_ok=True)
     pristine.write_text((tree / rel).read_text(encoding="utf-8"), encoding="utf-8")
@@ -390,6 +402,32 @@ def run_module(module: dict, tree: Path, cfg: dict, work: Path, servers: dict, m
     killed = sum(m["outcome"] == "killed" for m in r["mutants"])
     log(f"{rel}: {killed}/{len(r['mutants'])} killed in {meta['wall_s']:.0f} s")
     return r
+
+
+def collect_parts(module: dict, works: list[Path]) -> dict:
+    """A module's record from every work folder that ran a part of it (``--part``): the mutants of
+    all parts; the per-part figures (timeouts, reach run, wall) of the first, the wall time the sum."""
+    parts = [collect_module(module, w) for w in works if (w / "sessions" / f"{module['name']}.meta.json").exists()]
+    r = dict(parts[0])
+    r["mutants"] = sorted(
+        (mu for p in parts for mu in p["mutants"]), key=lambda m: (m["line"], m["col"], m["operator"], m["occurrence"])
+    )
+    r["parts"] = len(parts)
+    r["wall_s"] = round(sum(p["wall_s"] or 0 for p in parts), 1)
+    return r
+
+
+def campaign_wall(modules: list[dict], works: list[Path]) -> float | None:
+    """Wall seconds from the first work folder's start (its ``started`` stamp) to the last module's end."""
+    starts, ends = [], []
+    for w in works:
+        if (w / "started").exists():
+            starts.append(float((w / "started").read_text()))
+        for m in modules:
+            meta = w / "sessions" / f"{m['name']}.meta.json"
+            if meta.exists():
+                ends.append(meta.stat().st_mtime)
+    return round(max(ends) - min(starts), 1) if starts and ends else None
 
 
 def collect_module(module: dict, work: Path) -> dict:
@@ -513,6 +551,7 @@ def run_all(args, cfg: dict, modules: list[dict], commit: str) -> float | None:
         shutil.rmtree(args.work)
     (args.work / "sessions").mkdir(parents=True)
     (args.work / "commit").write_text(commit + "\n")
+    (args.work / "started").write_text(f"{time.time():.1f}\n")
     trees = [args.work / f"tree{k}" for k in range(max(args.jobs, 1))]
     for t in trees:
         export_tree(commit, t)
@@ -529,7 +568,7 @@ def run_all(args, cfg: dict, modules: list[dict], commit: str) -> float | None:
     results: dict[str, dict] = {}
     errors: list[str] = []
     servers: dict[Path, ForkServer] = {}
-    maps = ReachMaps(cfg, modules, args.work, trees[0])
+    maps = ReachMaps(cfg, modules, args.work, trees[0], args.reach_from)
 
     def worker(tree: Path) -> None:
         while True:
@@ -564,7 +603,13 @@ def main(argv=None) -> int:
     ap.add_argument("--commit", default="HEAD")
     ap.add_argument("--modules", nargs="*", help="only modules whose path contains one of these")
     ap.add_argument("--jobs", type=int, default=1, help="parallel jobs (each in its own copy of the tree)")
-    ap.add_argument("--work", type=Path, default=Path("/tmp/denpex_mutation"))
+    ap.add_argument(
+        "--work",
+        type=Path,
+        nargs="+",
+        default=[Path("/tmp/denpex_mutation")],
+        help="the work folder; with --collect, several (the parts of one campaign, see --part)",
+    )
     ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument("--count", action="store_true", help="only count the mutants per module and operator")
     ap.add_argument("--markdown", nargs="?", const=HERE / "results" / "mutation_semantic.md", type=Path)
@@ -576,6 +621,12 @@ def main(argv=None) -> int:
         "written after it kills (checked by applying the mutant to the run's tree and running that test)",
     )
     ap.add_argument(
+        "--part",
+        help="K/N: only every N-th mutant of each module from the K-th (0-based), so that N processes "
+        "share a module; their reports are merged by --collect with several --work",
+    )
+    ap.add_argument("--reach-from", type=Path, help="a work folder of the same commit: reuse its reach maps")
+    ap.add_argument(
         "--only",
         type=Path,
         help="JSON list of mutants ({module, operator, occurrence, source}, e.g. a report's survivors): run "
@@ -585,9 +636,16 @@ def main(argv=None) -> int:
         "--collect", action="store_true", help="only write the report from the sessions in --work (a run cut short)"
     )
     args = ap.parse_args(argv)
+    works: list[Path] = args.work
+    args.work = works[0]
+    if len(works) > 1 and not args.collect:
+        ap.error("several --work folders only with --collect")
 
     cfg = load_config(args.config)
     modules = [m for m in cfg["module"] if not args.modules or any(s in m["path"] for s in args.modules)]
+    if args.part:
+        k, n = (int(x) for x in args.part.split("/"))
+        cfg["_part"] = (k, n)
     if args.only:
         only = json.loads(args.only.read_text())
         if isinstance(only, dict):  # a report: its survivors
@@ -619,8 +677,12 @@ def main(argv=None) -> int:
         if wall is None:
             return 1
     else:
-        modules = [m for m in modules if (args.work / "sessions" / f"{m['name']}.meta.json").exists()]
-        commit = (args.work / "commit").read_text().strip()
+        modules = [m for m in modules if any((w / "sessions" / f"{m['name']}.meta.json").exists() for w in works)]
+        commits = {(w / "commit").read_text().strip() for w in works}
+        if len(commits) != 1:
+            raise SystemExit(f"bench_mutation: --collect: the work folders ran different commits: {sorted(commits)}")
+        commit = commits.pop()
+        wall = campaign_wall(modules, works)
     equivalents = load_equivalents(EQUIVALENTS)
     verified = {}
     if args.verified:
@@ -628,7 +690,7 @@ def main(argv=None) -> int:
             verified[(v["module"], v["operator"], v["source"], v["mutated"])] = v["killed_by"]
     per_module, all_mutants = [], []
     for m in modules:
-        r = collect_module(m, args.work)
+        r = collect_parts(m, works)
         for mu in r["mutants"]:
             if mu["outcome"] != "killed":
                 mu["equivalent"] = explanation(mu, equivalents)

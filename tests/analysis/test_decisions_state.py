@@ -9,6 +9,12 @@ Decisions of ``group_size`` (the size a majority is counted against):
   size 8 plus a 2-rank subgroup leaves a 3-vs-1 split undetermined
   (test_a_subgroups_size_never_lowers_the_world_size).
 - absurd sizes (0, negative, 2**24 and more) are not evidence (test_absurd_sizes_are_not_evidence).
+- the ranks present are the world only when a launcher manifest is among the sources (it started
+  them all); any other source format states nothing, and a manifest without ranks states nothing
+  (test_only_a_launcher_manifest_makes_the_ranks_present_the_world).
+- all_gather's output over input size (reduce_scatter's input over output) states the size only
+  when every such ratio is one integer of 2 or more: out == in states nothing, and ratios that
+  disagree state nothing (test_the_gather_ratio_states_the_size_only_when_it_is_one_integer_of_two_or_more).
 
 Decisions of ``rank_state`` (one row per rank, the status word):
 
@@ -22,6 +28,8 @@ Decisions of ``rank_state`` (one row per rank, the status word):
 from __future__ import annotations
 
 from denpex_nb import diagnose
+from denpex_nb.analysis.state import group_size
+from denpex_nb.incident import Incident, coerce
 
 from ._frames import err, ev, incident, steps
 
@@ -94,3 +102,35 @@ def test_the_first_error_is_the_earliest_own_failure():
     st = diagnose(incident(steps(2, 1), errors)).rank_state.set_index("rank")
     assert st.loc[0, "first_error_kind"] == "oom" and st.loc[0, "status"] == "failed"
     assert st.loc[1, "first_error_kind"] == "gloo_timeout" and st.loc[1, "status"] == "timed-out"
+
+
+def test_only_a_launcher_manifest_makes_the_ranks_present_the_world():
+    logs = [dict(file=f"rank{r}.log", format="python_log", rank_hint=r) for r in range(3)]
+    manifest = [dict(file="manifest.json", format="repro_manifest")]
+    ranks = [dict(rank=r) for r in range(3)]
+
+    def size(sources, rank_rows):
+        inc = Incident(
+            events=coerce("events", steps(3, 2)),
+            ranks=coerce("ranks", rank_rows),
+            sources=coerce("sources", sources),
+        )
+        return group_size(inc)
+
+    assert size(logs, ranks).size is None
+    with_manifest = size(logs + manifest, ranks)
+    assert with_manifest.size == 3 and "manifest" in with_manifest.basis
+    assert size(logs + manifest, []).size is None
+
+
+def test_the_gather_ratio_states_the_size_only_when_it_is_one_integer_of_two_or_more():
+    def gathers(ratio, seq=1, op="all_gather", pg="0"):
+        if op == "reduce_scatter":
+            return [ev(r, seq, op=op, shape=(8 * ratio,), out_shape=(8,), pg=pg) for r in range(2)]
+        return [ev(r, seq, op=op, shape=(8,), out_shape=(8 * ratio,), pg=pg) for r in range(2)]
+
+    two = group_size(incident(gathers(2)))
+    assert two.size == 2 and "all_gather" in two.basis
+    assert group_size(incident(gathers(2, op="reduce_scatter"))).size == 2
+    assert group_size(incident(gathers(1))).size is None  # out == in: no size stated
+    assert group_size(incident(gathers(2) + gathers(4, seq=2, pg="1"))).size is None  # ratios disagree
