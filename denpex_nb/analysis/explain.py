@@ -10,6 +10,7 @@ divergence in the same counter as ``consequence_of`` the first.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import replace
 
@@ -291,6 +292,7 @@ def sort_findings(findings: list[Finding]) -> list[Finding]:
         undetermined = f.class_id == ClassId.TIMEOUT_UNDETERMINED
         first = min(((e.file, e.line) for e in f.evidence), default=("\uffff", 1 << 62))
         # without times, the earlier line of the same file came first
-        return (undetermined, t, f.seq if f.seq is not None else 1 << 62, first, _CONF[f.confidence])
+        # a finding without a seq after every seq, however large (a counter may reach 2**63 - 1)
+        return (undetermined, t, f.seq if f.seq is not None else math.inf, first, _CONF[f.confidence])
 
     return sorted(findings, key=key)

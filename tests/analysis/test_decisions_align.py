@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import pytest
 
-from denpex_nb.analysis.align import align
+from denpex_nb.analysis.align import MAX_LISTED_RANKS, align
 from denpex_nb.incident import coerce
 
 from ._frames import ev, steps
@@ -150,3 +150,8 @@ def test_a_rank_that_stopped_is_missing_from_the_next_cell():
     assert huge.missing_dumps == {}
     small = align(coerce("events", [ev(r, 1, world_size=3) for r in range(2)]))
     assert small.missing_dumps == {("0", "trace"): [2]}
+    # the bound itself is listed, one past it is not
+    at = align(coerce("events", [ev(r, 1, world_size=MAX_LISTED_RANKS) for r in range(2)]))
+    assert at.missing_dumps[("0", "trace")] == list(range(2, MAX_LISTED_RANKS))
+    past = align(coerce("events", [ev(r, 1, world_size=MAX_LISTED_RANKS + 1) for r in range(2)]))
+    assert past.missing_dumps == {}

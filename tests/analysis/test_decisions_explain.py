@@ -6,29 +6,47 @@ Decisions of rule ``crash-behind-desync``:
 - a desync becomes a rank crash only when every rank behind crashed on its own; a crash explains
   only the ranks it stopped: laggards {3, 4} where only 3 ran out of memory stay a desync and 4
   is never blamed for a crash (test_a_crash_explains_a_desync_only_when_every_laggard_crashed).
-- the crash finding it absorbs is not reported twice (test_the_absorbed_crash_is_reported_once).
+- the crash finding it absorbs is not reported twice (test_the_absorbed_crash_is_reported_once);
+  it absorbs only the crash findings that name a rank behind: a crash of another rank, or one that
+  names no rank, stays (test_only_the_crashes_of_the_ranks_behind_are_absorbed).
+- the refined finding says "its own" for one rank, "their own" for several, and keeps at most 12
+  pieces of evidence, the crashes' first (test_the_crash_summary_and_its_evidence).
 
 Decisions of rule ``syncbn``:
 
 - an all_gather issued by some ranks only is SyncBatchNorm's hang when a SyncBatchNorm stack is
   in the evidence or the gather has its signature (1-D, 2C+1 floats); the gatherers are named
-  only when the ranks elsewhere are a strict majority (test_syncbn_needs_a_mention_or_its_signature).
+  only when the ranks elsewhere are a strict majority (test_syncbn_needs_a_mention_or_its_signature);
+  the all_gather may be an op mismatch or a desync (the others never reached it)
+  (test_syncbn_explains_a_desync_too).
 
 Decisions of rule ``ddp-buckets``: DDP's unused-parameter error explains the earliest all_reduce
-divergence, which keeps its own culprit (test_ddp_explains_the_all_reduce_divergence).
+divergence, which keeps its own culprit (test_ddp_explains_the_all_reduce_divergence), whatever
+kind of divergence it is (an op mismatch of an all_reduce too), with at most 16 pieces of evidence
+(test_ddp_explains_an_op_mismatch_of_its_all_reduce).
 
 Decisions of ``merge``: one divergence in several counters is one finding, the preferred
 counter's view first; two cells of one counter stay two findings (test_merge_keeps_two_cells_of_one_counter).
+The merged finding has the most confident view's confidence, the earliest time, the preferred
+view's culprit and its basis (the other's only when it names none), at most 16 pieces of evidence
+(test_merge_takes_the_best_of_both_views).
 
 Decisions of ``order``: by time, then seq; a later divergence in the same counter is a possible
 consequence of the first, at low confidence (test_a_later_divergence_is_a_consequence_of_the_first).
+A finding without a time (None or NaT) sorts after every timed one, one without a seq after every
+seq, however large (counters past 2**62) (test_sort_puts_the_unknown_last).
 """
 
 from __future__ import annotations
 
-from denpex_nb import diagnose
+import pandas as pd
 
-from ._frames import err, ev, incident, steps
+from denpex_nb import diagnose
+from denpex_nb.analysis.explain import crash_behind_desync, merge, sort_findings
+from denpex_nb.analysis.model import Evidence, Finding
+from denpex_nb.analysis.rules import Context
+
+from ._frames import T0, err, ev, incident, steps
 
 OOM = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
 
@@ -104,3 +122,85 @@ def test_a_later_divergence_is_a_consequence_of_the_first():
     assert (first.class_id, later.class_id) == ("shape-mismatch", "op-mismatch")
     assert (later.confidence, later.consequence_of) == ("low", first.key)
     assert first.consequence_of is None and first.confidence == "high"
+
+
+def test_only_the_crashes_of_the_ranks_behind_are_absorbed():
+    ctx = Context(incident=incident(errors=[err(2, "oom", OOM)]), alignment=None, state=pd.DataFrame(), group_size=None)
+    desync = Finding("rank-desync", "rank 2 behind", pg="0", seq=3, seq_kind="trace", culprit_ranks=(2,))
+    mine = Finding("rank-crash", "rank 2 crashed", culprit_ranks=(2,))
+    other = Finding("rank-crash", "rank 5 crashed", culprit_ranks=(5,))
+    unnamed = Finding("rank-crash", "a rank crashed")
+    out = crash_behind_desync(ctx, [desync, mine, other, unnamed])
+    assert [(f.class_id, f.culprit_ranks, f.summary) for f in out[1:]] == [
+        ("rank-crash", (5,), "rank 5 crashed"),
+        ("rank-crash", (), "a rank crashed"),
+    ]
+    assert out[0].rule == "crash-behind-desync" and out[0].basis == ("rank 2 behind", "rank 2 crashed")
+
+
+def test_the_crash_summary_and_its_evidence():
+    rows = steps(4, 2) + [ev(r, 3) for r in (0, 1, 3)]
+    d = diagnose(incident(rows, [err(2, "oom", OOM, t=1)]))
+    assert "Rank 2 failed on its own" in d.first.summary
+    rows = steps(20, 2) + [ev(r, 3) for r in range(10)]  # ranks 10-19 never reached seq 3, all OOM
+    d = diagnose(incident(rows, [err(r, "oom", OOM, t=1) for r in range(10, 20)]))
+    assert d.first.rule == "crash-behind-desync" and "failed on their own" in d.first.summary
+    assert len(d.first.evidence) == 12  # 8 crash lines, then 4 of the desync's
+    assert [e.file for e in d.first.evidence[:8]] == [f"rank{r}.log" for r in range(10, 18)]
+
+
+def test_syncbn_explains_a_desync_too():
+    rows = steps(3, 4) + [ev(0, 5, op="all_gather", shape=(9,), out_shape=(27,))]  # 1 and 2 never reach 5
+    d = diagnose(incident(rows))
+    assert (d.verdict, d.first.rule) == ("syncbn-eval-hang", "syncbn")
+
+
+def test_ddp_explains_an_op_mismatch_of_its_all_reduce():
+    rows = steps(3, 4, kind="fr") + [ev(r, 5, kind="fr", op="all_reduce" if r == 1 else "broadcast") for r in range(3)]
+    assert diagnose(incident(rows)).verdict == "op-mismatch"
+    d = diagnose(incident(rows, [err(0, "ddp_unused_parameters", DDP)]))
+    assert (d.verdict, d.first.op, d.culprit_ranks) == ("unused-parameters", "all_reduce", [1])
+    rows = steps(10, 4, kind="fr") + [ev(r, 5, kind="fr", shape=(1,) if r == 1 else (170,)) for r in range(10)]
+    d = diagnose(incident(rows, [err(r, "ddp_unused_parameters", DDP) for r in range(10)]))
+    assert d.verdict == "unused-parameters" and len(d.first.evidence) == 16  # 8 DDP lines, 8 of the all_reduce
+
+
+def _ev(n, file="a.log"):
+    return tuple(Evidence(file=file, line=i, text=f"line {i}") for i in range(1, n + 1))
+
+
+def _t(s):
+    return pd.Timestamp(T0 + s, unit="s", tz="UTC")
+
+
+def test_merge_takes_the_best_of_both_views():
+    trace = dict(pg="0", seq=3, seq_kind="trace", op="all_reduce")
+    work = dict(pg="0", seq=9, seq_kind="work", op="all_reduce")
+    a = Finding("shape-mismatch", "trace view", confidence="medium", t_wall=_t(5), evidence=_ev(10), **trace)
+    b = Finding("shape-mismatch", "work view", confidence="high", t_wall=_t(2), evidence=_ev(10, "b.log"), **work)
+    (m,) = merge([b, a])
+    assert (m.summary, m.seq_kind, m.confidence, m.t_wall) == ("trace view", "trace", "high", _t(2))
+    assert len(m.evidence) == 16 and m.evidence[:10] == a.evidence
+    # a later or unknown time on the other view never replaces the preferred view's
+    late = Finding("shape-mismatch", "work view", t_wall=_t(8), **work)
+    untimed = Finding("shape-mismatch", "work view", **work)
+    assert merge([late, a])[0].t_wall == _t(5)
+    assert merge([untimed, a])[0].t_wall == _t(5)
+    # the preferred view's culprit and basis stay; the other's fill in only when it names none
+    a1 = Finding("shape-mismatch", "trace view", culprit_ranks=(1,), culprit_basis="majority", **trace)
+    b1 = Finding("shape-mismatch", "work view", culprit_ranks=(1,), culprit_basis="statement: x", **work)
+    assert merge([b1, a1])[0].culprit_basis == "majority"
+    a0 = Finding("shape-mismatch", "trace view", culprit_basis="undetermined: a", **trace)
+    b0 = Finding("shape-mismatch", "work view", culprit_basis="undetermined: b", **work)
+    assert merge([b0, a0])[0].culprit_basis == "undetermined: a"
+    assert merge([b1, a0])[0].culprit_ranks == (1,)
+
+
+def test_sort_puts_the_unknown_last():
+    timed = Finding("rank-desync", "timed", pg="0", seq=4, seq_kind="trace", t_wall=_t(1))
+    nat = Finding("rank-desync", "NaT", pg="0", seq=1, seq_kind="trace", t_wall=pd.NaT)
+    none = Finding("rank-desync", "no time", pg="0", seq=2, seq_kind="trace")
+    assert [f.summary for f in sort_findings([nat, none, timed])] == ["timed", "NaT", "no time"]
+    huge = Finding("op-mismatch", "seq past 2**62", pg="0", seq=2**62 + 5, seq_kind="fr")
+    text = Finding("op-mismatch", "no seq")
+    assert [f.summary for f in sort_findings([text, huge])] == ["seq past 2**62", "no seq"]
