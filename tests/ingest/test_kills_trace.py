@@ -105,3 +105,23 @@ def test_an_error_line_is_a_failed_collective_and_an_exception_row():
             "line": 3,
         }
     ]
+
+
+def test_the_last_completed_seq_is_the_highest_completed_not_the_latest_line():
+    """pg 0 completes 2 (line 5) and then 1 (line 6, an async completion arriving late): the last
+    completed is 2, the highest seq, never a line number nor the lowest."""
+    recs = [META, _rec("issue", 1), _rec("issue", 2), _rec("done", 1, **{"async": True})]
+    recs += [_rec("complete", 2), _rec("complete", 1)]
+    (row,) = _read(recs).progress
+    assert (row["last_enqueued"], row["last_completed"], row["line"]) == (2, 2, 6)
+    recs = [META, _rec("issue", 1), _rec("done", 1), _rec("issue", 2), _rec("done", 2), _rec("issue", 3)]
+    (row,) = _read(recs).progress
+    assert (row["last_enqueued"], row["last_completed"], row["line"]) == (3, 2, 6)
+
+
+def test_a_pending_collective_row_has_its_completion_fields_empty():
+    """An issued collective that never completed (the hang) has no completion time: both fields are
+    there and empty, so a frame of pending rows only still has the columns."""
+    (row,) = _read([META, _rec("issue", 1, t_mono=3.0)]).events
+    assert row["state"] == "scheduled"
+    assert {k: row[k] for k in ("t_done_wall", "t_done_mono")} == {"t_done_wall": None, "t_done_mono": None}
