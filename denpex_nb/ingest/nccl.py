@@ -54,8 +54,10 @@ from .base import FileContext, Line, Output, TextReader, register_text_reader
 
 SOURCE = "nccl"
 
+#: host:pid:tid [dev] [src:line] NCCL LEVEL; at the start of a line the host:pid:tid may be missing (a
+#: paste or a launcher that kept only the ``[dev]`` bracket, which the prefix stripper already took)
 PREFIX = re.compile(
-    r"(?:\[(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?:\.\d+)?\] )?(?P<host>(?<![\w.-])[\w.-]+):(?P<pid>\d+):(?P<tid>\d+) "
+    r"(?:(?:\[(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?:\.\d+)?\] )?(?P<host>(?<![\w.-])[\w.-]+):(?P<pid>\d+):(?P<tid>\d+) |^)"
     r"(?:\[(?P<dev>\d+)\] )?(?:(?P<src>\S+:\d+)(?: \((?P<func>[^)]*)\))? )?NCCL (?P<lvl>INFO|WARN|TRACE|CALL|ABORT)\b ?"
 )
 _INIT = re.compile(
@@ -256,7 +258,7 @@ class NcclReader(TextReader):
 
     def _line(self, line, ctx, out, comms, pid_rank, world, st) -> bool:
         text = line.text
-        p = (PREFIX.match(text) or PREFIX.search(text)) if " NCCL " in text else None  # usually at the start
+        p = (PREFIX.match(text) or PREFIX.search(text)) if "NCCL " in text else None  # usually at the start
         if p is None:
             return self._pytorch(line, text, ctx, out, st)
         st["dist"] = None

@@ -9,6 +9,8 @@ Real formats: NCCL ``src/enqueue.cc``::
 (host:pid:tid, then the *local CUDA device*), optionally with ``NCCL_DEBUG_TIMESTAMP_FORMAT``'s
 ``[YYYY-mm-dd HH:MM:SS] `` and, for WARN, ``file.cc:line (func)``. ``init.cc`` prints
 ``comm %p rank %d nranks %d cudaDev %d nvmlDev %d busId %lx commId 0x%llx - Init COMPLETE``.
+A paste (or a launcher) that kept only the ``[dev]`` bracket, or nothing, before ``[src:line] NCCL
+LEVEL`` at the start of the line is still NCCL's (test_nccl_lines_without_host_pid_at_the_line_start).
 """
 
 from __future__ import annotations
@@ -140,3 +142,22 @@ def test_nil_buffers_and_send_recv():
     )
     ev = _ev(run(R, send))
     assert (ev["op"], ev["root"], ev["dtype"]) == ("send", 2, "int64")
+
+
+@pytest.mark.parametrize("front", ["[0] ", "", "[1,0]<stderr>:[0] "])
+def test_nccl_lines_without_host_pid_at_the_line_start(front):
+    """A WARN and the NCCLCHECK trace after it, their host:pid:tid lost: one nccl_warn and one
+    nccl_error row naming the result; the same words inside another line are not taken."""
+    lines = [
+        front + "misc/socket.cc:71 NCCL WARN socketProgress: Connection closed by remote peer 10.10.1.3<36138>",
+        front + "NCCL INFO misc/socket.cc:80 -> 6",
+        front + "NCCL INFO bootstrap.cc:701 -> 6",
+        front + "NCCL INFO init.cc:1402 -> 6",
+        "the README says to grep for NCCL WARN lines",
+    ]
+    out = run(R, lines)
+    kinds = sorted(r["kind"] for r in out.errors)
+    assert kinds == ["nccl_error", "nccl_warn"], out.errors
+    err = one(out.errors, kind="nccl_error")
+    assert "6" in str(err.get("nccl_code")) or "Remote" in err["message"] or "remote" in err["message"]
+    assert 5 not in out.parsed
