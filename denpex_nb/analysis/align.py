@@ -191,31 +191,39 @@ def align(events: pd.DataFrame) -> Alignment:
             todo.append((out[-1], lo, hi))
 
     # missing: one divergence per distinct lag level in a group
-    cell_index = pd.Series(np.arange(len(cstart)), index=pd.MultiIndex.from_arrays([g1[cstart], s1[cstart]]))
+    # (group, seq) -> cell, and each group's cell seqs in order (cells are sorted by group, then seq)
+    cell_at = {(int(gc), int(sq)): ci for ci, (gc, sq) in enumerate(zip(g1[cstart], s1[cstart]))}
+    cell_seqs = (
+        {int(gc): np.sort(s1[cstart][g1[cstart] == gc]) for gc in np.unique(g1[cstart])} if len(laggards) else {}
+    )
     for gc, sub in laggards.groupby("g"):
         allcov = cov[cov["g"] == gc]
-        for level in sorted(set(int(x) for x in sub["max"])):
+        # the group's coverage as arrays, its cells' seqs sorted: each lag level is a few numpy steps
+        a_r, a_min, a_max = (allcov[c].to_numpy() for c in ("r", "min", "max"))
+        s_r, s_max = sub["r"].to_numpy(), sub["max"].to_numpy()
+        g_seqs = cell_seqs.get(int(gc), np.empty(0, np.int64))
+        lag = {int(rr): int(m) for rr, m in zip(a_r, a_max)}
+        for level in sorted(set(int(x) for x in s_max)):
             seq = level + 1
-            present = allcov[(allcov["min"] <= seq) & (allcov["max"] >= seq)]["r"].astype(int).tolist()
-            missing = sub[sub["max"] == level]["r"].astype(int).tolist()
+            present = a_r[(a_min <= seq) & (a_max >= seq)].astype(int).tolist()
+            missing = s_r[s_max == level].astype(int).tolist()
             if not present:
                 continue
-            ci = cell_index.get((gc, seq))
+            ci = cell_at.get((int(gc), seq))
             if ci is None:
                 # the others' records resume later (a watchdog line or a fingerprint per rank is
                 # all there is): compare with the first seq past the laggards that others reached
-                later = [int(s_) for (g_, s_) in cell_index.index if g_ == gc and s_ > level]
-                if not later:
+                k = int(np.searchsorted(g_seqs, level, side="right"))
+                if k == len(g_seqs):
                     continue
-                seq = min(later)
-                present = allcov[(allcov["min"] <= seq) & (allcov["max"] >= seq)]["r"].astype(int).tolist()
+                seq = int(g_seqs[k])
+                present = a_r[(a_min <= seq) & (a_max >= seq)].astype(int).tolist()
                 if not present:
                     continue
-                ci = cell_index.get((gc, seq))
+                ci = cell_at.get((int(gc), seq))
             lo, hi = cstart[ci], cstart[ci] + counts[ci]
             pg, kind = names(gc)
-            lag = {int(rr): int(m) for rr, m in zip(allcov["r"], allcov["max"])}
-            out.append(Divergence("missing", pg, kind, seq, None, missing=missing, present=present, lag=lag))
+            out.append(Divergence("missing", pg, kind, seq, None, missing=missing, present=present, lag=dict(lag)))
             todo.append((out[-1], lo, hi))
 
     _with_rows(todo, ev, sel, done_any, bad1, size1)
