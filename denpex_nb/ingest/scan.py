@@ -751,15 +751,10 @@ class BlockScanner:
         if "wrap_width" not in self.ctx.options:
             if n_buf < hardwrap.WRAP_SAMPLE and not final:
                 return 0, lineno  # the width is decided on the same bytes for any chunk size
-            self.ctx = replace(
-                self.ctx,
-                options={
-                    **self.ctx.options,
-                    "wrap_width": hardwrap.detect_width(
-                        bytes(buf[: buf.rfind(b"\n", 0, min(hardwrap.WRAP_SAMPLE, n_buf)) + 1])
-                    ),
-                },
-            )
+            with memoryview(buf) as view:  # the sample copied once (a slice of the buffer, then bytes, was two)
+                sample = bytes(view[: buf.rfind(b"\n", 0, min(hardwrap.WRAP_SAMPLE, n_buf)) + 1])
+            self.ctx = replace(self.ctx, options={**self.ctx.options, "wrap_width": hardwrap.detect_width(sample)})
+            del sample
         wrap = self.ctx.options["wrap_width"]
         if wrap and not final:
             cut = hardwrap.safe_end(buf, wrap, n_buf)
