@@ -44,6 +44,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 DATA = os.path.join(HERE, "_data")
 RESULTS = os.path.join(HERE, "results")
+#: the checkout this script belongs to: its CLI runs from here (``python -m`` imports from the working directory)
+ROOT = os.path.dirname(HERE)
 
 DIST_TEMPLATES = [
     "[rank{r}]:[E1129 22:27:23.883942729 ProcessGroupNCCL.cpp:688] [Rank {r}] Watchdog caught collective operation "
@@ -295,7 +297,7 @@ class PeakRSS:
         return self.peak
 
 
-def timed(cmd: list[str], env=None, timeout=1800) -> tuple[float, int, str]:
+def timed(cmd: list[str], env=None, timeout=1800, cwd=None) -> tuple[float, int, str]:
     """Run ``cmd``; (wall seconds, peak tree RSS bytes, stdout). CPU seconds of the finished tree go
     to ``timed.last_cpu_s`` (RUSAGE_CHILDREN counts reaped grandchildren, e.g. pool workers)."""
     import resource
@@ -303,7 +305,7 @@ def timed(cmd: list[str], env=None, timeout=1800) -> tuple[float, int, str]:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     p = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True, cwd=cwd
     )
     mon = PeakRSS(p.pid)
     try:
@@ -362,7 +364,7 @@ def bench_logs(args) -> dict:
         grep_hits = sum(int(line.rsplit(":", 1)[-1]) for line in g_out.split())
         runs = {}
         for jobs in args.jobs:
-            wall, rss, out = timed([sys.executable, "-c", LOAD_SNIPPET, str(jobs), *files])
+            wall, rss, out = timed([sys.executable, "-c", LOAD_SNIPPET, str(jobs), *files], cwd=ROOT)
             info = json.loads(out.strip().splitlines()[-1])
             runs[jobs] = dict(
                 info,
@@ -469,14 +471,18 @@ def bench_cli_layouts(args) -> dict:
             g_wall, _, _ = timed(["grep", "-c", "-E", pattern, *files], env=env)
             g_cpu = timed.last_cpu_s
             target = [folder] if folder else files
-            c_wall, c_rss, out = timed([*CLI, *target, "--json"])
+            c_wall, c_rss, out = timed([*CLI, *target, "--json"], cwd=ROOT)
             c_cpu = timed.last_cpu_s
             d = json.loads(out)
             base = {}
             if args.baseline:  # the same command on an earlier checkout, in the same round
+                # run from the checkout: ``python -m`` puts the working directory first on sys.path,
+                # before PYTHONPATH (run from here, the "baseline" imported this checkout's code)
                 benv = dict(os.environ, PYTHONPATH=args.baseline)
-                b_wall, b_rss, _ = timed([*CLI, *target, "--json"], env=benv)
+                b_wall, b_rss, _ = timed([*CLI, *target, "--json"], env=benv, cwd=args.baseline)
+                b_cpu = timed.last_cpu_s
                 base = {
+                    "baseline_cpu_s": b_cpu,
                     "baseline_wall_s": b_wall,
                     "baseline_peak_rss_mb": b_rss / (1 << 20),
                     "baseline_ratio": g_wall / b_wall,
@@ -514,6 +520,8 @@ def bench_cli_layouts(args) -> dict:
             "ratio_to_grep": med([r["ratio"] for r in rs]),
             "ratio_rounds": [round(r["ratio"], 3) for r in rs],
             "ratio_cpu_time": med([r["ratio_cpu"] for r in rs]),
+            "grep_cpu_s": med([r["grep_cpu_s"] for r in rs]),
+            "cli_cpu_s": med([r["cli_cpu_s"] for r in rs]),
             "cli_peak_rss_mb": round(max(r["cli_peak_rss_mb"] for r in rs), 1),
             "verdict": rs[0]["verdict"],
             "ranks_seen": rs[0]["ranks_seen"],
@@ -523,7 +531,9 @@ def bench_cli_layouts(args) -> dict:
             res[name]["baseline"] = {
                 "checkout": args.baseline,
                 "cli_wall_s": med([r["baseline_wall_s"] for r in rs]),
+                "cli_cpu_s": med([r["baseline_cpu_s"] for r in rs]),
                 "ratio_to_grep": med([r["baseline_ratio"] for r in rs]),
+                "ratio_rounds": [round(r["baseline_ratio"], 3) for r in rs],
                 "cli_peak_rss_mb": round(max(r["baseline_peak_rss_mb"] for r in rs), 1),
             }
     res["command"] = "denpex-nb diagnose DIR --json (python -m denpex_nb.cli), fresh process, vs grep -c -E"
@@ -563,8 +573,8 @@ def bench_small_files(counts: list[int]) -> dict:
                 with open(os.path.join(folder, f"rank_{r}.log"), "w") as f:
                     f.write(f"step 1 loss=2.0\n{DIST_TEMPLATES[0].format(r=r, s=5)}\nbye\n")
             open(os.path.join(folder, ".complete"), "w").close()
-        wall, rss, out = timed([*CLI, folder, "--json"])
-        _, _, per = timed([sys.executable, "-c", SMALL_SNIPPET, folder])
+        wall, rss, out = timed([*CLI, folder, "--json"], cwd=ROOT)
+        _, _, per = timed([sys.executable, "-c", SMALL_SNIPPET, folder], cwd=ROOT)
         res[str(n)] = dict(
             {k: round(v, 3) for k, v in json.loads(per).items()},
             cli_wall_s=round(wall, 2),
@@ -605,7 +615,7 @@ def bench_diagnose_noise() -> dict:
                 f.write("".join(ordinary(rng, 0, i).split("]:", 1)[1] + "\n" for i in range(3906)))
                 f.write(FAILURE[0].format(r=r) + "\n")
         open(os.path.join(folder, ".complete"), "w").close()
-    _, rss, out = timed([sys.executable, "-c", NOISE_DIAG_SNIPPET, folder])
+    _, rss, out = timed([sys.executable, "-c", NOISE_DIAG_SNIPPET, folder], cwd=ROOT)
     return dict(json.loads(out), peak_rss_mb=round(rss / (1 << 20), 1), load_average=round(os.getloadavg()[0], 1))
 
 
@@ -627,7 +637,7 @@ def bench_empty_lines(mb: int = 200) -> dict:
             f.write(c.flush())
     res = {}
     for name, path in (("plain", plain), ("bz2_512mib", packed)):
-        wall, rss, out = timed([*CLI, path, "--json"])
+        wall, rss, out = timed([*CLI, path, "--json"], cwd=ROOT)
         res[name] = {
             "wall_s": round(wall, 2),
             "peak_rss_mb": round(rss / (1 << 20), 1),
@@ -669,7 +679,7 @@ def bench_fr(n_dumps: int) -> dict:
             with open(os.path.join(folder, f"comm_lib_trace_rank_{r}"), "wb") as f:
                 pickle.dump(dict(src, entries=entries), f, protocol=2)
         open(os.path.join(folder, ".complete"), "w").close()
-    wall, rss, out = timed([sys.executable, "-c", FR_SNIPPET, folder])
+    wall, rss, out = timed([sys.executable, "-c", FR_SNIPPET, folder], cwd=ROOT)
     info = json.loads(out.strip().splitlines()[-1])
     return {
         "dumps": n_dumps,
