@@ -551,13 +551,15 @@ from denpex_nb.ingest.assemble import build_incident
 specs, _ = expand([sys.argv[1]])
 opts = dict(unparsed_text_budget_per_file=16 << 10)
 parse_file(specs[0], opts)
-t1 = time.perf_counter()
+t1, c1 = time.perf_counter(), time.process_time()
 results = [parse_file(s, opts) for s in specs]
-t2 = time.perf_counter()
+t2, c2 = time.perf_counter(), time.process_time()
 build_incident(results)
-t3 = time.perf_counter()
+t3, c3 = time.perf_counter(), time.process_time()
 print(json.dumps({"parse_ms_per_file": (t2 - t1) / len(specs) * 1e3,
-                  "build_ms_per_file": (t3 - t2) / len(specs) * 1e3}))
+                  "build_ms_per_file": (t3 - t2) / len(specs) * 1e3,
+                  "parse_cpu_ms_per_file": (c2 - c1) / len(specs) * 1e3,
+                  "build_cpu_ms_per_file": (c3 - c2) / len(specs) * 1e3}))
 """
 
 
@@ -574,10 +576,12 @@ def bench_small_files(counts: list[int]) -> dict:
                     f.write(f"step 1 loss=2.0\n{DIST_TEMPLATES[0].format(r=r, s=5)}\nbye\n")
             open(os.path.join(folder, ".complete"), "w").close()
         wall, rss, out = timed([*CLI, folder, "--json"], cwd=ROOT)
+        cpu = timed.last_cpu_s
         _, _, per = timed([sys.executable, "-c", SMALL_SNIPPET, folder], cwd=ROOT)
         res[str(n)] = dict(
             {k: round(v, 3) for k, v in json.loads(per).items()},
             cli_wall_s=round(wall, 2),
+            cli_cpu_s=round(cpu, 2),
             cli_peak_rss_mb=round(rss / (1 << 20), 1),
             verdict=json.loads(out)["verdict"],
             load_average=round(os.getloadavg()[0], 1),
@@ -592,19 +596,21 @@ warnings.simplefilter("ignore")
 import denpex_nb
 inc = denpex_nb.load(sys.argv[1], progress=False)
 denpex_nb.diagnose(inc)
-ts = []
+ts, cs = [], []
 for _ in range(3):
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     d = denpex_nb.diagnose(inc)
     ts.append(time.perf_counter() - t)
-print(json.dumps({"diagnose_s": sorted(ts)[1], "events": len(inc.events), "errors": len(inc.errors),
+    cs.append(time.process_time() - c)
+print(json.dumps({"diagnose_s": sorted(ts)[1], "diagnose_cpu_s": sorted(cs)[1], "events": len(inc.events), "errors": len(inc.errors),
                   "unparsed_lines": inc.lines.unparsed, "unparsed_rows": len(inc.unparsed),
                   "verdict": d.verdict}))
 """
 
 
 def bench_diagnose_noise() -> dict:
-    """diagnose() (median of 3, warm) of an incident with 256 events (one watchdog timeout per rank,
+    """diagnose() (median of 3, warm; wall and CPU seconds: on a shared machine the wall time is
+    mostly waiting for a core) of an incident with 256 events (one watchdog timeout per rank,
     one per file) among 1 M unparsed lines."""
     folder = os.path.join(DATA, "noise_256r_1m")
     if not os.path.exists(os.path.join(folder, ".complete")):
