@@ -105,13 +105,17 @@ def diagnose(incident, *, strict: bool = False) -> Diagnosis:
     findings = safely("merge", lambda: merge(findings), findings)
     if not findings:
         # no rule explains it: a peer that closed the connection, else the first failure signal's
-        # family, else tracebacks cut with nothing else failing (a crash), else "something failed,
-        # cause undetermined"; never an all-clear over a failure signal
+        # family, else "something failed, cause undetermined"; never an all-clear over a failure
+        # signal. Tracebacks cut before their exception line with nothing else failing are a crash
+        # only as an alternative: the cut may have taken a collective's error (keyhole views of
+        # recorded collective failures cut mid-traceback read as rank-crash otherwise)
         fallback = safely("undetermined failure", lambda: undetermined_failure(ctx), None)
         peer = safely("peer gone", lambda: _signals.peer_gone(ctx), [])
         sig = safely("failure signals", lambda: _signals.signal_finding(ctx, after=fallback), None)
         cut = safely("cut tracebacks", lambda: _signals.cut_tracebacks(ctx), None) if sig is None else None
-        chosen = peer[0] if peer else (sig or cut or fallback)
+        chosen = peer[0] if peer else (sig or fallback or cut)
+        if cut is not None and chosen is not cut:
+            side.append(cut)
         # ranks that stopped at different places: more than "cause undetermined", an alternative
         # beside a failure whose family says more (analysis/positions.py)
         pos = safely("end positions", lambda: _positions.from_positions(ctx), None) if chosen is not None else None

@@ -16,8 +16,8 @@ its format. Diagnosis uses it for three things:
   a ``rank-crash`` of that process at low or medium confidence (:func:`own_process_error`).
 
 Processes that raised, their tracebacks cut before the exception line, with nothing else failing
-anywhere, crashed (:func:`cut_tracebacks`): a ``rank-crash`` at low confidence, not "cause
-undetermined" (a timeout or a collective error would have said so somewhere).
+anywhere, may have crashed (:func:`cut_tracebacks`): a ``rank-crash`` at low confidence, offered as an
+alternative beside "cause undetermined" (the cut may have taken a collective's own error).
 
 A peer that closed or reset the connection died first (:func:`peer_gone`): its address or host is
 mapped to a rank when a prefix, an NCCL line or the ranks frame ties that host to one rank.
