@@ -727,6 +727,7 @@ def main(argv=None) -> int:
         "survivors_killed_now": sum(mu.get("killed_now_by") is not None for mu in survivors),
         "test_cpu_s": round(sum(mu.get("cpu_s") or 0 for mu in all_mutants), 1),
         "modules": per_module,
+        "verified": {"|".join(map(str, k)): v for k, v in verified.items()},
         "all": all_mutants,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -837,7 +838,15 @@ def markdown(report: dict, previous: dict | None, cfg: dict) -> str:
         ]
         for m in prev_surv:
             cur = now.get(_key(m))
-            if cur is None:
+            ran_module = m["module"] in {x["path"] for x in report["modules"]}
+            by_hand = report.get("verified", {}).get("|".join(map(str, _key(m))))
+            if cur is not None and cur["outcome"] == "killed":
+                state = f"killed by `{cur['killed_by']}`"
+            elif by_hand:
+                state = f"killed by `{by_hand}` (written after this run; checked by applying the mutant)"
+            elif cur is None and not ran_module:
+                state = "not run (its module was not run in this run)"
+            elif cur is None:
                 state = "the code changed: this mutant no longer exists"
             elif cur["outcome"] == "killed":
                 state = f"killed by `{cur['killed_by']}`"
