@@ -22,6 +22,9 @@ Decisions of rule ``own-failure``:
 - the ranks that failed on their own are named only while they are fewer than the group (all of
   them crashing singles no one out); confidence is high only while they are at most half
   (test_own_failure_names_the_crashed_ranks_only_when_fewer_than_the_group).
+- a process ended by a crash signal (SIGSEGV, SIGKILL, SIGBUS, SIGILL, SIGFPE) failed on its own;
+  one ended by SIGTERM, SIGINT or SIGHUP did not
+  (test_every_crash_signal_is_an_own_failure_and_a_launchers_signals_are_not).
 
 Decisions of rule ``nccl-error``:
 
@@ -88,6 +91,15 @@ def test_what_is_an_own_failure():
     assert _own([err(0, "watchdog_timeout", "Watchdog caught collective operation timeout")]) == [False]
     assert _own([err(0, "signal", "exitcode -11", signal="SIGSEGV")]) == [True]
     assert _own([err(0, "signal", "exitcode -15", signal="SIGTERM")]) == [False]
+
+
+def test_every_crash_signal_is_an_own_failure_and_a_launchers_signals_are_not():
+    """SIGSEGV, SIGKILL, SIGBUS, SIGILL and SIGFPE end a process by its own fault (or the OOM killer's);
+    SIGTERM, SIGINT and SIGHUP are the launcher's or a scheduler's doing."""
+    for sig in ("SIGSEGV", "SIGKILL", "SIGBUS", "SIGILL", "SIGFPE"):
+        assert _own([err(0, "signal", f"died on {sig}", signal=sig)]) == [True], sig
+    for sig in ("SIGTERM", "SIGINT", "SIGHUP"):
+        assert _own([err(0, "signal", f"died on {sig}", signal=sig)]) == [False], sig
 
 
 def test_an_exception_cut_off_three_lines_before_its_collective_error_is_not_a_crash():
