@@ -138,3 +138,9 @@ def test_a_culprits_text_is_never_read_as_a_rank():
     """Only 'Culprit rank N' names a culprit: a culprit whose text is a bare number adds no rank."""
     err = one(run(R, HEAD + ["error msg: Culprit rank 1; 7 Culprit rank 3; Error type: UNDECIDED, x"]).errors)
     assert err["culprit_ranks"] == (1, 3)
+
+
+def test_each_match_state_without_a_detail_gives_its_kind():
+    for state, kind in (("SIZE_OR_SYNTAX_MISMATCH", "size"), ("COLLECTIVE_STATE_MISMATCH", "state")):
+        out = run(R, HEAD + [f"error msg: Culprit rank 1; Error type: {state}, they differ"])
+        assert one(out.errors)["mismatch_kind"] == kind, state
