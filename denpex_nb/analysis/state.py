@@ -159,7 +159,8 @@ def _fill_sources(rows: dict, ev: pd.DataFrame, er: pd.DataFrame) -> None:
 
 def _fill_last_collective(rows: dict, ev: pd.DataFrame) -> None:
     """The last collective each rank issued, in its most precise counter (trace > fr > detail > work)
-    and, within it, its most populous group. Vectorised: one sort, no per-rank frame slicing
+    and, within it, its most populous group. Vectorised: numpy reductions, no sort of the rows,
+    no per-rank frame slicing
     (a 1024-rank Flight Recorder incident has 2M rows)."""
     if not len(ev):
         return
@@ -173,12 +174,12 @@ def _fill_last_collective(rows: dict, ev: pd.DataFrame) -> None:
     pref = pref_all[idx]
     pg_codes = pd.factorize(ev["pg"], use_na_sentinel=False)[0].astype("int64")[idx]
     group = pg_codes * (len(KIND_PREFERENCE) + 1) + pref
-    pgsize = _distinct_per_group(group, rank)
+    ranks_u, slot = _rank_slots(rank)  # ranks ascending; each row's rank index
+    pgsize = _distinct_per_group(group, slot, len(ranks_u))
     done = _lookup(ev["state"], {State.COMPLETED: 1}, 0)[idx].astype(bool)
     bad = _lookup(ev["state"], {State.TIMED_OUT: 1, State.FAILED: 1}, 0)[idx].astype(bool)
     is_trace = _lookup(ev["seq_kind"], {SeqKind.TRACE: 1}, 0)[idx].astype(bool)
-    # the best (counter, group) per rank, then its last seq: one lexsort, numpy reductions per rank
-    ranks_u, slot = _rank_slots(rank)  # ranks ascending; each row's rank index
+    # the best (counter, group) per rank, then its last seq: numpy reductions per rank
     best_pos = _best_rows(slot, len(ranks_u), pref, pgsize, seq)  # one row per rank, ranks ascending
     in_best = group == group[best_pos][slot]
     comp_max = np.full(len(ranks_u), -1, dtype=np.int64)
@@ -253,14 +254,18 @@ def _best_rows(slot: np.ndarray, k: int, pref: np.ndarray, pgsize: np.ndarray, s
     return first
 
 
-def _distinct_per_group(group: np.ndarray, rank: np.ndarray) -> np.ndarray:
-    """Per row, how many distinct ranks its group holds (``groupby(group).transform("nunique")``),
-    from one hash unique of (group, rank) pairs: ~10x faster on 2M Flight Recorder rows."""
+def _distinct_per_group(group: np.ndarray, slot: np.ndarray, k: int) -> np.ndarray:
+    """Per row, how many distinct ranks (``slot`` 0..k-1) its group holds, as
+    ``groupby(group).transform("nunique")`` of the ranks: a table of seen (group, rank) cells when
+    the groups are small non-negative codes (no hashing of 2M rows), else a hash unique of pairs."""
+    k = max(k, 1)
+    if len(group) and group.min() >= 0 and (int(group.max()) + 1) * k <= 1 << 25:
+        seen = np.zeros((int(group.max()) + 1) * k, dtype=bool)
+        seen[group * k + slot] = True
+        return seen.reshape(-1, k).sum(axis=1).astype("int64")[group]
     gi, gu = pd.factorize(group)
-    ri, ru = pd.factorize(rank)
-    pairs = pd.unique(gi.astype(np.int64) * max(len(ru), 1) + ri)
-    counts = np.bincount(pairs // max(len(ru), 1), minlength=len(gu))
-    return counts[gi].astype("int64")
+    pairs = pd.unique(gi.astype(np.int64) * k + slot)
+    return np.bincount(pairs // k, minlength=len(gu)).astype("int64")[gi]
 
 
 def _lookup(col: pd.Series, table: dict, default: int) -> np.ndarray:
