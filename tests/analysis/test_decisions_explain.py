@@ -18,7 +18,8 @@ Decisions of rule ``syncbn``:
   in the evidence or the gather has its signature (1-D, 2C+1 floats); the gatherers are named
   only when the ranks elsewhere are a strict majority (test_syncbn_needs_a_mention_or_its_signature);
   the all_gather may be an op mismatch or a desync (the others never reached it)
-  (test_syncbn_explains_a_desync_too).
+  (test_syncbn_explains_a_desync_too); only a line that mentions SyncBatchNorm (an error or an
+  unparsed line) makes it high (test_only_a_syncbatchnorm_mention_raises_the_syncbn_confidence).
 
 Decisions of rule ``ddp-buckets``: DDP's unused-parameter error explains the earliest all_reduce
 divergence, which keeps its own culprit (test_ddp_explains_the_all_reduce_divergence), whatever
@@ -45,6 +46,7 @@ from denpex_nb import diagnose
 from denpex_nb.analysis.explain import crash_behind_desync, merge, sort_findings
 from denpex_nb.analysis.model import Evidence, Finding
 from denpex_nb.analysis.rules import Context
+from denpex_nb.incident import Incident, coerce
 
 from ._frames import T0, err, ev, incident, steps
 
@@ -204,3 +206,18 @@ def test_sort_puts_the_unknown_last():
     huge = Finding("op-mismatch", "seq past 2**62", pg="0", seq=2**62 + 5, seq_kind="fr")
     text = Finding("op-mismatch", "no seq")
     assert [f.summary for f in sort_findings([text, huge])] == ["seq past 2**62", "no seq"]
+
+
+def test_only_a_syncbatchnorm_mention_raises_the_syncbn_confidence():
+    """Other errors or unparsed lines that do not mention SyncBatchNorm leave the signature's
+    medium confidence; one that does makes it high."""
+    other = [err(1, "exception", "ValueError: bad batch", t=20)]
+    unparsed = coerce("unparsed", [dict(file="rank1.log", line=3, text="loss 0.25 at step 10")])
+    for inc in (
+        incident(_syncbn((9,)), other),
+        Incident(events=coerce("events", _syncbn((9,))), unparsed=unparsed),
+    ):
+        d = diagnose(inc)
+        assert (d.verdict, d.first.confidence) == ("syncbn-eval-hang", "medium")
+    mention = [err(1, "exception", "RuntimeError: Timed out in sync_batch_norm", t=20)]
+    assert diagnose(incident(_syncbn((9,)), mention)).first.confidence == "high"
