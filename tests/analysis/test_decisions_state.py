@@ -134,3 +134,5 @@ def test_the_gather_ratio_states_the_size_only_when_it_is_one_integer_of_two_or_
     assert group_size(incident(gathers(2, op="reduce_scatter"))).size == 2
     assert group_size(incident(gathers(1))).size is None  # out == in: no size stated
     assert group_size(incident(gathers(2) + gathers(4, seq=2, pg="1"))).size is None  # ratios disagree
+    empty_in = [ev(r, 1, op="all_gather", shape=(0,), out_shape=(8,)) for r in range(2)]
+    assert group_size(incident(empty_in)).size is None  # an empty input states no ratio
