@@ -102,6 +102,13 @@ def test_the_first_error_is_the_earliest_own_failure():
     st = diagnose(incident(steps(2, 1), errors)).rank_state.set_index("rank")
     assert st.loc[0, "first_error_kind"] == "oom" and st.loc[0, "status"] == "failed"
     assert st.loc[1, "first_error_kind"] == "gloo_timeout" and st.loc[1, "status"] == "timed-out"
+    # two own failures at one time: the first in the evidence is the first error, not the last
+    tie = [
+        err(0, "oom", "torch.OutOfMemoryError: CUDA out of memory", t=3),
+        err(0, "exception", "ValueError: x", t=3, line=2),
+    ]
+    st = diagnose(incident(steps(2, 1), tie)).rank_state.set_index("rank")
+    assert st.loc[0, "first_error_kind"] == "oom"
 
 
 def test_only_a_launcher_manifest_makes_the_ranks_present_the_world():
