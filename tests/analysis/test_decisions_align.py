@@ -120,6 +120,8 @@ def test_without_a_stated_size_the_ranks_seen_are_only_a_lower_bound():
     assert _divs(short) == [("local-size", 1)]  # out = 2 x in, but 3 ranks are seen
     odd = [ev(r, 1, op="all_gather_into_tensor", shape=(8,), out_shape=(28,)) for r in range(3)]
     assert _divs(odd) == [("local-size", 1)]  # not a whole multiple
+    one = [ev(r, 1, op="all_gather_into_tensor", shape=(1,), out_shape=(2,)) for r in range(3)]
+    assert _divs(one) == [("local-size", 1)]  # a one-element input too: out = 2 x in on 3 ranks
 
 
 def test_one_cell_gives_one_divergence_op_first():
