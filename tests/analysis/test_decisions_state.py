@@ -143,3 +143,15 @@ def test_the_gather_ratio_states_the_size_only_when_it_is_one_integer_of_two_or_
     assert group_size(incident(gathers(2) + gathers(4, seq=2, pg="1"))).size is None  # ratios disagree
     empty_in = [ev(r, 1, op="all_gather", shape=(0,), out_shape=(8,)) for r in range(2)]
     assert group_size(incident(empty_in)).size is None  # an empty input states no ratio
+
+
+def test_a_tracer_rank_whose_last_collective_never_returned_has_failed():
+    """The tracer records issue and completion: rank 1's last collective (seq 2) was issued and
+    never completed, so it is failed; rank 0, whose last one completed, is not. Another counter's
+    pending record says nothing of the kind (a dump's entries are only scheduled)."""
+    rows = steps(2, 1) + [ev(1, 2, state="scheduled")]
+    st = diagnose(incident(rows)).rank_state.set_index("rank")
+    assert (bool(st.loc[1, "failed"]), bool(st.loc[0, "failed"])) == (True, False)
+    rows = steps(2, 1, kind="fr") + [ev(1, 2, kind="fr", state="scheduled")]
+    st = diagnose(incident(rows)).rank_state.set_index("rank")
+    assert not st.loc[1, "failed"]
