@@ -196,3 +196,10 @@ def test_a_remote_error_is_nccls_own_only_when_its_last_error_is_a_transport_fau
         for last in victims + [""]:
             d = diagnose(incident(steps(4, 2), [err(1, "nccl_error", REMOTE.format(sep=sep, last=last), t=3)]))
             assert d.verdict != "nccl-error" or d.first.rule != "nccl-error", (last, d.summary())
+
+
+def test_the_own_failure_summary_says_its_for_one_rank_and_their_for_several():
+    one = diagnose(incident(steps(4, 1), [err(2, "oom", "torch.OutOfMemoryError: CUDA out of memory", t=1)]))
+    assert "rank 2 failed on its own (not in a collective)" in one.first.summary
+    two = [err(r, "oom", "torch.OutOfMemoryError: CUDA out of memory", t=1) for r in (1, 2)]
+    assert "failed on their own (not in a collective)" in diagnose(incident(steps(4, 1), two)).first.summary
