@@ -103,6 +103,12 @@ def diagnose(incident, *, strict: bool = False) -> Diagnosis:
     from .explain import merge, order
 
     findings = safely("merge", lambda: merge(findings), findings)
+    if len(findings) == 1 and findings[0].rule == "end-positions" and findings[0].confidence == "low":
+        # positions alone, nothing failed printed: could not tell a hang from a cut log; the
+        # rank-desync candidate is an alternative (analysis/positions.py)
+        if not safely("printed failure", lambda: _positions.printed_failure(ctx), True):
+            side.append(findings[0])
+            findings = [_positions.cannot_tell(findings[0])]
     if not findings:
         # no rule explains it: a peer that closed the connection, else the first failure signal's
         # family, else "something failed, cause undetermined"; never an all-clear over a failure

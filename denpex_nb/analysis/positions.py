@@ -16,10 +16,14 @@ Two rules:
   (a completed collective needs every rank, so a completion past it says the rank behind got
   there and only its log stops early), are a ``rank-desync`` candidate naming who is behind. The
   culprits are the side off a strict majority of the group (its stated size, else the lower bound
-  the evidence gives), never on a tie and never across groups or counters. Its confidence is
-  ``low`` when no failure was printed (a log cut unevenly looks the same), ``medium`` when a
-  failure was printed and the culprits are named. It is never ``no-failure``: ranks that stopped
-  at different places are not an all-clear.
+  the evidence gives), never on a tie and never across groups or counters. When a failure was
+  printed that no rule explains, it replaces "cause undetermined" (``medium`` when the culprits are
+  named). When **no** failure was printed, the evidence cannot tell a hang from a log that was cut
+  while the job still ran (ranks write their lines at different moments, and per-rank files end
+  wherever each copy stopped: recorded healthy runs cut at any point show ranks apart by one to
+  four collectives). Then the verdict is :func:`cannot_tell` (``no-evidence``: could not tell,
+  what to collect) and the ``rank-desync`` candidate is its alternative at ``low``. It is never
+  ``no-failure``: ranks that stopped at different places are not an all-clear.
 """
 
 from __future__ import annotations
@@ -110,7 +114,7 @@ def stall_report(ctx: Context) -> list[Finding]:
 @rule(
     "end-positions",
     stage="explain",
-    emits=(ClassId.RANK_DESYNC,),
+    emits=(ClassId.RANK_DESYNC, ClassId.NO_EVIDENCE),
     uses=("rank positions: trace, fr, detail, work, nccl_position, watchdog SeqNum, progress counters",),
 )
 def end_positions(ctx: Context, findings: list[Finding]) -> list[Finding]:
@@ -205,6 +209,32 @@ def from_positions(ctx: Context) -> Finding | None:
         evidence=evidence,
         rule="end-positions",
         culprit_basis=basis,
+    )
+
+
+def cannot_tell(candidate: Finding) -> Finding:
+    """The verdict over a ``rank-desync`` candidate of positions alone, nothing failed printed: a
+    "could not tell" that says where the ranks stopped, why that is not enough and what to collect
+    (the candidate itself goes to the alternatives)."""
+    from .catalog.entries import COLLECT_MORE
+
+    where = candidate.summary.split(" and nothing completed after")[0]
+    return Finding(
+        class_id=ClassId.NO_EVIDENCE,
+        confidence="low",
+        rule="end-positions",
+        culprit_basis="undetermined: no failure was printed; the ranks' last positions alone cannot tell a hang "
+        "from a log cut while the job ran",
+        summary=(
+            f"Could not tell whether the job failed. {where}, and no failure was printed: a hang there and a "
+            "log cut while the job still ran look the same (if it hung, see the rank-desync alternative). "
+            "Collect: the end of every rank's log and the job's exit status, or the watchdog's timeout; "
+            f"{COLLECT_MORE[0].lower() + COLLECT_MORE[1:]}"
+        ),
+        evidence=list(candidate.evidence),
+        pg=candidate.pg,
+        seq=candidate.seq,
+        seq_kind=candidate.seq_kind,
     )
 
 

@@ -20,8 +20,10 @@ Decisions of rule ``end-positions`` (the last position of each rank on each coun
   (test_positions_records_each_ranks_last_place_per_counter).
 
 - ranks that stopped at different positions of one counter, nothing completing after, are a
-  ``rank-desync`` naming the strict minority behind; ``low`` when no failure was printed, never
-  ``no-failure`` (test_end_positions_names_the_rank_behind_at_low_confidence).
+  ``rank-desync`` candidate naming the strict minority behind, at ``low``; with no failure printed
+  the verdict is "could not tell" (``no-evidence``: a log cut while the job ran looks the same, and
+  what to collect), the candidate its alternative; never ``no-failure``
+  (test_end_positions_names_the_rank_behind_at_low_confidence).
 - a tie names no one (test_end_positions_tie_names_no_one).
 - a collective completed past the lowest position means every rank got there: the laggard's log
   was cut, no finding (test_end_positions_a_completion_after_is_a_cut_log).
@@ -140,20 +142,22 @@ def test_positions_records_each_ranks_last_place_per_counter():
 def test_end_positions_names_the_rank_behind_at_low_confidence():
     rows = _detail(0, 8) + _detail(1, 8) + _detail(2, 8) + _detail(3, 5)
     d = diagnose(incident(rows), strict=True)
-    assert (d.verdict, d.culprit_ranks, d.first.confidence, d.first.rule) == (
-        "rank-desync",
-        [3],
-        "low",
-        "end-positions",
-    )
-    assert (d.first.seq_kind, d.first.seq) == ("detail", 6)
-    assert "No failure was printed" in d.first.summary
+    assert (d.verdict, d.culprit_ranks, d.first.confidence, d.first.rule) == ("no-evidence", [], "low", "end-positions")
+    assert "Could not tell" in d.first.summary and "rank 3 at 5" in d.first.summary
+    (cand,) = _alt(d)
+    assert (list(cand.culprit_ranks), cand.confidence, cand.seq_kind, cand.seq) == ([3], "low", "detail", 6)
+    assert "No failure was printed" in cand.summary
+
+
+def _alt(d):
+    return [a for a in d.alternatives if a.class_id == "rank-desync" and a.rule == "end-positions"]
 
 
 def test_end_positions_tie_names_no_one():
     d = diagnose(incident(_detail(0, 8) + _detail(1, 5)), strict=True)
-    assert (d.verdict, d.culprit_ranks, d.first.rule) == ("rank-desync", [], "end-positions")
-    assert d.first.culprit_basis.startswith("undetermined")
+    assert (d.verdict, d.culprit_ranks, d.first.rule) == ("no-evidence", [], "end-positions")
+    (cand,) = _alt(d)
+    assert not cand.culprit_ranks and cand.culprit_basis.startswith("undetermined")
 
 
 def test_end_positions_a_completion_after_is_a_cut_log():
@@ -220,8 +224,9 @@ def test_end_positions_from_detail_lines_behind_wrappers(tmp_path, wrapper, cut)
             lines.append(_fingerprint(r, last + 1)[:60])
         (tmp_path / f"rank{r}.log").write_text("\n".join(wrap(r, t) for t in lines) + "\n")
     d = dx.diagnose(dx.load(str(tmp_path), progress=False), strict=True)
-    assert d.verdict == "rank-desync" and d.first.rule == "end-positions"
-    assert d.culprit_ranks == [3] and d.first.confidence == "low"
+    assert d.verdict == "no-evidence" and d.first.rule == "end-positions"
+    (cand,) = _alt(d)
+    assert list(cand.culprit_ranks) == [3] and cand.confidence == "low"
     # a subset of the ranks' files: rank 3's alone says nothing against anyone
     for r in (0, 1, 2):
         (tmp_path / f"rank{r}.log").unlink()
