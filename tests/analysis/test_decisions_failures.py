@@ -43,6 +43,9 @@ reporters are named only against a quiet majority (test_ddp_reducer_names_report
 Decisions of rule ``undetermined-failure``: when something failed and no rule says what, the
 verdict is ``timeout-undetermined``, never ``no-failure``; nothing failed gives no finding
 (test_a_failure_no_rule_explains_is_undetermined_never_all_clear).
+
+Wording of rule ``own-failure``: its summary says "its" for one rank and "their" for several
+(test_the_own_failure_summary_says_its_for_one_rank_and_their_for_several).
 """
 
 from __future__ import annotations

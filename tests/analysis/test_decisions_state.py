@@ -23,6 +23,9 @@ Decisions of ``rank_state`` (one row per rank, the status word):
   exit code 0 ``exited``; records only ``running`` (test_every_status_word_has_its_evidence).
 - a rank's first error is its earliest own failure, else its earliest failure
   (test_the_first_error_is_the_earliest_own_failure).
+- a tracer rank whose last collective was issued and never completed has failed; a dump's pending
+  entry (only scheduled) says nothing of the kind
+  (test_a_tracer_rank_whose_last_collective_never_returned_has_failed).
 """
 
 from __future__ import annotations
