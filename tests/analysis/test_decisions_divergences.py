@@ -4,7 +4,10 @@ Decisions of rule ``divergences`` (each test fails if its decision is inverted):
 
 - a culprit is named only for a strict minority: the majority holds more than half of the group
   (test_a_culprit_needs_more_than_half_of_the_group); a tie names none and no op
-  (test_a_tie_names_no_culprit_and_no_op).
+  (test_a_tie_names_no_culprit_and_no_op). Without a majority, the basis says how many ranks the
+  largest side holds (test_the_basis_says_how_many_ranks_the_largest_side_holds).
+- an op divergence where the ranks' known ops agree and the rest are unknown (a line that did not
+  say its op) is no op mismatch (test_an_op_a_line_did_not_say_is_no_op_mismatch).
 - the group a majority is counted against is the stated size of the cell's group, else the
   default group's size for the default group only, never the world's size for a subgroup, and
   never less than the ranks in the cell (test_a_subgroup_never_borrows_the_worlds_size).
@@ -118,3 +121,15 @@ def test_log_lines_ending_early_are_no_desync_when_nothing_failed():
     assert (d.verdict, d.culprit_ranks) == ("rank-desync", [3])
     fr = [ev(r, s, kind="fr") for r in range(4) for s in range(1, 4 if r == 3 else 6)]
     assert diagnose(incident(fr)).verdict == "rank-desync"
+
+
+def test_the_basis_says_how_many_ranks_the_largest_side_holds():
+    assert strict_minority({0: "a", 1: "a", 2: "b"}, 4) == (
+        [],
+        "undetermined: the largest side (2 ranks) is not a majority of the group of 4",
+    )
+
+
+def test_an_op_a_line_did_not_say_is_no_op_mismatch():
+    rows = steps(4, 2) + [ev(r, 3, op="unknown" if r == 3 else "all_reduce") for r in range(4)]
+    assert not [f for f in diagnose(incident(rows)).findings if f.class_id == "op-mismatch"]

@@ -46,6 +46,8 @@ verdict is ``timeout-undetermined``, never ``no-failure``; nothing failed gives 
 
 Wording of rule ``own-failure``: its summary says "its" for one rank and "their" for several
 (test_the_own_failure_summary_says_its_for_one_rank_and_their_for_several).
+Wording of rule ``nccl-error``: its summary quotes the first NCCL error, cut at 200 characters
+(test_the_nccl_error_summary_quotes_the_first_message_cut_at_200_characters).
 """
 
 from __future__ import annotations
@@ -206,3 +208,13 @@ def test_the_own_failure_summary_says_its_for_one_rank_and_their_for_several():
     assert "rank 2 failed on its own (not in a collective)" in one.first.summary
     two = [err(r, "oom", "torch.OutOfMemoryError: CUDA out of memory", t=1) for r in (1, 2)]
     assert "failed on their own (not in a collective)" in diagnose(incident(steps(4, 1), two)).first.summary
+
+
+def test_the_nccl_error_summary_quotes_the_first_message_cut_at_200_characters():
+    first = "NCCL WARN Call to ibv_modify_qp failed with error Connection timed out " + "y" * 300
+    rows = [
+        err(1, "nccl_error", first, t=1, line=1),
+        err(2, "nccl_error", "NCCL WARN NET/IB : Got completion error", t=2, line=2),
+    ]
+    f = next(f for f in diagnose(incident(steps(4, 1), rows)).findings if f.rule == "nccl-error")
+    assert f.summary == "NCCL reported an error of its own: " + first[:200]

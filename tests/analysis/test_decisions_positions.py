@@ -8,7 +8,9 @@ Decisions of rule ``stuck-points`` (watchdog timeouts with SeqNum/OpType):
 - positions are compared only within one (pg, counter); a rank stuck at several places with no
   group named is skipped (test_stuck_points_never_compares_across_groups).
 - ranks at one place are no finding; the culprit is a strict minority of the group
-  (test_stuck_points_culprit_by_strict_minority_only).
+  (test_stuck_points_culprit_by_strict_minority_only); in the default group ("0" or
+  "default_pg") the group is the world size (test_stuck_points_count_the_default_group_against_the_world_size).
+- a timeout without a rank or a SeqNum places no rank (test_stuck_points_skip_timeouts_without_a_rank_or_a_seq).
 
 Decisions of rule ``progress`` (watchdog progress counters no event shows):
 
@@ -22,6 +24,9 @@ Decisions of rule ``traceback-calls`` (the last collective call in each rank's t
 
 - different calls are an op mismatch; the culprit is a strict minority of the group
   (test_traceback_calls_differ_by_strict_minority).
+
+Both ``traceback-calls`` and ``stuck-points`` name the culprits' op only when the culprits share
+one call / position (test_an_op_is_named_only_when_the_culprits_agree_on_it).
 """
 
 from __future__ import annotations
@@ -137,3 +142,39 @@ def test_traceback_calls_differ_by_strict_minority():
     assert (list(f.culprit_ranks), f.op) == ([], None)
     d = diagnose(incident(errors=calls(["all_reduce", "all_reduce"])))
     assert not any(f.rule == "traceback-calls" for f in d.findings)
+
+
+def test_an_op_is_named_only_when_the_culprits_agree_on_it():
+    """traceback-calls and stuck-points name the culprits' op only when they share one position."""
+    ops = ["all_reduce"] * 4 + ["broadcast", "barrier"]
+    errs = [
+        err(r, "exception", "RuntimeError: Connection closed by peer", t=5, op=op, line=r + 1)
+        for r, op in enumerate(ops)
+    ]
+    f = next(f for f in diagnose(incident(errors=errs)).findings if f.rule == "traceback-calls")
+    assert (list(f.culprit_ranks), f.op) == ([4, 5], None)
+    errs = [_timeout(r, 10) for r in range(4)] + [_timeout(4, 8, op="broadcast"), _timeout(5, 9, op="barrier")]
+    (f,) = _stuck(errs)
+    assert (list(f.culprit_ranks), f.op) == ([4, 5], None)
+
+
+def test_stuck_points_skip_timeouts_without_a_rank_or_a_seq():
+    errs = [_timeout(0, 10), _timeout(1, 10), _timeout(2, 9), dict(_timeout(3, 5), seq=None)]
+    (f,) = _stuck(errs)
+    assert sorted(f.ranks) == [0, 1, 2]  # rank 3's timeout without SeqNum places it nowhere
+
+
+def test_stuck_points_count_the_default_group_against_the_world_size():
+    """pg "0" or "default_pg": three ranks agreeing of a world of eight are no majority."""
+    for pg in ("0", "default_pg"):
+        errs = [_timeout(r, 10, pg=pg) for r in range(3)] + [_timeout(3, 9, pg=pg)]
+        d = diagnose(
+            Incident(
+                events=coerce("events", []),
+                errors=coerce("errors", errs),
+                ranks=coerce("ranks", [dict(rank=0, world_size=8)]),
+            )
+        )
+        (f,) = [f for f in d.findings if f.rule == "stuck-points"]
+        assert list(f.culprit_ranks) == [], pg
+        assert f.culprit_basis.startswith("undetermined"), pg

@@ -7,6 +7,9 @@ statement, at high confidence; naming none gives medium and no culprit
 
 Decisions of rule ``desync-report``: the ranks the desync report names as lagging are culprits
 by statement; a report naming none is low confidence (test_desync_report_names_the_lagging_ranks).
+A report naming every rank of the group (two or more, the group being the stated size, else the
+highest rank seen plus one) singles nobody out: no culprit, low
+(test_a_desync_report_naming_every_rank_of_the_group_names_no_culprit).
 
 Decisions of rule ``nccl-ras``: RAS's related ranks are culprits by statement, at medium
 confidence (test_nccl_ras_names_its_ranks_at_medium_confidence).
@@ -21,6 +24,9 @@ the missing ranks it names are culprits (test_fr_analyzer_text_class_and_named_r
 Decisions of rule ``gloo-size``: gloo's enforce failure (X vs Y bytes) is a size mismatch that
 never names a culprit: the aborting rank is not necessarily the odd one
 (test_gloo_enforce_is_a_size_mismatch_without_a_culprit).
+
+A text finding takes the op and seq of its first row, and quotes at most 200 characters of the
+message (test_a_text_finding_takes_its_first_rows_op_and_seq_and_quotes_200_characters).
 """
 
 from __future__ import annotations
@@ -91,3 +97,29 @@ def test_gloo_enforce_is_a_size_mismatch_without_a_culprit():
     d = diagnose(incident(steps(4, 1), [err(1, "gloo_enforce", msg, t=1)]))
     assert (d.verdict, d.culprit_ranks) == ("shape-mismatch", [])
     assert "40 bytes sent, 24 expected" in d.first.summary
+
+
+def test_a_desync_report_naming_every_rank_of_the_group_names_no_culprit():
+    """A report that names every rank of the group (two ranks of a two-rank job: all joined, none
+    finished) singles nobody out; naming two ranks of a three-rank job names those two."""
+    ds = err(0, "desync_report", "ranks [0, 1] are the lagging ranks that caused this timeout", related=(0, 1), t=1)
+    d = diagnose(incident(steps(2, 3), [ds]))
+    assert (d.verdict, d.culprit_ranks, d.first.confidence) == ("rank-desync", [], "low")
+    assert d.first.culprit_basis.startswith("undetermined: the report names every rank")
+    d = diagnose(incident(steps(3, 3), [ds]))
+    assert (d.verdict, d.culprit_ranks, d.first.confidence) == ("rank-desync", [0, 1], "high")
+
+
+def test_a_text_finding_takes_its_first_rows_op_and_seq_and_quotes_200_characters():
+    """Two torchfrtrace findings of one class: the finding's op and seq are the first row's; the
+    quoted message is cut at 200 characters (gloo's invalid-size line too)."""
+    rows = [
+        err(None, "fr_finding", "Collective 12 at pg 0: COLLECTIVE_DTYPE_MISMATCH", op="broadcast", seq=12, line=1),
+        err(None, "fr_finding", "Collective 15 at pg 0: COLLECTIVE_DTYPE_MISMATCH", op="all_reduce", seq=15, line=2),
+    ]
+    f = next(f for f in diagnose(incident(steps(4, 1), rows)).findings if f.rule == "fr-analyzer-text")
+    assert (f.op, f.seq) == ("broadcast", 12)
+    msg = "Invalid size: output tensor list differs from the input " + "x" * 300
+    inv = err(1, "gloo_invalid_size", msg, op="all_gather", t=1)
+    f = next(f for f in diagnose(incident(steps(4, 1), [inv])).findings if f.rule == "gloo-size")
+    assert f.summary.endswith(msg[:200]) and f.op == "all_gather"
