@@ -25,6 +25,8 @@ Decisions of rule ``own-failure``:
 - a process ended by a crash signal (SIGSEGV, SIGKILL, SIGBUS, SIGILL, SIGFPE) failed on its own;
   one ended by SIGTERM, SIGINT or SIGHUP did not
   (test_every_crash_signal_is_an_own_failure_and_a_launchers_signals_are_not).
+- a launcher's statement about a worker (torchelastic's agent line, the ChildFailedError table)
+  is left to the launcher rule: no own-failure finding (test_a_launchers_agent_line_is_no_own_failure_finding).
 
 Decisions of rule ``nccl-error``:
 
@@ -42,7 +44,9 @@ reporters are named only against a quiet majority (test_ddp_reducer_names_report
 
 Decisions of rule ``undetermined-failure``: when something failed and no rule says what, the
 verdict is ``timeout-undetermined``, never ``no-failure``; nothing failed gives no finding
-(test_a_failure_no_rule_explains_is_undetermined_never_all_clear).
+(test_a_failure_no_rule_explains_is_undetermined_never_all_clear). With no failing line (only a
+non-zero exit), it cites no line and has no time
+(test_an_undetermined_failure_without_a_failing_line_quotes_no_line).
 
 Wording of rule ``own-failure``: its summary says "its" for one rank and "their" for several
 (test_the_own_failure_summary_says_its_for_one_rank_and_their_for_several).
@@ -218,3 +222,18 @@ def test_the_nccl_error_summary_quotes_the_first_message_cut_at_200_characters()
     ]
     f = next(f for f in diagnose(incident(steps(4, 1), rows)).findings if f.rule == "nccl-error")
     assert f.summary == "NCCL reported an error of its own: " + first[:200]
+
+
+def test_a_launchers_agent_line_is_no_own_failure_finding():
+    """torchelastic's agent line about a worker killed by SIGSEGV is read by the launcher rule, not
+    as the rank's own-failure finding."""
+    agent = err(2, "agent", "failed (exitcode: -11) local_rank: 2 (pid: 4242) of binary", t=5, signal="SIGSEGV")
+    d = diagnose(incident(steps(4, 2), [agent]))
+    assert not [f for f in d.findings if f.rule == "own-failure"]
+
+
+def test_an_undetermined_failure_without_a_failing_line_quotes_no_line():
+    """Rank 2 exited 1 and the log holds only benign warnings: the undetermined finding cites none of them."""
+    warns = [err(0, "warning", f"a deprecated call {i}", t=i, line=i) for i in (1, 2, 3)]
+    d = diagnose(incident(steps(4, 2), warns, ranks=[dict(rank=2, exit_code=1)]))
+    assert (d.verdict, list(d.first.evidence), d.first.t_wall) == ("timeout-undetermined", [], None)

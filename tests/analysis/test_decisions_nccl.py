@@ -19,6 +19,8 @@ Decisions of rule ``nccl-opcounts``:
 - a process with several communicators of one size is left out: their opCounts are unrelated
   (test_a_process_with_two_communicators_of_one_size_is_left_out).
 - only the first disagreement is reported (test_only_the_first_opcount_disagreement_is_reported).
+- a row whose line text is unknown is cited by what the process issued, at line 0 when its line
+  is unknown (test_nccl_evidence_without_a_line_says_what_the_process_issued).
 """
 
 from __future__ import annotations
@@ -119,3 +121,13 @@ def test_only_the_first_opcount_disagreement_is_reported():
     rows += [_coll(r, opcount=6, op="broadcast" if r == 2 else "all_reduce") for r in range(4)]
     (f,) = _nccl(rows)
     assert (f.class_id, f.seq, list(f.culprit_ranks)) == ("shape-mismatch", 5, [1])
+
+
+def test_nccl_evidence_without_a_line_says_what_the_process_issued():
+    """A COLL row with no line text known is cited as '<process>: <op> opCount 0x5', at line 0 when
+    its line is unknown."""
+    rows = [_coll(r) for r in range(3)] + [_coll(3, numel=512)]
+    rows[3]["line"] = None
+    (f,) = _nccl(rows)
+    ev3 = next(e for e in f.evidence if e.text.startswith("rank 3"))
+    assert (ev3.text, ev3.line) == ("rank 3: all_reduce opCount 0x5", 0)

@@ -10,6 +10,7 @@ Decisions of rule ``stuck-points`` (watchdog timeouts with SeqNum/OpType):
 - ranks at one place are no finding; the culprit is a strict minority of the group
   (test_stuck_points_culprit_by_strict_minority_only); in the default group ("0" or
   "default_pg") the group is the world size (test_stuck_points_count_the_default_group_against_the_world_size).
+- the summary lists the places by seq, then op (test_stuck_points_list_the_places_by_seq_then_op).
 - a timeout without a rank or a SeqNum places no rank (test_stuck_points_skip_timeouts_without_a_rank_or_a_seq).
 
 Decisions of rule ``progress`` (watchdog progress counters no event shows):
@@ -178,3 +179,9 @@ def test_stuck_points_count_the_default_group_against_the_world_size():
         (f,) = [f for f in d.findings if f.rule == "stuck-points"]
         assert list(f.culprit_ranks) == [], pg
         assert f.culprit_basis.startswith("undetermined"), pg
+
+
+def test_stuck_points_list_the_places_by_seq_then_op():
+    errs = [_timeout(0, 10, op="broadcast"), _timeout(1, 10, op="broadcast"), _timeout(2, 10), _timeout(3, 9)]
+    (f,) = _stuck(errs)
+    assert f.summary.index("all_reduce at work seq 10") < f.summary.index("broadcast at work seq 10")

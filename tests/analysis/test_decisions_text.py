@@ -12,7 +12,9 @@ highest rank seen plus one) singles nobody out: no culprit, low
 (test_a_desync_report_naming_every_rank_of_the_group_names_no_culprit).
 
 Decisions of rule ``nccl-ras``: RAS's related ranks are culprits by statement, at medium
-confidence (test_nccl_ras_names_its_ranks_at_medium_confidence).
+confidence (test_nccl_ras_names_its_ranks_at_medium_confidence); when RAS's counts put the
+listed ranks ahead (at the highest operation), nobody is named
+(test_nccl_ras_listing_the_ranks_ahead_names_no_culprit).
 
 Decisions of rule ``detail-text``: DETAIL's verdict text gives the class its wording names (op
 type, dtypes, shapes, sequence number), and only when its fingerprints were not read as events
@@ -123,3 +125,14 @@ def test_a_text_finding_takes_its_first_rows_op_and_seq_and_quotes_200_character
     inv = err(1, "gloo_invalid_size", msg, op="all_gather", t=1)
     f = next(f for f in diagnose(incident(steps(4, 1), [inv])).findings if f.rule == "gloo-size")
     assert f.summary.endswith(msg[:200]) and f.op == "all_gather"
+
+
+def test_nccl_ras_listing_the_ranks_ahead_names_no_culprit():
+    """RAS lists 2 ranks at operation 641 beside 30 at 640: the listed ranks are ahead, no culprits."""
+    msg = "RAS MISMATCH: 30 ranks have launched up to operation 640; 2 ranks have launched up to operation 641"
+    d = diagnose(incident(errors=[err(0, "nccl_ras", msg, related=(5, 6), t=1)]))
+    assert (d.verdict, d.culprit_ranks) == ("rank-desync", [])
+    assert d.first.culprit_basis.startswith("undetermined: RAS lists the ranks that are ahead")
+    behind = "RAS MISMATCH: 30 ranks have launched up to operation 641; 2 ranks have launched up to operation 640"
+    d = diagnose(incident(errors=[err(0, "nccl_ras", behind, related=(5, 6), t=1)]))
+    assert d.culprit_ranks == [5, 6]
