@@ -13,7 +13,8 @@ Decisions of rule ``nccl-opcounts``:
 
 - processes are matched by communicator size and opCount, op then dtype then count; culprits
   need every process's rank known: one process known only by host:pid leaves the culprit
-  undetermined (test_a_process_known_only_by_host_pid_leaves_the_culprit_undetermined).
+  undetermined (test_a_process_known_only_by_host_pid_leaves_the_culprit_undetermined); a
+  host:pid another line ranks counts as that rank (test_a_host_pid_another_line_ranks_counts_as_that_rank).
 - with every rank known, the culprit is a strict minority of the communicator's size, not of
   the processes seen (test_nccl_culprit_is_a_minority_of_the_communicator).
 - a process with several communicators of one size is left out: their opCounts are unrelated
@@ -21,6 +22,8 @@ Decisions of rule ``nccl-opcounts``:
 - only the first disagreement is reported (test_only_the_first_opcount_disagreement_is_reported).
 - a row whose line text is unknown is cited by what the process issued, at line 0 when its line
   is unknown (test_nccl_evidence_without_a_line_says_what_the_process_issued).
+- the summary describes each side by its first process's op, count and dtype
+  (test_the_nccl_summary_describes_each_side_by_its_first_process).
 """
 
 from __future__ import annotations
@@ -131,3 +134,25 @@ def test_nccl_evidence_without_a_line_says_what_the_process_issued():
     (f,) = _nccl(rows)
     ev3 = next(e for e in f.evidence if e.text.startswith("rank 3"))
     assert (ev3.text, ev3.line) == ("rank 3: all_reduce opCount 0x5", 0)
+
+
+def test_a_host_pid_another_line_ranks_counts_as_that_rank():
+    """The COLL line of node7:4242 carries no rank, but the rank map says pid 4242 on node7 is rank
+    4: with every rank known, ranks 3 and 4 (a minority of five) are named."""
+    rows = [_coll(r, op="broadcast" if r == 3 else "all_reduce", nranks=5) for r in range(4)]
+    rows.append(_coll(None, op="broadcast", nranks=5, host="node7", pid=4242))
+    (f,) = [
+        f
+        for f in diagnose(incident(rows, ranks=[dict(rank=4, pid=4242, host="node7")])).findings
+        if f.rule == "nccl-opcounts"
+    ]
+    assert (f.class_id, list(f.culprit_ranks), f.confidence) == ("op-mismatch", [3, 4], "high")
+    assert "rank 3, rank 4: broadcast" in f.summary
+
+
+def test_the_nccl_summary_describes_each_side_by_its_first_process():
+    """A dtype split where rank 1's op is unknown: the float32 side reads as rank 0's all_reduce."""
+    rows = [_coll(0), _coll(1, op=None), _coll(2, dtype="float16"), _coll(3, dtype="float16")]
+    (f,) = _nccl(rows)
+    assert f.class_id == "dtype-mismatch"
+    assert "rank 0, rank 1: all_reduce count 1024 float32" in f.summary
