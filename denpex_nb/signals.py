@@ -242,11 +242,11 @@ FAMILIES: tuple[tuple[SignalFamily, re.Pattern], ...] = (
     (
         SignalFamily.NETWORK,
         re.compile(
-            r"\bnccl\w*Error\b|\bNCCL\b|\bnccl\b|\bgloo\b|\bGloo\b|\bc10d\b|Dist(?:Backend|Network|Store)Error"
-            r"|TCPStore|(?i:connection (?:reset|closed|refused|aborted|lost)|(?:closed|reset) by (?:the )?(?:remote )?peer"
-            r"|broken pipe|ECONNREFUSED|ECONNRESET|EPIPE|socket|no route to host|network is unreachable"
-            r"|address already in use|EADDRINUSE|rendezvous|bootstrap|\bNET/|libfabric|\bofi\b|\bibv_|infiniband"
-            r"|\bRDMA\b|\bUCX\b|\bMPI_ERR|transport|\bpeer\b)"
+            r"\bnccl\w*Error\b|\bNCCL\b|\bnccl\b|Dist(?:Backend|Network|Store)Error"
+            r"|(?i:connection (?:reset|closed|refused|aborted|lost)|(?:closed|reset) by (?:the )?(?:remote )?peer"
+            r"|broken pipe|ECONNREFUSED|ECONNRESET|EPIPE|no route to host|network is unreachable"
+            r"|address already in use|EADDRINUSE|\bNET/|libfabric|\bofi\b|\bibv_|infiniband"
+            r"|\bRDMA\b|\bUCX\b|\bMPI_ERR)"
         ),
     ),
     (
@@ -263,6 +263,14 @@ FAMILIES: tuple[tuple[SignalFamily, re.Pattern], ...] = (
             r"(?i:exit(?:ed)?(?: with)? (?:code|status)|exitcode|return ?code|\bsignal\b|Segmentation fault|core dumped"
             r"|\bkilled\b|\babort(?:ed|ing)?\b|terminate called|\bSIG[A-Z]{3,5}\b)"
         ),
+    ),
+    (
+        # last: a distributed component is named, in words or in a source path, and no family above
+        # says what went wrong (a cut `[enforce fail at .../gloo/transport/tcp/pair.`, a logged
+        # `backend_name: gloo`, a store's teardown line): a collective's failure of undetermined
+        # cause, not a network fault
+        SignalFamily.COMPONENT,
+        re.compile(r"\bgloo\b|\bGloo\b|\bc10d\b|TCPStore|(?i:socket|rendezvous|bootstrap|transport|\bpeer\b)"),
     ),
 )
 #: on a warning line, these say that something failed (an ``NCCL WARN ... with error 12``)

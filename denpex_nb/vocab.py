@@ -118,7 +118,7 @@ class SignalSeverity(_Name):
 class SignalFamily(_Name):
     """What a failure signal is about (``denpex_nb.signals.FAMILIES``; docs/signals.md)."""
 
-    NETWORK = "network"  # NCCL / gloo / c10d / sockets / transports
+    NETWORK = "network"  # NCCL, or a network statement (reset, refused, closed by peer, a transport fault)
     DEVICE = "device"  # CUDA errors, ECC, Xid
     MEMORY = "memory"  # out of memory
     SIZE = "size"  # sizes, shapes, numel, split sizes, dtypes of a collective or across ranks
@@ -126,6 +126,7 @@ class SignalFamily(_Name):
     EXIT = "exit"  # exit codes, signals, kills, aborts
     LAUNCHER = "launcher"  # torchrun / mpirun / slurm / Ray saying a worker failed
     STALL = "stall"  # stall reports, ranks that did not join or arrive (positions)
+    COMPONENT = "component"  # a distributed component named (gloo, c10d, a store, a socket), no cause stated
     OTHER = "other"  # a failure with no family (a plain exception)
     FINISH = "finish"  # not a failure: the work said it finished
     RECOVERED = "recovered"  # not a failure: a connection that had failed was made after all

@@ -43,12 +43,20 @@ FAMILY_CLASS = {
     SignalFamily.LAUNCHER: ClassId.RANK_CRASH,
     SignalFamily.TIMEOUT: ClassId.TIMEOUT_UNDETERMINED,
     SignalFamily.STALL: ClassId.RANK_DESYNC,
+    SignalFamily.COMPONENT: ClassId.TIMEOUT_UNDETERMINED,
 }
 #: families that are a process's own failure, not a collective's
 OWN_FAMILIES = frozenset({SignalFamily.MEMORY, SignalFamily.DEVICE})
 #: families that speak of more than one process (a signal of these is distributed evidence)
 DISTRIBUTED_FAMILIES = frozenset(
-    {SignalFamily.NETWORK, SignalFamily.SIZE, SignalFamily.STALL, SignalFamily.LAUNCHER, SignalFamily.TIMEOUT}
+    {
+        SignalFamily.NETWORK,
+        SignalFamily.COMPONENT,
+        SignalFamily.SIZE,
+        SignalFamily.STALL,
+        SignalFamily.LAUNCHER,
+        SignalFamily.TIMEOUT,
+    }
 )
 _OP_WORD = re.compile(
     r"(?i)\b(all_?reduce(?:_coalesced)?|all_?gather(?:_into_tensor|_base|_coalesced)?|reduce_?scatter(?:_tensor)?"
@@ -110,6 +118,7 @@ def warnings_of_note(incident) -> str:
 
 _NOTE_FAMILIES = (
     SignalFamily.NETWORK,
+    SignalFamily.COMPONENT,
     SignalFamily.DEVICE,
     SignalFamily.MEMORY,
     SignalFamily.TIMEOUT,

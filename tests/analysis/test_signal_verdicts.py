@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 import denpex_nb as dx
 from denpex_nb.analysis.signals import FAMILY_CLASS
+from denpex_nb.signals import family_of
 from denpex_nb.vocab import ClassId, SignalFamily
 from tests import wild
 from tests.signal_variants import PHRASES, WRAPPERS, healthy_lines
@@ -321,3 +322,29 @@ def test_a_traceback_header_alone_is_no_crash_of_its_own(tmp_path):
     lines = healthy_lines(steps=5) + ["[rank1]:Traceback (most recent call last):"]
     d = _diagnose(tmp_path, lines)
     assert d.verdict != "no-failure" and d.findings[0].rule != "cut-traceback", d.summary()
+
+
+#: failure lines that name a distributed component (in words or in a source path) and say nothing of
+#: the cause, as pastes and cuts leave them
+_COMPONENT_ONLY = [
+    "  what():  [enforce fail at /opt/pytorch/third_party/gloo/gloo/transport/tcp/pair.",
+    "[E1201 10:00:01.000 TCPStore.cpp:{n}] [c10d] store operation failed",
+    "ERROR: rendezvous handler failed on this node",
+    "E1201 10:00:02.000 ProcessGroupGloo.cpp:{n}] [c10d] gloo transport failed",
+]
+
+
+@pytest.mark.parametrize("text", _COMPONENT_ONLY)
+@pytest.mark.parametrize("wrapper", sorted(WRAPPERS))
+def test_a_component_named_without_a_cause_is_undetermined_not_a_network_error(tmp_path, text, wrapper):
+    """A failure line that only names gloo, c10d, a store or a transport (a cut enforce message whose
+    condition is gone, a path into gloo's tcp transport) says a collective failed, not why: cause
+    undetermined, never nccl-error; with a network statement on it (closed by peer, refused) it is
+    the network's."""
+    wrap = WRAPPERS[wrapper]
+    line = text.format(n=123, r=1)
+    healthy = healthy_lines()
+    d = _diagnose(tmp_path, healthy[:20] + [wrap(1, line)] + healthy[20:])
+    assert d.verdict == ClassId.TIMEOUT_UNDETERMINED, (line, d.summary())
+    assert family_of(line) == SignalFamily.COMPONENT
+    assert family_of(line + " Connection reset by peer [10.0.0.2]:29500") == SignalFamily.NETWORK
