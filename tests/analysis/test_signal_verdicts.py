@@ -348,3 +348,10 @@ def test_a_component_named_without_a_cause_is_undetermined_not_a_network_error(t
     assert d.verdict == ClassId.TIMEOUT_UNDETERMINED, (line, d.summary())
     assert family_of(line) == SignalFamily.COMPONENT
     assert family_of(line + " Connection reset by peer [10.0.0.2]:29500") == SignalFamily.NETWORK
+
+
+def test_a_log_of_one_component_failure_is_distributed_evidence(tmp_path):
+    """A component's failure (c10d's store, gloo) speaks of more than one process: a log holding only
+    that line is a failure of undetermined cause, not "nothing distributed could be read"."""
+    line = "E1201 10:00:01.000 TCPStore.cpp:123] [c10d] store operation failed"
+    assert _diagnose(tmp_path, [line]).verdict == ClassId.TIMEOUT_UNDETERMINED
