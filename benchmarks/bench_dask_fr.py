@@ -13,7 +13,10 @@ mismatch at rank 17's last collective), then, alternating, median of ``--repeat`
   as an existing cluster would be: the workers open the files, parse them into the events'
   column batches and send those back; the diagnosis runs in the client process.
 
-Both must give the same verdict, culprit and seq. Per worker, the peak RSS of its process
+Both must give the same verdict, culprit and seq (``same_diagnosis``), and the same whole JSON
+(``same_json``, its digest kept). Beside each wall time: the CPU seconds of the CLI process (with
+its process pool) and, for the cluster, of the workers, and the 1-minute load average at each
+start: on a shared machine the wall figure alone says little. Per worker, the peak RSS of its process
 (``ru_maxrss``, after the cluster runs) is reported: what the worker held at most while it parsed
 its tasks (a task is at most 64 files or 32 MB of input, ``parallel.CHUNK_BYTES``). Writes
 benchmarks/results/bench_dask_fr.json. Bar (issue 17): 16,384 ranks on 2 workers < 60 s.
@@ -22,10 +25,12 @@ benchmarks/results/bench_dask_fr.json. Bar (issue 17): 16,384 ranks on 2 workers
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import logging
 import os
 import platform
+import resource
 import shutil
 import statistics
 import subprocess
@@ -39,18 +44,28 @@ sys.path.insert(0, str(HERE.parent))
 from denpex_nb.testing.frcompare import write_synthetic_dumps  # noqa: E402
 
 
-def cli(folder: Path, scheduler: str | None) -> tuple[float, dict | None, str]:
+def children_cpu() -> float:
+    """CPU seconds (user + system) of the waited-for child processes so far (a CLI run and the
+    process pool it waited for)."""
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def cli(folder: Path, scheduler: str | None) -> tuple[float, float, dict | None, str]:
+    """(wall s, CPU s of the CLI process and its pool, the JSON, stderr's tail) of one run."""
     cmd = [sys.executable, "-m", "denpex_nb.cli", "diagnose", str(folder), "--json"]
     if scheduler:
         cmd += ["--scheduler", scheduler]
+    cpu = children_cpu()
     t = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
     wall = time.perf_counter() - t
+    cpu = children_cpu() - cpu
     try:
         out = json.loads(proc.stdout) if proc.returncode == 0 else None
     except ValueError:
         out = None
-    return wall, out, proc.stderr.strip()[-300:]
+    return wall, cpu, out, proc.stderr.strip()[-300:]
 
 
 def key(out: dict | None):
@@ -60,9 +75,21 @@ def key(out: dict | None):
     return out["verdict"], out["culprit_ranks"], first.get("seq")
 
 
-def peak_rss_mb(client) -> dict:
-    import resource
+def _worker_cpu() -> float:
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
 
+
+def workers_cpu(client) -> float:
+    """CPU seconds the cluster's worker processes have used so far, all together."""
+    return sum(client.run(_worker_cpu).values())
+
+
+def digest(out: dict | None) -> str | None:
+    return None if out is None else hashlib.sha256(json.dumps(out, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def peak_rss_mb(client) -> dict:
     got = client.run(lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
     return {w: round(kb / 1024, 1) for w, kb in got.items()}
 
@@ -91,25 +118,37 @@ def main(argv=None) -> int:
         mb = sum(f.stat().st_size for f in folder.iterdir()) / 1e6
         for f in folder.iterdir():  # page cache warm, as for the others
             f.read_bytes()
-        with distributed.LocalCluster(
-            n_workers=args.workers,
-            processes=True,
-            threads_per_worker=1,
-            dashboard_address=":0",
-            silence_logs=logging.ERROR,
-        ) as cluster:
+        with (
+            distributed.LocalCluster(
+                n_workers=args.workers,
+                processes=True,
+                threads_per_worker=1,
+                dashboard_address=":0",
+                silence_logs=logging.ERROR,
+            ) as cluster,
+            distributed.Client(cluster, set_as_default=False) as client,
+        ):
             single, multi, outs, errs = [], [], set(), []
+            single_cpu, client_cpu, worker_cpu, loads, digests = [], [], [], [], set()
             for _ in range(args.repeat):  # alternate: both see the same machine state
-                w, out, err = cli(folder, None)
+                loads.append(round(os.getloadavg()[0], 1))
+                w, cpu, out, err = cli(folder, None)
                 single.append(w)
+                single_cpu.append(cpu)
                 outs.add(json.dumps(key(out)))
+                digests.add(digest(out))
                 errs.append(err) if out is None else None
-                w, out, err = cli(folder, cluster.scheduler_address)
+                loads.append(round(os.getloadavg()[0], 1))
+                before = workers_cpu(client)
+                w, cpu, out, err = cli(folder, cluster.scheduler_address)
+                worker_cpu.append(workers_cpu(client) - before)
                 multi.append(w)
+                client_cpu.append(cpu)
                 outs.add(json.dumps(key(out)))
+                digests.add(digest(out))
                 errs.append(err) if out is None else None
-            with distributed.Client(cluster, set_as_default=False) as client:
-                rss = peak_rss_mb(client)
+            loads.append(round(os.getloadavg()[0], 1))
+            rss = peak_rss_mb(client)
         row = {
             "ranks": ranks,
             "entries": args.entries,
@@ -118,9 +157,15 @@ def main(argv=None) -> int:
             "cluster_s": round(statistics.median(multi), 2),
             "single_all_s": [round(x, 2) for x in single],
             "cluster_all_s": [round(x, 2) for x in multi],
+            "single_cpu_s": round(statistics.median(single_cpu), 2),
+            "cluster_client_cpu_s": round(statistics.median(client_cpu), 2),
+            "cluster_workers_cpu_s": round(statistics.median(worker_cpu), 2),
+            "load_1min_at_starts": loads,
             "workers": args.workers,
             "worker_peak_rss_mb": rss,
             "same_diagnosis": len(outs) == 1 and "null" not in outs,
+            "same_json": len(digests) == 1 and None not in digests,
+            "json_sha256": sorted(d or "none" for d in digests),
             "diagnosis": json.loads(next(iter(outs))) if len(outs) == 1 else sorted(outs),
             "planted_seq": seq,
             "errors": errs[:2],

@@ -257,3 +257,49 @@ def test_a_cluster_without_workers_is_one_line_after_the_timeout(monkeypatch):
     msg = str(e.value)
     assert "0 of 1 files parsed" in msg and "no workers (for 2 s, DENPEX_DASK_TIMEOUT)" in msg and "\n" not in msg, msg
     assert 2 <= took < 15
+
+
+def _decoder_state():
+    from denpex_nb.ingest import flight_recorder, pickle_nodes
+
+    return pickle_nodes.backend(), flight_recorder._COMPILED_READY
+
+
+def _set_compiled_min(n):
+    from denpex_nb.ingest import flight_recorder
+
+    flight_recorder.COMPILED_MIN_BYTES = n
+
+
+def test_workers_without_the_c_kernels_decode_a_task_of_small_dumps_compiled(tmp_path):
+    """A worker is not forked from the client, so the client's choice of decoder does not reach it.
+    With only numba (no C kernels built), a worker once read each small dump with the unpickler
+    (~10x slower): now the readers look at each task's files first, and a task of dumps that
+    together pass COMPILED_MIN_BYTES loads the compiled decoder, as one process would for the load.
+    The threshold is set on the worker between one dump's size and a task's, so one dump alone
+    would not choose it."""
+    pytest.importorskip("numba")
+    from denpex_nb.testing.frcompare import write_synthetic_dumps
+
+    write_synthetic_dumps(tmp_path / "fr", 64, 20, "size", plant_rank=5)
+    biggest = max(f.stat().st_size for f in (tmp_path / "fr").iterdir())
+    here = _load(str(tmp_path / "fr"), jobs=1)
+    with (
+        distributed.LocalCluster(
+            n_workers=1,
+            processes=True,
+            threads_per_worker=1,
+            dashboard_address=":0",
+            silence_logs=logging.ERROR,
+            env={"DENPEX_FR_KERNELS": "numba", "DENPEX_FR_DECODER": "auto"},
+        ) as cl,
+        distributed.Client(cl, set_as_default=False) as client,
+    ):
+        (before,) = client.run(_decoder_state).values()
+        client.run(_set_compiled_min, biggest + 1)
+        there = _load(str(tmp_path / "fr"), dask_client=client)
+        (after,) = client.run(_decoder_state).values()
+    assert before == ("numba", False)  # a fresh worker: numba kernels, nothing loaded yet
+    assert after == ("numba", True)  # the task's dumps went through the compiled decoder
+    _same(here, there)
+    assert dx.diagnose(there).culprit_ranks == [5]
