@@ -29,6 +29,7 @@ from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 
 from ..errors import DenpexError, UsageError, require
+from .assemble import merge_batches
 from .parse import FileResult, parse_file
 from .sources import FileSpec
 
@@ -89,11 +90,11 @@ def run_all(
             if on_file:
                 on_file(spec)
         return results
-    order = sorted(range(len(specs)), key=lambda i: -specs[i].size)
     results: list[FileResult | None] = [None] * len(specs)
     with ProcessPoolExecutor(max_workers=n, mp_context=_context()) as pool:
         futures = {
-            pool.submit(_parse_chunk, [specs[i] for i in chunk], options): chunk for chunk in _chunks(order, specs, n)
+            pool.submit(_parse_chunk, [specs[i] for i in chunk], options, True): chunk
+            for chunk in _chunks(list(range(len(specs))), specs, n)
         }
         try:
             for fut in as_completed(futures):
@@ -115,9 +116,12 @@ CHUNK_BYTES = 32 << 20
 
 
 def _chunks(order: list[int], specs: list[FileSpec], workers: int) -> list[list[int]]:
-    """Group files (biggest first) into tasks: up to 64 small files per task, so 1024 Flight
-    Recorder dumps on 2 workers cost 16 round trips to the pool instead of 1024, yet each worker
-    still gets several tasks (>= 4) to balance the load."""
+    """Group files into tasks: runs of consecutive entries of ``order``, up to 64 small files per
+    task, so 1024 Flight Recorder dumps on 2 workers cost 16 round trips to the pool instead of
+    1024, yet each worker still gets several tasks (>= 4) to balance the load. Tasks go out biggest
+    first (a big file goes alone), so the pool stays busy. The process pool passes the input order,
+    so a task's files are consecutive inputs and their rows can be merged in the worker
+    (:func:`_parse_chunk`) and still come back in input order."""
     per_task = max(1, min(64, len(order) // (workers * 4)))
     chunks: list[list[int]] = []
     current: list[int] = []
@@ -130,11 +134,23 @@ def _chunks(order: list[int], specs: list[FileSpec], workers: int) -> list[list[
         size += specs[i].size
     if current:
         chunks.append(current)
-    return chunks
+    return sorted(chunks, key=lambda c: -sum(specs[i].size for i in c))
 
 
-def _parse_chunk(specs: list[FileSpec], options: dict) -> list[FileResult]:
-    return [parse_file(spec, options) for spec in specs]
+def _parse_chunk(specs: list[FileSpec], options: dict, merge: bool = False) -> list[FileResult]:
+    """Parse a task's files. With ``merge`` (the files are consecutive inputs), their events
+    batches are merged into the first readable file's result (:func:`.assemble.merge_batches`,
+    when every column merges exactly): the parent then concatenates one part per task instead of
+    one per file (its per-part work was ~0.5 s for 1024 dumps), in the same row order."""
+    results = [parse_file(spec, options) for spec in specs]
+    holders = [r for r in results if not r.fatal and r.frames.get("events")]
+    if merge and len(holders) > 1:
+        merged = merge_batches("events", [b for r in holders for b in r.frames["events"]])
+        if len(merged) == 1:
+            holders[0].frames["events"] = merged
+            for r in holders[1:]:
+                r.frames["events"] = []
+    return results
 
 
 def _parse_chunk_there(specs: list[FileSpec], options: dict) -> list[FileResult]:

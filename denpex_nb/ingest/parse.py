@@ -27,7 +27,7 @@ from ..errors import DenpexError, MissingDependencyError, UnsafePickleError
 from ..vocab import ErrorKind
 from .assemble import as_batches, batch_len, compact_batch, rows_to_batch
 from .base import FileContext, FileReader, Output, TextReader, file_readers, text_readers
-from .scan import UnparsedSink, matcher_for, scan_text, watched
+from .scan import UnparsedSink, matcher_for, mentions_in, scan_text
 from .sources import FileSpec, ReadStopped, StreamError, human, open_stream, read_fully, resolve_limits
 
 HEAD_BYTES = 64 << 10
@@ -242,7 +242,7 @@ def _parse_structured(
             )
         )
     o.bytes_read = len(data)
-    o.mentions = {name for name, words in watched().items() if any(w in data for w in words)}
+    o.mentions = mentions_in(data)
     if on_bytes:
         on_bytes(spec.size or len(data))
     n_lines = 0

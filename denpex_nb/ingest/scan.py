@@ -177,6 +177,34 @@ class NeedleMatcher:
     def engine(self) -> str:
         return "hyperscan" if self._db is not None else "bytes.find"
 
+    def groups_in(self, buf) -> int:
+        """The OR of the masks of the needles that occur anywhere in ``buf`` (no line work): one
+        hyperscan pass, stopped as soon as every group is found, else ``in`` per needle."""
+        found = 0
+        every = 0
+        for m in self.masks:
+            every |= m
+        if self._db is not None:
+            masks_of = self.masks
+
+            def on_match(nid, _frm, _to, _flags, _ctx):
+                nonlocal found
+                found |= masks_of[nid]
+                return found == every  # True stops the scan
+
+            try:
+                self._db.scan(buf, match_event_handler=on_match)
+            except Exception as e:  # hyperscan.ScanTerminated: on_match stopped it, all found
+                if type(e).__name__ != "ScanTerminated":
+                    raise
+            return found
+        for nid, needle in enumerate(self.needles):
+            if not self.masks[nid] & ~found:
+                continue
+            if needle in buf:
+                found |= self.masks[nid]
+        return found
+
     def line_starts(self, buf: bytes) -> list[int]:
         """Sorted, unique start offsets of the lines of ``buf`` that contain a needle."""
         return self.line_hits(buf)[0]
@@ -297,6 +325,21 @@ def watched() -> dict[str, tuple[bytes, ...]]:
     from ..vocab import MENTIONS
 
     return {name: tuple(w.encode() for w in words) for name, words in MENTIONS.items()}
+
+
+def mentions_in(data) -> set[str]:
+    """The watched words (:func:`watched`) that occur anywhere in ``data``: a file read whole (a
+    Flight Recorder dump) is searched once for all of them, by a hyperscan database compiled once
+    per thread (``in`` per word without hyperscan: ~0.2 s a word over 1024 dumps of 0.37 MB)."""
+    watch = watched()
+    m = getattr(_LOCAL, "mentions_matcher", None)
+    if m is None or m[0] != watch:
+        names = list(watch)
+        matcher = NeedleMatcher((w for ws in watch.values() for w in ws), groups=[watch[k] for k in names])
+        m = _LOCAL.mentions_matcher = (watch, names, matcher)
+    _, names, matcher = m
+    found = matcher.groups_in(data)
+    return {name for i, name in enumerate(names) if found >> i & 1}
 
 
 def matcher_for(readers: list[TextReader], *, signals: bool = False) -> NeedleMatcher:

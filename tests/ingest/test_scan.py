@@ -367,3 +367,48 @@ def test_a_repeated_block_is_remembered_without_losing_its_signals(tmp_path, mon
     for name in ("events", "errors", "unparsed", "sources", "signals"):
         a, b = getattr(with_memo, name), getattr(without, name)
         assert a.astype(str).equals(b.astype(str)), name
+
+
+@pytest.mark.parametrize("engine", [None, False])
+def test_groups_in_names_every_group_found_anywhere_in_a_buffer(engine):
+    """:meth:`NeedleMatcher.groups_in` (the whole-buffer search for files read whole): the OR of the
+    groups whose needles occur, at the start, the end or across what would be line ends, with
+    hyperscan (stopping once all are found) and without it."""
+    m = NeedleMatcher([b"alpha", b"beta", b"gamma"], groups=[(b"alpha", b"beta"), (b"gamma",)], use_hyperscan=engine)
+    assert m.groups_in(b"") == 0
+    assert m.groups_in(b"nothing here\n" * 100) == 0
+    assert m.groups_in(b"beta" + b"\x00" * 10_000) == 1
+    assert m.groups_in(b"\x00" * 10_000 + b"gamma") == 2
+    assert m.groups_in(b"gamma\nalpha\ngamma alpha") == 3
+    assert m.groups_in(b"alph\na gamm") == 0
+
+
+def test_watched_words_are_noticed_in_a_dump_read_whole(tmp_path):
+    """A Flight Recorder dump (a file read whole) that names SyncBatchNorm in a frame is a mention,
+    one that does not is not; both decode (the search does not change what is read)."""
+    import pickle
+
+    import denpex_nb as dx
+
+    def dump(frame_name: str) -> bytes:
+        entry = {
+            "record_id": 0,
+            "pg_id": 0,
+            "process_group": ("0", "default_pg"),
+            "collective_seq_id": 1,
+            "p2p_seq_id": 0,
+            "profiling_name": "nccl:all_reduce",
+            "state": "completed",
+            "input_sizes": [[4]],
+            "output_sizes": [[4]],
+            "input_dtypes": ["Float"],
+            "output_dtypes": ["Float"],
+            "frames": [{"name": frame_name, "filename": "model.py", "line": 3}],
+        }
+        return pickle.dumps({"version": "2.10", "pg_config": {}, "pg_status": {}, "entries": [entry]})
+
+    (tmp_path / "nccl_trace_rank_0").write_bytes(dump("SyncBatchNorm.forward"))
+    (tmp_path / "nccl_trace_rank_1").write_bytes(dump("forward"))
+    inc = dx.load(str(tmp_path))
+    assert inc.mentions["syncbn"] == [str(tmp_path / "nccl_trace_rank_0")]
+    assert len(inc.events) == 2
