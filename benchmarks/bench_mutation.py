@@ -617,8 +617,9 @@ def main(argv=None) -> int:
     ap.add_argument(
         "--verified",
         type=Path,
-        help="JSON list of {module, operator, source, mutated, killed_by}: survivors of this run that a test "
-        "written after it kills (checked by applying the mutant to the run's tree and running that test)",
+        help="JSON list of {module, operator, source, mutated, killed_by, run_commit}: survivors of this run that a "
+        "test written after it kills (checked by verify_mutants.py: the mutant applied to the run's tree, that test "
+        "fails; without it, it passes); entries of another run_commit are ignored",
     )
     ap.add_argument(
         "--part",
@@ -686,8 +687,11 @@ def main(argv=None) -> int:
     equivalents = load_equivalents(EQUIVALENTS)
     verified = {}
     if args.verified:
+        # only checks made against this run's commit (verify_mutants.py writes ``run_commit``): a
+        # test already in the tree that did not kill a survivor in this run must not be credited
         for v in json.loads(args.verified.read_text()):
-            verified[(v["module"], v["operator"], v["source"], v["mutated"])] = v["killed_by"]
+            if v.get("run_commit") == commit:
+                verified[(v["module"], v["operator"], v["source"], v["mutated"])] = v["killed_by"]
     per_module, all_mutants = [], []
     for m in modules:
         r = collect_parts(m, works)

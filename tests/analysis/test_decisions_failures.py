@@ -41,6 +41,9 @@ Decisions of rule ``nccl-error``:
 
 Decisions of rule ``ddp-reducer``: the reducer's unused-parameter error is a finding, and its
 reporters are named only against a quiet majority (test_ddp_reducer_names_reporters_against_a_quiet_majority).
+Of DDP's other errors, only those that speak of the reducer's gradients (a parameter marked ready
+twice) are that finding; a model differing across ranks is not, and neither is an error of another
+kind that uses the same words (test_ddp_reducer_reads_only_ddps_own_errors_about_gradients).
 
 Decisions of rule ``undetermined-failure``: when something failed and no rule says what, the
 verdict is ``timeout-undetermined``, never ``no-failure``; nothing failed gives no finding
@@ -50,6 +53,8 @@ non-zero exit), it cites no line and has no time
 
 Wording of rule ``own-failure``: its summary says "its" for one rank and "their" for several
 (test_the_own_failure_summary_says_its_for_one_rank_and_their_for_several).
+Wording of rule ``own-failure``: its summary quotes the earliest crash's message, cut at 200
+characters (test_the_own_failure_summary_quotes_the_first_crash_cut_at_200_characters).
 Wording of rule ``nccl-error``: its summary quotes the first NCCL error, cut at 200 characters
 (test_the_nccl_error_summary_quotes_the_first_message_cut_at_200_characters).
 """
@@ -173,6 +178,35 @@ def test_ddp_reducer_names_reporters_against_a_quiet_majority():
     assert (d.verdict, d.culprit_ranks) == ("unused-parameters", [1])
     d = diagnose(incident(steps(4, 1), [err(r, "ddp_unused_parameters", DDP, t=2) for r in (0, 1)]))
     assert (d.verdict, d.culprit_ranks) == ("unused-parameters", [])
+
+
+TWICE = (
+    "RuntimeError: Expected to mark a variable ready only once. This error is caused by one of the following "
+    "reasons: 1) Use of a module parameter outside the `forward` function. Parameter at index 3 has been marked "
+    "as ready twice."
+)
+SAME_MODEL = "RuntimeError: DDP expects same model across all ranks, but Rank 1 has 12 params, while rank 0 has 14"
+
+
+def test_ddp_reducer_reads_only_ddps_own_errors_about_gradients():
+    """A DDP error about a parameter marked ready twice is the reducer's finding (rank 1 named against
+    three quiet ranks); DDP's error about models differing across ranks is not an unused-parameters
+    finding, and an ordinary exception quoting 'marked as ready' is not DDP's."""
+    d = diagnose(incident(steps(4, 1), [err(1, "ddp_error", TWICE, t=2)]))
+    assert (d.verdict, d.culprit_ranks) == ("unused-parameters", [1])
+    for row in (
+        err(1, "ddp_error", SAME_MODEL, t=2),
+        err(1, "exception", "ValueError: the batch was marked as ready", t=2),
+    ):
+        d = diagnose(incident(steps(4, 1), [row]))
+        assert not [f for f in d.findings if f.rule == "ddp-reducer"]
+
+
+def test_the_own_failure_summary_quotes_the_first_crash_cut_at_200_characters():
+    first = "RuntimeError: CUDA error: an illegal memory access was encountered " + "z" * 300
+    rows = [err(2, "exception", first, t=1), err(3, "exception", "ValueError: bad batch", t=2)]
+    f = next(f for f in diagnose(incident(steps(8, 1), rows)).findings if f.rule == "own-failure")
+    assert f.summary == "ranks 2, 3 failed on their own (not in a collective): " + first[:200]
 
 
 def test_a_failure_no_rule_explains_is_undetermined_never_all_clear():

@@ -24,6 +24,9 @@ Decisions of rule ``nccl-opcounts``:
   is unknown (test_nccl_evidence_without_a_line_says_what_the_process_issued).
 - the summary describes each side by its first process's op, count and dtype
   (test_the_nccl_summary_describes_each_side_by_its_first_process).
+- only NCCL COLL rows with an opCount and a communicator size are compared: the tracer's records of
+  the same run (another counter) never join them
+  (test_nccl_lines_are_compared_among_themselves_never_with_the_tracers_records).
 """
 
 from __future__ import annotations
@@ -156,3 +159,14 @@ def test_the_nccl_summary_describes_each_side_by_its_first_process():
     (f,) = _nccl(rows)
     assert f.class_id == "dtype-mismatch"
     assert "rank 0, rank 1: all_reduce count 1024 float32" in f.summary
+
+
+def test_nccl_lines_are_compared_among_themselves_never_with_the_tracers_records():
+    """A run traced by the tracer (pg "0", its own seq) that also logged NCCL COLL lines, where rank 3
+    sent 512 elements at opCount 5 and the others 1024: rank 3 is named. Were the tracer's rows
+    (they carry a seq and a world size too) mixed in, every process would seem to have two
+    communicators of size 4 and be left out, and the mismatch would go unreported."""
+    rows = [_coll(r, numel=512 if r == 3 else 1024) for r in range(4)]
+    traced = [ev(r, s, world_size=4) for r in range(4) for s in range(1, 7)]
+    (f,) = _nccl(rows + traced)
+    assert (f.class_id, f.seq, list(f.culprit_ranks)) == ("shape-mismatch", 5, [3])

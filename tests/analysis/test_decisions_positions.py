@@ -25,6 +25,8 @@ Decisions of rule ``traceback-calls`` (the last collective call in each rank's t
 
 - different calls are an op mismatch; the culprit is a strict minority of the group
   (test_traceback_calls_differ_by_strict_minority).
+- a rank whose traceback names no collective call is not a rank that called something else
+  (test_a_traceback_without_a_collective_call_is_not_another_call).
 
 Both ``traceback-calls`` and ``stuck-points`` name the culprits' op only when the culprits share
 one call / position (test_an_op_is_named_only_when_the_culprits_agree_on_it).
@@ -143,6 +145,16 @@ def test_traceback_calls_differ_by_strict_minority():
     assert (list(f.culprit_ranks), f.op) == ([], None)
     d = diagnose(incident(errors=calls(["all_reduce", "all_reduce"])))
     assert not any(f.rule == "traceback-calls" for f in d.findings)
+
+
+def test_a_traceback_without_a_collective_call_is_not_another_call():
+    """Three ranks' tracebacks end in all_reduce, rank 3's names no collective call (it died in the
+    data loader): no op mismatch, and rank 3 is not named for calling 'None'."""
+    errs = [
+        err(r, "exception", "RuntimeError: Connection closed by peer", t=5, op=op, line=r + 1)
+        for r, op in enumerate(["all_reduce", "all_reduce", "all_reduce", None])
+    ]
+    assert not any(f.rule == "traceback-calls" for f in diagnose(incident(errors=errs)).findings)
 
 
 def test_an_op_is_named_only_when_the_culprits_agree_on_it():

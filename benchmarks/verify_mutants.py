@@ -1,0 +1,132 @@
+"""Check that a test written after a mutation campaign kills a survivor of it: mutant on, the test
+fails; mutant off, it passes. The result feeds ``bench_mutation.py --verified``.
+
+A survivor is named as the campaign's report names it (module, operator, the source line and the
+mutated line, stripped). For each, on a fresh export (``git archive``) of the campaign's commit with
+the *current* ``tests/`` laid over it (the product code is the run's, the tests are today's):
+
+1. the named test (``killed_by``, a pytest node id) runs on the unmutated tree: it must pass;
+2. the mutation is applied with cosmic-ray's own ``mutate_code`` (the operator and occurrence the
+   report recorded), and the mutated line must read as the report says (else ``STALE``);
+3. the named test runs again: it must fail (``verified``), else ``NOT KILLED``.
+
+The file is restored after each. Entries that pass are written, with ``run_commit``, to
+``--out`` (merged with what it holds, keyed by the survivor); the others are printed and the exit
+status is 1.
+
+    python benchmarks/verify_mutants.py --report benchmarks/results/mutation_semantic.json \\
+        --claims /tmp/claims.json --out benchmarks/results/mutation_semantic_verified.json
+
+``--claims``: a JSON list of {module, operator, source, mutated, killed_by}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+
+
+def export(commit: str, dest: Path) -> None:
+    data = subprocess.run(["git", "-C", str(ROOT), "archive", commit], capture_output=True, check=True).stdout
+    with tarfile.open(fileobj=io.BytesIO(data)) as tf:
+        tf.extractall(dest, filter="data")
+    shutil.rmtree(dest / "tests")
+    shutil.copytree(ROOT / "tests", dest / "tests", ignore=shutil.ignore_patterns("__pycache__", ".hypothesis"))
+
+
+def run_test(tree: Path, node: str, timeout: float) -> tuple[bool, str]:
+    env = dict(os.environ, PYTHONPATH=str(tree), PYTHONDONTWRITEBYTECODE="1")
+    cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-p", "no:randomly"]
+    cmd += ["--hypothesis-seed=0", node]
+    try:
+        p = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return False, "timeout"
+    return p.returncode == 0, (p.stdout + p.stderr)[-1500:]
+
+
+def _mutated_line(original: str, mutated: str) -> str:
+    import difflib
+
+    plus = [
+        ln[1:].strip()
+        for ln in difflib.unified_diff(original.split("\n"), mutated.split("\n"), lineterm="", n=0)
+        if ln.startswith("+") and not ln.startswith("+++") and ln[1:].strip()
+    ]
+    return " / ".join(plus)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--report", type=Path, required=True, help="the campaign's JSON (its commit and mutants)")
+    ap.add_argument("--claims", type=Path, required=True)
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--timeout", type=float, default=600.0)
+    args = ap.parse_args(argv)
+
+    sys.path.insert(0, str(HERE))
+    from bench_mutation import register_operators
+    from cosmic_ray.mutating import mutate_code
+    from cosmic_ray.plugins import get_operator
+
+    register_operators()
+    report = json.loads(args.report.read_text())
+    commit = report["commit"]
+    by_key = {(m["module"], m["operator"], m["source"], m["mutated"]): m for m in report["all"]}
+    claims = json.loads(args.claims.read_text())
+    old = json.loads(args.out.read_text()) if args.out.exists() else []
+    kept = {(v["module"], v["operator"], v["source"], v["mutated"], v.get("run_commit")): v for v in old}
+    failed = 0
+    with tempfile.TemporaryDirectory(prefix="verify_mutants_") as tmp:
+        tree = Path(tmp) / "tree"
+        export(commit, tree)
+        for c in claims:
+            key = (c["module"], c["operator"], c["source"], c["mutated"])
+            m = by_key.get(key)
+            tag = f"{c['module']}:{m['line'] if m else '?'} {c['operator']}: {c['mutated']}"
+            if m is None:
+                print(f"NOT IN THE REPORT: {tag}")
+                failed += 1
+                continue
+            path = tree / c["module"]
+            original = path.read_text(encoding="utf-8")
+            ok, out = run_test(tree, c["killed_by"], args.timeout)
+            if not ok:
+                print(f"FAILS UNMUTATED: {tag}: {c['killed_by']}\n{out}")
+                failed += 1
+                continue
+            mutated = mutate_code(original, get_operator(c["operator"])(), m["occurrence"])
+            if mutated is None or _mutated_line(original, mutated) != c["mutated"]:
+                print(f"STALE: {tag}")
+                failed += 1
+                continue
+            try:
+                path.write_text(mutated, encoding="utf-8")
+                passed, out = run_test(tree, c["killed_by"], args.timeout)
+            finally:
+                path.write_text(original, encoding="utf-8")
+            if passed or out == "timeout":
+                print(f"NOT KILLED: {tag}: {c['killed_by']}")
+                failed += 1
+                continue
+            print(f"verified: {tag}: {c['killed_by']}")
+            entry = {**{k: c[k] for k in ("module", "operator", "source", "mutated", "killed_by")}}
+            entry.update(line=m["line"], occurrence=m["occurrence"], run_commit=commit)
+            kept[(*key, commit)] = entry
+    args.out.write_text(json.dumps(list(kept.values()), indent=1) + "\n")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
