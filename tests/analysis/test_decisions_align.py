@@ -22,7 +22,10 @@ Decisions of ``align`` (each test fails if its decision is inverted):
   (test_cells_of_other_groups_and_counters_are_never_compared).
 - a rank whose last seq is below its group's furthest is missing from the next cell; ranks the
   world size names but no record shows are listed only up to MAX_LISTED_RANKS
-  (test_a_rank_that_stopped_is_missing_from_the_next_cell).
+  (test_a_rank_that_stopped_is_missing_from_the_next_cell); and only when the ranks seen are
+  numbered below the world size (0..w-1): a rank numbered w or more means these are not the
+  world's numbers, and nobody is listed
+  (test_absent_ranks_are_listed_only_when_the_ranks_are_numbered_below_the_world_size).
 """
 
 from __future__ import annotations
@@ -157,3 +160,13 @@ def test_a_rank_that_stopped_is_missing_from_the_next_cell():
     assert at.missing_dumps[("0", "trace")] == list(range(2, MAX_LISTED_RANKS))
     past = align(coerce("events", [ev(r, 1, world_size=MAX_LISTED_RANKS + 1) for r in range(2)]))
     assert past.missing_dumps == {}
+
+
+def test_absent_ranks_are_listed_only_when_the_ranks_are_numbered_below_the_world_size():
+    """World size 3 stated by ranks 0 and 3: rank 3 cannot be one of 0..2, so the numbers are not
+    the world's and no rank is reported without evidence (not 'no trace evidence from ranks 1, 2');
+    with ranks 0 and 2, rank 1 is."""
+    odd = align(coerce("events", [ev(r, 1, world_size=3) for r in (0, 3)]))
+    assert odd.missing_dumps == {}
+    fine = align(coerce("events", [ev(r, 1, world_size=3) for r in (0, 2)]))
+    assert fine.missing_dumps == {("0", "trace"): [1]}

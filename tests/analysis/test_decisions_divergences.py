@@ -10,7 +10,9 @@ Decisions of rule ``divergences`` (each test fails if its decision is inverted):
   say its op) is no op mismatch (test_an_op_a_line_did_not_say_is_no_op_mismatch).
 - the group a majority is counted against is the stated size of the cell's group, else the
   default group's size for the default group only, never the world's size for a subgroup, and
-  never less than the ranks in the cell (test_a_subgroup_never_borrows_the_worlds_size).
+  never less than the ranks in the cell (test_a_subgroup_never_borrows_the_worlds_size); a cell
+  whose records name no group (empty or missing pg) is the default group's
+  (test_a_cell_that_names_no_group_counts_against_the_world_size).
 - a missing divergence: when fewer ranks reached the cell than did not, the few made an extra
   call; otherwise (an even split included) the missing ranks never reached it
   (test_an_even_split_says_never_reached_not_extra_collective,
@@ -68,6 +70,17 @@ def test_a_subgroup_never_borrows_the_worlds_size():
     default = [ev(r, 3, shape=(6,) if r == 2 else (8,)) for r in range(3)]
     f = next(f for f in diagnose(incident(sized + default)).findings if f.seq == 3)
     assert f.class_id == "shape-mismatch" and not f.culprit_ranks
+
+
+def test_a_cell_that_names_no_group_counts_against_the_world_size():
+    """World size 8 stated; a 2-vs-1 size split at seq 3 whose records name no process group (pg
+    empty, or missing): two of three is no majority of eight, so nobody is named."""
+    sized = [ev(r, s, world_size=8) for r in range(3) for s in (1, 2)]
+    for pg in ("", None):
+        split = [ev(r, 3, pg=pg, shape=(6,) if r == 2 else (8,)) for r in range(3)]
+        f = next(f for f in diagnose(incident(sized + split)).findings if f.seq == 3)
+        assert (f.class_id, list(f.culprit_ranks)) == ("shape-mismatch", [])
+        assert "group of 8" in f.culprit_basis
 
 
 def test_an_even_split_says_never_reached_not_extra_collective():

@@ -35,7 +35,9 @@ view's culprit and its basis (the other's only when it names none), at most 16 p
 Decisions of ``order``: by time, then seq; a later divergence in the same counter is a possible
 consequence of the first, at low confidence (test_a_later_divergence_is_a_consequence_of_the_first).
 A finding without a time (None or NaT) sorts after every timed one, one without a seq after every
-seq, however large (counters past 2**62) (test_sort_puts_the_unknown_last).
+seq, however large (counters past 2**62) (test_sort_puts_the_unknown_last). Without times or seqs,
+the finding whose earliest evidence line comes first (by file, then line) comes first
+(test_untimed_findings_are_ordered_by_their_earliest_evidence_line).
 """
 
 from __future__ import annotations
@@ -206,6 +208,14 @@ def test_sort_puts_the_unknown_last():
     huge = Finding("op-mismatch", "seq past 2**62", pg="0", seq=2**62 + 5, seq_kind="fr")
     text = Finding("op-mismatch", "no seq")
     assert [f.summary for f in sort_findings([text, huge])] == ["seq past 2**62", "no seq"]
+
+
+def test_untimed_findings_are_ordered_by_their_earliest_evidence_line():
+    """Two findings without time or seq: the one citing a.log line 5 (and z.log line 1) is listed
+    before the one citing m.log line 3; ordered by their latest line instead, it would come second."""
+    a = Finding("rank-crash", "cites a.log:5", evidence=(Evidence("a.log", 5, "x"), Evidence("z.log", 1, "y")))
+    m = Finding("rank-crash", "cites m.log:3", evidence=(Evidence("m.log", 3, "w"),))
+    assert [f.summary for f in sort_findings([m, a])] == ["cites a.log:5", "cites m.log:3"]
 
 
 def test_only_a_syncbatchnorm_mention_raises_the_syncbn_confidence():

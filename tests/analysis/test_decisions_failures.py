@@ -49,7 +49,9 @@ Decisions of rule ``undetermined-failure``: when something failed and no rule sa
 verdict is ``timeout-undetermined``, never ``no-failure``; nothing failed gives no finding
 (test_a_failure_no_rule_explains_is_undetermined_never_all_clear). With no failing line (only a
 non-zero exit), it cites no line and has no time
-(test_an_undetermined_failure_without_a_failing_line_quotes_no_line).
+(test_an_undetermined_failure_without_a_failing_line_quotes_no_line). When the failed collectives
+share one seq, the finding states it with the first failure's counter
+(test_an_undetermined_failure_states_its_one_seq_with_the_first_failures_counter).
 
 Wording of rule ``own-failure``: its summary says "its" for one rank and "their" for several
 (test_the_own_failure_summary_says_its_for_one_rank_and_their_for_several).
@@ -207,6 +209,17 @@ def test_the_own_failure_summary_quotes_the_first_crash_cut_at_200_characters():
     rows = [err(2, "exception", first, t=1), err(3, "exception", "ValueError: bad batch", t=2)]
     f = next(f for f in diagnose(incident(steps(8, 1), rows)).findings if f.rule == "own-failure")
     assert f.summary == "ranks 2, 3 failed on their own (not in a collective): " + first[:200]
+
+
+def test_an_undetermined_failure_states_its_one_seq_with_the_first_failures_counter():
+    """Two watchdog timeouts at seq 5, rank 0's on the WorkNCCL counter, rank 1's on NCCL's opCount:
+    nothing tells the ranks apart; the finding says seq 5 of the first failure's counter (work)."""
+    rows = [
+        err(0, "watchdog_timeout", "Watchdog caught collective operation timeout", t=1, seq=5, seq_kind="work"),
+        err(1, "watchdog_timeout", "Watchdog caught collective operation timeout", t=2, seq=5, seq_kind="nccl_opcount"),
+    ]
+    f = next(f for f in diagnose(incident(steps(2, 1), rows)).findings if f.rule == "undetermined-failure")
+    assert (f.seq, f.seq_kind) == (5, "work")
 
 
 def test_a_failure_no_rule_explains_is_undetermined_never_all_clear():

@@ -26,12 +26,15 @@ Decisions of ``rank_state`` (one row per rank, the status word):
 - a tracer rank whose last collective was issued and never completed has failed; a dump's pending
   entry (only scheduled) says nothing of the kind
   (test_a_tracer_rank_whose_last_collective_never_returned_has_failed).
+
+Decisions of ``positions`` (where each rank got to): a rank's position cites the file and line of
+the record that says so (test_a_ranks_position_cites_the_file_and_line_of_its_last_record).
 """
 
 from __future__ import annotations
 
 from denpex_nb import diagnose
-from denpex_nb.analysis.state import group_size
+from denpex_nb.analysis.state import group_size, positions
 from denpex_nb.incident import Incident, coerce
 
 from ._frames import err, ev, incident, steps
@@ -158,3 +161,11 @@ def test_a_tracer_rank_whose_last_collective_never_returned_has_failed():
     rows = steps(2, 1, kind="fr") + [ev(1, 2, kind="fr", state="scheduled")]
     st = diagnose(incident(rows)).rank_state.set_index("rank")
     assert not st.loc[1, "failed"]
+
+
+def test_a_ranks_position_cites_the_file_and_line_of_its_last_record():
+    """positions() says where each rank got to and on which line it says so (end-positions cites it
+    as evidence): rank 1's last traced collective, seq 3, is line 3 of rank1.trace."""
+    pos = positions(incident(steps(2, 3)))
+    row = pos[pos["rank"] == 1].iloc[0]
+    assert (row["position"], row["file"], row["line"]) == (3, "rank1.trace", 3)

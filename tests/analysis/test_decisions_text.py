@@ -14,14 +14,17 @@ highest rank seen plus one) singles nobody out: no culprit, low
 Decisions of rule ``nccl-ras``: RAS's related ranks are culprits by statement, at medium
 confidence (test_nccl_ras_names_its_ranks_at_medium_confidence); when RAS's counts put the
 listed ranks ahead (at the highest operation), nobody is named
-(test_nccl_ras_listing_the_ranks_ahead_names_no_culprit).
+(test_nccl_ras_listing_the_ranks_ahead_names_no_culprit); counts that give no side the number of
+ranks listed say nothing of them: they stay named
+(test_nccl_ras_counts_that_match_no_listed_number_leave_the_ranks_named).
 
 Decisions of rule ``detail-text``: DETAIL's verdict text gives the class its wording names (op
 type, dtypes, shapes, sequence number), and only when its fingerprints were not read as events
 (test_detail_text_names_its_class_unless_fingerprints_were_read).
 
 Decisions of rule ``fr-analyzer-text``: torchfrtrace's finding gives the class its wording names;
-the missing ranks it names are culprits (test_fr_analyzer_text_class_and_named_ranks).
+the missing ranks it names are culprits (test_fr_analyzer_text_class_and_named_ranks); of several
+findings of one class, the first is quoted (test_a_torchfrtrace_finding_quotes_its_first_row).
 
 Decisions of rule ``gloo-size``: gloo's enforce failure (X vs Y bytes) is a size mismatch that
 never names a culprit: the aborting rank is not necessarily the odd one
@@ -136,3 +139,22 @@ def test_nccl_ras_listing_the_ranks_ahead_names_no_culprit():
     behind = "RAS MISMATCH: 30 ranks have launched up to operation 641; 2 ranks have launched up to operation 640"
     d = diagnose(incident(errors=[err(0, "nccl_ras", behind, related=(5, 6), t=1)]))
     assert d.culprit_ranks == [5, 6]
+
+
+def test_nccl_ras_counts_that_match_no_listed_number_leave_the_ranks_named():
+    """RAS lists three ranks while its counts speak of 30 ranks and 2 ranks: the counts do not show
+    the listed ranks ahead, so RAS's statement stands and ranks 5-7 are named."""
+    msg = "RAS MISMATCH: 30 ranks have launched up to operation 640; 2 ranks have launched up to operation 641"
+    d = diagnose(incident(errors=[err(0, "nccl_ras", msg, related=(5, 6, 7), t=1)]))
+    assert (d.verdict, d.culprit_ranks) == ("rank-desync", [5, 6, 7])
+
+
+def test_a_torchfrtrace_finding_quotes_its_first_row():
+    """Two torchfrtrace findings of one class: the summary quotes the first (collective 12), not the
+    last."""
+    rows = [
+        err(None, "fr_finding", "Collective 12 at pg 0: COLLECTIVE_DTYPE_MISMATCH", seq=12, line=1),
+        err(None, "fr_finding", "Collective 15 at pg 0: COLLECTIVE_DTYPE_MISMATCH", seq=15, line=2),
+    ]
+    f = next(f for f in diagnose(incident(steps(4, 1), rows)).findings if f.rule == "fr-analyzer-text")
+    assert f.summary == "torchfrtrace reported: Collective 12 at pg 0: COLLECTIVE_DTYPE_MISMATCH"
