@@ -17,15 +17,18 @@ grep's wall time over the CLI's (``ratio_to_grep``; CPU times too), with peak RS
 tree (psutil polling). ``--legacy`` also runs the earlier figure (``load(files, jobs=1|2)`` in a
 fresh process on the interleaved set; kept in the results as ``logs``).
 
-Also, on request: ``--small 2000 50000`` (N tiny per-rank files: the CLI, and ``parse_file`` /
-``build_incident`` per file), ``--noise-diagnose`` (diagnose of 256 events among 1 M unparsed
+Also, on request: ``--small 2000 50000`` (N tiny per-rank files: the CLI as a whole process in
+``--repeat`` rounds, beside ``--baseline``'s when given, and ``parse_file`` / ``build_incident`` per
+file), ``--path-args 10000`` (N tiny files named one by one on the command line), ``--noise-diagnose`` (diagnose of 256 events among 1 M unparsed
 lines), ``--empty-lines`` (peak RSS on 200 MB of empty lines and on a bz2 of 512 MiB of them),
 ``--fr-dumps N`` (load of N Flight Recorder dumps x 2000 entries).
 
     python benchmarks/bench_ingest.py --small 2000 50000 --noise-diagnose --empty-lines
+    python benchmarks/bench_ingest.py --no-logs --small 2000 --path-args 10000 --baseline ../main_checkout
     python benchmarks/bench_ingest.py --size 256      # quicker
 
-Results: a table on stdout and ``benchmarks/results/bench_ingest.json`` (sections this run did not
+Every CLI runs as after ``pip install``: its bytecode cached (:func:`cli_env`), written once before
+the timed runs. Results: a table on stdout and ``benchmarks/results/bench_ingest.json`` (sections this run did not
 measure are kept). The data lives in ``benchmarks/_data/`` (git-ignored) and is reused.
 """
 
@@ -464,29 +467,33 @@ def bench_cli_layouts(args) -> dict:
     pattern = grep_pattern()
     env = dict(os.environ, LC_ALL="C")
     rounds: dict[str, list] = {k: [] for k in layouts}
+    loads: list[float] = []
     for files, _ in layouts.values():
         subprocess.run(["cat", *files], stdout=subprocess.DEVNULL, check=True)  # warm the page cache
+    for root in [ROOT] + ([args.baseline] if args.baseline else []):  # bytecode written once, untimed
+        timed([*CLI, os.path.join(DATA, "tiny_2000"), "--json"], env=cli_env(root), cwd=root)
     for _ in range(max(1, args.repeat)):
         for name, (files, folder) in layouts.items():
             g_wall, _, _ = timed(["grep", "-c", "-E", pattern, *files], env=env)
             g_cpu = timed.last_cpu_s
             target = [folder] if folder else files
-            c_wall, c_rss, out = timed([*CLI, *target, "--json"], cwd=ROOT)
+            c_wall, c_rss, out = timed([*CLI, *target, "--json"], env=cli_env(ROOT), cwd=ROOT)
             c_cpu = timed.last_cpu_s
             d = json.loads(out)
             base = {}
             if args.baseline:  # the same command on an earlier checkout, in the same round
                 # run from the checkout: ``python -m`` puts the working directory first on sys.path,
                 # before PYTHONPATH (run from here, the "baseline" imported this checkout's code)
-                benv = dict(os.environ, PYTHONPATH=args.baseline)
-                b_wall, b_rss, _ = timed([*CLI, *target, "--json"], env=benv, cwd=args.baseline)
+                b_wall, b_rss, b_out = timed([*CLI, *target, "--json"], env=cli_env(args.baseline), cwd=args.baseline)
                 b_cpu = timed.last_cpu_s
                 base = {
+                    "baseline_same_json": _same_diagnosis(b_out, out),
                     "baseline_cpu_s": b_cpu,
                     "baseline_wall_s": b_wall,
                     "baseline_peak_rss_mb": b_rss / (1 << 20),
                     "baseline_ratio": g_wall / b_wall,
                 }
+            loads.append(round(os.getloadavg()[0], 1))
             rounds[name].append(
                 {
                     **base,
@@ -505,7 +512,8 @@ def bench_cli_layouts(args) -> dict:
             r = rounds[name][-1]
             print(
                 f"{name}: grep {g_wall:.2f} s, denpex-nb diagnose {c_wall:.2f} s ({r['cli_peak_rss_mb']:.0f} MB), "
-                f"ratio {r['ratio']:.3f} (CPU {r['ratio_cpu']:.3f}), load average {os.getloadavg()[0]:.1f}",
+                f"ratio {r['ratio']:.3f} (CPU {r['ratio_cpu']:.3f}), load average {os.getloadavg()[0]:.1f}"
+                + (f"; baseline {base['baseline_wall_s']:.2f} s, CPU {base['baseline_cpu_s']:.2f} s" if base else ""),
                 file=sys.stderr,
             )
     med = lambda xs: round(_median(xs), 3)  # noqa: E731
@@ -535,8 +543,11 @@ def bench_cli_layouts(args) -> dict:
                 "ratio_to_grep": med([r["baseline_ratio"] for r in rs]),
                 "ratio_rounds": [round(r["baseline_ratio"], 3) for r in rs],
                 "cli_peak_rss_mb": round(max(r["baseline_peak_rss_mb"] for r in rs), 1),
+                "same_json": all(r["baseline_same_json"] for r in rs),
             }
     res["command"] = "denpex-nb diagnose DIR --json (python -m denpex_nb.cli), fresh process, vs grep -c -E"
+    res["bytecode"] = "cached (as after pip install; see cli_env)"
+    res["load_average_rounds"] = loads
     return res
 
 
@@ -563,31 +574,89 @@ print(json.dumps({"parse_ms_per_file": (t2 - t1) / len(specs) * 1e3,
 """
 
 
-def bench_small_files(counts: list[int]) -> dict:
-    """N tiny per-rank files (3 lines, one a watchdog timeout): the whole CLI process, and the
-    per-file cost of ``parse_file`` and ``build_incident`` in one warm process."""
+def _tiny_folder(n: int) -> str:
+    """``n`` tiny per-rank files (3 lines, one a watchdog timeout), made once in ``_data``."""
+    folder = os.path.join(DATA, f"tiny_{n}")
+    if not os.path.exists(os.path.join(folder, ".complete")):
+        os.makedirs(folder, exist_ok=True)
+        for r in range(n):
+            with open(os.path.join(folder, f"rank_{r}.log"), "w") as f:
+                f.write(f"step 1 loss=2.0\n{DIST_TEMPLATES[0].format(r=r, s=5)}\nbye\n")
+        open(os.path.join(folder, ".complete"), "w").close()
+    return folder
+
+
+def cli_env(root: str) -> dict:
+    """The environment the CLI of checkout ``root`` runs in, as after ``pip install``: its modules
+    imported from ``root``, their bytecode cached (pip compiles it at install; a session that sets
+    ``PYTHONDONTWRITEBYTECODE`` would make every run compile ~60 modules from source, ~0.15 s). The
+    cache lives in ``_data/pycache`` (a folder per checkout), never in the tree."""
+    import hashlib
+
+    env = dict(os.environ, PYTHONPATH=root)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    tag = hashlib.sha1(os.path.realpath(root).encode()).hexdigest()[:10]
+    env["PYTHONPYCACHEPREFIX"] = os.path.join(DATA, "pycache", tag)
+    return env
+
+
+def bench_small_files(counts: list[int], repeat: int = 1, baseline: str | None = None, args_n: int = 0) -> dict:
+    """Many tiny per-rank files, as whole CLI processes (``denpex-nb diagnose DIR --json``; with
+    ``args_n``, also ``N`` files named one by one on the command line, as ``diagnose logs/*.log``
+    does), ``repeat`` rounds, alternating with the ``baseline`` checkout's CLI when given; wall and
+    CPU seconds of the process tree (medians), peak RSS, the load average of each round. Also the
+    per-file cost of ``parse_file`` and ``build_incident`` in one warm process (this checkout)."""
+    cases = [(str(n), [_tiny_folder(n)]) for n in counts]
+    if args_n:
+        src = _tiny_folder(max(args_n, 2000))
+        cases.append((f"{args_n}_path_arguments", [os.path.join(src, f"rank_{r}.log") for r in range(args_n)]))
+    roots = [("cli", ROOT)] + ([("baseline", baseline)] if baseline else [])
+    for _, root in roots:  # the bytecode written once, outside the timed runs
+        timed([*CLI, cases[0][1][0], "--json"], env=cli_env(root), cwd=root)
     res = {}
-    for n in counts:
-        folder = os.path.join(DATA, f"tiny_{n}")
-        if not os.path.exists(os.path.join(folder, ".complete")):
-            os.makedirs(folder, exist_ok=True)
-            for r in range(n):
-                with open(os.path.join(folder, f"rank_{r}.log"), "w") as f:
-                    f.write(f"step 1 loss=2.0\n{DIST_TEMPLATES[0].format(r=r, s=5)}\nbye\n")
-            open(os.path.join(folder, ".complete"), "w").close()
-        wall, rss, out = timed([*CLI, folder, "--json"], cwd=ROOT)
-        cpu = timed.last_cpu_s
-        _, _, per = timed([sys.executable, "-c", SMALL_SNIPPET, folder], cwd=ROOT)
-        res[str(n)] = dict(
-            {k: round(v, 3) for k, v in json.loads(per).items()},
-            cli_wall_s=round(wall, 2),
-            cli_cpu_s=round(cpu, 2),
-            cli_peak_rss_mb=round(rss / (1 << 20), 1),
-            verdict=json.loads(out)["verdict"],
-            load_average=round(os.getloadavg()[0], 1),
-        )
-        print(f"{n} tiny files: CLI {wall:.2f} s, {res[str(n)]}", file=sys.stderr)
+    for name, target in cases:
+        rounds: dict[str, list] = {k: [] for k, _ in roots}
+        loads = []
+        outs = {}
+        for _ in range(max(1, repeat)):
+            for key, root in roots:
+                wall, rss, out = timed([*CLI, *target, "--json"], env=cli_env(root), cwd=root, timeout=3600)
+                rounds[key].append((wall, timed.last_cpu_s, rss / (1 << 20)))
+                outs[key] = out
+            loads.append(round(os.getloadavg()[0], 1))
+        entry: dict = {"inputs": len(target) if len(target) > 1 else int(name), "load_average_rounds": loads}
+        for key, rs in rounds.items():
+            fig = {
+                "wall_s": round(_median([r[0] for r in rs]), 2),
+                "cpu_s": round(_median([r[1] for r in rs]), 2),
+                "wall_rounds": [round(r[0], 2) for r in rs],
+                "cpu_rounds": [round(r[1], 2) for r in rs],
+                "peak_rss_mb": round(max(r[2] for r in rs), 1),
+            }
+            if key == "cli":
+                entry.update({f"cli_{k}": v for k, v in fig.items()})
+                entry["verdict"] = json.loads(outs[key])["verdict"]
+            else:
+                entry["baseline"] = dict(fig, checkout=baseline, same_json=_same_diagnosis(outs[key], outs["cli"]))
+        if name.isdigit():
+            _, _, per = timed([sys.executable, "-c", SMALL_SNIPPET, target[0]], env=cli_env(ROOT), cwd=ROOT)
+            entry.update({k: round(v, 3) for k, v in json.loads(per).items()})
+        res[name] = entry
+        print(f"{name} tiny files: {entry}", file=sys.stderr)
     return res
+
+
+def _same_diagnosis(a: str, b: str) -> bool:
+    """Do two ``diagnose --json`` outputs say the same (timings, which differ, aside)?"""
+
+    def strip(o):
+        if isinstance(o, dict):
+            return {k: strip(v) for k, v in o.items() if not k.endswith(("_s", "_ms", "seconds"))}
+        if isinstance(o, list):
+            return [strip(v) for v in o]
+        return o
+
+    return strip(json.loads(a)) == strip(json.loads(b))
 
 
 NOISE_DIAG_SNIPPET = """
@@ -713,6 +782,9 @@ def main(argv=None) -> int:
     ap.add_argument("--legacy", action="store_true", help="also the earlier load(jobs=...) figure (interleaved only)")
     ap.add_argument("--no-layouts", action="store_true", help="skip the CLI per-rank / interleaved comparison")
     ap.add_argument("--small", type=int, nargs="*", default=None, help="tiny-file counts (e.g. 2000 50000)")
+    ap.add_argument(
+        "--path-args", type=int, default=0, help="also N tiny files named one by one on the command line (e.g. 10000)"
+    )
     ap.add_argument("--noise-diagnose", action="store_true", help="diagnose of 256 events among 1 M unparsed lines")
     ap.add_argument("--empty-lines", action="store_true", help="peak RSS on 200 MB of empty lines (and a bz2)")
     args = ap.parse_args(argv)
@@ -725,8 +797,12 @@ def main(argv=None) -> int:
         res["layouts"] = dict(bench_cli_layouts(args), when=res["when"], load_average=list(os.getloadavg()))
     if not args.no_logs and args.legacy:
         res["logs"] = dict(bench_logs(args), when=res["when"], load_average=res.get("load_average"))
-    if args.small:
-        res["small_files"] = bench_small_files(args.small)
+    if args.small or args.path_args:
+        res["small_files"] = dict(
+            bench_small_files(args.small or [], args.repeat, args.baseline, args.path_args),
+            when=res["when"],
+            bytecode="cached (as after pip install; see cli_env)",
+        )
     if args.noise_diagnose:
         res["diagnose_noise"] = bench_diagnose_noise()
     if args.empty_lines:

@@ -113,7 +113,14 @@ def is_crash_error(
 # every rule that asks (a 256-rank timeout: 256 equal messages, read by four rules)
 @functools.lru_cache(maxsize=4096)
 def _device_fault(message: str) -> bool:
+    if message.isascii():  # the same answer on ASCII text, ten times faster than IGNORECASE's search
+        return _DEVICE_FAULT_ASCII.search(message.lower()) is not None
     return _DEVICE_FAULT.search(message) is not None
+
+
+#: :data:`_DEVICE_FAULT` in lower case, searched in lowered ASCII text: one message per rank (a
+#: watchdog line names its rank) misses the cache above, and IGNORECASE costs ~70 µs a line
+_DEVICE_FAULT_ASCII = re.compile(_DEVICE_FAULT.pattern.lower())
 
 
 @functools.lru_cache(maxsize=4096)
@@ -964,7 +971,7 @@ def nccl_error(ctx: Context) -> list[Finding]:
     # the transport's own failure
     victim = msg.str.contains("remote process exited", regex=False) & ~msg.str.contains(_TRANSPORT_FAULT, regex=True)
     nc = errs[((kind == ErrorKind.NCCL_ERROR) | failing_warn) & ~victim]
-    nc = nc[[not _DEVICE_FAULT.search(str(m)) for m in nc["message"]]]  # a device fault is a crash
+    nc = nc[[not _device_fault(str(m)) for m in nc["message"]]]  # a device fault is a crash
     if not len(nc):
         return []
     # a rank whose connection the peer closed or reset is that peer's victim, not a culprit

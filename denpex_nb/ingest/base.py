@@ -171,6 +171,14 @@ def file_readers(names: Iterable[str] | None = None) -> list[FileReader]:
     return [r for n, r in _FILE_READERS.items() if names is None or n in names]
 
 
+_BUILTIN_LOADED = False
+
+
 def _ensure_builtin() -> None:
-    """Import the built-in reader modules once; each registers itself on import."""
-    from . import _builtin  # noqa: F401
+    """Import the built-in reader modules once; each registers itself on import. (Asked per file:
+    the flag spares the import machinery's look-up, a few µs a call.)"""
+    global _BUILTIN_LOADED
+    if not _BUILTIN_LOADED:
+        from . import _builtin  # noqa: F401
+
+        _BUILTIN_LOADED = True

@@ -74,6 +74,8 @@ def detect_width(sample: bytes) -> int | None:
     """
     if len(sample) < MIN_WIDTH:
         return None
+    if len(sample) <= _SMALL_SAMPLE and sample.isascii() and _no_candidate_width(sample):
+        return None
     a = np.frombuffer(sample, np.uint8)
     nl = np.flatnonzero(a == 10)
     if nl.size < 2:
@@ -83,7 +85,7 @@ def detect_width(sample: bytes) -> int | None:
     starts[1:] = nl[:-1] + 1
     cr = (nl > starts) & (a[nl - 1] == 13)
     lens = nl - starts - cr
-    if (a >= 0x80).any():  # UTF-8 continuation bytes take no column
+    if not sample.isascii():  # UTF-8 continuation bytes take no column
         cont = np.concatenate(([0], np.cumsum((a & 0xC0) == 0x80, dtype=np.int32)))
         lens = lens - (cont[nl] - cont[starts])
     counts = np.bincount(np.minimum(lens, MAX_WIDTH + 1))  # longer lines: one bin past the widest wrap
@@ -101,6 +103,40 @@ def detect_width(sample: bytes) -> int | None:
         if longer > 8:
             break
     return None
+
+
+#: a sample this small is first looked at without numpy (a tiny file: numpy's set-up cost more than its work)
+_SMALL_SAMPLE = 16 << 10
+
+
+def _no_candidate_width(sample: bytes) -> bool:
+    """True when :func:`detect_width`'s count of line lengths in ``sample`` (ASCII) gives no width
+    to look at (so it returns None); False when it might: then the full count decides. The same
+    arithmetic as there, in plain Python: lines end at each newline (a last unterminated piece is
+    not a line), a CR before it takes no column."""
+    lines = sample.split(b"\n")
+    del lines[-1]
+    if len(lines) < 2:
+        return True
+    counts: dict[int, int] = {}
+    for line in lines:
+        n = len(line)
+        if n >= MIN_WIDTH:
+            n = min(n - (line[-1] == 13), MAX_WIDTH + 1)
+            if n >= MIN_WIDTH:
+                counts[n] = counts.get(n, 0) + 1
+    longer = 0
+    for w in sorted(counts, reverse=True)[:8]:
+        n = counts[w]
+        if w > MAX_WIDTH:
+            longer += n
+            continue
+        if longer <= n // 50 and n >= (1 if w in COMMON_WIDTHS else 2):
+            return False
+        longer += n
+        if longer > 8:
+            break
+    return True
 
 
 #: a row of a box drawn to a width (Rich's traceback box, tables), never a piece cut by a wrap
@@ -129,10 +165,11 @@ def _pieces_look_cut(
     line = lambda i: sample[int(starts[i]) : int(ends[i])] if i < n_lines else b""  # noqa: E731
     idx = [i for i in np.flatnonzero(lens == w)[:200].tolist() if not line(i).endswith(_BOX_ENDS)]
     wide = set(idx)
-    is_tail = lambda i: i + 1 < n_lines and joins_b(line(i), line(i + 1), w)  # noqa: E731
-    if not any(is_tail(i) for i in idx):
+    tails = {i: i + 1 < n_lines and joins_b(line(i), line(i + 1), w) for i in idx}  # asked up to 3 times each
+    is_tail = tails.__getitem__
+    if not any(tails.values()):
         return False
-    heads = [i for i in idx if not (i - 1 in wide and joins_b(line(i - 1), line(i), w))]
+    heads = [i for i in idx if not (i - 1 in wide and tails[i - 1])]
     # a wrap cuts every line longer than the width, so most lines at the width are followed by their
     # tail; the longest lines of a prefixed file that happen to share one length (DETAIL fingerprints,
     # a fixed format) with one unprefixed line after one of them are no wrap

@@ -185,7 +185,8 @@ def parse_file(
         forced_file, forced_text = _readers_for(options)
         file_reader = forced_file
         if file_reader is None and forced_text is None:
-            file_reader = next((r for r in all_file_readers() if _safe_sniff(r, head, spec.name)), None)
+            name = spec.name
+            file_reader = next((r for r in all_file_readers() if _safe_sniff(r, head, name)), None)
         if file_reader is not None:
             outcome = _parse_structured(file_reader, stream, head, stopped, ctx, sink, limits, spec, on_bytes)
         else:

@@ -417,9 +417,15 @@ def _is_zip_file(path: str) -> bool:
     """A regular file whose content is a zip archive (whatever its name)."""
     if path.lower().endswith(".zip"):
         return True
-    try:
-        with open(path, "rb") as f:
-            return sniff_compression(f.read(4)) == "zip"
+    try:  # a bare descriptor: a walk of 50,000 files opens each once here (a buffered file costs 2x)
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0))
+        try:
+            head = os.read(fd, 4)
+            if 0 < len(head) < 4:  # a short read (never on a regular file; cheap to be sure)
+                head += os.read(fd, 4 - len(head))
+        finally:
+            os.close(fd)
+        return sniff_compression(head) == "zip"
     except OSError:
         return False  # the open while parsing reports it
 

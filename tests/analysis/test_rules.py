@@ -436,3 +436,34 @@ def test_syncbn_mention_noticed_by_the_loader_is_what_counts():
     assert diagnose(by_hand).verdict == "syncbn-eval-hang"
     loaded_without = dc_replace(by_hand, mentions={"syncbn": []})  # the loader read every line: no mention
     assert diagnose(loaded_without).verdict == "op-mismatch"
+
+
+def test_a_device_fault_is_found_in_any_case_and_any_script():
+    """The device-fault words are matched case-insensitively, ASCII text (a fast path) or not; a
+    status of SUCCESS is no fault. Each message is an error of kind EXCEPTION, so only the device
+    fault can make it an own failure (in_collective: an exception otherwise is not)."""
+    from denpex_nb.analysis.rules import is_crash_error
+    from denpex_nb.vocab import ErrorKind
+
+    faults = [
+        "CUDA error: an illegal memory access was encountered",
+        "ILLEGAL MEMORY ACCESS",
+        "RuntimeError: CUBLAS_STATUS_EXECUTION_FAILED when calling cublasGemmEx",
+        "cublas_status_not_initialized",
+        "NVRM: Xid 79, GPU has fallen off the bus",
+        "xid 48",
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+        "Fehler – CUDA error: device-side assert triggered (Gerät 3)",
+        "ÉCHEC: Uncorrectable ECC error encountered",
+    ]
+    clean = [
+        "CUBLAS_STATUS_SUCCESS",
+        "cudnn_status_success after retry",
+        "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5, OpType=ALLGATHER)",
+        "Gerät – alles in Ordnung",
+        "Xid without a number",
+    ]
+    for m in faults:
+        assert is_crash_error(ErrorKind.EXCEPTION, m, None, None, in_collective=True), m
+    for m in clean:
+        assert not is_crash_error(ErrorKind.EXCEPTION, m, None, None, in_collective=True), m

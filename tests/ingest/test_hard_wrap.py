@@ -393,3 +393,36 @@ def test_the_views_are_judged_right(run, recipe):
 
     _, d, j = check_view(_GLOO / run, recipe)
     assert j.ok, (d.summary(), j)
+
+
+def test_the_small_sample_shortcut_gives_the_width_numpy_gives(monkeypatch):
+    """A small ASCII sample is first looked at in plain Python (a tiny file pays no numpy set-up);
+    the width must be the one the numpy count alone gives, on samples made to sit on every edge:
+    lengths around 60 and 1024, common and uncommon widths seen once or twice, CRLF ends, a last
+    line without a newline, more than eight longer lines, real wraps."""
+    import random
+
+    rng = random.Random(17)
+    samples = [b"", b"x" * 70, b"x" * 70 + b"\n", (b"x" * 80 + b"\n") * 2, (b"x" * 80 + b"\r\n") * 2]
+    for _ in range(600):
+        lines = []
+        for _ in range(rng.choice((2, 3, 5, 12, 40))):
+            n = rng.choice((0, 5, 59, 60, 61, 79, 80, 81, 100, 120, 137, 160, 200, 1023, 1024, 1025, 1500))
+            line = "".join(rng.choice("ab c:[]0") for _ in range(n))
+            if rng.random() < 0.2 and line:
+                line = line[:-1] + "\r"
+            lines.append(line)
+        text = "\n".join(lines) + ("\n" if rng.random() < 0.8 else "")
+        samples.append(text.encode())
+    wrapped = "\n".join(textwrap_cut("[rank3]: " + "word " * 90, w) for w in (80, 100, 137))
+    samples.append((wrapped + "\n").encode())
+    fast = [hardwrap.detect_width(s) for s in samples]
+    monkeypatch.setattr(hardwrap, "_SMALL_SAMPLE", -1)  # the numpy count alone
+    slow = [hardwrap.detect_width(s) for s in samples]
+    assert fast == slow
+    assert any(w is not None for w in slow)  # the samples reach the widths, not only None
+
+
+def textwrap_cut(line: str, w: int) -> str:
+    """``line`` cut every ``w`` characters, as a terminal wraps it."""
+    return "\n".join(line[i : i + w] for i in range(0, len(line), w))
