@@ -153,13 +153,15 @@ def _parse_chunk(specs: list[FileSpec], options: dict, merge: bool = False) -> l
     return results
 
 
-def _parse_chunk_there(specs: list[FileSpec], options: dict) -> list[FileResult]:
+def _parse_chunk_there(specs: list[FileSpec], options: dict, merge: bool = False) -> list[FileResult]:
     """A Dask task: the worker process was not forked from the client, so what
     :func:`prepare_readers` chose or loaded there is not here. The readers look at this task's
     files first (the Flight Recorder reader then loads its compiled decoder for a task of many
-    small dumps, which alone would each go through the unpickler, ~10x slower)."""
+    small dumps, which alone would each go through the unpickler, ~10x slower). With ``merge``
+    (the task's files are consecutive inputs) their events batches come back merged, as from the
+    process pool: one part per column and task to send and to concatenate, not one per file."""
     prepare_readers(specs)
-    return _parse_chunk(specs, options)
+    return _parse_chunk(specs, options, merge)
 
 
 def prepare_readers(specs: list[FileSpec]) -> None:
@@ -261,15 +263,21 @@ def _run_dask(specs: list[FileSpec], options: dict, on_bytes, on_file, given=Non
     distributed = require("distributed", "dask")
     results: list[FileResult | None] = [None] * len(specs)
     here = [i for i, s in enumerate(specs) if s.data is not None or s.temp]
-    there = sorted((i for i, s in enumerate(specs) if not (s.data is not None or s.temp)), key=lambda i: -specs[i].size)
+    there = [i for i, s in enumerate(specs) if not (s.data is not None or s.temp)]  # input order: see _chunks
     timeout = dask_timeout()
     with dask_client(given, timeout) as (client, where):
         workers = max(1, len(_workers(client)))
         tag = uuid.uuid4().hex[:12]
         pending = {}
         for k, chunk in enumerate(_chunks(there, specs, workers)):
+            consecutive = all(b == a + 1 for a, b in zip(chunk, chunk[1:]))  # no stdin file between them
             fut = client.submit(
-                _parse_chunk_there, [specs[i] for i in chunk], options, pure=False, key=f"denpex-parse-{tag}-{k}"
+                _parse_chunk_there,
+                [specs[i] for i in chunk],
+                options,
+                consecutive,
+                pure=False,
+                key=f"denpex-parse-{tag}-{k}",
             )
             pending[fut] = chunk
         try:

@@ -123,6 +123,33 @@ def test_a_flight_recorder_incident_on_the_workers_diagnoses_as_in_one_process(c
     assert _no_parse_tasks_left(cluster)
 
 
+def test_tasks_of_consecutive_dumps_come_back_merged_and_a_stdin_dump_between_keeps_the_order(cluster, tmp_path):
+    """Each task's files are consecutive inputs and the worker merges their events batches (one
+    part per column and task travels, not one per dump); standard input is parsed in this process,
+    so a task whose files straddle it is not merged: the rows keep the input order either way."""
+    import io
+
+    from denpex_nb.ingest.parallel import run_all
+    from denpex_nb.ingest.sources import expand, resolve_limits
+    from denpex_nb.testing.frcompare import write_synthetic_dumps
+
+    write_synthetic_dumps(tmp_path / "fr", 40, 10, "size", plant_rank=3)
+    dumps = [str(tmp_path / "fr" / f"comm_lib_trace_rank_{r}") for r in range(40)]
+    with distributed.Client(cluster, set_as_default=False) as client:
+        specs, _ = expand(dumps)
+        results = run_all(specs, resolve_limits(), "dask", dask_client=client)
+        holders = [r for r in results if r.frames.get("events")]
+        assert [len(r.frames["events"]) for r in holders] == [1] * len(holders)
+        assert 1 < len(holders) < 40  # one merged batch per task
+        assert sum(len(r.frames["events"][0]["seq"]) for r in holders) == 40 * 10
+        paths = dumps[:6] + ["-"] + dumps[7:]  # rank 6's dump read from standard input, here
+        stdin = Path(dumps[6]).read_bytes()
+        here = _load(paths, stdin=io.BytesIO(stdin), jobs=1)
+        there = _load(paths, stdin=io.BytesIO(stdin), dask_client=client)
+    _same(here, there)
+    assert (there.events["file"] == "<stdin>").sum() == 10
+
+
 def test_the_cli_scheduler_option_with_nothing_listening_is_one_line_exit_2():
     address = f"tcp://127.0.0.1:{free_port()}"
     env = dict(
