@@ -106,19 +106,21 @@ def align(events: pd.DataFrame) -> Alignment:
 
     op_cat = _as_cat(ev["op"])
     opc = op_cat.cat.codes.to_numpy(np.int64)
-    size = _size_key(ev, op_cat)
+    nin, nout = _floats(ev["numel_in"]), _floats(ev["numel_out"])  # once, for both size rules
+    size = _size_key(ev, op_cat, nin, nout)
     shape = _shape_key(ev, op_cat)
     dt = _as_cat(ev["dtype"]).cat.codes.to_numpy(np.float64) if "dtype" in ev else np.full(len(ev), -1.0)
     dt[dt < 0] = np.nan
     done = (ev["state"] == _STATE_DONE).to_numpy(bool, na_value=False)
-    local_bad = _local_size_violation(ev, op_cat, g, r)
+    local_bad = _local_size_violation(ev, op_cat, g, r, nin, nout)
 
     # --- pack (group, seq, rank) into one int64 key; fall back to factorize when out of range
     s_off = s - s.min()
     r_bits = max(int(r.max()).bit_length(), 1) if r.min() >= 0 else 0
     s_bits = max(int(s_off.max()).bit_length(), 1)
     g_bits = max(int(g.max()).bit_length(), 1)
-    if r.min() >= 0 and r_bits + s_bits + g_bits <= 60:
+    packed = bool(r.min() >= 0 and r_bits + s_bits + g_bits <= 60)
+    if packed:
         key = (g << (s_bits + r_bits)) | (s_off << r_bits) | r
         cell_of = key >> r_bits
     else:  # pragma: no cover - absurd seq ranges
@@ -138,7 +140,12 @@ def align(events: pd.DataFrame) -> Alignment:
     done_any = np.maximum.reduceat(done[order].astype(np.int8), dup_start).astype(bool)
     sel = order[first]  # one row per (group, seq, rank), sorted
 
-    g1, s1, r1, cell1 = g[sel], s[sel], r[sel], cell_of[sel]
+    if packed:  # the sorted keys hold group, seq and rank: no gather through ``sel`` (2M random reads each)
+        ks = key_sorted[first]
+        cell1 = ks >> r_bits
+        g1, s1, r1 = cell1 >> s_bits, (cell1 & ((1 << s_bits) - 1)) + s.min(), ks & ((1 << r_bits) - 1)
+    else:  # pragma: no cover
+        g1, s1, r1, cell1 = g[sel], s[sel], r[sel], cell_of[sel]
     op1, size1, dt1, bad1, shape1 = opc[sel], size[sel], dt[sel], local_bad[sel], shape[sel]
     n = len(sel)
     cstart = np.flatnonzero(np.r_[True, cell1[1:] != cell1[:-1]])
@@ -325,9 +332,9 @@ def _floats(col: pd.Series) -> np.ndarray:
     return pd.to_numeric(col, errors="coerce").to_numpy(np.float64, na_value=np.nan)
 
 
-def _size_key(ev: pd.DataFrame, op_cat: pd.Series) -> np.ndarray:
-    """The number each rank must agree on for its op (NaN: unknown or not comparable)."""
-    nin, nout = _floats(ev["numel_in"]), _floats(ev["numel_out"])
+def _size_key(ev: pd.DataFrame, op_cat: pd.Series, nin: np.ndarray, nout: np.ndarray) -> np.ndarray:
+    """The number each rank must agree on for its op (NaN: unknown or not comparable);
+    ``nin``/``nout``: ``numel_in``/``numel_out`` as floats (:func:`_floats`)."""
     scatter = _family_lookup(op_cat, SCATTER_LIKE)
     nosize = _family_lookup(op_cat, _NO_SIZE)
     size = np.where(scatter, np.where(np.isnan(nout), np.nan, nout), nin)
@@ -340,15 +347,40 @@ def _shape_key(ev: pd.DataFrame, op_cat: pd.Series) -> np.ndarray:
     or not compared). One hash pass over the column (~0.2 s for 2M rows)."""
     if "in_shapes" not in ev.columns:
         return np.full(len(ev), np.nan)
-    codes, _ = pd.factorize(ev["in_shapes"].to_numpy(dtype=object), use_na_sentinel=True)
+    codes = _factorize_shared(ev["in_shapes"].to_numpy(dtype=object))
     key = codes.astype(np.float64)
     key[(codes < 0) | ~_family_lookup(op_cat, _SAME_SHAPE)] = np.nan
     return key
 
 
-def _local_size_violation(ev: pd.DataFrame, op_cat: pd.Series, g: np.ndarray, r: np.ndarray) -> np.ndarray:
+def _factorize_shared(values: np.ndarray) -> np.ndarray:
+    """``pd.factorize(values, use_na_sentinel=True)`` codes of an object array whose equal values are
+    mostly one shared object (the loader makes each distinct shape tuple once per file or task, so
+    2M rows hold a few hundred tuple objects at most).
+
+    Why: factorizing 2M tuples of tuples hashes every row's tuple again (tuples do not cache their
+    hash): ~0.1-0.2 s. Rows are grouped by object identity first (the object pointers read as
+    integers: an int64 factorize), then one row per distinct object is factorized by value, so
+    equal values held by different objects still share a code, in the same first-seen order."""
+    values = np.ascontiguousarray(values, dtype=object)
+    n = len(values)
+    if n < 4096:
+        return pd.factorize(values, use_na_sentinel=True)[0]
+    import ctypes
+
+    # the array's own buffer of PyObject pointers; ``values`` stays alive (and unchanged) meanwhile
+    ptr = np.ctypeslib.as_array((ctypes.c_size_t * n).from_address(values.ctypes.data)).copy()
+    by_id, ids = pd.factorize(ptr)
+    first = np.full(len(ids), n, dtype=np.int64)
+    np.minimum.at(first, by_id, np.arange(n, dtype=np.int64))  # increasing: ids come in first-seen order
+    by_value = pd.factorize(values[first], use_na_sentinel=True)[0]
+    return by_value[by_id]
+
+
+def _local_size_violation(
+    ev: pd.DataFrame, op_cat: pd.Series, g: np.ndarray, r: np.ndarray, nin: np.ndarray, nout: np.ndarray
+) -> np.ndarray:
     """Within one rank: all_gather out != in x world, reduce_scatter in != out x world (world stated)."""
-    nin, nout = _floats(ev["numel_in"]), _floats(ev["numel_out"])
     # the group size only where a record states it: the ranks that happen to be in the evidence
     # are not the group (three of four ranks' lines would make every all_gather look wrong)
     ws = _floats(ev["world_size"]) if "world_size" in ev.columns else np.full(len(ev), np.nan)

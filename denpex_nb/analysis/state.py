@@ -172,7 +172,7 @@ def _fill_last_collective(rows: dict, ev: pd.DataFrame) -> None:
     rank = ev["rank"].to_numpy("int64", na_value=-1)[idx]
     seq = ev["seq"].to_numpy("int64", na_value=-1)[idx]
     pref = pref_all[idx]
-    pg_codes = pd.factorize(ev["pg"], use_na_sentinel=False)[0].astype("int64")[idx]
+    pg_codes = _codes(ev["pg"])[idx]
     group = pg_codes * (len(KIND_PREFERENCE) + 1) + pref
     ranks_u, slot = _rank_slots(rank)  # ranks ascending; each row's rank index
     pgsize = _distinct_per_group(group, slot, len(ranks_u))
@@ -225,9 +225,21 @@ def _fill_last_collective(rows: dict, ev: pd.DataFrame) -> None:
         )
 
 
+def _codes(col: pd.Series) -> np.ndarray:
+    """One int64 code per distinct value of ``col``, missing values one code of their own (only
+    equality of codes is used): a categorical's own codes, else a hash factorize."""
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        return col.cat.codes.to_numpy(np.int64)
+    return pd.factorize(col, use_na_sentinel=False)[0].astype("int64")
+
+
 def _rank_slots(rank: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The distinct ranks ascending and each row's index among them: a hash factorize and a sort
-    of the few distinct ranks, not a sort of every row."""
+    """The distinct ranks ascending and each row's index among them: a table over the rank
+    numbers when they are small non-negative ints (no hashing of 2M rows), else a hash factorize
+    and a sort of the few distinct ranks, not a sort of every row."""
+    if len(rank) and rank.min() >= 0 and rank.max() < 4 * len(rank) + (1 << 16):
+        seen = np.bincount(rank) > 0
+        return np.flatnonzero(seen).astype(rank.dtype), (np.cumsum(seen) - 1)[rank]
     codes, uniq = pd.factorize(rank)
     perm = np.argsort(uniq, kind="stable")
     where = np.empty(len(perm), dtype=np.int64)
