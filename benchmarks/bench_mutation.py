@@ -409,9 +409,14 @@ def collect_parts(module: dict, works: list[Path]) -> dict:
     all parts; the per-part figures (timeouts, reach run, wall) of the first, the wall time the sum."""
     parts = [collect_module(module, w) for w in works if (w / "sessions" / f"{module['name']}.meta.json").exists()]
     r = dict(parts[0])
-    r["mutants"] = sorted(
-        (mu for p in parts for mu in p["mutants"]), key=lambda m: (m["line"], m["col"], m["operator"], m["occurrence"])
-    )
+    # one record per mutant: a mutant left pending in one folder (a process stopped) and run in
+    # another (``--only`` over the pending ones) counts once, with its result
+    best: dict[tuple, dict] = {}
+    for mu in (mu for p in parts for mu in p["mutants"]):
+        k = (mu["operator"], mu["occurrence"])
+        if k not in best or best[k]["outcome"] == "pending":
+            best[k] = mu
+    r["mutants"] = sorted(best.values(), key=lambda m: (m["line"], m["col"], m["operator"], m["occurrence"]))
     r["parts"] = len(parts)
     r["wall_s"] = round(sum(p["wall_s"] or 0 for p in parts), 1)
     return r
@@ -523,7 +528,7 @@ def explanation(m: dict, equivalents: list[dict]) -> str | None:
     for e in equivalents:
         if (
             e["module"] == m["module"]
-            and e["operator"] == m["operator"]
+            and e.get("operator", m["operator"]) == m["operator"]  # none: every operator (dead code)
             and e["source"] == m["source"]
             and e.get("mutated", m["mutated"]) == m["mutated"]
         ):

@@ -22,7 +22,9 @@ Decisions of ``align`` (each test fails if its decision is inverted):
   (test_cells_of_other_groups_and_counters_are_never_compared).
 - a rank whose last seq is below its group's furthest is missing from the next cell; ranks the
   world size names but no record shows are listed only up to MAX_LISTED_RANKS
-  (test_a_rank_that_stopped_is_missing_from_the_next_cell); and only when the ranks seen are
+  (test_a_rank_that_stopped_is_missing_from_the_next_cell); MAX_LISTED_RANKS is 65,536: a world
+  of that size still has its absent ranks listed, one rank more does not
+  (test_absent_ranks_are_listed_up_to_a_world_of_65536); and only when the ranks seen are
   numbered below the world size (0..w-1): a rank numbered w or more means these are not the
   world's numbers, and nobody is listed
   (test_absent_ranks_are_listed_only_when_the_ranks_are_numbered_below_the_world_size).
@@ -170,3 +172,12 @@ def test_absent_ranks_are_listed_only_when_the_ranks_are_numbered_below_the_worl
     assert odd.missing_dumps == {}
     fine = align(coerce("events", [ev(r, 1, world_size=3) for r in (0, 2)]))
     assert fine.missing_dumps == {("0", "trace"): [1]}
+
+
+def test_absent_ranks_are_listed_up_to_a_world_of_65536():
+    """A 65,536-rank job (the size of today's largest) with two dumps read: the 65,534 others are
+    named as giving no evidence; a world of 65,537 is beyond the listing (said without a list)."""
+    at = align(coerce("events", [ev(r, 1, world_size=1 << 16) for r in range(2)]))
+    assert len(at.missing_dumps[("0", "trace")]) == (1 << 16) - 2
+    past = align(coerce("events", [ev(r, 1, world_size=(1 << 16) + 1) for r in range(2)]))
+    assert past.missing_dumps == {}

@@ -7,7 +7,8 @@ Decisions of rule ``divergences`` (each test fails if its decision is inverted):
   (test_a_tie_names_no_culprit_and_no_op). Without a majority, the basis says how many ranks the
   largest side holds (test_the_basis_says_how_many_ranks_the_largest_side_holds).
 - an op divergence where the ranks' known ops agree and the rest are unknown (a line that did not
-  say its op) is no op mismatch (test_an_op_a_line_did_not_say_is_no_op_mismatch).
+  say its op) is no op mismatch (test_an_op_a_line_did_not_say_is_no_op_mismatch), a record with no
+  op at all included (test_a_record_without_an_op_is_no_other_op).
 - the group a majority is counted against is the stated size of the cell's group, else the
   default group's size for the default group only, never the world's size for a subgroup, and
   never less than the ranks in the cell (test_a_subgroup_never_borrows_the_worlds_size); a cell
@@ -18,7 +19,14 @@ Decisions of rule ``divergences`` (each test fails if its decision is inverted):
   (test_an_even_split_says_never_reached_not_extra_collective,
   test_the_few_ahead_made_an_extra_call).
 - a local size violation names the ranks whose own output is wrong, only when they are fewer
-  than half of the group (test_local_size_names_the_wrong_ranks_only_when_few).
+  than half of the group (test_local_size_names_the_wrong_ranks_only_when_few): two of five are
+  (test_local_size_names_two_wrong_ranks_of_five).
+- evidence: of more than MAX_EVIDENCE (8) rows, the odd ranks' lines come first, so the one rank that
+  differs is cited even without a culprit (test_the_odd_ranks_line_is_cited_first_among_many).
+  Each side of a size split is described by its first rank's shapes
+  (test_a_size_split_describes_each_side_by_its_first_ranks_shapes).
+- evidence: a line whose text was not kept is cited by what the record says (rank, op, counter and
+  seq, shapes, dtype) (test_evidence_without_its_text_describes_the_record).
 - confidence: high with a culprit, medium without; a shape divergence (same element count) is at
   most medium, low without a culprit (test_confidence_follows_the_culprit_and_the_kind).
 - a rank whose *log lines* end early is a desync only when something failed, and not when its
@@ -146,3 +154,47 @@ def test_the_basis_says_how_many_ranks_the_largest_side_holds():
 def test_an_op_a_line_did_not_say_is_no_op_mismatch():
     rows = steps(4, 2) + [ev(r, 3, op="unknown" if r == 3 else "all_reduce") for r in range(4)]
     assert not [f for f in diagnose(incident(rows)).findings if f.class_id == "op-mismatch"]
+
+
+def test_evidence_without_its_text_describes_the_record():
+    """No line text is known (no texts kept): rank 2's evidence line reads as its record, op
+    included: 'rank 2 all_reduce trace seq 3 in=[[6]] float32'."""
+    d = diagnose(incident(steps(4, 2) + [ev(r, 3, shape=(6,) if r == 2 else (8,)) for r in range(4)]))
+    e = d.first.evidence[0]
+    assert (e.file, e.line, e.text) == ("rank2.trace", 3, "rank 2 all_reduce trace seq 3 in=[[6]] float32")
+
+
+def test_the_odd_ranks_line_is_cited_first_among_many():
+    """Twelve ranks of a stated 24 at seq 2, rank 9 with 6 elements, the rest 8: eleven of 24 is no
+    majority (no culprit), and with eight lines cited at most, rank 9's comes first."""
+    rows = [ev(r, 1, world_size=24) for r in range(12)]
+    rows += [ev(r, 2, world_size=24, shape=(6,) if r == 9 else (8,)) for r in range(12)]
+    d = diagnose(incident(rows))
+    assert (d.first.class_id, list(d.first.culprit_ranks)) == ("shape-mismatch", [])
+    assert [e.rank for e in d.first.evidence][:2] == [9, 0] and len(d.first.evidence) == 8
+
+
+def test_a_size_split_describes_each_side_by_its_first_ranks_shapes():
+    """Ranks 0 and 1 hold 8 elements as (2, 4) and (4, 2), rank 2 holds 6: the 8-element side reads
+    as rank 0's [[2, 4]]."""
+    rows = steps(3, 2) + [ev(0, 3, shape=(2, 4)), ev(1, 3, shape=(4, 2)), ev(2, 3, shape=(6,))]
+    d = diagnose(incident(rows))
+    assert "ranks 0, 1: [[2, 4]] float32, rank 2: [[6]] float32" in d.first.summary
+
+
+def test_a_record_without_an_op_is_no_other_op():
+    """Ranks 0 and 1 all_reduce at seq 3, rank 2's line did not say its op, rank 3's record has none:
+    no op mismatch (None is not an op)."""
+    rows = steps(4, 2) + [ev(r, 3, op={2: "unknown", 3: None}.get(r, "all_reduce")) for r in range(4)]
+    assert not [f for f in diagnose(incident(rows)).findings if f.class_id == "op-mismatch"]
+
+
+def test_local_size_names_two_wrong_ranks_of_five():
+    """all_gather on 5 ranks, ranks 0 and 1 with an output of 2x their input instead of 5x: two of
+    five is fewer than half, so both are named."""
+    rows = [
+        ev(r, 1, op="all_gather_into_tensor", shape=(8,), out_shape=(16,) if r < 2 else (40,), world_size=5)
+        for r in range(5)
+    ]
+    d = diagnose(incident(rows))
+    assert (d.verdict, d.culprit_ranks) == ("shape-mismatch", [0, 1])

@@ -23,7 +23,8 @@ Decisions of rule ``syncbn``:
 
 Decisions of rule ``ddp-buckets``: DDP's unused-parameter error explains the earliest all_reduce
 divergence, which keeps its own culprit (test_ddp_explains_the_all_reduce_divergence), whatever
-kind of divergence it is (an op mismatch of an all_reduce too), with at most 16 pieces of evidence
+kind of divergence it is (a desync: test_ddp_explains_an_all_reduce_that_a_rank_never_reached; an op
+mismatch of an all_reduce too), with at most 16 pieces of evidence
 (test_ddp_explains_an_op_mismatch_of_its_all_reduce).
 
 Decisions of ``merge``: one divergence in several counters is one finding, the preferred
@@ -34,7 +35,9 @@ view's culprit and its basis (the other's only when it names none), at most 16 p
 
 Decisions of ``order``: by time, then seq; a later divergence in the same counter is a possible
 consequence of the first, at low confidence (test_a_later_divergence_is_a_consequence_of_the_first).
-A finding without a time (None or NaT) sorts after every timed one, one without a seq after every
+An undetermined failure comes after every finding that says what went wrong, however early
+(test_an_undetermined_failure_sorts_after_the_findings_that_say_what_failed). A finding without a
+time (None or NaT) sorts after every timed one, one without a seq after every
 seq, however large (counters past 2**62) (test_sort_puts_the_unknown_last). Without times or seqs,
 the finding whose earliest evidence line comes first (by file, then line) comes first
 (test_untimed_findings_are_ordered_by_their_earliest_evidence_line).
@@ -231,3 +234,18 @@ def test_only_a_syncbatchnorm_mention_raises_the_syncbn_confidence():
         assert (d.verdict, d.first.confidence) == ("syncbn-eval-hang", "medium")
     mention = [err(1, "exception", "RuntimeError: Timed out in sync_batch_norm", t=20)]
     assert diagnose(incident(_syncbn((9,)), mention)).first.confidence == "high"
+
+
+def test_ddp_explains_an_all_reduce_that_a_rank_never_reached():
+    """Ranks 0 and 1 reached all_reduce 5, rank 2 never did, and DDP says parameters got no
+    gradient: the desync is DDP's unused parameters (rank 2 still named), not a bare desync."""
+    rows = steps(3, 4, kind="fr") + [ev(r, 5, kind="fr") for r in range(2)]
+    assert diagnose(incident(rows)).verdict == "rank-desync"
+    d = diagnose(incident(rows, [err(0, "ddp_unused_parameters", DDP)]))
+    assert (d.verdict, d.culprit_ranks, d.first.seq) == ("unused-parameters", [2], 5)
+
+
+def test_an_undetermined_failure_sorts_after_the_findings_that_say_what_failed():
+    early = Finding("timeout-undetermined", "undetermined", t_wall=_t(1))
+    late = Finding("rank-desync", "desync", pg="0", seq=4, seq_kind="trace", t_wall=_t(9))
+    assert [f.summary for f in sort_findings([early, late])] == ["desync", "undetermined"]

@@ -8,6 +8,8 @@ Decisions of rule ``fingerprint-pairs``:
   (test_a_fingerprint_pair_differing_in_op_and_seq_is_an_op_mismatch); same op, other dtype
   and seq is a dtype mismatch (test_a_fingerprint_pair_differing_in_dtype_and_seq_is_a_dtype_mismatch).
 - a pair never names a culprit (test_a_fingerprint_pair_never_names_a_culprit).
+- only DETAIL fingerprints are paired: two ranks' records of another kind on one line (a desync
+  snapshot listing ranks) are no pair (test_only_detail_fingerprints_are_paired).
 
 Decisions of rule ``nccl-opcounts``:
 
@@ -23,7 +25,8 @@ Decisions of rule ``nccl-opcounts``:
 - a row whose line text is unknown is cited by what the process issued, at line 0 when its line
   is unknown (test_nccl_evidence_without_a_line_says_what_the_process_issued).
 - the summary describes each side by its first process's op, count and dtype
-  (test_the_nccl_summary_describes_each_side_by_its_first_process).
+  (test_the_nccl_summary_describes_each_side_by_its_first_process), its count and dtype too when the
+  side's processes differ in them (test_an_op_split_describes_each_side_by_its_first_processs_count_and_dtype).
 - only NCCL COLL rows with an opCount and a communicator size are compared: the tracer's records of
   the same run (another counter) never join them
   (test_nccl_lines_are_compared_among_themselves_never_with_the_tracers_records).
@@ -170,3 +173,23 @@ def test_nccl_lines_are_compared_among_themselves_never_with_the_tracers_records
     traced = [ev(r, s, world_size=4) for r in range(4) for s in range(1, 7)]
     (f,) = _nccl(rows + traced)
     assert (f.class_id, f.seq, list(f.culprit_ranks)) == ("shape-mismatch", 5, [3])
+
+
+def test_an_op_split_describes_each_side_by_its_first_processs_count_and_dtype():
+    """An op split where the all_reduce side holds rank 0 (1024 float32) and rank 1 (512 float16):
+    the side reads as rank 0's all_reduce of 1024 float32, never a mix of rank 0's op and rank 1's
+    count or dtype."""
+    rows = [_coll(0), _coll(1, dtype="float16", numel=512), _coll(2, op="broadcast"), _coll(3, op="broadcast")]
+    (f,) = _nccl(rows)
+    assert f.class_id == "op-mismatch"
+    assert "rank 0, rank 1: all_reduce count 1024 float32" in f.summary
+
+
+def test_only_detail_fingerprints_are_paired():
+    """Two watchdog records of ranks 0 and 1 read off one line of one file (the way a snapshot line
+    lists several ranks), at other ops: not a DETAIL fingerprint pair, so no op mismatch from it."""
+    rows = [ev(0, 3, kind="work", file="all.log"), ev(1, 4, op="broadcast", kind="work", file="all.log")]
+    for row in rows:
+        row["line"] = 7
+    assert _pairs(rows) == []
+    assert len(_pairs([_fp(0, 3), _fp(1, 4, op="broadcast")])) == 1

@@ -31,7 +31,10 @@ never names a culprit: the aborting rank is not necessarily the odd one
 (test_gloo_enforce_is_a_size_mismatch_without_a_culprit).
 
 A text finding takes the op and seq of its first row, and quotes at most 200 characters of the
-message (test_a_text_finding_takes_its_first_rows_op_and_seq_and_quotes_200_characters).
+message (test_a_text_finding_takes_its_first_rows_op_and_seq_and_quotes_200_characters); the
+torchfrtrace quote is its first 200 characters (test_a_torchfrtrace_quote_is_cut_at_200_characters),
+gloo's invalid-size finding quotes the first rejection (test_gloo_size_quotes_the_first_rejection),
+DETAIL's what follows 'aspects:' (test_detail_text_quotes_what_follows_aspects).
 """
 
 from __future__ import annotations
@@ -158,3 +161,35 @@ def test_a_torchfrtrace_finding_quotes_its_first_row():
     ]
     f = next(f for f in diagnose(incident(steps(4, 1), rows)).findings if f.rule == "fr-analyzer-text")
     assert f.summary == "torchfrtrace reported: Collective 12 at pg 0: COLLECTIVE_DTYPE_MISMATCH"
+
+
+def test_a_torchfrtrace_quote_is_cut_at_200_characters():
+    msg = "Collective 12 at pg 0: COLLECTIVE_DTYPE_MISMATCH " + "d" * 300
+    fr = err(None, "fr_finding", msg, seq=12)
+    f = next(f for f in diagnose(incident(steps(4, 1), [fr])).findings if f.rule == "fr-analyzer-text")
+    assert f.summary == "torchfrtrace reported: " + msg[:200]
+
+
+def test_gloo_size_quotes_the_first_rejection():
+    rows = [
+        err(1, "gloo_invalid_size", "Invalid size: rank 1 output list of 3 tensors", op="all_gather", t=1, line=1),
+        err(2, "gloo_invalid_size", "Invalid size: rank 2 output list of 5 tensors", op="all_gather", t=2, line=2),
+    ]
+    f = next(f for f in diagnose(incident(steps(4, 1), rows)).findings if f.rule == "gloo-size")
+    assert f.summary.endswith("(uneven all_gather). Invalid size: rank 1 output list of 3 tensors")
+
+
+def test_detail_text_quotes_what_follows_aspects():
+    """DETAIL's verdict 'Detected mismatch between collectives on ranks. ... differ in following
+    aspects: Op type' is quoted from what follows 'aspects:', not the preamble."""
+    msg = (
+        "Detected mismatch between collectives on ranks. Rank 0 is running collective: CollectiveFingerPrint("
+        "SequenceNumber=3, OpType=ALLREDUCE), but Rank 1 is running collective: CollectiveFingerPrint("
+        "SequenceNumber=3, OpType=BROADCAST). Collectives differ in the following aspects:   Op type: ALLREDUCE vs BROADCAST"
+    )
+    f = next(
+        f
+        for f in diagnose(incident(steps(2, 1), [err(0, "detail_mismatch", msg, t=1)])).findings
+        if f.rule == "detail-text"
+    )
+    assert f.summary == "DETAIL fingerprint check: Op type: ALLREDUCE vs BROADCAST"

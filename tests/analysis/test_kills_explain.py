@@ -15,3 +15,12 @@ def test_syncbn_signature_holds_for_one_channel():
     evs += [ev(r, 2, shape=(8,), world_size=3) for r in (1, 2)]
     d = diagnose(incident(events=evs))
     assert d.verdict == "syncbn-eval-hang"
+
+
+def test_syncbn_signature_holds_for_bfloat16():
+    """The statistics gather of a bfloat16 model: 1-D, 3 elements, bfloat16: still SyncBatchNorm's
+    signature (bfloat is a floating type)."""
+    evs = [ev(r, 1, world_size=3) for r in range(3)]
+    evs += [ev(0, 2, op="all_gather", shape=(3,), dtype="bfloat16", world_size=3)]
+    evs += [ev(r, 2, shape=(8,), world_size=3) for r in (1, 2)]
+    assert diagnose(incident(events=evs)).verdict == "syncbn-eval-hang"
