@@ -31,6 +31,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -45,15 +46,51 @@ def export(commit: str, dest: Path) -> None:
     shutil.copytree(ROOT / "tests", dest / "tests", ignore=shutil.ignore_patterns("__pycache__", ".hypothesis"))
 
 
+PYTEST_ARGS = ["-x", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "--hypothesis-seed=0"]
+
+
+def _preload() -> None:
+    """Import the third-party libraries once (never the project): each test run is a fork that
+    imports the project afresh from the tree, mutated or not (as bench_mutation's fork server)."""
+    import hypothesis  # noqa: F401
+    import numpy  # noqa: F401
+    import pandas  # noqa: F401
+    import pytest  # noqa: F401
+
+
 def run_test(tree: Path, node: str, timeout: float) -> tuple[bool, str]:
-    env = dict(os.environ, PYTHONPATH=str(tree), PYTHONDONTWRITEBYTECODE="1")
-    cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-p", "no:randomly"]
-    cmd += ["--hypothesis-seed=0", node]
-    try:
-        p = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return False, "timeout"
-    return p.returncode == 0, (p.stdout + p.stderr)[-1500:]
+    """Run one test in a forked child (the project imported there, from ``tree``): (passed, output)."""
+    assert not any(m == "denpex_nb" or m.startswith("denpex_nb.") for m in sys.modules)
+    out = tree.parent / "out.txt"
+    pid = os.fork()
+    if pid == 0:
+        code = 3
+        try:
+            fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            os.dup2(fd, 1)
+            os.dup2(fd, 2)
+            os.chdir(tree)
+            sys.path[:0] = [str(tree)]
+            os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
+            sys.dont_write_bytecode = True
+            import pytest
+
+            code = int(pytest.main([*PYTEST_ARGS, node]))
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+    deadline = time.monotonic() + timeout
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            return False, "timeout"
+        time.sleep(0.05)
+    return os.waitstatus_to_exitcode(status) == 0, out.read_text(errors="replace")[-1500:]
 
 
 def _mutated_line(original: str, mutated: str) -> str:
@@ -81,6 +118,7 @@ def main(argv=None) -> int:
     from cosmic_ray.plugins import get_operator
 
     register_operators()
+    _preload()
     report = json.loads(args.report.read_text())
     commit = report["commit"]
     by_key = {(m["module"], m["operator"], m["source"], m["mutated"]): m for m in report["all"]}
@@ -94,6 +132,9 @@ def main(argv=None) -> int:
         for c in claims:
             key = (c["module"], c["operator"], c["source"], c["mutated"])
             m = by_key.get(key)
+            if (*key, commit) in kept and kept[(*key, commit)]["killed_by"] == c["killed_by"]:
+                print(f"already verified: {c['module']} {c['operator']}: {c['mutated']}", flush=True)
+                continue
             tag = f"{c['module']}:{m['line'] if m else '?'} {c['operator']}: {c['mutated']}"
             if m is None:
                 print(f"NOT IN THE REPORT: {tag}")
@@ -120,11 +161,12 @@ def main(argv=None) -> int:
                 print(f"NOT KILLED: {tag}: {c['killed_by']}")
                 failed += 1
                 continue
-            print(f"verified: {tag}: {c['killed_by']}")
+            print(f"verified: {tag}: {c['killed_by']}", flush=True)
             entry = {**{k: c[k] for k in ("module", "operator", "source", "mutated", "killed_by")}}
             entry.update(line=m["line"], occurrence=m["occurrence"], run_commit=commit)
             kept[(*key, commit)] = entry
-    args.out.write_text(json.dumps(list(kept.values()), indent=1) + "\n")
+            # written after each one: a long check stopped halfway keeps what it verified
+            args.out.write_text(json.dumps(list(kept.values()), indent=1) + "\n")
     return 1 if failed else 0
 
 

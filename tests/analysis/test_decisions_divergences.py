@@ -23,8 +23,8 @@ Decisions of rule ``divergences`` (each test fails if its decision is inverted):
   (test_local_size_names_two_wrong_ranks_of_five).
 - evidence: of more than MAX_EVIDENCE (8) rows, the odd ranks' lines come first, so the one rank that
   differs is cited even without a culprit (test_the_odd_ranks_line_is_cited_first_among_many).
-  Each side of a size split is described by its first rank's shapes
-  (test_a_size_split_describes_each_side_by_its_first_ranks_shapes).
+  Each side of a size split is described by its first rank's shapes or count
+  (test_a_size_split_describes_each_side_by_its_first_rank).
 - evidence: a line whose text was not kept is cited by what the record says (rank, op, counter and
   seq, shapes, dtype) (test_evidence_without_its_text_describes_the_record).
 - confidence: high with a culprit, medium without; a shape divergence (same element count) is at
@@ -174,12 +174,16 @@ def test_the_odd_ranks_line_is_cited_first_among_many():
     assert [e.rank for e in d.first.evidence][:2] == [9, 0] and len(d.first.evidence) == 8
 
 
-def test_a_size_split_describes_each_side_by_its_first_ranks_shapes():
-    """Ranks 0 and 1 hold 8 elements as (2, 4) and (4, 2), rank 2 holds 6: the 8-element side reads
-    as rank 0's [[2, 4]]."""
-    rows = steps(3, 2) + [ev(0, 3, shape=(2, 4)), ev(1, 3, shape=(4, 2)), ev(2, 3, shape=(6,))]
+def test_a_size_split_describes_each_side_by_its_first_rank():
+    """Watchdog lines (counts only) of a reduce_scatter: ranks 0 and 1 give 4 elements out (from 16
+    and 12 in), rank 2 gives 2: the 4-element side reads as rank 0's 'numel 16', not rank 1's 12."""
+    rows = [ev(r, s, kind="work", shape=None, numel_in=8) for r in range(3) for s in (1, 2)]
+    rows += [
+        ev(r, 3, kind="work", shape=None, op="reduce_scatter", numel_in=n_in, numel_out=n_out)
+        for r, n_in, n_out in ((0, 16, 4), (1, 12, 4), (2, 8, 2))
+    ]
     d = diagnose(incident(rows))
-    assert "ranks 0, 1: [[2, 4]] float32, rank 2: [[6]] float32" in d.first.summary
+    assert d.first.summary.endswith("got different sizes: ranks 0, 1: numel 16, rank 2: numel 8.")
 
 
 def test_a_record_without_an_op_is_no_other_op():

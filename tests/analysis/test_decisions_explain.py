@@ -31,7 +31,10 @@ Decisions of ``merge``: one divergence in several counters is one finding, the p
 counter's view first; two cells of one counter stay two findings (test_merge_keeps_two_cells_of_one_counter).
 The merged finding has the most confident view's confidence, the earliest time, the preferred
 view's culprit and its basis (the other's only when it names none), at most 16 pieces of evidence
-(test_merge_takes_the_best_of_both_views).
+(test_merge_takes_the_best_of_both_views); medium is more confident than low
+(test_merge_ranks_medium_above_low). A view that names no op merges with one that does, whatever
+their culprits (test_a_view_without_an_op_merges_with_one_that_names_it). DDP's refined finding
+cites at most 16 lines, DDP's first (test_ddp_cites_at_most_16_lines).
 
 Decisions of ``order``: by time, then seq; a later divergence in the same counter is a possible
 consequence of the first, at low confidence (test_a_later_divergence_is_a_consequence_of_the_first).
@@ -48,7 +51,7 @@ from __future__ import annotations
 import pandas as pd
 
 from denpex_nb import diagnose
-from denpex_nb.analysis.explain import crash_behind_desync, merge, sort_findings
+from denpex_nb.analysis.explain import crash_behind_desync, ddp_buckets, merge, sort_findings
 from denpex_nb.analysis.model import Evidence, Finding
 from denpex_nb.analysis.rules import Context
 from denpex_nb.incident import Incident, coerce
@@ -249,3 +252,29 @@ def test_an_undetermined_failure_sorts_after_the_findings_that_say_what_failed()
     early = Finding("timeout-undetermined", "undetermined", t_wall=_t(1))
     late = Finding("rank-desync", "desync", pg="0", seq=4, seq_kind="trace", t_wall=_t(9))
     assert [f.summary for f in sort_findings([early, late])] == ["desync", "undetermined"]
+
+
+def test_merge_ranks_medium_above_low():
+    """The preferred (trace) view is low, the work view medium: the merged finding is medium."""
+    a = Finding("shape-mismatch", "trace view", confidence="low", pg="0", seq=3, seq_kind="trace", op="all_reduce")
+    b = Finding("shape-mismatch", "work view", confidence="medium", pg="0", seq=9, seq_kind="work", op="all_reduce")
+    (m,) = merge([b, a])
+    assert (m.summary, m.confidence) == ("trace view", "medium")
+
+
+def test_a_view_without_an_op_merges_with_one_that_names_it():
+    """The trace view (no op known, rank 1 named) and the work view (all_reduce, rank 1 named) are
+    one divergence: one finding, with the op the work view knew."""
+    a = Finding("shape-mismatch", "trace view", pg="0", seq=3, seq_kind="trace", culprit_ranks=(1,))
+    b = Finding("shape-mismatch", "work view", pg="0", seq=9, seq_kind="work", op="all_reduce", culprit_ranks=(1,))
+    (m,) = merge([b, a])
+    assert (m.summary, m.op) == ("trace view", "all_reduce")
+
+
+def test_ddp_cites_at_most_16_lines():
+    """DDP's error cites 10 lines and the all_reduce divergence 10: the refined finding keeps 16,
+    DDP's ten first."""
+    src = Finding("unused-parameters", "DDP reducer", evidence=_ev(10, "ddp.log"))
+    target = Finding("shape-mismatch", "sizes", pg="0", seq=5, seq_kind="fr", op="all_reduce", evidence=_ev(10))
+    (f,) = ddp_buckets(None, [src, target])
+    assert f.class_id == "unused-parameters" and len(f.evidence) == 16 and f.evidence[:10] == src.evidence

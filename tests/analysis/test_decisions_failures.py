@@ -24,7 +24,9 @@ Decisions of rule ``own-failure``:
   (test_own_failure_names_the_crashed_ranks_only_when_fewer_than_the_group).
 - a process ended by a crash signal (SIGSEGV, SIGKILL, SIGBUS, SIGILL, SIGFPE) failed on its own;
   one ended by SIGTERM, SIGINT or SIGHUP did not
-  (test_every_crash_signal_is_an_own_failure_and_a_launchers_signals_are_not).
+  (test_every_crash_signal_is_an_own_failure_and_a_launchers_signals_are_not); so is a rank a
+  launcher's table (ChildFailedError) says exited on one
+  (test_a_launchers_child_failed_row_with_a_crash_signal_is_that_ranks_own_failure).
 - a launcher's statement about a worker (torchelastic's agent line, the ChildFailedError table)
   is left to the launcher rule: no own-failure finding (test_a_launchers_agent_line_is_no_own_failure_finding).
 
@@ -116,6 +118,15 @@ def test_every_crash_signal_is_an_own_failure_and_a_launchers_signals_are_not():
         assert _own([err(0, "signal", f"died on {sig}", signal=sig)]) == [True], sig
     for sig in ("SIGTERM", "SIGINT", "SIGHUP"):
         assert _own([err(0, "signal", f"died on {sig}", signal=sig)]) == [False], sig
+
+
+def test_a_launchers_child_failed_row_with_a_crash_signal_is_that_ranks_own_failure():
+    """torchelastic's ChildFailedError table says rank 2 exited on SIGSEGV: rank 2 failed on its own
+    (status 'failed', the initiating rank), even though the row is the launcher's, not the rank's."""
+    row = err(2, "child_failed", "rank: 2 (local_rank: 2) exitcode: -11 (pid: 4242)", t=5, signal="SIGSEGV")
+    assert _own([row]) == [True]
+    d = diagnose(incident(steps(4, 2), [row]))
+    assert (d.rank_state.set_index("rank").loc[2, "status"], d.initiating_rank) == ("failed", 2)
 
 
 def test_an_exception_cut_off_three_lines_before_its_collective_error_is_not_a_crash():

@@ -186,10 +186,11 @@ def test_an_op_split_describes_each_side_by_its_first_processs_count_and_dtype()
 
 
 def test_only_detail_fingerprints_are_paired():
-    """Two watchdog records of ranks 0 and 1 read off one line of one file (the way a snapshot line
-    lists several ranks), at other ops: not a DETAIL fingerprint pair, so no op mismatch from it."""
+    """Beside a DETAIL pair (ranks 0 and 1 at other ops, one message), two watchdog records of ranks
+    0 and 1 read off one line of one file (the way a snapshot line lists several ranks), also at
+    other ops: only the DETAIL pair is a fingerprint pair, so one finding, not two."""
     rows = [ev(0, 3, kind="work", file="all.log"), ev(1, 4, op="broadcast", kind="work", file="all.log")]
     for row in rows:
         row["line"] = 7
-    assert _pairs(rows) == []
-    assert len(_pairs([_fp(0, 3), _fp(1, 4, op="broadcast")])) == 1
+    (f,) = _pairs(rows + [_fp(0, 3), _fp(1, 4, op="broadcast")])
+    assert (f.class_id, f.evidence[0].file) == ("op-mismatch", "rank1.log")

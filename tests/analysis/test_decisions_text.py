@@ -34,7 +34,8 @@ A text finding takes the op and seq of its first row, and quotes at most 200 cha
 message (test_a_text_finding_takes_its_first_rows_op_and_seq_and_quotes_200_characters); the
 torchfrtrace quote is its first 200 characters (test_a_torchfrtrace_quote_is_cut_at_200_characters),
 gloo's invalid-size finding quotes the first rejection (test_gloo_size_quotes_the_first_rejection),
-DETAIL's what follows 'aspects:' (test_detail_text_quotes_what_follows_aspects).
+DETAIL's what follows 'aspects:' (test_detail_text_quotes_what_follows_aspects), of its first
+message (test_detail_text_quotes_its_first_message).
 """
 
 from __future__ import annotations
@@ -192,4 +193,12 @@ def test_detail_text_quotes_what_follows_aspects():
         for f in diagnose(incident(steps(2, 1), [err(0, "detail_mismatch", msg, t=1)])).findings
         if f.rule == "detail-text"
     )
+    assert f.summary == "DETAIL fingerprint check: Op type: ALLREDUCE vs BROADCAST"
+
+
+def test_detail_text_quotes_its_first_message():
+    first = "Collectives differ in the following aspects:   Op type: ALLREDUCE vs BROADCAST"
+    later = "Collectives differ in the following aspects:   Op type: ALLGATHER vs BARRIER"
+    rows = [err(0, "detail_mismatch", first, t=1, line=1), err(1, "detail_mismatch", later, t=2, line=2)]
+    f = next(f for f in diagnose(incident(steps(2, 1), rows)).findings if f.rule == "detail-text")
     assert f.summary == "DETAIL fingerprint check: Op type: ALLREDUCE vs BROADCAST"

@@ -24,3 +24,11 @@ def test_syncbn_signature_holds_for_bfloat16():
     evs += [ev(0, 2, op="all_gather", shape=(3,), dtype="bfloat16", world_size=3)]
     evs += [ev(r, 2, shape=(8,), world_size=3) for r in (1, 2)]
     assert diagnose(incident(events=evs)).verdict == "syncbn-eval-hang"
+
+
+def test_syncbn_signature_holds_for_half():
+    """A trace that names the dtype 'half' (not 'float16'): still a floating gather, the signature holds."""
+    evs = [ev(r, 1, world_size=3) for r in range(3)]
+    evs += [ev(0, 2, op="all_gather", shape=(3,), dtype="half", world_size=3)]
+    evs += [ev(r, 2, shape=(8,), world_size=3) for r in (1, 2)]
+    assert diagnose(incident(events=evs)).verdict == "syncbn-eval-hang"
