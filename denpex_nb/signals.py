@@ -108,6 +108,9 @@ NEEDLES: tuple[bytes, ...] = (
     b"unreachable",
     b"Connected after",
     b"Init COMPLETE",
+    # a rank waiting at init for the others to join (and the wait ending)
+    b"store based barrier",
+    b"store-based barrier",
     # work finished (a crash after it is a teardown crash)
     b"inished",
     b"omplete",
@@ -304,8 +307,19 @@ FINISH = re.compile(
 RETRYING = re.compile(
     r"(?i:no route to host|connection refused|connection reset|network is unreachable|connect(?:ion)? timed out)"
 )
-#: a connection made after all (after retries), or a communicator that came up
-RECOVERED = re.compile(r"(?i:connected after \d+ retr|connection established|successfully connected)|Init COMPLETE")
+#: a connection made after all (after retries), or a communicator that came up, or a wait for the
+#: other ranks (:data:`WAITING`) that ended: they joined
+RECOVERED = re.compile(
+    r"(?i:connected after \d+ retr|connection established|successfully connected|completed store[- ]based barrier)"
+    r"|Init COMPLETE"
+)
+#: a rank waiting for the others to join the process group at init (c10d's store-based barrier, every
+#: wording since torch 1.8: ``... for rank: R, key: K (world_size=W, worker_count=N, timeout=T)``,
+#: ``num_workers_joined=N``, ``processgroup`` without the space, the debug form ``for S seconds``):
+#: not a failure by itself (ranks come up one by one), but a file whose last word on it is a wait, with
+#: no :data:`RECOVERED` line after it (``Completed store-based barrier``) and nothing distributed read
+#: after it, hung at init: the ranks it waits for never joined
+WAITING = re.compile(r"(?i:waiting in store[- ]based barrier)")
 
 _MAX_TEXT = 400
 #: characters of a line :func:`classify` reads (its shape is made of them)
@@ -394,6 +408,9 @@ def classify_text(text: str, level: str | None = None) -> Signal | None:
     if _WORD.search(text) is None:  # a level on an empty message (a logger's blank line) says nothing
         return None
     sev = severity_of(text, level)
+    if sev in (None, SignalSeverity.INFO, SignalSeverity.WARNING) and WAITING.search(text):
+        # a rank waiting for the others at init, at whatever level it is logged: a position, not a failure
+        return Signal(str(sev or SignalSeverity.INFO), str(SignalFamily.STALL), False)
     if sev == SignalSeverity.INFO:  # INFO / DEBUG chatter (NCCL INFO, glog I): no failure signal
         if FINISH.search(text):
             return Signal(str(sev), str(SignalFamily.FINISH), False)
@@ -414,6 +431,8 @@ def classify_text(text: str, level: str | None = None) -> Signal | None:
     if sev == SignalSeverity.WARNING:
         fam = family_of(text)
         return Signal(str(sev), str(fam), False) if fam != SignalFamily.OTHER else None
+    if RECOVERED.search(text):  # a wait that ended, logged without a level
+        return Signal(str(SignalSeverity.INFO), str(SignalFamily.RECOVERED), False)
     return None
 
 

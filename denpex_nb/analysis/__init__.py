@@ -211,7 +211,8 @@ def _signals_speak(incident) -> bool:
     failure, not "nothing read"."""
     fs = _signals.failure_signals(incident)
     if not len(fs):
-        return False
+        # a rank left waiting for the others at init: a hang, not "nothing read"
+        return _signals.unjoined_waits(incident) is not None
     fam = fs["family"].astype(object)
     known = _signals.DISTRIBUTED_FAMILIES | _signals.OWN_FAMILIES | {SignalFamily.EXIT}
     return bool(fam.isin(list(known)).any() or fs["rank"].notna().any())

@@ -30,6 +30,7 @@ import re
 import pandas as pd
 
 from ..ops import normalize_op
+from ..signals import WAITING
 from ..vocab import TRUNCATED_TRACEBACK, VICTIM_KINDS, ClassId, ErrorKind, SignalFamily
 from .model import Evidence, Finding
 
@@ -179,7 +180,7 @@ def signal_finding(ctx, *, after: Finding | None = None) -> Finding | None:
     stays in ``basis``)."""
     fs = failure_signals(ctx.incident)
     if not len(fs):
-        return unrecovered_connections(ctx.incident)
+        return unrecovered_connections(ctx.incident) or unjoined_waits(ctx.incident)
     fam_col = fs["family"].astype(object)
     first = fs.iloc[0]
     fam = str(first["family"])
@@ -354,6 +355,73 @@ def unrecovered_connections(incident) -> Finding | None:
         evidence=_evidence(ev),
         rule="failure-signals",
         culprit_basis="undetermined: the process that could not connect is a victim of the unreachable side",
+    )
+
+
+_WAIT_RANK = re.compile(r"(?i)rank:? (\d{1,10})\b")
+_WAIT_WORLD = re.compile(r"world_size=(\d{1,10})")
+_WAIT_JOINED = re.compile(r"(?:worker_count|num_workers_joined)=(\d{1,10})")
+
+
+def unjoined_waits(incident) -> Finding | None:
+    """A file whose last word on process-group initialisation is a rank still waiting for the others
+    to join (c10d's store-based barrier, :data:`denpex_nb.signals.WAITING`), with nothing after it in
+    that file saying the wait ended (``Completed store-based barrier``, a communicator up, the work
+    finished) and no collective read after it: the job hung at init, because ranks never joined.
+
+    ``timeout-undetermined`` at low confidence (a copy cut while the ranks were still coming up looks
+    the same), no culprit: the store counts the ranks that joined, it never names the missing ones.
+    None when no wait is left open."""
+    if _empty(incident):
+        return None
+    s = incident.signals
+    fam = s["family"].astype(object)
+    waits = s[(fam == SignalFamily.STALL) & ~s["failure"].fillna(False).astype(bool)]
+    if not len(waits):
+        return None
+    waits = waits[[bool(WAITING.search(str(t))) for t in waits["text"]]]
+    if not len(waits):
+        return None
+    ended = s[fam.isin([SignalFamily.RECOVERED, SignalFamily.FINISH])]
+    ev = incident.events
+    open_ = []
+    for f, grp in waits.groupby(waits["file"].astype(object), sort=False):
+        last = grp.sort_values("line").iloc[-1]
+        after = ended[(ended["file"].astype(object) == f) & (ended["line"] > last["line"])]
+        ran = len(ev) and ((ev["file"].astype(object) == f) & (ev["line"] > last["line"])).any()
+        if not len(after) and not ran:
+            open_.append(last)
+    if not open_:
+        return None
+    rows = pd.DataFrame(open_)
+    first = rows.iloc[0]
+    text = str(first["text"])
+    rank = _WAIT_RANK.search(text)
+    world = _WAIT_WORLD.search(text)
+    joined = _WAIT_JOINED.search(text)
+    who = f"rank {rank.group(1)}" if rank else "a rank"
+    counts = ""
+    if world and joined:
+        w, j = int(world.group(1)), int(joined.group(1))
+        counts = (
+            f" ({j} of {w} ranks had joined)"
+            if j <= w
+            else f" ({j} joined a group of {w}: a reused key or a wrong world size)"
+        )
+    return Finding(
+        class_id=ClassId.TIMEOUT_UNDETERMINED,
+        summary=(
+            f"The job hung at process-group initialisation: {who} was still waiting in the store-based barrier for "
+            f"the other ranks to join{counts} when the log ends, and nothing says the barrier completed. Why they "
+            f"did not join (not started, crashed before init, another MASTER_ADDR/port or world size) is not in "
+            f"this evidence: {text[:200]}. Collect next: every rank's log from its start (did each reach "
+            f"init_process_group, with which MASTER_ADDR, MASTER_PORT, rank and world size?) and the launcher's output."
+        ),
+        confidence="low",
+        evidence=_evidence(rows),
+        t_wall=first["t_wall"] if pd.notna(first["t_wall"]) else None,
+        rule="init-wait",
+        culprit_basis="undetermined: the store counts the ranks that joined; it does not name the missing ones",
     )
 
 
