@@ -108,6 +108,23 @@ NEEDLES: tuple[bytes, ...] = (
     b"unreachable",
     b"Connected after",
     b"Init COMPLETE",
+    # the job stopped from outside (a user's interrupt, a scheduler's or an operator's signal)
+    b"death signal",
+    b"KeyboardInterrupt",
+    b"got signal",
+    b"closing signal SIG",
+    b"^C",
+    b"srun: interrupt",
+    b"Ctrl-C",
+    b"Forwarding signal",
+    # benign lines only a running distributed job prints (ACTIVITY)
+    b"under current context",
+    b"to perform barrier",
+    b"Guessing device ID",
+    b"bucket view strides",
+    b"did not find any unused parameters",
+    b"buckets have been rebuilt",
+    b"in distributed setting",
     # a rank waiting at init for the others to join (and the wait ending)
     b"store based barrier",
     b"store-based barrier",
@@ -281,6 +298,40 @@ WARNING_FAILURE = re.compile(
     r"(?i:\berror\b|\berrno\b|status=\d+|\binvalid\b|\bunhandled\b|\bcould not\b|\bunable to\b"
     r"|\bno (?:\w+ ){1,3}found\b|\bnot found\b)"
 )
+#: the job was stopped from outside, by its user or its scheduler, not by a process's own failure: the
+#: launcher received a death signal (torchelastic: ``Received 2 death signal``, ``Received
+#: Signals.SIGHUP death signal``, its ``SignalException: Process P got signal: 2``), a Python
+#: ``KeyboardInterrupt``, a launcher forwarding an interrupt or a hang-up it received (torchelastic
+#: sends SIGTERM when a worker failed, SIGINT / SIGHUP only when it got them; ``srun: interrupt``,
+#: ``sending Ctrl-C``, mpirun's ``Forwarding signal 2``), the terminal's ``^C``. (A number of two digits
+#: is 15: these handlers are installed for SIGINT, SIGTERM, SIGHUP and SIGQUIT only; :func:`classify`
+#: reads every run of two or more digits as ``11``.) A failure signal of
+#: family ``stop``: never an all-clear (the work did not finish), never a crash; a hang's cause, if it
+#: was stopped because it hung, is not in it (``timeout-undetermined`` when nothing failed before it)
+STOPPED = re.compile(
+    r"Received (?:Signals\.)?(?:SIG(?:INT|TERM|HUP|QUIT)|[1-3]|1\d) death signal|\bKeyboardInterrupt\b"
+    r"|got signal:? (?:SIG(?:INT|TERM|HUP)|[12]|1\d)\b|closing signal SIG(?:INT|HUP)\b|^\^C|srun: interrupt"
+    r"|sending Ctrl-C|Forwarding signal (?:SIG(?:INT|TERM|HUP)|[12]|1\d) to job"
+)
+
+#: benign lines that only a running distributed job prints, and that say nothing failed: positive
+#: evidence of distributed activity, which ``no-failure`` needs (with no failure signal anywhere). Each
+#: is printed by the distributed machinery itself once it ran: c10d guessing a barrier's device (a
+#: barrier was issued: ``barrier(): using the device under current context``, older ``using GPU N to
+#: perform barrier as devices used by this process are currently unknown``, ``Guessing device ID based
+#: on global rank``), DDP's reducer during or after an iteration (``Grad strides do not match bucket view
+#: strides``, ``find_unused_parameters=True was specified ... but did not find any unused parameters``,
+#: ``Reducer buckets have been rebuilt in this iteration``), Lightning's epoch-end logging with
+#: torch.distributed initialised (``... when logging on epoch level in distributed setting``). Not here:
+#: warnings any process prints, distributed or not (accelerate's kernel-version warning, libibverbs'
+#: missing driver, deprecations): they show nothing distributed ran, so alone they stay ``no-evidence``.
+ACTIVITY = re.compile(
+    r"barrier\(\): using the device under current context|to perform barrier as devices used by this process"
+    r"|Guessing device ID based on global rank|Grad strides do not match bucket view strides"
+    r"|find_unused_parameters=True was specified in DDP constructor, but did not find any unused parameters"
+    r"|Reducer buckets have been rebuilt|when logging on epoch level in distributed setting"
+)
+
 #: a line that looks like a failure and is not: it gives no failure signal (it may still be kept as
 #: a warning). NCCL's plugin / transport probing, deprecation notes, zero counts, clean teardown.
 BENIGN = re.compile(
@@ -408,6 +459,19 @@ def classify_text(text: str, level: str | None = None) -> Signal | None:
     if _WORD.search(text) is None:  # a level on an empty message (a logger's blank line) says nothing
         return None
     sev = severity_of(text, level)
+    if STOPPED.search(text):  # stopped from outside, at whatever level it is logged: not a crash, not an all-clear
+        return Signal(
+            str(sev if sev in (SignalSeverity.ERROR, SignalSeverity.FATAL) else SignalSeverity.WARNING),
+            str(SignalFamily.STOP),
+            True,
+        )
+    if (
+        sev in (None, SignalSeverity.INFO, SignalSeverity.WARNING)
+        and ACTIVITY.search(text)
+        and not FAILURE_WORDS.search(text)
+    ):
+        # the distributed machinery ran and says nothing failed: evidence for an all-clear, not a failure
+        return Signal(str(sev or SignalSeverity.INFO), str(SignalFamily.ACTIVITY), False)
     if sev in (None, SignalSeverity.INFO, SignalSeverity.WARNING) and WAITING.search(text):
         # a rank waiting for the others at init, at whatever level it is logged: a position, not a failure
         return Signal(str(sev or SignalSeverity.INFO), str(SignalFamily.STALL), False)

@@ -127,9 +127,11 @@ class SignalFamily(_Name):
     LAUNCHER = "launcher"  # torchrun / mpirun / slurm / Ray saying a worker failed
     STALL = "stall"  # stall reports, ranks that did not join or arrive (positions)
     COMPONENT = "component"  # a distributed component named (gloo, c10d, a store, a socket), no cause stated
+    STOP = "stop"  # the job was stopped from outside (a user's Ctrl-C, a scheduler's or operator's signal): no crash
     OTHER = "other"  # a failure with no family (a plain exception)
     FINISH = "finish"  # not a failure: the work said it finished
     RECOVERED = "recovered"  # not a failure: a connection that had failed was made after all
+    ACTIVITY = "activity"  # not a failure: a line only a running distributed job prints (the job ran)
 
 
 #: error kinds a rank shows when a collective failed under it (someone else may have started it):

@@ -71,7 +71,7 @@ def diagnose(incident, *, strict: bool = False) -> Diagnosis:
     if size is not None:
         diag.group_size, diag.group_size_basis = size.size, size.basis
     diag.absent_ranks = [int(r) for r in state.loc[~state["present"], "rank"]] if len(state) else []
-    if _nothing_read(incident) and not _signals_speak(incident):
+    if _nothing_read(incident) and not _signals_speak(incident) and not _signals.activity(incident):
         diag.findings = [_no_evidence(incident)]
         diag.notes.append("nothing distributed could be read: this is not an all-clear")
         return diag

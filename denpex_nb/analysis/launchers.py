@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from ..signals import STOPPED
 from ..vocab import COLLECTIVE_ERROR_KINDS, ClassId, ErrorKind
 from .model import Evidence, Finding
 from .resolve import Resolver, Who
@@ -145,6 +146,10 @@ def statements(ctx: Context, resolver: Resolver) -> list[Statement]:
             )
         elif kind == ErrorKind.EXCEPTION and _RDZV_CLOSED.search(msg):
             out.append(Statement(Who(basis=_ELSEWHERE), "rendezvous", None, None, False, t, ev, always=True))
+        elif (kind == ErrorKind.EXCEPTION or kind == ErrorKind.AGENT) and STOPPED.search(msg):
+            # the launcher (or a worker) was stopped from outside: a user's Ctrl-C, a scheduler's signal; the
+            # workers it then stops are its consequence, nobody failed first
+            stopped_from_outside = True
         elif kind == ErrorKind.EXCEPTION and _launcher_frames(row.get("frames")) and "ChildFailedError" not in msg:
             # the launcher's own traceback (torchrun's main, the elastic agent): it failed itself
             out.append(Statement(Who(basis=_LAUNCHER_ITSELF), "torchrun", None, None, True, t, ev, always=True))

@@ -27,7 +27,7 @@ from .. import human
 from .. import vocab as _vocab
 from ..ops import UNKNOWN as UNKNOWN_OP
 from ..processes import signal_name
-from ..signals import family_of
+from ..signals import STOPPED, family_of
 from ..vocab import COMPLETE_RECORD_KINDS, TRUNCATED_TRACEBACK, ClassId, ErrorKind, SeqKind, SignalFamily, State
 from .align import Divergence
 from .model import Evidence, Finding, RankView
@@ -39,6 +39,7 @@ _DISTRIBUTED = re.compile(
     r"Detected mismatch between collectives|monitoredBarrier|gloo|NCCL|nccl|Connection (reset|closed)|"
     r"Timed out|timed out|ProcessGroup|DistBackendError|DistNetworkError|DistStoreError|TCPStore|Socket|"
     r"collective|[Ww]atchdog|Expected to have finished reduction|did not receive grad|marked as ready|"
+    r"mark a variable ready|not used in producing (?:the )?loss|CheckpointException|"
     r"got signal|SignalException|ChildFailedError|ProcessRaisedException|ProcessExitedException|"
     r"Broken pipe|EnforceNotMet|invalid tensor size|distributed|"
     # a launcher reporting another process's end (a node's rendezvous closed, a Ray worker died)
@@ -99,6 +100,8 @@ def is_crash_error(
     if kind == ErrorKind.EXCEPTION:
         if not message or message.startswith(TRUNCATED_TRACEBACK) or in_collective:
             return False  # unknown, or raised inside a collective: not an own failure
+        if STOPPED.search(message):
+            return False  # stopped from outside (KeyboardInterrupt, a launcher's SignalException): no crash
         if "returned non-zero exit status" in message and "local_rank" in message:
             return False  # a launcher's CalledProcessError about a worker, not the line's own failure
         # a library's error about a collective's sizes, shapes or counts across ranks is a collective
@@ -867,22 +870,82 @@ def ddp_reducer(ctx: Context) -> list[Finding]:
         (kind == ErrorKind.DDP_UNUSED_PARAMETERS)
         | (
             (kind == ErrorKind.DDP_ERROR)
-            & msg.str.contains("receive grad|finished reduction|marked as ready", regex=True)
+            & msg.str.contains("receive grad|finished reduction|marked as ready|mark a variable ready", regex=True)
         )
     ]
     if not len(ddp):
         return []
     rep = sorted(int(r) for r in ddp["rank"].dropna().unique())
+    # the reducer runs the same model code on every rank: each rank that reached the iteration raises
+    # it, so one rank's copy names that rank only against a quiet majority
     culprits, basis = ctx.reporters_named(rep)
+    twice = ddp["message"].astype(str).str.contains("marked as ready|mark a variable ready", regex=True).all()
+    what = (
+        "a parameter was marked ready twice in one iteration (reused by reentrant backward passes, e.g. "
+        "gradient checkpointing, or used outside forward)"
+        if twice
+        else "parameters did not receive gradients (unused parameters / data-dependent control flow)"
+    )
     return [
         _text_finding(
             ClassId.UNUSED_PARAMETERS,
-            f"DDP reducer on {fmt_ranks(rep) if rep else 'some rank'}: "
-            "parameters did not receive gradients (unused parameters / data-dependent control "
-            "flow).",
+            f"DDP reducer on {fmt_ranks(rep) if rep else 'some rank'}: {what}.",
             ddp,
             "ddp-reducer",
             "high",
+            culprits,
+            basis,
+        )
+    ]
+
+
+#: a distributed checkpoint's CheckpointException: the ranks whose own step raised (printed on every rank)
+_DCP_RANKS = re.compile(r"CheckpointException ranks:\s*(?:dict_keys\(|\{|\[)*\[?([\d,\s]*)")
+
+
+@rule(
+    "checkpoint-ranks",
+    emits=(ClassId.RANK_CRASH,),
+    uses=("errors: exception (torch.distributed.checkpoint's CheckpointException and its ranks)",),
+)
+def checkpoint_ranks(ctx: Context) -> list[Finding]:
+    """A distributed checkpoint (``torch.distributed.checkpoint``) gathers each rank's exception from a
+    planning or I/O step and re-raises them together, on every rank, as ``CheckpointException
+    ranks:dict_keys([...])``: the ranks listed failed on their own (a missing key, a file not found),
+    not in a collective; the rank that printed it may be any. ``rank-crash``; the listed ranks are
+    culprits by that statement while they are fewer than the group (all of them singles no one out)."""
+    errs = ctx.errors
+    if errs is None or errs.empty:
+        return []
+    exc = errs[errs["kind"].astype(str) == ErrorKind.EXCEPTION]
+    rows = exc[exc["message"].astype(str).str.contains("CheckpointException ranks:", regex=False)]
+    if not len(rows):
+        return []
+    listed: set[int] = set()
+    for m in rows["message"].astype(str):
+        g = _DCP_RANKS.search(m)
+        if g:
+            listed |= {int(x) for x in re.findall(r"\d{1,10}", g.group(1))}
+    group = ctx.group_of(len(set(ctx.ranks_known) | listed), ctx.group_size)
+    if listed and len(listed) < group:
+        culprits, basis = sorted(listed), "statement: the CheckpointException lists the ranks whose own step raised"
+    else:
+        culprits = []
+        basis = (
+            "undetermined: the CheckpointException lists every rank of the group"
+            if listed
+            else "undetermined: the CheckpointException's rank list is not in this evidence"
+        )
+    who = fmt_ranks(sorted(listed)) if listed else "some rank"
+    return [
+        _text_finding(
+            ClassId.RANK_CRASH,
+            f"A distributed checkpoint step failed on {who}, each rank with its own error (DCP gathers every "
+            f"rank's exception and re-raises them together as a CheckpointException on each rank): not a "
+            f"collective failure. {str(rows.iloc[0]['message'])[:200]}",
+            rows,
+            "checkpoint-ranks",
+            "medium",
             culprits,
             basis,
         )

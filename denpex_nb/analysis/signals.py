@@ -45,6 +45,7 @@ FAMILY_CLASS = {
     SignalFamily.TIMEOUT: ClassId.TIMEOUT_UNDETERMINED,
     SignalFamily.STALL: ClassId.RANK_DESYNC,
     SignalFamily.COMPONENT: ClassId.TIMEOUT_UNDETERMINED,
+    SignalFamily.STOP: ClassId.TIMEOUT_UNDETERMINED,
 }
 #: families that are a process's own failure, not a collective's
 OWN_FAMILIES = frozenset({SignalFamily.MEMORY, SignalFamily.DEVICE})
@@ -127,6 +128,16 @@ _NOTE_FAMILIES = (
 )
 
 
+def activity(incident) -> bool:
+    """Did a line say the distributed machinery ran (:data:`denpex_nb.signals.ACTIVITY`: a barrier's
+    device guessed, DDP's reducer mid-training, Lightning's distributed epoch-end logging)? Positive
+    evidence of a distributed run that no reader parsed: with no failure signal anywhere, an all-clear
+    at low confidence, not "nothing distributed could be read"."""
+    if _empty(incident):
+        return False
+    return bool((incident.signals["family"].astype(object) == SignalFamily.ACTIVITY).any())
+
+
 def finish_lines(incident) -> pd.DataFrame:
     """Rows saying the work finished."""
     if _empty(incident):
@@ -200,7 +211,7 @@ def signal_finding(ctx, *, after: Finding | None = None) -> Finding | None:
         cls = ClassId.RANK_CRASH if own else ClassId.TIMEOUT_UNDETERMINED
     if fam == SignalFamily.SIZE and _DTYPE_WORD.search(text) and not _SIZE_WORD.search(text):
         cls = ClassId.DTYPE_MISMATCH
-    if cls == ClassId.TIMEOUT_UNDETERMINED and after is not None:
+    if cls == ClassId.TIMEOUT_UNDETERMINED and after is not None and fam != SignalFamily.STOP:
         return None
     rank = None if pd.isna(first["rank"]) else int(first["rank"])
     fam_rows = fs[fam_col == fam]
@@ -227,6 +238,12 @@ def signal_finding(ctx, *, after: Finding | None = None) -> Finding | None:
         f"No reader explains this failure; the first failure signal ({fam} family, {first['severity']}) "
         f"is {what} on {where}: {text[:240]}"
     )
+    if fam == SignalFamily.STOP:
+        summary = (
+            f"The job was stopped from outside (a user's Ctrl-C, a scheduler's or an operator's signal) before "
+            f"anything else failed: {text[:240]}. A stop is not a crash; if it was stopped because it hung, why "
+            f"it hung is not in this evidence"
+        )
     if cls == ClassId.TIMEOUT_UNDETERMINED:
         from .catalog.entries import COLLECT_MORE
 

@@ -121,7 +121,11 @@ _MB = re.compile(r"(?:\[Rank (\d+)\]: )?Ranks? ([\d, ]+) failed to pass monitore
 _MB_WRAP = re.compile(r"Monitored Barrier encountered error running collective: CollectiveFingerPrint\(")
 _RANK_TAG = re.compile(r"\[Rank (\d+)\]")
 # DDP reducer (docs/formats.md §5)
-_DDP_UNUSED = re.compile(r"Expected to have finished reduction in the prior iteration")
+#: DDP's unused-parameter error, in its own words and in a framework's (Lightning: "your LightningModule has
+#: parameters that were not used in producing the loss returned by training_step"): the same error
+_DDP_UNUSED = re.compile(
+    r"Expected to have finished reduction in the prior iteration|parameters that were not used in producing (?:the )?loss"
+)
 _DDP_NAMES = re.compile(r"Parameters which did not receive grad for rank (\d+): (.*)")
 _DDP_IDX = re.compile(r"Parameter indices which did not receive grad for rank (\d+): ([\d ]*)")
 _DDP_NOGRAD = re.compile(r"Parameter: (\S+) did not get gradient in backwards pass")  # reducer INFO, debug INFO
@@ -224,6 +228,8 @@ class C10dReader(TextReader):
         b"receive grad",
         b"finished reduction",
         b"marked as ready",
+        b"mark a variable ready",
+        b"not used in producing",
         b"DDP expects",
         b"appears not to match",
         b"gloo",

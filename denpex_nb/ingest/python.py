@@ -63,6 +63,9 @@ from .base import FileContext, Line, Output, TextReader, register_text_reader
 SOURCE = "python"
 
 _TB_START = re.compile(r"^Traceback \(most recent call last\):")
+#: a traceback header that names whose traceback it is: a distributed checkpoint's CheckpointException
+#: re-raises every failed rank's traceback on each rank, each under ``Traceback (...): (RANK R)``
+_TB_OF_RANK = re.compile(r"^Traceback \(most recent call last\): \(RANK (\d{1,10})\)")
 #: a message that announces the traceback after it on the same line (vLLM's worker: "Exception in
 #: worker X while processing method M: <exception message>, Traceback (most recent call last):")
 #: a message that ends in the start of a traceback (greedy: one pass; the message must hold a word)
@@ -739,6 +742,9 @@ class PythonReader(TextReader):
             if old is not None:
                 self._finish(old, ctx, out, st)
             rank = line.rank if line.rank is not None else st["spawn"]
+            of_rank = _TB_OF_RANK.match(text) if text.endswith(")") else None
+            if of_rank is not None:  # the header says whose it is, whichever rank printed it
+                rank = i32(of_rank.group(1))
             announced = _announced(tail.group("msg")) if tail is not None else None
             st["open"][key] = _Record(line, rank, st["spawn"], announced)
             out.consume(line)
