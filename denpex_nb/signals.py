@@ -500,8 +500,20 @@ def classify_text(text: str, level: str | None = None) -> Signal | None:
     return None
 
 
-def _cut_head(failure: bool, family: str) -> bool:
-    return not failure and family not in (SignalFamily.OTHER, SignalFamily.FINISH)
+#: rows that are whole statements, never the head of a failure line a paste cut (a wait, a connection
+#: made, the machinery running, the work finished)
+_WHOLE = (
+    SignalFamily.OTHER,
+    SignalFamily.FINISH,
+    SignalFamily.RECOVERED,
+    SignalFamily.ACTIVITY,
+    SignalFamily.STALL,
+)
+
+
+def _cut_head(failure: bool, family: str, severity: str) -> bool:
+    """Is a row the head of a failure line a paste cut (a warning of a failure family, no failure yet)?"""
+    return not failure and severity == SignalSeverity.WARNING and family not in _WHOLE
 
 
 class SignalSink:
@@ -526,7 +538,7 @@ class SignalSink:
             and c["line"]
             and c["line"][-1] == line - 1
             and (rank is None or c["rank"][-1] == rank)
-            and _cut_head(c["failure"][-1], c["family"][-1])
+            and _cut_head(c["failure"][-1], c["family"][-1], c["severity"][-1])
         ):
             # the line before said what (a warning of a family) and was cut: this piece says it failed
             c["failure"][-1] = True
