@@ -252,8 +252,21 @@ def _merge_parts(parts: list, dtype: str | None):
         if out.dtype.kind not in kinds:  # mixed signed / unsigned promoted to float: leave alone
             return None
         gaps = np.concatenate(missing)
-        return Nullable(out, gaps if gaps.any() else None)
+        return Nullable(_narrow_ints(out) if kinds == "iu" else out, gaps if gaps.any() else None)
     return None
+
+
+def _narrow_ints(values: np.ndarray) -> np.ndarray:
+    """Integers in the narrowest signed dtype that holds them: a merged batch travels back from a
+    worker, and a dump's constant columns (its rank, as int64 after the merge) would otherwise cost
+    8 bytes a row; :func:`build_frame` widens them again."""
+    if not len(values) or values.dtype.itemsize == 1:
+        return values
+    lo, hi = int(values.min()), int(values.max())
+    for kind in (np.int8, np.int16, np.int32):
+        if kind().itemsize < values.dtype.itemsize and np.iinfo(kind).min <= lo and hi <= np.iinfo(kind).max:
+            return values.astype(kind)
+    return values
 
 
 def _is_shape(v) -> bool:

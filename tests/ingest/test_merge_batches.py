@@ -55,6 +55,20 @@ def test_one_value_everywhere_stays_a_constant():
 
 
 @pytest.mark.parametrize(
+    ("ranks", "width"),
+    [((3, 100), np.int8), ((3, 16383), np.int16), ((-5, 70000), np.int32), ((0, 2**40), np.int64)],
+)
+def test_merged_integers_travel_as_narrow_as_they_fit_and_build_the_same_frame(ranks, width):
+    """A dump's rank is one constant; merged, the task's ranks become a column that travels back
+    from a worker: in the narrowest integer dtype that holds them, widened again by build_frame."""
+    batches = [_batch(4, r, f"f{r}") for r in ranks]
+    merged = merge_batches("events", batches)
+    assert merged[0]["rank"].values.dtype == width
+    assert merged[0]["seq"].values.dtype == np.int8  # int16 parts holding 0..3
+    _same(batches)
+
+
+@pytest.mark.parametrize(
     "spoil",
     [
         lambda b: b.pop("line"),  # a column one batch lacks
