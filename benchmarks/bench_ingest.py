@@ -624,7 +624,11 @@ def bench_small_files(counts: list[int], repeat: int = 1, baseline: str | None =
                 rounds[key].append((wall, timed.last_cpu_s, rss / (1 << 20)))
                 outs[key] = out
             loads.append(round(os.getloadavg()[0], 1))
-        entry: dict = {"inputs": len(target) if len(target) > 1 else int(name), "load_average_rounds": loads}
+        entry: dict = {
+            "inputs": len(target) if len(target) > 1 else int(name),
+            "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "load_average_rounds": loads,
+        }
         for key, rs in rounds.items():
             fig = {
                 "wall_s": round(_median([r[0] for r in rs]), 2),
@@ -821,6 +825,10 @@ def main(argv=None) -> int:
     replaced = {k: old[k] for k in res if k in old and k not in ("when", "load_average", "argv", "history")}
     if replaced:
         history.append(dict(replaced, replaced_by_run_of=res["when"]))
+    if isinstance(old.get("small_files"), dict) and "small_files" in res:  # counts not measured now stay
+        res["small_files"] = dict(
+            {k: v for k, v in old["small_files"].items() if isinstance(v, dict)}, **res["small_files"]
+        )
     res = dict(old, **res)
     if history:
         res["history"] = history

@@ -26,6 +26,7 @@ failure (reader, file:line, exception) becomes one note on the Incident. In stri
 
 from __future__ import annotations
 
+import functools
 import io
 import os
 import re
@@ -321,10 +322,15 @@ _KEEP_BUFFER_MAX = 64 << 20
 
 
 def watched() -> dict[str, tuple[bytes, ...]]:
-    """:data:`denpex_nb.vocab.MENTIONS` as byte needles."""
+    """:data:`denpex_nb.vocab.MENTIONS` as byte needles (encoded once: asked for every file)."""
+    return dict(_watched_items())
+
+
+@functools.lru_cache(maxsize=1)
+def _watched_items() -> tuple[tuple[str, tuple[bytes, ...]], ...]:
     from ..vocab import MENTIONS
 
-    return {name: tuple(w.encode() for w in words) for name, words in MENTIONS.items()}
+    return tuple((name, tuple(w.encode() for w in words)) for name, words in MENTIONS.items())
 
 
 def mentions_in(data) -> set[str]:
@@ -348,6 +354,16 @@ def matcher_for(readers: list[TextReader], *, signals: bool = False) -> NeedleMa
     Why: compiling the hyperscan database costs ~2 ms, more than scanning a small file; a folder of
     2,000 per-rank logs compiled it 2,000 times. Per thread, because a hyperscan database's scratch
     space may not be shared by two scans at once (Dask workers run tasks in threads)."""
+    # per file, the same reader objects with the same needle tuples come back: known by identity
+    # (the entry holds the readers and their needles, so neither id can be reused meanwhile)
+    last = getattr(_LOCAL, "last_matcher", None)
+    if (
+        last is not None
+        and last[0] == signals
+        and len(last[1]) == len(readers)
+        and all(a is b and n is b.needles for a, n, b in zip(last[1], last[2], readers))
+    ):
+        return last[3]
     watch = watched()
     key = (tuple(tuple(r.needles) for r in readers), tuple(watch.items()), signals)
     cache = getattr(_LOCAL, "matchers", None)
@@ -358,6 +374,7 @@ def matcher_for(readers: list[TextReader], *, signals: bool = False) -> NeedleMa
         if len(cache) >= 8:  # forced formats make other sets; a handful is all a process sees
             cache.clear()
         m = cache[key] = NeedleMatcher.for_readers(readers, watch=watch, signals=signals)
+    _LOCAL.last_matcher = (signals, tuple(readers), tuple(r.needles for r in readers), m)
     return m
 
 
