@@ -103,6 +103,9 @@ NEEDLES: tuple[bytes, ...] = (
     b"dump signal",
     b"mismatch",
     b"Mismatch",
+    # a cross-rank check that found ranks disagreeing (a rank whose value differs from the others')
+    b"disagree",
+    b"ifferent value",
     # a connection failing at INFO level while retrying, and one made after all
     b"No route",
     b"unreachable",
@@ -180,6 +183,16 @@ LEVEL_LETTERS = {
 
 # --- failure words -------------------------------------------------------------------------------
 
+#: a cross-rank consistency check that failed: ranks disagree on a value (FSDP's ``Rank 1 has different
+#: values for step: 8016.0. Other ranks: 7870.0``, DeepSpeed ZeRO-3's ``disagreement between rank0 and
+#: rank2``, ``rank 3 differs from the other ranks``): the ranks are in different states (a position, a
+#: trace of modules), a desync; a size, shape or dtype named in it makes it the size family instead
+_DISAGREE = (
+    r"(?i:disagree(?:ment|s|d)?\s+(?:between|among|across|on)\s+(?:the\s+)?(?:ranks?|processes|workers)"
+    r"|\branks?\s?\d+\s+(?:has|have|holds?|reports?|sees?|got)\s+(?:a\s+)?different\s+values?\s+(?:for|of)"
+    r"|\branks?\s?\d+\s+(?:and|vs\.?)\s+(?:ranks?\s?)?\d+\s+disagree|\b(?:ranks|processes|workers)\s+disagree(?:d)?\b"
+    r"|\b(?:differs?|is\s+different)\s+(?:from|than)\s+(?:that\s+of\s+)?(?:the\s+)?other\s+ranks)"
+)
 #: a line holding one of these reports a failure whatever its level
 FAILURE_WORDS = re.compile(
     r"(?<![\w/-])(?:[Ff]ail(?:ed|ing|ure|s)?|FAIL(?:ED|URE)?)(?![\w-])|\brefused\b|\b(?:reset|closed) by (?:the )?(?:remote )?peer\b"
@@ -191,13 +204,17 @@ FAILURE_WORDS = re.compile(
     r"|[Ss]talled|Missing ranks|not (?:yet )?join(?:ed|ing)\b|[Nn]ot all ranks (?:have )?(?:joined|joining|arrived|reached)"
     r"|did not (?:arrive|join|reach)|failed to pass|lagging ranks?\b|flight recorder dump|dump signal"
     r"|(?<![\w/-])(?:[Mm]ismatch(?:ed|es)?|desync(?:hroni[sz]ed)?)(?![\w-])|deadline exceeded|non-?zero exit"
+    r"|" + _DISAGREE + r"\b"
 )
 
 # --- families ------------------------------------------------------------------------------------
 
 #: words that put a size / shape message in a collective or across ranks
 COLLECTIVE_CONTEXT = re.compile(
-    r"(?i:all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|broadcast|collective|\bgather\b|\bscatter\b"
+    # "broadcast" as the collective, not tensor broadcasting ("cannot be broadcast to", "broadcasting",
+    # "broadcastable", "broadcast together": a local shape rule of one process)
+    r"(?i:all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|broadcast(?!ing|able|ed\b| together| to\b)"
+    r"|collective|\bgather\b|\bscatter\b"
     r"|ranks?\b|across|world|\bprocess(?:es)? \d|process ?group|\bnccl\b|\bgloo\b|\bc10d\b|fingerprint|zero|fsdp|ddp|shard"
     r"|bucket|flat_?param|partition|tensor.parallel|pipeline)"
 )
@@ -205,6 +222,9 @@ _SIZE = (
     r"(?i:\bsizes?\b|\bshapes?\b|\bnumel\b|split_?sizes?|number of (?:elements|parameters|params|tensors)"
     r"|(?:parameter|param|element|tensor) counts?|\bparams?\b|\bdtypes?\b|\blength\b)"
 )
+#: size checks whose words are c10d's own (raised inside a collective call, they name no collective):
+#: ``Split sizes doesn't match total dim 0 size`` (all_to_all_single's split sizes)
+C10D_SIZE = re.compile(r"Split sizes doesn't match total dim")
 #: (family, pattern), first match wins: the order puts the cause before its consequences (an
 #: out-of-memory inside an NCCL error is memory; a CUDA fault inside a watchdog line is the device)
 FAMILIES: tuple[tuple[SignalFamily, re.Pattern], ...] = (
@@ -229,10 +249,11 @@ FAMILIES: tuple[tuple[SignalFamily, re.Pattern], ...] = (
         re.compile(
             _SIZE
             + r"[^\n]{0,80}?(?i:mismatch|do(?:es)? ?n[o']t match|not (?:to )?match|must (?:match|be (?:the )?same|be equal)"
-            r"|should (?:match|be (?:the )?same)|differ|inconsistent|not (?:the )?same|expected|invalid|vs\b)"
-            r"|(?i:mismatch(?:ed)?|different|inconsistent|unequal|uneven|\bsame\b|\bequal\b)[^\n]{0,40}?"
+            r"|should (?:match|be (?:the )?same)|differ|inconsistent|not (?:the )?same|expected|invalid|vs\b"
+            r"|(?:be|is|are) (?:not )?(?:a |an integer )?multiple of|(?:not )?(?:evenly )?divisible)"
+            r"|(?i:mismatch(?:ed)?|different|inconsistent|unequal|uneven|\bsame\b|\bequal\b|\bexpected\b)[^\n]{0,40}?"
             + _SIZE
-            + r"|invalid tensor size"
+            + r"|invalid tensor size|Split sizes doesn't match total dim"
             r"|Detected mismatch between collectives|Collectives differ|Tensor Tensor (?:shapes|dtypes)"
         ),
     ),
@@ -242,6 +263,7 @@ FAMILIES: tuple[tuple[SignalFamily, re.Pattern], ...] = (
             r"(?i:stall(?:ed)?\b|missing ranks|not (?:yet )?join(?:ed|ing)\b|not all ranks|did not (?:arrive|join|reach)|failed to pass"
             r"|monitored ?barrier|lagging ranks?|desync|waiting for (?:the )?(?:remainder|other|remaining) (?:of )?ranks"
             r"|have not (?:yet )?(?:joined|reached|submitted))"
+            r"|" + _DISAGREE
         ),
     ),
     (  # a connection that timed out is the network's failure, not a collective's timeout
@@ -343,8 +365,17 @@ BENIGN = re.compile(
     r"|exitcode\s*[:=]?\s*0\b|ProcessGroupNCCL destroyed|destroy_process_group|has NOT been destroyed"
     r"|RUNNING OK|Unknown command (?:\d+ )?from localRank|(?:errors|warnings) (?:will be|are) (?:ignored|suppressed)|ignore_errors|on_error|error_?handl"
     r"|retrying|will retry|\bretry(?:ing)? \d|will (?:proceed|continue|fall ?back|use|be used)|falling back"
-    r"|proceeding (?:with|without)|continuing (?:with|without)|using (?:the )?default)"
+    r"|proceeding (?:with|without)|continuing (?:with|without)|using (?:the )?default"
+    # c10d's TCPStore at exit: libuv refuses to close a loop whose handles are still closing (EBUSY),
+    # the store runs the loop once more and closes it ("uv_loop cleanup finished"), at INFO level
+    r"|uv_loop_close failed)"
 )
+#: a record's field (``backend_name: gloo``, ``master_addr: 10.0.0.1``, ``NCCL_DEBUG=INFO``): DDP's
+#: construction record, an environment or config dump. Under a level that only a wrapper gave it (an
+#: application logger that forwards a child's stderr at ERROR) a field is a value, not a statement
+#: that something failed; a field whose own words say so (``status: failed``, ``exitcode: 1``,
+#: ``error: ...``) still signals
+FIELD = re.compile(r"^\s*[A-Za-z_][\w.-]{0,63}\s*[:=](?:[ \t]*[^\s:=][^:=]{0,119})?\s*$")
 #: the work finished: a crash after such a line on the same rank is a teardown crash, not a failure of
 #: the training collectives
 FINISH = re.compile(
@@ -424,7 +455,7 @@ def family_of(text: str) -> SignalFamily:
     collective or cross-rank word); :attr:`SignalFamily.OTHER` when none does."""
     for fam, pat in FAMILIES:
         if pat.search(text):
-            if fam == SignalFamily.SIZE and not COLLECTIVE_CONTEXT.search(text):
+            if fam == SignalFamily.SIZE and not COLLECTIVE_CONTEXT.search(text) and not C10D_SIZE.search(text):
                 continue
             return fam
     return SignalFamily.OTHER
@@ -486,6 +517,8 @@ def classify_text(text: str, level: str | None = None) -> Signal | None:
     words = FAILURE_WORDS.search(text) is not None or (
         sev == SignalSeverity.WARNING and WARNING_FAILURE.search(text) is not None
     )
+    if not words and level is not None and FIELD.match(text) and severity_of(text) is None:
+        return None  # a record's field under its wrapper's level (see FIELD)
     if BENIGN.search(text):
         return Signal(str(sev), str(family_of(text)), False) if sev == SignalSeverity.WARNING else None
     if sev in (SignalSeverity.FATAL, SignalSeverity.ERROR) or words:

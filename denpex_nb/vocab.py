@@ -125,7 +125,7 @@ class SignalFamily(_Name):
     TIMEOUT = "timeout"
     EXIT = "exit"  # exit codes, signals, kills, aborts
     LAUNCHER = "launcher"  # torchrun / mpirun / slurm / Ray saying a worker failed
-    STALL = "stall"  # stall reports, ranks that did not join or arrive (positions)
+    STALL = "stall"  # stall reports, ranks that did not join or arrive or disagree on a value (positions)
     COMPONENT = "component"  # a distributed component named (gloo, c10d, a store, a socket), no cause stated
     STOP = "stop"  # the job was stopped from outside (a user's Ctrl-C, a scheduler's or operator's signal): no crash
     OTHER = "other"  # a failure with no family (a plain exception)

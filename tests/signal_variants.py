@@ -137,6 +137,11 @@ SIZE += [
     )
     for r in (1, 2)
 ]
+SIZE += [
+    # c10d's own split-size check, raised inside all_to_all_single: its words name no collective
+    (F.SIZE, f"{e}: Split sizes doesn't match total dim 0 size", "Split sizes")
+    for e in ("RuntimeError", "torch.distributed.DistBackendError")
+]
 TIMEOUT = [
     (F.TIMEOUT, f"{e}: Timed out after {s} seconds waiting for clients. 3/4 clients joined.", "Timed out")
     for e, s in itertools.product(("torch.distributed.DistStoreError", "RuntimeError"), (300, 1800))
@@ -175,29 +180,45 @@ LAUNCHER = [
         ("Primary job  terminated normally, but 1 process returned a non-zero exit code.", "non-zero exit"),
     )
 ]
-STALL = [
-    (F.STALL, w, key)
-    for w, key in (
-        ("One or more tensors were submitted by a subset of ranks; Stalled ranks: 2, 5", "Stalled ranks"),
-        ("Missing ranks: 1, 3 have not yet joined the allreduce", "Missing ranks"),
-        ("[Rank 0]: Ranks 3 failed to pass monitoredBarrier in 30000 ms", "failed to pass"),
-        ("WARNING: rank 7 has not joined the collective after 120 s (stalled)", "not joined"),
-        ("Not all ranks joining collective 12 at entry 3", "Not all ranks joining"),
+STALL = (
+    [
+        (F.STALL, w, key)
+        for w, key in (
+            ("One or more tensors were submitted by a subset of ranks; Stalled ranks: 2, 5", "Stalled ranks"),
+            ("Missing ranks: 1, 3 have not yet joined the allreduce", "Missing ranks"),
+            ("[Rank 0]: Ranks 3 failed to pass monitoredBarrier in 30000 ms", "failed to pass"),
+            ("WARNING: rank 7 has not joined the collective after 120 s (stalled)", "not joined"),
+            ("Not all ranks joining collective 12 at entry 3", "Not all ranks joining"),
+            (
+                "[Rank 0]  - To our best knowledge, ranks [2] are the lagging ranks that caused this timeout.",
+                "lagging ranks",
+            ),
+        )
+    ]
+    + [
+        # a cross-rank check that found the ranks disagreeing on a value: a desync (positions, traces)
+        (F.STALL, w, key)
+        for w, key in (
+            ("Rank 1 has different values for step: 8016.0. Other ranks: 7870.0", "different values"),
+            (
+                "RuntimeError: disagreement between rank0 and rank2: rank0: [12, 14, 17] rank2: [2, 3, 4]",
+                "disagreement",
+            ),
+            ("AssertionError: the checkpoint step of rank 5 differs from the other ranks (1200 vs 1300)", "differs"),
+            ("ValueError: ranks 0 and 3 disagree on the number of micro-batches", "disagree"),
+        )
+    ]
+    + [
+        # a rank that saw another rank's flight-recorder dump request: a collective timed out somewhere
+        (F.TIMEOUT, "[Rank 3] Observed flight recorder dump signal from another rank via TCPStore.", "dump signal"),
+        # an NCCL WARN that a thing NCCL needs was not found (not one of the benign plugin probes)
         (
-            "[Rank 0]  - To our best knowledge, ranks [2] are the lagging ranks that caused this timeout.",
-            "lagging ranks",
+            F.NETWORK,
+            "host-1:2231:2290 [1] bootstrap.cc:77 NCCL WARN Bootstrap : no socket interface found",
+            "no socket interface found",
         ),
-    )
-] + [
-    # a rank that saw another rank's flight-recorder dump request: a collective timed out somewhere
-    (F.TIMEOUT, "[Rank 3] Observed flight recorder dump signal from another rank via TCPStore.", "dump signal"),
-    # an NCCL WARN that a thing NCCL needs was not found (not one of the benign plugin probes)
-    (
-        F.NETWORK,
-        "host-1:2231:2290 [1] bootstrap.cc:77 NCCL WARN Bootstrap : no socket interface found",
-        "no socket interface found",
-    ),
-]
+    ]
+)
 PHRASES: list[tuple[str, str, str]] = NETWORK + MEMORY + DEVICE + SIZE + TIMEOUT + EXIT + LAUNCHER + STALL
 
 #: lines that look like failures and are not (nothing failed)
@@ -216,6 +237,9 @@ BENIGN = [
     "I1201 10:00:00.000000 123 store.cpp:12] connection reset, retrying",
     # a debugger's notice naming a function that returns an error code (not an exception class)
     "warning: Cuda API error detected: cudaGetLastError returned (0x2c0)",
+    # c10d's TCPStore at exit: libuv's loop still closing handles (EBUSY), closed on the next pass
+    "[I1130 00:45:12.457812345 TCPStoreLibUvBackend.cpp:1354] [c10d] uv_loop_close failed with:-16 errn:EBUSY desc:resource busy or locked",
+    "62489 TCPStoreLibUvBackend.cpp:1354] [c10d] uv_loop_close failed with:-16 errn:EBUSY desc:resource busy or locked",
 ]
 
 #: (name, function of (rank, text) -> line): what launchers and collectors put in front of a line

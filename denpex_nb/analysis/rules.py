@@ -104,8 +104,9 @@ def is_crash_error(
             return False  # stopped from outside (KeyboardInterrupt, a launcher's SignalException): no crash
         if "returned non-zero exit status" in message and "local_rank" in message:
             return False  # a launcher's CalledProcessError about a worker, not the line's own failure
-        # a library's error about a collective's sizes, shapes or counts across ranks is a collective
-        # failure (the failure-signal vocabulary's size family), not the rank's own crash
+        # a library's error about a collective's sizes, shapes or counts across ranks, or about ranks
+        # that disagree on a value, is a collective failure (the failure-signal vocabulary's size and
+        # stall families), not the rank's own crash
         return not _collective_message(message)
     if kind in (ErrorKind.SIGNAL, ErrorKind.CHILD_FAILED, ErrorKind.AGENT, ErrorKind.EXIT):
         return (signal or signal_name(exit_code, shell=True)) in _CRASH_SIGNALS
@@ -128,7 +129,13 @@ _DEVICE_FAULT_ASCII = re.compile(_DEVICE_FAULT.pattern.lower())
 
 @functools.lru_cache(maxsize=4096)
 def _collective_message(message: str) -> bool:
-    return _DISTRIBUTED.search(message) is not None or family_of(message) == SignalFamily.SIZE
+    return _DISTRIBUTED.search(message) is not None or family_of(message) in _COLLECTIVE_FAMILIES
+
+
+#: failure-signal families whose message is about several ranks: a library's exception saying a
+#: collective's sizes differ (size) or that ranks disagree on a value or did not arrive (stall) is a
+#: collective failure, not the raising rank's own crash
+_COLLECTIVE_FAMILIES = (SignalFamily.SIZE, SignalFamily.STALL)
 
 
 def own_failures(errors: pd.DataFrame) -> list[bool]:

@@ -30,7 +30,7 @@ import re
 import pandas as pd
 
 from ..ops import normalize_op
-from ..signals import WAITING
+from ..signals import WAITING, family_of
 from ..vocab import TRUNCATED_TRACEBACK, VICTIM_KINDS, ClassId, ErrorKind, SignalFamily
 from .model import Evidence, Finding
 
@@ -201,6 +201,10 @@ def signal_finding(ctx, *, after: Finding | None = None) -> Finding | None:
         if len(specific):
             first = specific.iloc[0]
             fam = str(first["family"])
+    if fam == SignalFamily.OTHER:
+        sized = collective_size_error(ctx.errors)
+        if sized is not None:
+            return _size_in_collective(sized, fs, after)
     if not len(_causes(fs.loc[[first.name]], ctx.errors)):
         # the first failure is a victim's (a timeout, a peer gone): someone else failed first, unseen
         fam = SignalFamily.TIMEOUT
@@ -231,7 +235,7 @@ def signal_finding(ctx, *, after: Finding | None = None) -> Finding | None:
         ClassId.SHAPE_MISMATCH: "a size or shape error of a collective",
         ClassId.DTYPE_MISMATCH: "a dtype error of a collective",
         ClassId.RANK_CRASH: f"a {fam.replace('other', 'process')} failure",
-        ClassId.RANK_DESYNC: "ranks that stalled or did not arrive",
+        ClassId.RANK_DESYNC: "ranks that stalled, did not arrive or disagree on a value",
         ClassId.TIMEOUT_UNDETERMINED: "a failure of undetermined cause",
     }[cls]
     summary = (
@@ -252,12 +256,74 @@ def signal_finding(ctx, *, after: Finding | None = None) -> Finding | None:
         class_id=cls,
         summary=summary,
         confidence=conf,
-        op=_op_of(text) if cls in (ClassId.SHAPE_MISMATCH, ClassId.DTYPE_MISMATCH, ClassId.NCCL_ERROR) else None,
+        op=_op_of(text) or _raised_in(ctx.errors, first)
+        if cls in (ClassId.SHAPE_MISMATCH, ClassId.DTYPE_MISMATCH, ClassId.NCCL_ERROR)
+        else None,
         culprit_ranks=culprits,
         evidence=_evidence(pd.concat([fs.loc[[first.name]], fs.drop(index=first.name)])),
         t_wall=first["t_wall"] if pd.notna(first["t_wall"]) else None,
         rule="failure-signals",
         culprit_basis=basis if not culprits else "own-failure",
+        basis=(after.summary,) if after is not None else (),
+    )
+
+
+def _raised_in(errors: pd.DataFrame, sig) -> str | None:
+    """The collective call an exception was raised in (its traceback's frames), for the signal row of
+    its message line: the exception row of the same file and rank whose traceback ends there."""
+    if errors is None or not len(errors) or "op" not in errors:
+        return None
+    ex = errors[(errors["kind"].astype(str) == ErrorKind.EXCEPTION) & errors["op"].notna()]
+    ex = ex[(ex["file"].astype(object) == sig["file"]) & (ex["line"] <= sig["line"])]
+    if pd.notna(sig["rank"]):
+        ex = ex[ex["rank"] == sig["rank"]]
+    if "n_traceback_lines" in ex:  # the traceback reaches the message line
+        ex = ex[(ex["line"] + ex["n_traceback_lines"].fillna(0)) >= sig["line"]]
+    return normalize_op(str(ex["op"].iloc[-1])) if len(ex) else None
+
+
+def collective_size_error(errors: pd.DataFrame) -> dict | None:
+    """The first exception raised inside a collective call (its traceback's frames name the call) whose
+    message is about sizes, shapes or counts once that call is its context: c10d's and the libraries'
+    size checks name no collective (``Split sizes doesn't match total dim 0 size`` raised in
+    ``all_to_all_single``), the traceback does. None when there is none."""
+    if errors is None or not len(errors) or "op" not in errors:
+        return None
+    ex = errors[(errors["kind"].astype(str) == ErrorKind.EXCEPTION) & errors["op"].notna()]
+    for row in ex.to_dict("records"):
+        msg = str(row.get("message") or "")
+        if msg.startswith(TRUNCATED_TRACEBACK):
+            continue
+        if family_of(f"{msg} (in {row['op']})") == SignalFamily.SIZE:
+            return row
+    return None
+
+
+def _size_in_collective(row: dict, fs: pd.DataFrame, after: Finding | None) -> Finding:
+    """A ``shape-mismatch`` of the collective a size error was raised in (low confidence: the message
+    says the sizes are wrong, not which rank's)."""
+    text = str(row.get("message") or "")
+    cls = ClassId.DTYPE_MISMATCH if _DTYPE_WORD.search(text) and not _SIZE_WORD.search(text) else ClassId.SHAPE_MISMATCH
+    rank = row.get("rank")
+    where = "a rank" if rank is None or pd.isna(rank) else f"rank {int(rank)}"
+    ev = Evidence(
+        file=str(row.get("file") or "?"),
+        line=int(row["line"]) if pd.notna(row.get("line")) else 0,
+        text=text[:500],
+        rank=None if rank is None or pd.isna(rank) else int(rank),
+    )
+    return Finding(
+        class_id=cls,
+        summary=(
+            f"A size error raised inside a collective call ({row['op']}) on {where}: the call's arguments do not fit "
+            f"what the collective needs across ranks: {text[:240]}"
+        ),
+        confidence="low",
+        op=normalize_op(str(row["op"])),
+        evidence=(ev,) + _evidence(fs, 5),
+        t_wall=row.get("t_wall") if pd.notna(row.get("t_wall")) else None,
+        rule="failure-signals",
+        culprit_basis="undetermined: a size error names no rank whose sizes are the odd ones",
         basis=(after.summary,) if after is not None else (),
     )
 
