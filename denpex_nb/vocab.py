@@ -224,4 +224,29 @@ TRUNCATED_TRACEBACK = "traceback without its exception line"
 #: Incident says which files mention each (``Incident.mentions``); the rules read that.
 MENTIONS: dict[str, tuple[str, ...]] = {
     "syncbn": ("SyncBatchNorm", "sync_batch_norm"),
+    # words of a job of several processes (a backend, the c10d API, a launcher's environment, a
+    # collective's name): a file without any of them, and without a rank, host or group anywhere, is
+    # a lone process's (a traceback there is its own crash: analysis/signals.cut_traceback_decides)
+    "distributed": (
+        "distributed",
+        "Distributed",
+        "NCCL",
+        "nccl",
+        "gloo",
+        "c10d",
+        "world_size",
+        "WORLD_SIZE",
+        "MASTER_ADDR",
+        "local_rank",
+        "LOCAL_RANK",
+        "all_reduce",
+        "allreduce",
+        "all_gather",
+        "allgather",
+        "reduce_scatter",
+        "all_to_all",
+        "alltoall",
+        "broadcast",
+        "barrier",
+    ),
 }

@@ -17,6 +17,8 @@ how, the verdict is ``timeout-undetermined``; when nothing distributed could be 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pandas as pd
 
 from ..human import fmt_ranks
@@ -113,13 +115,18 @@ def diagnose(incident, *, strict: bool = False) -> Diagnosis:
         # no rule explains it: a peer that closed the connection, else the first failure signal's
         # family, else "something failed, cause undetermined"; never an all-clear over a failure
         # signal. Tracebacks cut before their exception line with nothing else failing are a crash
-        # only as an alternative: the cut may have taken a collective's error (keyhole views of
-        # recorded collective failures cut mid-traceback read as rank-crash otherwise)
+        # only as an alternative (the cut may have taken a collective's error: keyhole views of
+        # recorded collective failures cut mid-traceback read as rank-crash otherwise), unless the
+        # evidence around them decides (signals.cut_traceback_decides: a lone process, or another
+        # rank that lost its connection to the one that raised)
         fallback = safely("undetermined failure", lambda: undetermined_failure(ctx), None)
         peer = safely("peer gone", lambda: _signals.peer_gone(ctx), [])
         sig = safely("failure signals", lambda: _signals.signal_finding(ctx, after=fallback), None)
         cut = safely("cut tracebacks", lambda: _signals.cut_tracebacks(ctx), None) if sig is None else None
-        chosen = peer[0] if peer else (sig or fallback or cut)
+        why = safely("cut tracebacks decide", lambda: _signals.cut_traceback_decides(ctx, cut), "") if cut else ""
+        if why:  # a lone process, or one whose going away the others saw: a crash, the verdict
+            cut = replace(cut, summary=f"{cut.summary} ({why})")
+        chosen = peer[0] if peer else (sig or (cut if why else None) or fallback or cut)
         if cut is not None and chosen is not cut:
             side.append(cut)
         # ranks that stopped at different places: more than "cause undetermined", an alternative

@@ -406,6 +406,74 @@ def cut_tracebacks(ctx) -> Finding | None:
     )
 
 
+def cut_traceback_decides(ctx, cut: Finding) -> str:
+    """Why a :func:`cut_tracebacks` finding is the verdict, not only an alternative; '' when it is not.
+
+    A traceback cut before its exception line cannot tell, by its frames, the process's own crash
+    from a collective's error it raised (recorded collective failures cut mid-traceback read the
+    same). Two kinds of evidence around it can:
+
+    * **a lone process**: nothing in the evidence names a rank, a group, a second host or a
+      distributed component (no rank prefix, no per-rank file, no signal of a distributed family):
+      no collective of several processes ran under it, so its exception is its own;
+    * **its going away seen by the others**: another rank, after it, lost its connection (closed or
+      reset by the peer, a store's socket): the process that raised went away; with nothing else
+      failing anywhere, that is a crash.
+    """
+    inc = ctx.incident
+    fs = failure_signals(inc)
+    if _lone_process(ctx, fs, cut):
+        return "nothing in the evidence speaks of a second process: the exception is the process's own"
+    raised = {int(e.rank) for e in cut.evidence if e.rank is not None}
+    if not raised or not len(fs):
+        return ""
+    first_line = {e.file: e.line for e in cut.evidence}
+    for f, ln, r, t in zip(fs["file"].astype(object), fs["line"], fs["rank"], fs["text"].astype(object)):
+        if pd.isna(r) or int(r) in raised or not _PEER.search(str(t)):
+            continue
+        if str(f) in first_line and pd.notna(ln) and int(ln) < first_line[str(f)]:
+            continue  # before the traceback in the same file: not its consequence
+        return f"rank {int(r)} then lost its connection to it ({str(t)[:120]}): the process that raised went away"
+    return ""
+
+
+#: a frame in a library that runs collectives (its traceback may have been heading into one)
+_DIST_FRAME = re.compile(
+    r"(?i)torch[/\\]distributed|torch[/\\]nn[/\\]parallel|deepspeed|megatron|fairscale|horovod|colossalai"
+    r"|[/\\]accelerate[/\\]|apex[/\\]transformer"
+)
+
+
+def _lone_process(ctx, fs: pd.DataFrame, cut: Finding) -> bool:
+    """Nothing in the evidence speaks of a second process: no rank (no prefix, no per-rank file), no
+    host, no group, no signal of a distributed family, no word of a distributed job in any file
+    (``vocab.MENTIONS['distributed']``: a backend, the c10d API, a collective), and no frame of the
+    traceback in a library that runs collectives."""
+    inc = ctx.incident
+    ranks = {int(r) for r in ctx.state["rank"]} if len(ctx.state) else set()
+    ranks |= set(inc.ranks_seen)
+    if not _empty(inc):
+        s = inc.signals
+        ranks |= {int(r) for r in s["rank"].dropna().unique()}
+        if len(s["host"].dropna()):
+            return False  # a line labelled by its node: a launcher ran it on nodes
+    if ranks or not single_process(inc, ctx.state, ctx.group_size):
+        return False
+    if len(fs) and fs["family"].astype(object).isin(list(DISTRIBUTED_FAMILIES)).any():
+        return False
+    if (getattr(inc, "mentions", None) or {}).get("distributed"):
+        return False
+    errs = ctx.errors
+    if errs is not None and len(errs):
+        for col in ("host", "pid", "local_rank"):
+            if col in errs and errs[col].notna().any():
+                return False
+        frames = errs["frames"].astype(object) if "frames" in errs else []
+        if any(isinstance(f, str) and _DIST_FRAME.search(f) for f in frames):
+            return False
+    return True
+
+
 def unrecovered_connections(incident) -> Finding | None:
     """A file whose last word on a connection is an INFO line saying it failed (NCCL retrying on "No
     route to host", "Connection refused") with no line after it saying a connection was made: the

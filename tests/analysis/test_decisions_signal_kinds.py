@@ -27,6 +27,13 @@ Decisions of the verdicts:
   c10d's ``Split sizes doesn't match total dim 0 size`` pasted before or after its frames)
   (test_a_size_error_raised_inside_a_collective_call_is_a_shape_mismatch_of_it,
   test_c10d_split_size_check_is_a_size_error_without_its_frames).
+- a traceback cut before its exception line is a crash (the verdict, not only an alternative) when
+  the evidence around it decides: a lone process (no rank, host, group, distributed word or
+  distributed-library frame anywhere: no collective of several processes ran under it)
+  (test_a_lone_processs_cut_traceback_is_its_own_crash), or another rank that lost its connection
+  after it (test_a_cut_traceback_the_others_saw_go_away_is_a_crash); a rank prefix, a node label,
+  a distributed word, a frame in a collective library, or a lost connection *before* it keeps the
+  cause undetermined, the crash an alternative (the cut may have taken a collective's error).
 """
 
 from __future__ import annotations
@@ -36,7 +43,7 @@ import pytest
 import denpex_nb as dx
 from denpex_nb.signals import classify_text, family_of
 from denpex_nb.vocab import ClassId, SignalFamily
-from tests.signal_variants import WRAPPERS, healthy_lines
+from tests.signal_variants import RANKED, WRAPPERS, healthy_lines
 
 #: application loggers that forward every line of a child's stderr at one level (the app's own header)
 _FORWARDERS = {
@@ -201,3 +208,73 @@ def test_c10d_split_size_check_is_a_size_error_without_its_frames(tmp_path, orde
     body = {"message-first": [message] + frames, "frames-first": frames + [message], "message-alone": [message]}[order]
     d = _diagnose(tmp_path, [WRAPPERS[wrapper](1, t) for t in body])
     assert d.verdict == ClassId.SHAPE_MISMATCH, d.summary()
+
+
+#: tracebacks a paste cut before the exception line: (frames, the innermost call's line)
+_CUT = [
+    ['  File "train.py", line 189, in <module>', "    main_loop()", '  File "train.py", line 135, in main_loop'],
+    [
+        '  File "/work/train.py", line 120, in main',
+        "    batch = next(loader_iter)",
+        '  File "/opt/conda/lib/python3.10/site-packages/datasets/load.py", line 1470, in load_from_disk',
+        "    return Dataset.load_from_disk(path)",
+    ],
+    [
+        '  File "D:\\proj\\Train_one_epoch.py", line 76, in train_one_epoch',
+        "    out_loss.backward()",
+        '  File "C:\\Python38\\lib\\site-packages\\torch\\autograd\\__init__.py", line 147, in backward',
+        "    Variable._execution_engine.run_backward(",
+    ],
+]
+_PROGRESS = [
+    f"   [Train] Epoch: [1][{i}/4899]  Loss:0.56 (Avg 0.55) LR 1.00e-03   (AvgTime 1.4)" for i in range(360, 372)
+]
+
+
+@pytest.mark.parametrize("frames", range(len(_CUT)))
+@pytest.mark.parametrize("header", [True, False])
+@pytest.mark.parametrize("stamp", ["none", "docker"])
+def test_a_lone_processs_cut_traceback_is_its_own_crash(tmp_path, frames, header, stamp):
+    tb = (["Traceback (most recent call last):"] if header else []) + _CUT[frames]
+    wrap = (lambda t: t) if stamp == "none" else (lambda t: WRAPPERS["docker"](0, t))
+    d = _diagnose(tmp_path, [wrap(t) for t in _PROGRESS + tb])
+    if header:  # frames alone, no header: a paste of frames is no traceback the reader can start
+        assert (d.verdict, d.findings[0].rule, d.confidence) == ("rank-crash", "cut-traceback", "low"), d.summary()
+    assert d.verdict != ClassId.NO_FAILURE, d.summary()
+    # anything of a second process or a distributed job keeps it undetermined, the crash an alternative
+    for other in (
+        [WRAPPERS["torch"](1, t) for t in _PROGRESS[:2]] + [WRAPPERS["torch"](0, t) for t in tb],
+        [f"10.0.0.1: {t}" for t in _PROGRESS[:3]] + [f"10.0.0.2: {t}" for t in tb],
+        ["NCCL version 2.21.5+cuda12.4", "> initializing torch distributed ..."] + _PROGRESS + tb,
+        _PROGRESS + tb + ['  File "/opt/site-packages/deepspeed/runtime/zero/stage3.py", line 2040, in backward'],
+    ):
+        d = _diagnose(tmp_path, [wrap(t) for t in other], "other.log")
+        if header:
+            assert d.findings[0].rule != "cut-traceback", (other[-3:], d.summary())
+            assert any(a.rule == "cut-traceback" for a in d.alternatives), d.summary()
+
+
+@pytest.mark.parametrize("wrapper", sorted(RANKED))
+@pytest.mark.parametrize(
+    "victim",
+    [
+        "[W729 10:15:17.5 TCPStore.cpp:125] [c10d] recvValue failed on SocketImpl(fd=76, remote=[localhost]:29500): "
+        "Connection reset by peer",
+        "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer [10.0.0.2]:4711",
+    ],
+    ids=["store-reset", "gloo-closed"],
+)
+def test_a_cut_traceback_the_others_saw_go_away_is_a_crash(tmp_path, wrapper, victim):
+    tb = ["Traceback (most recent call last):"] + _CUT[1]
+    lines = healthy_lines(steps=4) + [WRAPPERS[wrapper](1, t) for t in tb]
+    after = _diagnose(tmp_path, lines + [WRAPPERS[wrapper](3, victim)])
+    # (gloo's peer address may map to the rank that raised: then the peer rule names it, as well)
+    assert after.verdict == "rank-crash" and after.findings[0].rule in ("cut-traceback", "peer-gone"), after.summary()
+    assert 3 not in after.culprit_ranks, after.summary()
+    # the same lost connection before the traceback is not its consequence: undetermined
+    before = _diagnose(tmp_path, healthy_lines(steps=4) + [WRAPPERS[wrapper](3, victim)] + lines[-len(tb) :])
+    assert before.findings[0].rule != "cut-traceback", before.summary()
+    # and with no victim at all (the view ends inside the traceback): undetermined, the crash an alternative
+    alone = _diagnose(tmp_path, lines)
+    assert alone.verdict == ClassId.TIMEOUT_UNDETERMINED, alone.summary()
+    assert any(a.rule == "cut-traceback" for a in alone.alternatives), alone.summary()
