@@ -345,7 +345,12 @@ def test_watched_words_are_noticed_in_unparsed_and_parsed_lines_while_reading(tm
     a = inc.unparsed[inc.unparsed["file"] == str(tmp_path / "a.log")]
     assert a["text"].str.contains("SyncBatchNorm").sum() == 1  # still kept, line for line
     assert int(inc.sources.set_index("file").loc[str(tmp_path / "a.log"), "lines_unparsed"]) == 101
-    assert dx.load(str(tmp_path / "b.log")).mentions == {"syncbn": []}
+    assert dx.load(str(tmp_path / "b.log")).mentions == {"syncbn": [], "distributed": []}
+    # the words of a distributed job (a backend, a collective), in any line, parsed or not
+    (tmp_path / "d.log").write_bytes(noise + b"> initializing torch distributed ...\n" + noise)
+    (tmp_path / "e.log").write_bytes(noise + b"NCCL version 2.21.5+cuda12.4\n")
+    inc = dx.load(str(tmp_path), chunk_size=chunk_size)
+    assert sorted(inc.mentions["distributed"]) == [str(tmp_path / "d.log"), str(tmp_path / "e.log")]
 
 
 def test_a_repeated_block_is_remembered_without_losing_its_signals(tmp_path, monkeypatch):
