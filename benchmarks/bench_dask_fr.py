@@ -11,13 +11,14 @@ mismatch at rank 17's last collective), then, alternating, median of ``--repeat`
 * ``cluster_s``: ``denpex-nb diagnose DIR --json --scheduler ADDR`` in a fresh process against a
   ``LocalCluster`` of ``--workers`` worker processes (one thread each) started before the clock,
   as an existing cluster would be: the workers open the files, parse them into the events'
-  column batches and send those back; the diagnosis runs in the client process.
+  column batches, merge a task's batches into one (a task is a run of consecutive files) and
+  send that back; the client assembles the incident and runs the diagnosis.
 
 Both must give the same verdict, culprit and seq (``same_diagnosis``), and the same whole JSON
 (``same_json``, its digest kept). Beside each wall time: the CPU seconds of the CLI process (with
 its process pool) and, for the cluster, of the workers, and the 1-minute load average at each
 start: on a shared machine the wall figure alone says little. Per worker, the peak RSS of its process
-(``ru_maxrss``, after the cluster runs) is reported: what the worker held at most while it parsed
+(``VmHWM``, after the cluster runs) is reported: what the worker held at most while it parsed
 its tasks (a task is at most 64 files or 32 MB of input, ``parallel.CHUNK_BYTES``). Writes
 benchmarks/results/bench_dask_fr.json. Bar (issue 17): 16,384 ranks on 2 workers < 60 s.
 """
@@ -89,8 +90,21 @@ def digest(out: dict | None) -> str | None:
     return None if out is None else hashlib.sha256(json.dumps(out, sort_keys=True).encode()).hexdigest()[:16]
 
 
+def _peak_rss_kb() -> int:
+    """This process' peak RSS: ``VmHWM`` (``ru_maxrss`` keeps the peak of the process image a
+    spawned worker was forked from, before its exec: the benchmark's own, after generating dumps)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
 def peak_rss_mb(client) -> dict:
-    got = client.run(lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+    got = client.run(_peak_rss_kb)
     return {w: round(kb / 1024, 1) for w, kb in got.items()}
 
 
