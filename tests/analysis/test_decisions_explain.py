@@ -8,7 +8,9 @@ Decisions of rule ``crash-behind-desync``:
   is never blamed for a crash (test_a_crash_explains_a_desync_only_when_every_laggard_crashed).
 - the crash finding it absorbs is not reported twice (test_the_absorbed_crash_is_reported_once);
   it absorbs only the crash findings that name a rank behind: a crash of another rank, or one that
-  names no rank, stays (test_only_the_crashes_of_the_ranks_behind_are_absorbed).
+  names no rank, stays (test_only_the_crashes_of_the_ranks_behind_are_absorbed); a finding of
+  another class about that rank (its NCCL error) is never absorbed
+  (test_only_crash_findings_are_absorbed_never_the_ranks_other_findings).
 - the refined finding says "its own" for one rank, "their own" for several, and keeps at most 12
   pieces of evidence, the crashes' first (test_the_crash_summary_and_its_evidence).
 
@@ -278,3 +280,12 @@ def test_ddp_cites_at_most_16_lines():
     target = Finding("shape-mismatch", "sizes", pg="0", seq=5, seq_kind="fr", op="all_reduce", evidence=_ev(10))
     (f,) = ddp_buckets(None, [src, target])
     assert f.class_id == "unused-parameters" and len(f.evidence) == 16 and f.evidence[:10] == src.evidence
+
+
+def test_only_crash_findings_are_absorbed_never_the_ranks_other_findings():
+    """Rank 2 ran out of memory (so never reached seq 3) and also logged an NCCL IB error: the crash
+    finding folds into the refined rank-crash, the NCCL error about rank 2 stays reported."""
+    rows = steps(4, 2) + [ev(r, 3) for r in (0, 1, 3)]
+    ib = "NCCL WARN NET/IB : Got completion from peer 10.0.0.3<4412> with error 12, opcode 0"
+    d = diagnose(incident(rows, [err(2, "oom", OOM, t=1), err(2, "nccl_error", ib, t=2, line=2)]))
+    assert sorted(f.class_id for f in d.findings) == ["nccl-error", "rank-crash"]
