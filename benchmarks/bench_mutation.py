@@ -780,13 +780,13 @@ def markdown(report: dict, previous: dict | None, cfg: dict) -> str:
         "",
         "Written by `benchmarks/bench_mutation.py` from `benchmarks/results/mutation_semantic.json`; the",
         "configuration is `benchmarks/mutation_campaign.toml`, the equivalent survivors' reasons",
-        "`benchmarks/mutation_equivalents.toml`. Rerun: `nice -n 10 python benchmarks/bench_mutation.py --jobs 3"
+        "`benchmarks/mutation_equivalents.toml`. Rerun: `nice -n 10 python benchmarks/bench_mutation.py --jobs 2"
         " --markdown`.",
         "",
         "## Run",
         "",
         f"- commit `{report['commit'][:12]}` (exported with `git archive`; the mutants were applied to that tree)",
-        f"- {report['tool']}, Python {report['python']}, {report['jobs']} jobs under `nice -n 10`",
+        f"- {report['tool']}, Python {report['python']}, jobs: {report['jobs']}, under `nice -n 10`",
         f"- wall time {report['wall_s']} s; load average at the end {', '.join(f'{x:.1f}' for x in report['load_avg_end'])}"
         " (2 cores shared with other sessions)",
         f"- timeouts (counted as killed, cosmic-ray's rule): {report.get('timeouts')}; the limit is on the tests' CPU"
