@@ -370,6 +370,13 @@ BENIGN = re.compile(
     # the store runs the loop once more and closes it ("uv_loop cleanup finished"), at INFO level
     r"|uv_loop_close failed)"
 )
+#: a line shows that a PyTorch process printed it: its objects' reprs (``torch.Size([0])``, a dtype
+#: ``torch.float16``) or a path inside the torch package. A failure on such a line is a PyTorch
+#: process's own (a ``load_state_dict`` size mismatch), evidence of a failure, not alien input
+PYTORCH_OBJECT = (
+    r"\btorch\.Size\(|\btorch\.(?:float|bfloat|int|uint|half|bool|complex|long|double)\d*\b"
+    r"|site-packages[/\\]torch[/\\]"
+)
 #: a record's field (``backend_name: gloo``, ``master_addr: 10.0.0.1``, ``NCCL_DEBUG=INFO``): DDP's
 #: construction record, an environment or config dump. Under a level that only a wrapper gave it (an
 #: application logger that forwards a child's stderr at ERROR) a field is a value, not a statement

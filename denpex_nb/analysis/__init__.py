@@ -22,6 +22,7 @@ from dataclasses import replace
 import pandas as pd
 
 from ..human import fmt_ranks
+from ..signals import PYTORCH_OBJECT
 from ..vocab import ClassId, SeqKind, SignalFamily
 from . import catalog
 from . import explain as _explain  # noqa: F401 - registers the explain rules
@@ -222,7 +223,11 @@ def _signals_speak(incident) -> bool:
         return _signals.unjoined_waits(incident) is not None
     fam = fs["family"].astype(object)
     known = _signals.DISTRIBUTED_FAMILIES | _signals.OWN_FAMILIES | {SignalFamily.EXIT}
-    return bool(fam.isin(list(known)).any() or fs["rank"].notna().any())
+    if fam.isin(list(known)).any() or fs["rank"].notna().any():
+        return True
+    # a failure on a line that shows a PyTorch process's own objects (``torch.Size([0])``): that
+    # process failed (its own error, not a collective's), which is evidence, not alien input
+    return bool(fs["text"].astype(str).str.contains(PYTORCH_OBJECT, regex=True).any())
 
 
 def _ranks_say_anything(ranks) -> bool:

@@ -34,6 +34,10 @@ Decisions of the verdicts:
   after it (test_a_cut_traceback_the_others_saw_go_away_is_a_crash); a rank prefix, a node label,
   a distributed word, a frame in a collective library, or a lost connection *before* it keeps the
   cause undetermined, the crash an alternative (the cut may have taken a collective's error).
+- a failure on lines that show a PyTorch process's own objects (``torch.Size([0])``, a dtype, a path
+  in the torch package) and nothing distributed read is that process's crash, not "nothing read";
+  the same failure words without them (alien input) stay ``no-evidence``
+  (test_a_pytorch_processs_own_error_with_nothing_distributed_is_its_crash).
 """
 
 from __future__ import annotations
@@ -278,3 +282,34 @@ def test_a_cut_traceback_the_others_saw_go_away_is_a_crash(tmp_path, wrapper, vi
     alone = _diagnose(tmp_path, lines)
     assert alone.verdict == ClassId.TIMEOUT_UNDETERMINED, alone.summary()
     assert any(a.rule == "cut-traceback" for a in alone.alternatives), alone.summary()
+
+
+_OWN = [
+    "        size mismatch for model.decoder.layers.{k}.fc1.weight: copying a param with shape torch.Size([0]) from "
+    "checkpoint, the shape in current model is torch.Size([10240, 2560]).",
+    "RuntimeError: expected scalar type torch.float16 but found torch.float32 in layer {k}",
+    "ValueError: mismatch in block {k}: got torch.Size([4, 8]) where torch.Size([8, 4]) was needed",
+]
+
+
+@pytest.mark.parametrize("text", _OWN, ids=range(len(_OWN)))
+@pytest.mark.parametrize("wrapper", ["plain", "docker"])
+@pytest.mark.parametrize("n", [1, 4])
+def test_a_pytorch_processs_own_error_with_nothing_distributed_is_its_crash(tmp_path, text, wrapper, n):
+    lines = [WRAPPERS[wrapper](0, text.format(k=k)) for k in range(n)]
+    d = _diagnose(tmp_path, lines)
+    assert d.verdict == ClassId.RANK_CRASH and not d.culprit_ranks, d.summary()
+    # alien input with the same failure words, no PyTorch object and no exception line (which the
+    # Python reader reads as a process's exception anyway): nothing distributed read
+    alien = [
+        WRAPPERS[wrapper](
+            0,
+            t.format(k=k)
+            .replace("torch.Size", "Dim")
+            .replace("torch.float", "fp")
+            .replace("RuntimeError: ", "")
+            .replace("ValueError: ", ""),
+        )
+        for k, t in enumerate([text] * n)
+    ]
+    assert _diagnose(tmp_path, alien, "alien.log").verdict == ClassId.NO_EVIDENCE
