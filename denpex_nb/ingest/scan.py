@@ -113,6 +113,7 @@ class NeedleMatcher:
         *,
         use_hyperscan: bool | None = None,
         groups: list[tuple[bytes, ...]] | None = None,
+        single_match: bool = False,
     ):
         self.needles = sorted({bytes(n) for n in needles if n and b"\n" not in n})
         index = {n: i for i, n in enumerate(self.needles)}
@@ -135,7 +136,8 @@ class NeedleMatcher:
                     expressions=self.needles,
                     ids=list(range(len(self.needles))),
                     elements=len(self.needles),
-                    flags=0,
+                    # single_match: each needle reported once per scan (:meth:`groups_in` needs no more)
+                    flags=[hyperscan.HS_FLAG_SINGLEMATCH] * len(self.needles) if single_match else 0,
                     literal=True,
                 )
                 self._db = db
@@ -341,7 +343,10 @@ def mentions_in(data) -> set[str]:
     m = getattr(_LOCAL, "mentions_matcher", None)
     if m is None or m[0] != watch:
         names = list(watch)
-        matcher = NeedleMatcher((w for ws in watch.values() for w in ws), groups=[watch[k] for k in names])
+        # single_match: a word a dump repeats (one per entry) must not call back into Python each time
+        matcher = NeedleMatcher(
+            (w for ws in watch.values() for w in ws), groups=[watch[k] for k in names], single_match=True
+        )
         m = _LOCAL.mentions_matcher = (watch, names, matcher)
     _, names, matcher = m
     found = matcher.groups_in(data)

@@ -374,18 +374,25 @@ def test_a_repeated_block_is_remembered_without_losing_its_signals(tmp_path, mon
         assert a.astype(str).equals(b.astype(str)), name
 
 
+@pytest.mark.parametrize("single", [False, True])
 @pytest.mark.parametrize("engine", [None, False])
-def test_groups_in_names_every_group_found_anywhere_in_a_buffer(engine):
+def test_groups_in_names_every_group_found_anywhere_in_a_buffer(engine, single):
     """:meth:`NeedleMatcher.groups_in` (the whole-buffer search for files read whole): the OR of the
     groups whose needles occur, at the start, the end or across what would be line ends, with
     hyperscan (stopping once all are found) and without it."""
-    m = NeedleMatcher([b"alpha", b"beta", b"gamma"], groups=[(b"alpha", b"beta"), (b"gamma",)], use_hyperscan=engine)
+    m = NeedleMatcher(
+        [b"alpha", b"beta", b"gamma"],
+        groups=[(b"alpha", b"beta"), (b"gamma",)],
+        use_hyperscan=engine,
+        single_match=single,
+    )
     assert m.groups_in(b"") == 0
     assert m.groups_in(b"nothing here\n" * 100) == 0
     assert m.groups_in(b"beta" + b"\x00" * 10_000) == 1
     assert m.groups_in(b"\x00" * 10_000 + b"gamma") == 2
     assert m.groups_in(b"gamma\nalpha\ngamma alpha") == 3
     assert m.groups_in(b"alph\na gamm") == 0
+    assert m.groups_in(b"beta " * 100_000 + b"gamma") == 3  # a repeated word, then the other group
 
 
 def test_watched_words_are_noticed_in_a_dump_read_whole(tmp_path):
