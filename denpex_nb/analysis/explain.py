@@ -199,8 +199,9 @@ def ddp_buckets(ctx: Context, findings: list[Finding]) -> list[Finding]:
 def merge(findings: list[Finding]) -> list[Finding]:
     """One divergence seen through several counters or sources becomes one finding."""
     out: list[Finding] = []
-    # what _same compares, per finding of ``out``, by class: a thousand divergences were a million
-    # calls of _same (each twin is still the first finding of ``out`` that _same accepts)
+    # two findings of one class are one divergence unless they are two cells of one counter, or
+    # name different op families, or different culprit sets; compared through a key per finding of
+    # ``out``, by class (a thousand divergences were a million pairwise comparisons)
     keys: list[tuple] = []
     by_class: dict[str, list[int]] = {}
     for f in sorted(findings, key=lambda f: (KIND_PREFERENCE.get(f.seq_kind, 9), f.seq is None)):
@@ -241,7 +242,7 @@ def merge(findings: list[Finding]) -> list[Finding]:
 
 
 def _same_key(f: Finding) -> tuple:
-    """(seq_kind, has a seq, op family or None, culprit set or None): what :func:`_same` compares
+    """(seq_kind, has a seq, op family or None, culprit set or None): what :func:`merge` compares
     of a finding beside its class."""
     return (
         f.seq_kind,
@@ -249,18 +250,6 @@ def _same_key(f: Finding) -> tuple:
         _op_family(f.op) if f.op else None,
         frozenset(f.culprit_ranks) if f.culprit_ranks else None,
     )
-
-
-def _same(a: Finding, b: Finding) -> bool:
-    if a.class_id != b.class_id:
-        return False
-    if a.seq_kind == b.seq_kind and a.seq is not None and b.seq is not None:
-        return False  # two cells of one counter are two divergences
-    if a.op and b.op and _op_family(a.op) != _op_family(b.op):
-        return False
-    if a.culprit_ranks and b.culprit_ranks and set(a.culprit_ranks) != set(b.culprit_ranks):
-        return False
-    return True
 
 
 def _op_family(op: str) -> str:
