@@ -225,6 +225,15 @@ _SIZE = (
 #: size checks whose words are c10d's own (raised inside a collective call, they name no collective):
 #: ``Split sizes doesn't match total dim 0 size`` (all_to_all_single's split sizes)
 C10D_SIZE = re.compile(r"Split sizes doesn't match total dim")
+#: NCCL's own error vocabulary, whatever exception, framework or logger wraps it (TensorFlow's
+#: ``UnknownError: ncclCommInitRank failed: unhandled system error``, Horovod's ``HorovodInternalError:
+#: ncclAllReduce failed: unhandled cuda error``, XLA's ``async NCCL error``): an ``ncclResult_t`` by
+#: name, its ``ncclGetErrorString`` text, an NCCL API call that failed. The network / NCCL family.
+NCCL_CODES = re.compile(
+    r"\bnccl(?:UnhandledCudaError|SystemError|InternalError|InvalidArgument|InvalidUsage|RemoteError)\b"
+    r"|\bnccl[A-Z]\w{2,40}(?:\([^()\n]{0,40}\))? failed\b|\bunhandled (?:system|cuda) error\b|internal error - please report"
+    r"|remote process exited or there was a network error|\basync NCCL error\b|\bNCCL (?:error|failure)\b"
+)
 #: (family, pattern), first match wins: the order puts the cause before its consequences (an
 #: out-of-memory inside an NCCL error is memory; a CUDA fault inside a watchdog line is the device)
 FAMILIES: tuple[tuple[SignalFamily, re.Pattern], ...] = (
@@ -240,7 +249,7 @@ FAMILIES: tuple[tuple[SignalFamily, re.Pattern], ...] = (
         re.compile(
             r"CUDA error|cudaError\w*|CUDA_ERROR\w*|illegal memory access|device-side assert|uncorrectable ECC"
             r"|\bECC error|\bXid\b|fallen off the bus|CUBLAS_STATUS_(?!SUCCESS)|CUDNN_STATUS_(?!SUCCESS)"
-            r"|unspecified launch failure|ncclUnhandledCudaError|Cuda failure|misaligned address|invalid device ordinal"
+            r"|unspecified launch failure|Cuda failure|misaligned address|invalid device ordinal"
             r"|\bGPU (?:hang|reset|fault|lost)|NVLink (?:error|fault)|HIP error|hipError\w*"
         ),
     ),
@@ -260,11 +269,16 @@ FAMILIES: tuple[tuple[SignalFamily, re.Pattern], ...] = (
     (
         SignalFamily.STALL,
         re.compile(
-            r"(?i:stall(?:ed)?\b|missing ranks|not (?:yet )?join(?:ed|ing)\b|not all ranks|did not (?:arrive|join|reach)|failed to pass"
+            r"(?i:\bstall(?:ed)?\b|missing ranks|not (?:yet )?join(?:ed|ing)\b|not all ranks|did not (?:arrive|join|reach)|failed to pass"
             r"|monitored ?barrier|lagging ranks?|desync|waiting for (?:the )?(?:remainder|other|remaining) (?:of )?ranks"
             r"|have not (?:yet )?(?:joined|reached|submitted))"
             r"|" + _DISAGREE
         ),
+    ),
+    (  # NCCL's own error codes, whatever exception or logger wraps them (after memory and device:
+        # an NCCL error whose CUDA call ran out of memory is memory)
+        SignalFamily.NETWORK,
+        NCCL_CODES,
     ),
     (  # a connection that timed out is the network's failure, not a collective's timeout
         SignalFamily.NETWORK,
@@ -284,7 +298,7 @@ FAMILIES: tuple[tuple[SignalFamily, re.Pattern], ...] = (
     (
         SignalFamily.NETWORK,
         re.compile(
-            r"\bnccl\w*Error\b|\bNCCL\b|\bnccl\b|Dist(?:Backend|Network|Store)Error"
+            r"\bnccl\w*Error\b|\bNCCL\b|\bnccl\b|Dist(?:Backend|Network)Error"
             r"|(?i:connection (?:reset|closed|refused|aborted|lost)|(?:closed|reset) by (?:the )?(?:remote )?peer"
             r"|broken pipe|ECONNREFUSED|ECONNRESET|EPIPE|no route to host|network is unreachable"
             r"|address already in use|EADDRINUSE|\bNET/|libfabric|\bofi\b|\bibv_|infiniband"
@@ -312,7 +326,10 @@ FAMILIES: tuple[tuple[SignalFamily, re.Pattern], ...] = (
         # `backend_name: gloo`, a store's teardown line): a collective's failure of undetermined
         # cause, not a network fault
         SignalFamily.COMPONENT,
-        re.compile(r"\bgloo\b|\bGloo\b|\bc10d\b|TCPStore|(?i:socket|rendezvous|bootstrap|transport|\bpeer\b)"),
+        re.compile(
+            r"\bgloo\b|\bGloo\b|\bc10d\b|TCPStore|DistStoreError"
+            r"|(?i:socket|rendezvous|bootstrap|transport|\bpeer\b)"
+        ),
     ),
 )
 #: on a warning line, these say that something failed (an ``NCCL WARN ... with error 12``)
@@ -457,9 +474,25 @@ def severity_of(text: str, level: str | None = None) -> SignalSeverity | None:
 _RANK = {SignalSeverity.FATAL: 0, SignalSeverity.ERROR: 1, SignalSeverity.WARNING: 2, SignalSeverity.INFO: 3}
 
 
+#: C++'s abort on an uncaught exception names the exception: the abort is that exception's failure
+TERMINATE = re.compile(r"terminate called after throwing an instance of '([^']{1,200})'")
+
+
 def family_of(text: str) -> SignalFamily:
     """The first family of :data:`FAMILIES` whose pattern the text holds (size only beside a
-    collective or cross-rank word); :attr:`SignalFamily.OTHER` when none does."""
+    collective or cross-rank word); :attr:`SignalFamily.OTHER` when none does. ``terminate called
+    after throwing an instance of 'X'`` takes the family of ``X`` (its ``what()`` follows on the next
+    line: :func:`denpex_nb.analysis.signals.signal_finding` reads that one), the exit family when
+    ``X`` has none."""
+    m = TERMINATE.search(text)
+    if m:
+        fam = _family(m.group(1))
+        if fam != SignalFamily.OTHER:
+            return fam
+    return _family(text)
+
+
+def _family(text: str) -> SignalFamily:
     for fam, pat in FAMILIES:
         if pat.search(text):
             if fam == SignalFamily.SIZE and not COLLECTIVE_CONTEXT.search(text) and not C10D_SIZE.search(text):

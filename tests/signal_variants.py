@@ -25,8 +25,32 @@ _NCCL_WHAT = (
 _NCCL_CODES = ("ncclInternalError", "ncclSystemError", "ncclRemoteError", "ncclInvalidUsage", "ncclInvalidArgument")
 _EXC_WRAPPERS = ("RuntimeError", "torch.distributed.DistBackendError", "ValueError", "Exception")
 
+#: NCCL's own errors inside another framework's exception or log line (TensorFlow, Horovod, XLA, JAX,
+#: a plain RuntimeError): an NCCL call that failed with a result's text, or the code by name
+_NCCL_CALLS = ("ncclCommInitRank", "ncclAllReduce", "ncclGroupEnd", "ncclBroadcast", "ncclAllGather")
+_NCCL_TEXTS = (
+    "unhandled system error",
+    "unhandled cuda error",
+    "internal error - please report this issue to the NCCL developers",
+    "invalid usage",
+)
+_FOREIGN = (
+    "tensorflow.python.framework.errors_impl.UnknownError:  {call} failed: {text}",
+    "horovod.common.exceptions.HorovodInternalError: {call} failed: {text}",
+    "jaxlib.xla_extension.XlaRuntimeError: INTERNAL: external/xla/xla/service/gpu/nccl_utils.cc:297: "
+    "NCCL operation {call}(...) failed: {text}",
+    "2024-05-01 10:00:00.123456: E external/xla/xla/service/gpu/nccl_utils.cc:191] Aborting communicator: "
+    "0x5555a108ff90 due to async NCCL error: {text}",
+)
+FOREIGN_NCCL = [
+    (F.NETWORK, form.format(call=call, text=text), text.split(" - ")[0] if "{text}" in form else call)
+    for form, call, text in zip(
+        itertools.cycle(_FOREIGN), itertools.cycle(_NCCL_CALLS), [t for t in _NCCL_TEXTS for _ in range(5)]
+    )
+]
 NETWORK = (
-    [
+    FOREIGN_NCCL
+    + [
         (F.NETWORK, f"host-{k}:2231:2290 [{k}] NCCL WARN {s} : {w}", key)
         for k, (s, (w, key)) in enumerate(itertools.product(_NCCL_SUBSYS, _NCCL_WHAT))
     ]

@@ -14,6 +14,9 @@ failed *first* that no rank's own log can be:
   local rank apart, as ``launched_last_local_rank``).
 * Ray reports a dead worker by pid and IP (``Worker PID: P``, ``pid: P`` / ``ip: X`` under a
   ``RayActorError`` / ``ActorDiedError``); the rank is known only where other evidence maps it.
+* PaddlePaddle's launcher logs, for the first failed container of its pod (in container order, polled
+  each second), ``Container rank L status failed cmd [...] code C``: ``L`` is the container's index in
+  the pod, a local rank on that node, not the global rank.
 * ``RendezvousClosedError`` on a node means another node's agent closed the rendezvous after its
   workers failed: a failure elsewhere, of a process this node cannot name.
 
@@ -33,11 +36,11 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from ..signals import STOPPED
+from ..signals import NCCL_CODES, STOPPED
 from ..vocab import COLLECTIVE_ERROR_KINDS, ClassId, ErrorKind
 from .model import Evidence, Finding
 from .resolve import Resolver, Who
-from .rules import Context, is_failure, rule
+from .rules import Context, is_failure, rule, wrapped_nccl_errors
 
 #: signals a launcher or a scheduler sends (not a rank's own failure)
 _SENT = {"SIGTERM", "SIGINT", "SIGHUP"}
@@ -153,6 +156,10 @@ def statements(ctx: Context, resolver: Resolver) -> list[Statement]:
         elif kind == ErrorKind.EXCEPTION and _launcher_frames(row.get("frames")) and "ChildFailedError" not in msg:
             # the launcher's own traceback (torchrun's main, the elastic agent): it failed itself
             out.append(Statement(Who(basis=_LAUNCHER_ITSELF), "torchrun", None, None, True, t, ev, always=True))
+    if any(s.launcher.startswith("torchelastic") and s.who.basis != _NOT_NAMED for s in out):
+        # the launcher's own traceback after its agent named a failed worker is how it raises that
+        # failure (ChildFailedError, its last line cut by the paste): the same failure, not a second one
+        out = [s for s in out if not (s.launcher == "torchrun" and s.who.basis == _LAUNCHER_ITSELF)]
     if sigterms and not stopped_from_outside and not any(s.launcher.startswith("torchelastic") for s in out):
         # the agent stops the others only after a worker failed; the line naming it is not here
         ev = _first_sigterm(errs)
@@ -207,6 +214,7 @@ def _collective_failure(ctx: Context) -> tuple[bool, object]:
         return False, None
     kinds = errs["kind"].astype(str)
     coll = kinds.isin([str(k) for k in COLLECTIVE_ERROR_KINDS]).to_numpy(bool).copy()
+    coll |= wrapped_nccl_errors(errs).to_numpy(bool)  # NCCL's error inside another framework's exception
     warn = (kinds == ErrorKind.NCCL_WARN).to_numpy(bool)
     for i in warn.nonzero()[0]:
         coll[i] = is_failure(ErrorKind.NCCL_WARN, errs["message"].iloc[i])
@@ -214,6 +222,12 @@ def _collective_failure(ctx: Context) -> tuple[bool, object]:
     msg = errs["message"].astype(str)
     coll = coll & ~((kinds == ErrorKind.GLOO_PEER_GONE) | msg.str.contains(_PEER_DIED, regex=True)).to_numpy(bool)
     if not coll.any():
+        # NCCL's own error words on a line no reader parsed (another framework's log line)
+        sig = getattr(ctx.incident, "signals", None)
+        if sig is not None and len(sig):
+            fail = sig[sig["failure"].fillna(False).astype(bool)]
+            if any(NCCL_CODES.search(str(t)) for t in fail["text"].astype(object)):
+                return True, None
         return False, None
     t = errs["t_wall"][coll].dropna()
     return True, (t.min() if len(t) and t.notna().all() and len(t) == int(coll.sum()) else None)

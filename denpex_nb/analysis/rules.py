@@ -27,7 +27,7 @@ from .. import human
 from .. import vocab as _vocab
 from ..ops import UNKNOWN as UNKNOWN_OP
 from ..processes import signal_name
-from ..signals import STOPPED, family_of
+from ..signals import NCCL_CODES, STOPPED, family_of
 from ..vocab import COMPLETE_RECORD_KINDS, TRUNCATED_TRACEBACK, ClassId, ErrorKind, SeqKind, SignalFamily, State
 from .align import Divergence
 from .model import Evidence, Finding, RankView
@@ -1039,8 +1039,10 @@ def nccl_error(ctx: Context) -> list[Finding]:
     )
     # "remote process exited or there was a network error" is a victim's, unless its last error names
     # the transport's own failure
-    victim = msg.str.contains("remote process exited", regex=False) & ~msg.str.contains(_TRANSPORT_FAULT, regex=True)
-    nc = errs[((kind == ErrorKind.NCCL_ERROR) | failing_warn) & ~victim]
+    victim = msg.str.contains(r"remote process exited|\bncclRemoteError\b", regex=True) & ~msg.str.contains(
+        _TRANSPORT_FAULT, regex=True
+    )
+    nc = errs[((kind == ErrorKind.NCCL_ERROR) | failing_warn | wrapped_nccl_errors(errs)) & ~victim]
     nc = nc[[not _device_fault(str(m)) for m in nc["message"]]]  # a device fault is a crash
     if not len(nc):
         return []
@@ -1048,6 +1050,8 @@ def nccl_error(ctx: Context) -> list[Finding]:
     own = nc[[not _PEER_CLOSED.search(str(m)) for m in nc["message"]]]
     rep = sorted(int(r) for r in own["rank"].dropna().unique())
     culprits, basis = ctx.reporters_named(rep)
+    if not culprits:
+        culprits, basis = _local_adapter_fault(own) or (culprits, basis)
     if not len(own):
         basis = "undetermined: the peer closed or reset the connection; the reporting ranks are its victims"
     return [
@@ -1061,6 +1065,50 @@ def nccl_error(ctx: Context) -> list[Finding]:
             basis,
         )
     ]
+
+
+#: an InfiniBand async event NCCL reports about the *local* adapter (its own port, its own queue pair,
+#: the device itself): the fault is on the reporting process's node, whatever the peers saw
+_LOCAL_ADAPTER = re.compile(
+    r"Got async event\s*:\s*(?:local catastrophic error|local (?:access violation |protection |invalid request )?"
+    r"work queue (?:catastrophic )?error|port error|device fatal|local catastrophic)",
+    re.I,
+)
+
+
+def _local_adapter_fault(rows: pd.DataFrame) -> tuple[list[int], str] | None:
+    """The ranks that reported their own adapter's async fault, when they all run on one host (the
+    host's adapter failed: its ranks are the culprits by NCCL's statement); None otherwise."""
+    if not len(rows):
+        return None
+    local = rows[rows["message"].astype(str).str.contains(_LOCAL_ADAPTER) & rows["rank"].notna()]
+    if not len(local) or "host" not in local:
+        return None
+    hosts = {str(h) for h in local["host"].dropna()}
+    if len(hosts) != 1 or local["host"].isna().any():
+        return None
+    ranks = sorted(int(r) for r in local["rank"].unique())
+    (host,) = hosts
+    return ranks, (
+        f"statement: NCCL reports an async event of the local InfiniBand adapter on {host} from "
+        f"{fmt_ranks(ranks)} (each line names its rank and that host): the fault is on that node"
+    )
+
+
+def wrapped_nccl_errors(errs: pd.DataFrame) -> pd.Series:
+    """Per error row: an exception of another framework whose message is NCCL's own error (an NCCL
+    result code, its text, an NCCL call that failed: ``UnknownError: ncclCommInitRank failed:
+    unhandled system error``, ``HorovodInternalError: ncclAllReduce failed: unhandled cuda error``).
+    It is NCCL's error, whatever wraps it."""
+    kind = errs["kind"].astype(str)
+    return pd.Series(
+        [
+            k == ErrorKind.EXCEPTION and isinstance(m, str) and NCCL_CODES.search(m) is not None
+            for k, m in zip(kind, errs["message"].astype(object))
+        ],
+        index=errs.index,
+        dtype=bool,
+    )
 
 
 @rule("traceback-calls", emits=(ClassId.OP_MISMATCH,), uses=("rank_state: call_op (tracebacks' last collective call)",))

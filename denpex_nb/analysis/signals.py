@@ -30,7 +30,7 @@ import re
 import pandas as pd
 
 from ..ops import normalize_op
-from ..signals import WAITING, family_of
+from ..signals import TERMINATE, WAITING, family_of
 from ..vocab import TRUNCATED_TRACEBACK, VICTIM_KINDS, ClassId, ErrorKind, SignalFamily
 from .model import Evidence, Finding
 
@@ -76,6 +76,10 @@ _PEER = re.compile(
 _ADDR = re.compile(r"\[?((?:\d{1,3}\.){3}\d{1,3}|(?<![\w.-])[A-Za-z][\w-]*(?:\.[\w-]+)*)\]?:(\d{2,5})\b")
 _ADDR_PEER = re.compile(r"(?i)peer[^\n]{0,40}?\[?((?:\d{1,3}\.){3}\d{1,3})\]?|\[((?:\d{1,3}\.){3}\d{1,3})\]:\d{2,5}")
 _CONF = {"high": 0, "medium": 1, "low": 2}
+#: NCCL's ncclRemoteError, an either-or of its own: "remote process exited or there was a network
+#: error". With nothing else failing it is NCCL's error (low: a crash elsewhere is as consistent),
+#: not a victim's line beside an unseen cause (a peer that closed the connection is that)
+_EITHER = re.compile(r"remote process exited or there was a network error|\bncclRemoteError\b")
 
 
 def _empty(incident) -> bool:
@@ -148,7 +152,8 @@ def finish_lines(incident) -> pd.DataFrame:
 
 def single_process(incident, state: pd.DataFrame, group_size: int | None) -> bool:
     """True when nothing in the evidence speaks of a second process: at most one rank anywhere (rank
-    state, signals), no stated group size above one, no collective record of a group above one."""
+    state, signals), no stated group size above one, no collective record of a group above one, one
+    host, at most one pid."""
     ranks = set(int(r) for r in state["rank"]) if len(state) else set()
     if not _empty(incident):
         ranks |= {int(r) for r in incident.signals["rank"].dropna().unique()}
@@ -160,7 +165,21 @@ def single_process(incident, state: pd.DataFrame, group_size: int | None) -> boo
     sig = incident.signals if not _empty(incident) else None
     if sig is not None and len(sig["host"].dropna().unique()) > 1:
         return False
-    return True
+    return len(_processes(incident)) <= 1
+
+
+def _processes(incident) -> set:
+    """The distinct processes the evidence names by host and pid (NCCL's ``host:pid:tid`` prefix, a
+    launcher's pid): two pids are two processes even where no line gives either a rank."""
+    out: set = set()
+    for frame in (incident.errors, incident.ranks):
+        if frame is None or not len(frame) or "pid" not in frame.columns:
+            continue
+        hosts = frame["host"].astype(object) if "host" in frame.columns else [None] * len(frame)
+        for h, p in zip(hosts, frame["pid"].astype(object)):
+            if p is not None and not pd.isna(p):
+                out.add((None if h is None or (not isinstance(h, str) and pd.isna(h)) else str(h), int(p)))
+    return out
 
 
 def _evidence(rows: pd.DataFrame, n: int = 6) -> tuple[Evidence, ...]:
@@ -205,9 +224,17 @@ def signal_finding(ctx, *, after: Finding | None = None) -> Finding | None:
         sized = collective_size_error(ctx.errors)
         if sized is not None:
             return _size_in_collective(sized, fs, after)
-    if not len(_causes(fs.loc[[first.name]], ctx.errors)):
+    first = _what_of(fs, first)
+    fam = str(first["family"])
+    either = _EITHER.search(str(first["text"])) is not None
+    if not either and not len(_causes(fs.loc[[first.name]], ctx.errors)):
         # the first failure is a victim's (a timeout, a peer gone): someone else failed first, unseen
         fam = SignalFamily.TIMEOUT
+    if not either and fam in (SignalFamily.TIMEOUT, SignalFamily.COMPONENT):
+        # a timeout (or a component's failure) beside NCCL's remote error: the remote error says more
+        rem = fs[fs["text"].astype(str).str.contains(_EITHER)]
+        if len(rem):
+            first, fam, either = rem.iloc[0], SignalFamily.NETWORK, True
     text = str(first["text"])
     cls = FAMILY_CLASS.get(fam)
     if cls is None:  # a plain exception, or a size error outside any collective: its process's own error
@@ -227,8 +254,13 @@ def signal_finding(ctx, *, after: Finding | None = None) -> Finding | None:
         if not culprits and len(reporters) == 1:
             basis = f"undetermined: rank {reporters[0]} printed it first; the others may have failed unseen"
     conf = "low"
-    if cls in (ClassId.NCCL_ERROR, ClassId.RANK_CRASH) and str(first["severity"]) in ("error", "fatal"):
+    if cls in (ClassId.NCCL_ERROR, ClassId.RANK_CRASH) and str(first["severity"]) in ("error", "fatal") and not either:
         conf = "medium"
+    if either:
+        basis = (
+            "undetermined: NCCL says a remote process exited or the network failed; neither the remote "
+            "process nor the link is named in this evidence"
+        )
     where = f"rank {rank}" if rank is not None else "a rank"
     what = {
         ClassId.NCCL_ERROR: "a network / NCCL error",
@@ -326,6 +358,18 @@ def _size_in_collective(row: dict, fs: pd.DataFrame, after: Finding | None) -> F
         culprit_basis="undetermined: a size error names no rank whose sizes are the odd ones",
         basis=(after.summary,) if after is not None else (),
     )
+
+
+def _what_of(fs: pd.DataFrame, first: pd.Series) -> pd.Series:
+    """C++'s abort names only the exception's class (``terminate called after throwing an instance of
+    'c10::DistBackendError'``); its ``what()`` on the next line of the same file says what failed (a
+    watchdog timeout, an NCCL error): that line decides the family when it signalled a failure."""
+    if not TERMINATE.search(str(first["text"])):
+        return first
+    nxt = fs[(fs["file"].astype(object) == first["file"]) & (fs["line"] == first["line"] + 1)]
+    if len(nxt) and str(nxt.iloc[0]["family"]) not in (SignalFamily.OTHER, SignalFamily.FINISH):
+        return nxt.iloc[0]
+    return first
 
 
 def _causes(fs: pd.DataFrame, errors: pd.DataFrame) -> pd.DataFrame:

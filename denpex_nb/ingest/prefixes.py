@@ -157,7 +157,7 @@ _OUT_GREP = re.compile(
 )
 _OUT_COMPOSE = re.compile(r"^(?P<svc>[A-Za-z0-9][\w.-]*) +\| ")
 _OUT_ISO = re.compile(
-    r"^(?P<date>\d{4}-\d\d-\d\d)T(?P<hms>\d\d:\d\d:\d\d)(?:[.,](?P<frac>\d{1,9}))?(?P<tz>Z|[+-]\d\d:?\d\d) "
+    r"^(?P<date>\d{4}-\d\d-\d\d)T(?P<hms>\d\d:\d\d:\d\d)(?:[.,](?P<frac>\d{1,9}))?(?P<tz>Z|[+-]\d\d:?\d\d):? "
 )
 _OUT_SYSLOG = re.compile(
     r"^(?P<mon>Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) {1,2}(?P<day>\d{1,2}) (?P<hms>\d\d:\d\d:\d\d) "

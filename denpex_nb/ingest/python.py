@@ -162,6 +162,12 @@ _SHELL_SIGNALS = {
     "Bus error": "SIGBUS",
     "Terminated": "SIGTERM",
 }
+#: PaddlePaddle's launcher (paddle.distributed.launch) on the first failed container of its pod:
+#: "Container rank 0 status failed cmd [...] code 1 log log/workerlog.0". The container's rank is its
+#: index in the pod (pod.add_container), i.e. a local rank on that node, not the global rank
+_PADDLE_FAILED = re.compile(
+    r"Container rank (?P<local>\d{1,9}) status (?P<status>failed|FAILED)\b.{0,4000}? code (?P<code>-?\d{1,9})\b"
+)
 _SRUN_NODE = re.compile(r"srun: error: Node failure on (\S{1,200})")
 _SLURM_CANCELLED = re.compile(r"\*\*\* (?:STEP|JOB) \S{1,60} ON \S{1,200} CANCELLED AT")
 _PDSH_EXIT = re.compile(r"pdsh@([^\s:]{1,200}): ([^\s:]{1,200}): ssh exited with exit code (\d{1,9})")
@@ -370,6 +376,7 @@ class PythonReader(TextReader):
         b"new nodes",
         b"error_handler",
         b"srun: error",
+        b"Container rank",
         b"received by PID",
         b"slurmstepd",
         b"ssh exited",
@@ -563,6 +570,10 @@ class PythonReader(TextReader):
                 exit_code=i32(code.group(1)) if code else None,
                 signal=sig,
             )
+            return True
+        m = _PADDLE_FAILED.search(text) if "Container rank" in text else None
+        if m:
+            agent("paddle", local_rank=i32(m.group("local")), exit_code=i32(m.group("code")), first=True)
             return True
         m = _SRUN_NODE.search(text) if "Node failure" in text else None
         if m:

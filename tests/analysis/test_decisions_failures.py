@@ -40,6 +40,14 @@ Decisions of rule ``nccl-error``:
   with error, a libfabric request completed with error): then it is NCCL's network error; a last
   error that says the peer closed the connection stays a victim's
   (test_a_remote_error_is_nccls_own_only_when_its_last_error_is_a_transport_fault).
+- an InfiniBand async event NCCL reports about the local adapter (a local catastrophic error, a
+  local work queue error, a port error) names the reporting ranks when they all run on one host: the
+  fault is that node's, by NCCL's statement; reporters on several hosts, or without a host, name no
+  one (test_a_local_adapter_fault_names_the_ranks_of_its_host).
+- another framework's exception whose message is NCCL's own error (an NCCL call that failed with a
+  result's text, a result code by name: TensorFlow's UnknownError, Horovod's HorovodInternalError)
+  is NCCL's error, not the rank's own crash; an exception that only mentions NCCL in passing is not
+  (test_nccls_error_inside_another_frameworks_exception_is_nccls_own).
 
 Decisions of rule ``ddp-reducer``: the reducer's unused-parameter error is a finding, and its
 reporters are named only against a quiet majority (test_ddp_reducer_names_reporters_against_a_quiet_majority).
@@ -295,3 +303,42 @@ def test_an_undetermined_failure_without_a_failing_line_quotes_no_line():
     warns = [err(0, "warning", f"a deprecated call {i}", t=i, line=i) for i in (1, 2, 3)]
     d = diagnose(incident(steps(4, 2), warns, ranks=[dict(rank=2, exit_code=1)]))
     assert (d.verdict, list(d.first.evidence), d.first.t_wall) == ("timeout-undetermined", [], None)
+
+
+def test_nccls_error_inside_another_frameworks_exception_is_nccls_own():
+    wrapped = [
+        "tensorflow.python.framework.errors_impl.UnknownError:  ncclCommInitRank failed: unhandled system error",
+        "horovod.common.exceptions.HorovodInternalError: ncclAllReduce failed: unhandled cuda error",
+        "RuntimeError: ncclGroupEnd() failed: internal error - please report this issue to the NCCL developers",
+        "jaxlib.xla_extension.XlaRuntimeError: INTERNAL: NCCL operation ncclAllGather(...) failed: invalid usage",
+        "SomeError: the call returned ncclSystemError",
+    ]
+    for msg in wrapped:
+        d = diagnose(incident(steps(4, 2), [err(1, "exception", msg, t=3)]))
+        assert (d.verdict, d.first.rule) == ("nccl-error", "nccl-error"), (msg, d.summary())
+    for msg in ("ValueError: set NCCL_DEBUG=INFO to see more", "KeyError: 'nccl_backend'"):
+        d = diagnose(incident(steps(4, 2), [err(1, "exception", msg, t=3)]))
+        assert d.first is None or d.first.rule != "nccl-error", (msg, d.summary())
+
+
+def test_a_local_adapter_fault_names_the_ranks_of_its_host():
+    events = ("local catastrophic error", "port error", "local access violation work queue error")
+    for ev in events:
+        for ranks in ((12, 13, 14), (5,)):
+            rows = [
+                {**err(r, "nccl_warn", f"NET/IB : Got async event : {ev}", t=3, line=i + 1), "host": "node57"}
+                for i, r in enumerate(ranks)
+            ]
+            d = diagnose(incident((), rows))  # the reporters alone: no quiet majority to name them against
+            assert (d.verdict, d.culprit_ranks) == ("nccl-error", list(ranks)), (ev, d.summary())
+            assert d.first.culprit_basis.startswith("statement:") and "node57" in d.first.culprit_basis
+        two_hosts = [
+            {**err(r, "nccl_warn", f"NET/IB : Got async event : {ev}", t=3, line=r), "host": f"node{r}"} for r in (3, 9)
+        ]
+        assert diagnose(incident((), two_hosts)).culprit_ranks == []
+        no_host = [err(r, "nccl_warn", f"NET/IB : Got async event : {ev}", t=3, line=r) for r in (3, 9)]
+        assert diagnose(incident((), no_host)).culprit_ranks == []
+        other = [
+            {**err(r, "nccl_warn", "NET/IB : Got completion with error 12", t=3, line=r), "host": "n"} for r in (3, 9)
+        ]
+        assert diagnose(incident((), other)).culprit_ranks == []

@@ -18,7 +18,7 @@ from denpex_nb.analysis.signals import FAMILY_CLASS
 from denpex_nb.signals import family_of
 from denpex_nb.vocab import ClassId, SignalFamily
 from tests import wild
-from tests.signal_variants import PHRASES, RANKED, WRAPPERS, healthy_lines
+from tests.signal_variants import FOREIGN_NCCL, PHRASES, RANKED, WRAPPERS, healthy_lines
 
 FAILURE_CLASSES = set(ClassId) - {ClassId.NO_FAILURE, ClassId.NO_EVIDENCE}
 _PEER_CLOSED = ("closed by", "reset by")
@@ -361,3 +361,102 @@ def test_a_log_of_one_component_failure_is_distributed_evidence(tmp_path):
     that line is a failure of undetermined cause, not "nothing distributed could be read"."""
     line = "E1201 10:00:01.000 TCPStore.cpp:123] [c10d] store operation failed"
     assert _diagnose(tmp_path, [line]).verdict == ClassId.TIMEOUT_UNDETERMINED
+
+
+@pytest.mark.parametrize("phrase", FOREIGN_NCCL, ids=[f"foreign-{i}" for i in range(len(FOREIGN_NCCL))])
+@pytest.mark.parametrize("wrapper", ["plain", "mpirun", "slurm", "ray", "docker"])
+@pytest.mark.parametrize("launcher", [None, "srun", "mpirun"])
+def test_nccls_error_inside_another_frameworks_exception_is_an_nccl_error(tmp_path, phrase, wrapper, launcher):
+    """NCCL's own error words (a failed NCCL call, a result code's text), whatever framework's
+    exception or logger wraps them, on a subset of the ranks, followed or not by the launcher's
+    report that the tasks exited: ``nccl-error`` (the launcher's exits are its consequence), never a
+    crash or a stall of a rank. One rank or two report it; the culprit stays undetermined."""
+    _, text, _ = phrase
+    lines = healthy_lines()[:20]
+    ranks = (1,) if len(text) % 2 else (1, 3)
+    for r in ranks:
+        lines.append(WRAPPERS[wrapper](r, text))
+    if launcher == "srun":
+        lines += [f"srun: error: node{r}: task {r}: Exited with exit code 1" for r in ranks]
+    elif launcher == "mpirun":
+        lines.append(f"mpirun noticed that process rank {ranks[0]} with PID 4242 on node node1 exited with status 1")
+    d = _diagnose(tmp_path, lines, f"{wrapper}.log")
+    assert d.verdict == ClassId.NCCL_ERROR, (text, d.summary(), [f.rule for f in d.findings])
+    assert d.findings[0].confidence != "high"
+
+
+@pytest.mark.parametrize("prefix", ["", "[rank3]:", "[1,3]<stderr>:", "2024-05-01T10:00:03.123456789Z "])
+@pytest.mark.parametrize("exc", ["c10::DistBackendError", "c10::Error", "std::runtime_error"])
+def test_an_abort_on_a_watchdog_timeout_is_a_timeout_not_a_network_error(tmp_path, prefix, exc):
+    """``terminate called after throwing an instance of 'X'`` names only a class (c10d's
+    DistBackendError is raised for NCCL errors and for timeouts alike); its ``what()`` on the next
+    line says which: a watchdog's timeout with no NCCL error stated is a collective timeout of
+    undetermined cause, not a network error."""
+    lines = healthy_lines()[:20] + [
+        f"{prefix}terminate called after throwing an instance of '{exc}'",
+        f"{prefix}  what():  [PG ID 0 PG GUID 0(default_pg) Rank 3] Process group watchdog thread terminated with "
+        "exception: [Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, "
+        "NumelIn=1, NumelOut=1, Timeout(ms)=1) ran for 90 milliseconds before timing out.",
+    ]
+    d = _diagnose(tmp_path, lines)
+    assert d.verdict == ClassId.TIMEOUT_UNDETERMINED, d.summary()
+
+
+@pytest.mark.parametrize("word", ["installed", "preinstalled", "uninstalled"])
+def test_a_failure_word_inside_a_path_is_no_signal_of_its_family(word):
+    """A traceback frame whose path holds ``stall`` inside a word (``/sw/installed/``) says nothing
+    stalled: its family is not ``stall``."""
+    frame = f'  File "/sw/{word}/Horovod/lib/python3.9/site-packages/horovod/torch/mpi_ops.py", line 247, in allreduce'
+    assert family_of(frame) != SignalFamily.STALL
+    assert family_of("Stalled ranks: 3") == SignalFamily.STALL
+
+
+@pytest.mark.parametrize("wrapper", ["plain", "mpirun", "docker", "ray"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "E external/xla/xla/service/gpu/nccl_utils.cc:191] Aborting communicator: 0x5555a108ff90 due to async NCCL "
+        "error: remote process exited or there was a network error",
+        "RuntimeError: NCCL communicator failed: ncclRemoteError",
+        "horovod.common.exceptions.HorovodInternalError: ncclAllReduce failed: remote process exited or there was "
+        "a network error",
+    ],
+)
+@pytest.mark.parametrize("timeout_first", [False, True])
+def test_nccls_remote_error_alone_is_an_nccl_error_at_low_confidence(tmp_path, wrapper, text, timeout_first):
+    """NCCL's ncclRemoteError says "a remote process exited or the network failed"; with nothing else
+    failing anywhere (but the watchdog's "failed or timed out" on the same rank, its consequence) it
+    is an ``nccl-error`` (or a crash elsewhere), at low confidence, naming no one, never "cause
+    undetermined" nor an all-clear."""
+    before = (
+        [
+            "[Rank 2] Some NCCL operations have failed or timed out. Due to the asynchronous nature of CUDA kernels, "
+            "subsequent GPU operations might run on corrupted/incomplete data."
+        ]
+        if timeout_first
+        else []
+    )
+    lines = healthy_lines()[:20] + [WRAPPERS[wrapper](2, t) for t in before + [text]]
+    d = _diagnose(tmp_path, lines, f"{wrapper}.log")
+    assert d.verdict in (ClassId.NCCL_ERROR, ClassId.RANK_CRASH), d.summary()
+    assert d.findings[0].confidence == "low" and not d.findings[0].culprit_ranks
+
+
+@pytest.mark.parametrize("pids", [(3063025, 3063028), (100, 101)])
+@pytest.mark.parametrize("wrapper", ["plain", "docker"])
+def test_nccls_oom_beside_another_process_is_no_single_process_error(tmp_path, pids, wrapper):
+    """NCCL's CUDA allocation failing during its connection setup on one process, while another
+    process (another pid of NCCL's ``host:pid:tid`` prefix, no rank anywhere) sees its peer close the
+    connection: two processes, so not one process's own error; NCCL's failure (``nccl-error``) or a
+    crash, never an all-clear."""
+    a, b = pids
+    lines = [
+        f"ng3:{a}:{a + 1} [0] misc/socket.cc:49 NCCL WARN socketProgress: Connection closed by remote peer ng3<51159>",
+        f"ng3:{a}:{a + 1} [0] NCCL INFO misc/socket.cc:749 -> 6",
+        f"ng3:{b}:{b + 1} [3] include/alloc.h:178 NCCL WARN Cuda failure 'out of memory'",
+        f"ng3:{b}:{b + 1} [3] include/alloc.h:185 NCCL WARN Failed to CUDA calloc 6291456 bytes",
+        f"ng3:{b}:{b + 1} [3] NCCL INFO transport/p2p.cc:204 -> 1",
+    ]
+    d = _diagnose(tmp_path, [WRAPPERS[wrapper](0, t) for t in lines], f"{wrapper}.log")
+    assert d.first.rule != "own-process-error", d.summary()
+    assert d.verdict in (ClassId.NCCL_ERROR, ClassId.RANK_CRASH), d.summary()

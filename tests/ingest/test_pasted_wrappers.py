@@ -62,6 +62,17 @@ def test_mpi_tag_attributes_the_rank(stream, job, rank):
     assert ln.rank == rank and ln.host == "h" and "mpi" in ln.prefixes
 
 
+@pytest.mark.parametrize(
+    "stamp", ["2019-06-02T16:13:44.884Z: ", "2019-06-02T16:13:44.884Z ", "2024-05-01T10:00:03+02:00: "]
+)
+@pytest.mark.parametrize("rank", [0, 12, 255])
+def test_mpi_tag_behind_a_collectors_time_attributes_the_rank(stamp, rank):
+    """A log collector's ISO time (with or without a colon after it) before Open MPI's tag: the tag
+    still names the rank, the host:pid prefix after it still names the process."""
+    ln = parse_header(f"{stamp}[1,{rank}]<stdout>:node-57:815:864 [0] misc/ibvwrap.cu:220 NCCL WARN Call to ibv failed")
+    assert (ln.rank, ln.host, ln.pid) == (rank, "node-57", 815) and ln.t_wall is not None
+
+
 def test_mpi_blank_tagged_lines_count_as_parsed_inside_a_block(tmp_path):
     # tests/data/wild/horovod-3929-duplicate-gpu-mpirun-prefix (horovod#3929), lines 2-5
     corpus = [
