@@ -49,8 +49,7 @@ FOREIGN_NCCL = [
     )
 ]
 NETWORK = (
-    FOREIGN_NCCL
-    + [
+    [
         (F.NETWORK, f"host-{k}:2231:2290 [{k}] NCCL WARN {s} : {w}", key)
         for k, (s, (w, key)) in enumerate(itertools.product(_NCCL_SUBSYS, _NCCL_WHAT))
     ]
@@ -69,7 +68,7 @@ NETWORK = (
         (
             F.NETWORK,
             "[c10d] The client socket has failed to connect to [node3]:29500 (errno: 110 - Connection timed out)",
-            "socket has failed",
+            "failed to connect",  # the words that make it the network's ("socket has failed" alone is c10d's)
         ),
     ]
 )
@@ -243,7 +242,11 @@ STALL = (
         ),
     ]
 )
-PHRASES: list[tuple[str, str, str]] = NETWORK + MEMORY + DEVICE + SIZE + TIMEOUT + EXIT + LAUNCHER + STALL
+# (NCCL's errors inside other frameworks' exceptions come last: the earlier phrases keep their places
+# in the samples tests take by index)
+PHRASES: list[tuple[str, str, str]] = (
+    NETWORK + MEMORY + DEVICE + SIZE + TIMEOUT + EXIT + LAUNCHER + STALL + FOREIGN_NCCL
+)
 
 #: lines that look like failures and are not (nothing failed)
 BENIGN = [
