@@ -603,8 +603,12 @@ def unjoined_waits(incident) -> Finding | None:
             if j <= w
             else f" ({j} joined a group of {w}: a reused key or a wrong world size)"
         )
+    absent, basis = _never_joined(waits)
+    if absent:
+        counts += f"; the ranks that never joined: {', '.join(str(r) for r in absent)}"
     return Finding(
         class_id=ClassId.TIMEOUT_UNDETERMINED,
+        culprit_ranks=absent,
         summary=(
             f"The job hung at process-group initialisation: {who} was still waiting in the store-based barrier for "
             f"the other ranks to join{counts} when the log ends, and nothing says the barrier completed. Why they "
@@ -616,7 +620,41 @@ def unjoined_waits(incident) -> Finding | None:
         evidence=_evidence(rows),
         t_wall=first["t_wall"] if pd.notna(first["t_wall"]) else None,
         rule="init-wait",
-        culprit_basis="undetermined: the store counts the ranks that joined; it does not name the missing ones",
+        culprit_basis=basis,
+    )
+
+
+def _never_joined(waits: pd.DataFrame) -> tuple[list[int], str]:
+    """The ranks that never joined, by elimination: every waiting rank printed its wait (``for rank:
+    R``), all the waits state the same world size W and the same count N of ranks that joined, and
+    exactly N distinct ranks below W printed one: the other W - N ranks of 0..W-1 never joined (the
+    store says N joined, and the N are named), named while they are a strict minority of W (as the
+    stall report's missing ranks are). Otherwise nobody (the store names no one)."""
+    undetermined = "undetermined: the store counts the ranks that joined; it does not name the missing ones"
+    ranks, worlds, joined = set(), set(), set()
+    for t in waits["text"].astype(str):
+        r, w, j = _WAIT_RANK.search(t), _WAIT_WORLD.search(t), _WAIT_JOINED.search(t)
+        if not (r and w and j):
+            return [], undetermined
+        ranks.add(int(r.group(1)))
+        worlds.add(int(w.group(1)))
+        joined.add(int(j.group(1)))
+    if len(worlds) != 1 or len(joined) != 1:
+        return [], undetermined
+    (w,), (n,) = worlds, joined
+    if not (0 < n < w) or len(ranks) != n or max(ranks) >= w:
+        return [], undetermined
+    absent = sorted(set(range(w)) - ranks)
+    if len(absent) * 2 >= w:
+        # most of the group missing: the few that joined may be the odd ones (another MASTER_ADDR)
+        return [], (
+            f"undetermined: {len(absent)} of {w} ranks never joined, not a strict minority; the {n} that joined "
+            "may be the ones that went wrong"
+        )
+    return absent, (
+        f"statement: every wait says {n} of {w} ranks joined the store-based barrier, and exactly {n} ranks "
+        f"({', '.join(str(r) for r in sorted(ranks))}) printed their wait: by elimination "
+        f"{', '.join(str(r) for r in absent)} never joined"
     )
 
 
