@@ -162,7 +162,7 @@ SIZE += [
 ]
 SIZE += [
     # c10d's own split-size check, raised inside all_to_all_single: its words name no collective
-    (F.SIZE, f"{e}: Split sizes doesn't match total dim 0 size", "Split sizes")
+    (F.SIZE, f"{e}: Split sizes doesn't match total dim 0 size", "Split sizes doesn't match total dim")
     for e in ("RuntimeError", "torch.distributed.DistBackendError")
 ]
 TIMEOUT = [
@@ -222,12 +222,15 @@ STALL = (
         # a cross-rank check that found the ranks disagreeing on a value: a desync (positions, traces)
         (F.STALL, w, key)
         for w, key in (
-            ("Rank 1 has different values for step: 8016.0. Other ranks: 7870.0", "different values"),
+            ("Rank 1 has different values for step: 8016.0. Other ranks: 7870.0", "different values for"),
             (
                 "RuntimeError: disagreement between rank0 and rank2: rank0: [12, 14, 17] rank2: [2, 3, 4]",
-                "disagreement",
+                "disagreement between rank",
             ),
-            ("AssertionError: the checkpoint step of rank 5 differs from the other ranks (1200 vs 1300)", "differs"),
+            (
+                "AssertionError: the checkpoint step of rank 5 differs from the other ranks (1200 vs 1300)",
+                "differs from the other ranks",
+            ),
             ("ValueError: ranks 0 and 3 disagree on the number of micro-batches", "disagree"),
         )
     ]
