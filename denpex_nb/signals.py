@@ -197,7 +197,7 @@ _DISAGREE = (
 FAILURE_WORDS = re.compile(
     r"(?<![\w/-])(?:[Ff]ail(?:ed|ing|ure|s)?|FAIL(?:ED|URE)?)(?![\w-])|\brefused\b|\b(?:reset|closed) by (?:the )?(?:remote )?peer\b"
     r"|[Cc]onnection (?:reset|closed|refused|aborted|lost)|[Bb]roken pipe|\b[Tt]imed out\b|\btiming out\b"
-    r"|[Tt]imeout (?:error|exceeded|expired|reached|occurred)|\b(?:[Kk]illed|KILLED)\b|\b(?:[Aa]bort(?:ed|ing)?|ABORT(?:ED)?)\b"
+    r"|[Tt]imeout (?:error|exceeded|expired|reached|occurred)|\b[Tt]imeout (?:at|while|waiting|during)\b|\b(?:[Kk]illed|KILLED)\b|\b(?:[Aa]bort(?:ed|ing)?|ABORT(?:ED)?)\b"
     r"|Segmentation fault|core dumped|terminate called|out of memory|\bOOM\b|uncorrectable ECC|\bXid\b"
     r"|exit(?:ed)?(?: with)? (?:code|status)[ :=]*-?[1-9]\d*|exitcode\s*[:=]?\s*-?[1-9]\d*"
     r"|return ?code[ :=]*-?[1-9]\d*|exited on signal|(?:[Rr]eceived|[Cc]aught) signal\b|\bSIG(?:SEGV|ABRT|KILL|BUS|ILL|FPE|TERM)\b|\bSignal \d+\b"

@@ -70,7 +70,8 @@ def detect_width(sample: bytes) -> int | None:
 
     Line lengths are counted in characters (UTF-8), without newline and CR. Wrapped: the longest
     length ``W >= 60`` (one longer line in 50 is let pass) occurs at least twice (at a common
-    terminal width once is enough), and those lines look cut (:func:`_pieces_look_cut`).
+    terminal width once is enough), and those lines look cut (:func:`_pieces_look_cut`: as many of
+    them followed by a tail).
     """
     if len(sample) < MIN_WIDTH:
         return None
@@ -148,8 +149,10 @@ def _pieces_look_cut(
 ) -> bool:
     """Are the lines of length ``w`` pieces of wrapped lines, not lines that happen to be that long?
 
-    Lines drawn to a width (a Rich box's rows end in a box-drawing character) are no pieces. Either
-    way most lines of length ``w`` must be followed by a line :func:`joins_b` takes for their tail
+    Lines drawn to a width (a Rich box's rows end in a box-drawing character) are no pieces. The
+    evidence of a wrap is lines that were *cut*, not lines that are long: at a width no terminal is
+    known for, two lines at least must be followed by a tail (several ranks print one warning at one
+    length; one of them followed by another rank's short line is no wrap). Either way most lines of length ``w`` must be followed by a line :func:`joins_b` takes for their tail
     (a wrap cuts every longer line; the longest lines of a prefixed file sharing one length, one of
     them followed by an unprefixed line, are no wrap). In a prefixed file (nearly every first piece
     carries a collector wrapper, a launcher/rank tag or an app logger's header) a tail is told by its
@@ -174,6 +177,8 @@ def _pieces_look_cut(
     # tail; the longest lines of a prefixed file that happen to share one length (DETAIL fingerprints,
     # a fixed format) with one unprefixed line after one of them are no wrap
     followed = sum(1 for i in idx if is_tail(i))
+    if followed < (1 if w in COMMON_WIDTHS else 2):
+        return False  # one long line with a short one after it: two *cut* lines at a width no terminal is known for
     # "nearly every head is prefixed" (9 in 10): stop counting once too many are not
     unprefixed, allowed = 0, len(heads) - (9 * len(heads) + 9) // 10
     for i in heads:

@@ -23,6 +23,7 @@ from denpex_nb.ingest.base import FileContext, Output
 from denpex_nb.ingest.parse import all_text_readers
 from denpex_nb.ingest.prefixes import to_lines
 from denpex_nb.ingest.scan import NeedleMatcher, UnparsedSink, scan_text
+from denpex_nb.vocab import ClassId
 
 from ..keyhole import Recipe, recorded_runs, render, write_view
 
@@ -426,3 +427,55 @@ def test_the_small_sample_shortcut_gives_the_width_numpy_gives(monkeypatch):
 def textwrap_cut(line: str, w: int) -> str:
     """``line`` cut every ``w`` characters, as a terminal wraps it."""
     return "\n".join(line[i : i + w] for i in range(0, len(line), w))
+
+
+_SAME_LENGTH_WARNINGS = (
+    "Warning: WARNING: destroy_process_group() was not called before program exit, which can leak resources. "
+    "For more info, please see https://pytorch.org/docs/stable/distributed.html#shutdown (function operator())",
+    "Warning: TORCH_NCCL_AVOID_RECORD_STREAMS is the default now, this environment variable is thus deprecated. "
+    "(function operator())",
+    "UserWarning: Grad strides do not match bucket view strides. This may indicate grad was not created according "
+    "to the gradient layout contract, or that the param's strides changed since DDP was constructed.",
+)
+_SHORT_LINES = (
+    "gpu-a100-03: [PG ID 0 PG GUID 0(default_pg) Rank 4] Timeout at NCCL work: 742, last enqueued NCCL work: 742.",
+    "node-7: RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled system error",
+    "Traceback (most recent call last):",
+)
+
+
+@pytest.mark.parametrize("warning", _SAME_LENGTH_WARNINGS)
+@pytest.mark.parametrize("short", _SHORT_LINES)
+@pytest.mark.parametrize("ranks", [2, 3, 8])
+def test_one_warning_printed_by_several_ranks_at_one_length_is_no_wrap(warning, short, ranks):
+    """Several ranks print one warning at one length (same format, same-width timestamps): those are the
+    longest lines of the file at one uncommon width, but nothing was cut. A short line after one of them
+    (another host's failure, a traceback's head) is its own line, never that warning's wrapped tail; at a
+    width no terminal is known for a wrap needs two cut lines. (A false all-clear came of it: a failure
+    line glued onto the benign warning before it was excused with it.)"""
+    lines = [f"[rank{r}]:[W730 15:32:1{r % 10}.841273251 ProcessGroupNCCL.cpp:1479] {warning}" for r in range(ranks)]
+    assert len({len(x) for x in lines}) == 1 and len(lines[0]) not in hardwrap.COMMON_WIDTHS
+    lines.insert(1, short)
+    sample = ("\n".join(lines) + "\n").encode()
+    assert hardwrap.detect_width(sample) is None
+    # the same file really wrapped at that width (two long lines cut) is still found
+    w = len(lines[0]) - 7
+    wrapped = []
+    for x in lines:
+        while len(x) > w:
+            wrapped.append(x[:w])
+            x = x[w:]
+        wrapped.append(x)
+    assert hardwrap.detect_width(("\n".join(wrapped) + "\n").encode()) == w
+
+
+def test_a_failure_line_after_a_same_length_warning_is_read_not_excused(tmp_path):
+    """The whole path: two ranks' same-length destroy_process_group() warnings with a pdsh-prefixed
+    watchdog timeout between them is a failure, never ``no-failure``."""
+    warning = _SAME_LENGTH_WARNINGS[0]
+    lines = [f"[rank{r}]:[W730 15:32:1{r}.841273251 ProcessGroupNCCL.cpp:1479] {warning}" for r in range(2)]
+    lines.insert(1, _SHORT_LINES[0])
+    p = tmp_path / "log.txt"
+    p.write_text("\n".join(lines) + "\n")
+    d = dx.diagnose(dx.load(str(p), progress=False))
+    assert d.verdict == ClassId.TIMEOUT_UNDETERMINED, d.summary()
