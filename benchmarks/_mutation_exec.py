@@ -342,6 +342,8 @@ def serve(sock_path: str, preload_file: str) -> None:
                 next_cpu_check = now + 0.5
                 if _cpu_of(pid) > float(cpu_limit):
                     over = "cpu"
+                elif _rss_of(pid) > MEMORY_LIMIT_BYTES:
+                    over = "memory"
             if now > deadline:
                 over = "wall"
             if gone or over:
@@ -358,6 +360,22 @@ def serve(sock_path: str, preload_file: str) -> None:
         except OSError:
             pass
         conn.close()
+
+
+# a mutant's tests past this resident memory are stopped and counted as a timeout ("memory"): a
+# mutated bound once made a test list 2**31 absent ranks and grow to 13.6 GB on a 24 GB machine
+# shared by two jobs. No unmutated test of the campaign comes near it (the reach run's peak is
+# under 1 GB).
+MEMORY_LIMIT_BYTES = 6 * 2**30
+
+
+def _rss_of(pid: int) -> int:
+    """Resident bytes of a running process (its own, not its children's), from /proc."""
+    try:
+        with open(f"/proc/{pid}/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
 
 
 def client(argv: list[str]) -> int:
