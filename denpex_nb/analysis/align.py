@@ -126,7 +126,8 @@ def align(events: pd.DataFrame) -> Alignment:
         cell_of = key >> r_bits
     else:  # pragma: no cover - absurd seq ranges
         cell_of = pd.MultiIndex.from_arrays([g, s]).factorize()[0].astype(np.int64)
-        key = cell_of * (int(r.max()) + 1) + (r - r.min())
+        # as wide as every rank from the lowest: with a negative rank no two (cell, rank) share a key
+        key = cell_of * (int(r.max()) - int(r.min()) + 1) + (r - r.min())
 
     quality = (~np.isnan(size)).astype(np.int64) * 2 + done.astype(np.int64)
     if int(key.max()) < (1 << 60):

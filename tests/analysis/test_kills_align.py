@@ -47,3 +47,64 @@ def test_of_a_ranks_duplicate_records_the_completed_one_speaks_for_it():
     rows = d.rows.set_index("rank")
     assert rows.loc[1, "state"] == "completed" and bool(rows.loc[1, "_done"]) is True
     assert rows.loc[0, "state"] == "scheduled" and bool(rows.loc[0, "_done"]) is False
+
+
+def test_a_rank_numbered_minus_one_shares_the_cell_of_the_others():
+    """Ranks -1, 0 and 1 (the schema admits a negative rank) at one collective where rank 1 called
+    broadcast: the op mismatch is found with all three present, not three cells of one rank each
+    (a packed key would OR the -1 over every bit of the group and seq)."""
+    evs = [ev(-1, 5), ev(0, 5), ev(1, 5, op="broadcast")]
+    a = align(coerce("events", evs))
+    assert a.n_cells == 1
+    assert [(d.kind, d.seq, sorted(d.present)) for d in a.divergences] == [("op", 5, [-1, 0, 1])]
+
+
+def test_no_events_frame_at_all_aligns_nothing():
+    """A caller with no events frame (None) is told there is nothing to align, not an
+    AttributeError (which diagnose would turn into a 'rule align failed' note)."""
+    a = align(None)
+    assert (a.divergences, a.members, a.n_events, a.n_cells, a.missing_dumps) == ([], {}, 0, 0, {})
+
+
+def test_a_group_lists_only_its_own_ranks_and_its_absent_ones_are_named():
+    """Ranks 0 and 1 trace pg 0 of a world of 4, ranks 2 and 3 only pg 1: pg 0's members are 0 and
+    1, and the user is told pg 0 has no trace evidence from ranks 2 and 3 (ranks of another group
+    are not members of this one)."""
+    evs = [ev(r, s, world_size=4) for r in (0, 1) for s in (1, 2)]
+    evs += [ev(r, s, pg="1") for r in (2, 3) for s in (1, 2)]
+    a = align(coerce("events", evs))
+    assert a.members == {("0", "trace"): [0, 1], ("1", "trace"): [2, 3]}
+    assert a.missing_dumps == {("0", "trace"): [2, 3]}
+    assert a.divergences == []
+
+
+def test_a_shape_mismatch_among_4096_rows_is_found():
+    """2,048 ranks, two all_reduces: at the second, rank 7 passed (4, 2) where the others passed
+    (2, 4). Past 4,096 rows the input shapes are coded by object identity first: the mismatch is
+    still a shape divergence naming all 2,048 ranks."""
+    world = 2048
+    evs = [ev(r, 1, shape=(2, 4)) for r in range(world)]
+    evs += [ev(r, 2, shape=(4, 2) if r == 7 else (2, 4)) for r in range(world)]
+    a = align(coerce("events", evs))
+    assert [(d.kind, d.seq, len(d.present)) for d in a.divergences] == [("shape", 2, world)]
+
+
+def test_a_stated_world_size_of_zero_is_no_size_to_check_an_all_gather_against():
+    """Four ranks' all_gather with out = 4 x in and world_size 0 (a record that states no real
+    size): nothing is wrong; reading 0 as the group size would call every rank's output wrong."""
+    evs = [ev(r, 1, op="all_gather_into_tensor", shape=(8,), out_shape=(32,), world_size=0) for r in range(4)]
+    assert align(coerce("events", evs)).divergences == []
+
+
+def test_a_rank_numbered_minus_one_is_not_missing_from_a_later_cell():
+    """Ranks -1, 0 and 1 agree at seqs 1 and 2: no divergence. The fallback key (cell x width +
+    rank offset) must span every rank from the lowest: with a width of max + 1 rank -1's seq 2
+    took rank 1's seq 1 key and was de-duplicated away ("rank -1 missing at seq 2")."""
+    evs = [ev(r, s) for s in (1, 2) for r in (-1, 0, 1)]
+    a = align(coerce("events", evs))
+    assert a.n_cells == 2 and a.divergences == []
+    assert a.members == {("0", "trace"): [-1, 0, 1]}
+    # rank 1 called broadcast at seq 1: the mismatch names all three ranks present
+    evs[2] = ev(1, 1, op="broadcast")
+    (d,) = align(coerce("events", evs)).divergences
+    assert (d.kind, d.seq, sorted(d.present)) == ("op", 1, [-1, 0, 1])
