@@ -125,7 +125,8 @@ def align(events: pd.DataFrame) -> Alignment:
         key = (g << (s_bits + r_bits)) | (s_off << r_bits) | r
         cell_of = key >> r_bits
     else:  # pragma: no cover - absurd seq ranges
-        cell_of = pd.MultiIndex.from_arrays([g, s]).factorize()[0].astype(np.int64)
+        # cells numbered in (group, seq) order, as the packed key orders them: the same list of divergences
+        cell_of = pd.MultiIndex.from_arrays([g, s]).factorize(sort=True)[0].astype(np.int64)
         # as wide as every rank from the lowest: with a negative rank no two (cell, rank) share a key
         key = cell_of * (int(r.max()) - int(r.min()) + 1) + (r - r.min())
 

@@ -108,3 +108,54 @@ def test_a_rank_numbered_minus_one_is_not_missing_from_a_later_cell():
     evs[2] = ev(1, 1, op="broadcast")
     (d,) = align(coerce("events", evs)).divergences
     assert (d.kind, d.seq, sorted(d.present)) == ("op", 1, [-1, 0, 1])
+
+
+def test_a_sized_record_speaks_for_a_rank_before_a_completed_one_without_a_size():
+    """Rank 1 has two records of seq 3: first a completed one that states no size, then a scheduled
+    one of 6 elements (the others: 8). The size mismatch is found: a record with a size beats one
+    that only says it completed (else rank 1's 6 would be hidden and no mismatch reported)."""
+    rows = [ev(r, s) for r in range(3) for s in (1, 2)] + [ev(r, 3) for r in (0, 2)]
+    rows += [ev(1, 3, shape=None, numel_in=None, state="completed"), ev(1, 3, shape=(6,), state="scheduled")]
+    (d,) = align(coerce("events", rows)).divergences
+    assert (d.kind, d.seq) == ("size", 3)
+    rows1 = d.rows.set_index("rank")
+    assert int(rows1.loc[1, "numel_in"]) == 6 and bool(rows1.loc[1, "_done"]) is True
+
+
+def test_a_divergence_is_dated_by_its_earliest_time_when_times_are_python_objects():
+    """An events frame whose t_wall is an object column (times as Timestamps, one unknown): the op
+    mismatch at seq 2 is dated by the earliest known time (t=3), not the latest, and the unknown
+    time is skipped rather than failing the alignment."""
+    evs = [ev(0, 1, t=1), ev(1, 1, t=1), ev(2, 1, t=1)]
+    evs += [ev(0, 2, op="all_reduce", t=10), ev(1, 2, op="broadcast", t=3), ev(2, 2, t=7)]
+    frame = coerce("events", evs)
+    times = frame["t_wall"].astype(object)
+    times.iloc[5] = None
+    (d,) = align(frame.assign(t_wall=times)).divergences
+    assert (d.kind, d.seq) == ("op", 2)
+    assert d.t_wall == pd.Timestamp(T0 + 3, unit="s", tz="UTC")
+
+
+def test_past_the_packed_key_divergences_come_in_group_then_seq_order():
+    """Counters 1 and 2**58 in 40 groups (past the 60 bits of the packed key) with the later seq's
+    records read first: the divergences are listed by group, then seq, as the packed key lists them,
+    not in the order the records were read."""
+    big = 1 << 58
+    evs = []
+    for pg in ("pg1", "pg0"):
+        for s, ops in ((big, ("all_reduce", "broadcast")), (1, ("all_gather", "reduce"))):
+            evs += [ev(r, s, pg=pg, op=ops[r], t=1) for r in (0, 1)]
+    evs += [ev(r, 5, pg=f"x{i:02d}", t=1) for i in range(38) for r in (0, 1)]
+    a = align(coerce("events", evs))
+    assert [(d.pg, d.seq) for d in a.divergences] == [("pg0", 1), ("pg0", big), ("pg1", 1), ("pg1", big)]
+
+
+def test_at_the_edge_of_the_packed_key_divergences_come_in_seq_order():
+    """Ranks 0 and 1 (1 bit), counters 1 and 2**58 (58 bits), one group (1 bit): the key fills its 60
+    bits exactly and is still the packed one; the later seq's records read first, the op mismatches
+    are listed seq 1 first (the order does not depend on which key was used)."""
+    big = 1 << 58
+    evs = [ev(0, big, op="all_reduce", t=2), ev(1, big, op="broadcast", t=2)]
+    evs += [ev(0, 1, op="all_gather"), ev(1, 1, op="reduce")]
+    a = align(coerce("events", evs))
+    assert [(d.kind, d.seq) for d in a.divergences] == [("op", 1), ("op", big)]
