@@ -516,24 +516,39 @@ def _short_diff(diff: str | None, tree: str) -> str | None:
 # --- survivors: explained or not ------------------------------------------------------------------
 
 
-def load_equivalents(path: Path) -> list[dict]:
+def load_equivalents(path: Path, table: str = "equivalent") -> list[dict]:
+    """The survivors' explanations: ``[[equivalent]]`` (no input tells the mutant from the original)
+    or ``[[fixed]]`` (the mutant's behaviour was the right one: the run's code was wrong there and
+    was changed after the run, in ``fixed_in``, with ``test`` pinning the new decision; such a
+    survivor is neither killed nor equivalent, and the report counts it on its own)."""
     if not path.exists():
         return []
     with open(path, "rb") as f:
-        return tomllib.load(f).get("equivalent", [])
+        return tomllib.load(f).get(table, [])
 
 
-def explanation(m: dict, equivalents: list[dict]) -> str | None:
-    """The recorded reason a survivor is equivalent (matched on module, operator, source line, mutated line)."""
-    for e in equivalents:
+def _entry_for(m: dict, entries: list[dict]) -> dict | None:
+    for e in entries:
         if (
             e["module"] == m["module"]
             and e.get("operator", m["operator"]) == m["operator"]  # none: every operator (dead code)
             and e["source"] == m["source"]
             and e.get("mutated", m["mutated"]) == m["mutated"]
         ):
-            return e["why"]
+            return e
     return None
+
+
+def explanation(m: dict, equivalents: list[dict]) -> str | None:
+    """The recorded reason a survivor is equivalent (matched on module, operator, source line, mutated line)."""
+    e = _entry_for(m, equivalents)
+    return e["why"] if e else None
+
+
+def fix_of(m: dict, fixed: list[dict]) -> str | None:
+    """How a survivor that revealed a wrong decision was fixed (``[[fixed]]``), in one sentence."""
+    e = _entry_for(m, fixed)
+    return f"revealed a wrong decision, fixed in {e['fixed_in']} (pinned by `{e['test']}`): {e['why']}" if e else None
 
 
 # --- main ----------------------------------------------------------------------------------------
@@ -690,6 +705,7 @@ def main(argv=None) -> int:
         commit = commits.pop()
         wall = campaign_wall(modules, works)
     equivalents = load_equivalents(EQUIVALENTS)
+    fixed = load_equivalents(EQUIVALENTS, "fixed")
     verified = {}
     if args.verified:
         # only checks made against this run's commit (verify_mutants.py writes ``run_commit``): a
@@ -703,6 +719,7 @@ def main(argv=None) -> int:
         for mu in r["mutants"]:
             if mu["outcome"] != "killed":
                 mu["equivalent"] = explanation(mu, equivalents)
+                mu["fixed"] = fix_of(mu, fixed)
                 if _key(mu) in verified:
                     mu["killed_now_by"] = verified[_key(mu)]
         n, k = len(r["mutants"]), sum(mu["outcome"] == "killed" for mu in r["mutants"])
@@ -731,8 +748,10 @@ def main(argv=None) -> int:
         "timeouts": sum(mu.get("timeout") is not None for mu in all_mutants),
         "survivors": len(survivors),
         "survivors_unexplained": sum(
-            mu.get("equivalent") is None and mu.get("killed_now_by") is None for mu in survivors
+            mu.get("equivalent") is None and mu.get("killed_now_by") is None and mu.get("fixed") is None
+            for mu in survivors
         ),
+        "survivors_fixed": sum(mu.get("fixed") is not None for mu in survivors),
         "survivors_killed_now": sum(mu.get("killed_now_by") is not None for mu in survivors),
         "test_cpu_s": round(sum(mu.get("cpu_s") or 0 for mu in all_mutants), 1),
         "modules": per_module,
@@ -749,7 +768,15 @@ def main(argv=None) -> int:
         previous = json.loads(args.previous.read_text()) if args.previous else None
         args.markdown.write_text(markdown(report, previous, cfg))
     for mu in survivors:
-        tag = "equivalent" if mu.get("equivalent") else ("killed now" if mu.get("killed_now_by") else "UNEXPLAINED")
+        tag = (
+            "equivalent"
+            if mu.get("equivalent")
+            else "killed now"
+            if mu.get("killed_now_by")
+            else "fixed"
+            if mu.get("fixed")
+            else "UNEXPLAINED"
+        )
         print(f"  {tag}: {mu['module']}:{mu['line']} {mu['operator']}: {mu['source']}  ->  {mu['mutated']}")
     return 0
 
@@ -812,6 +839,8 @@ def markdown(report: dict, previous: dict | None, cfg: dict) -> str:
         f"| **all** | | **{n}** | **{k}** | **{n - p - k}** | {p} | **{report['killed_pct']}** |"
         f" {report.get('test_cpu_s')} |",
         "",
+        _survivor_summary(report),
+        "",
         "Per module, the tests run (in this order, killers first within it; each mutant runs only those",
         "that execute the mutated statement):",
         "",
@@ -823,10 +852,15 @@ def markdown(report: dict, previous: dict | None, cfg: dict) -> str:
     if survivors:
         out += ["| where | operator | original | mutant | why it survives |", "|---|---|---|---|---|"]
         for m in survivors:
-            why = m.get("equivalent") or (
-                f"a test written after this run kills it: `{m['killed_now_by']}`"
-                if m.get("killed_now_by")
-                else "**UNEXPLAINED**"
+            why = (
+                m.get("equivalent")
+                or (
+                    f"a test written after this run kills it: `{m['killed_now_by']}`"
+                    if m.get("killed_now_by")
+                    else None
+                )
+                or m.get("fixed")
+                or "**UNEXPLAINED**"
             )
             out.append(
                 f"| `{m['module']}:{m['line']}` | `{m['operator'].split('/')[1]}` | `{_cell(m['source'])}` |"
@@ -868,6 +902,21 @@ def markdown(report: dict, previous: dict | None, cfg: dict) -> str:
                 f" `{_cell(m['mutated'] or '')}` | {_cell(state, code=False)} |"
             )
     return "\n".join(out) + "\n"
+
+
+def _survivor_summary(report: dict) -> str:
+    """One sentence: how the survivors are explained, and the share killed counting later tests."""
+    surv = [m for m in report["all"] if m["outcome"] not in ("killed", "pending")]
+    eq = sum(bool(m.get("equivalent")) for m in surv)
+    now = sum(not m.get("equivalent") and bool(m.get("killed_now_by")) for m in surv)
+    fixed = sum(not m.get("equivalent") and not m.get("killed_now_by") and bool(m.get("fixed")) for m in surv)
+    ran = report["mutants"] - report["pending"]
+    share = f"{100 * (report['killed'] + now) / ran:.1f} %" if ran else "-"
+    return (
+        f"Survivors: {len(surv)} = {eq} equivalent + {now} killed by tests written after the run (verified) + "
+        f"{fixed} that revealed a wrong decision, fixed after the run + "
+        f"{len(surv) - eq - now - fixed} unexplained. Killed, counting the later tests: {share} of those run."
+    )
 
 
 def _cell(text: str, code: bool = True) -> str:

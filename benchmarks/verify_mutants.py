@@ -18,6 +18,11 @@ status is 1.
         --claims /tmp/claims.json --out benchmarks/results/mutation_semantic_verified.json
 
 ``--claims``: a JSON list of {module, operator, source, mutated, killed_by}.
+
+``--fixed``: check the ``[[fixed]]`` entries of ``benchmarks/mutation_equivalents.toml`` instead
+(survivors whose behaviour was the right one; the code was changed after the run): on the run's
+tree, the entry's ``test`` must FAIL unmutated (the run's code was wrong) and PASS with the mutant
+applied (the mutant decides as the fix does). Nothing is written; the exit status says.
 """
 
 from __future__ import annotations
@@ -107,13 +112,16 @@ def _mutated_line(original: str, mutated: str) -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--report", type=Path, required=True, help="the campaign's JSON (its commit and mutants)")
-    ap.add_argument("--claims", type=Path, required=True)
-    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--claims", type=Path)
+    ap.add_argument("--out", type=Path)
+    ap.add_argument("--fixed", action="store_true", help="check mutation_equivalents.toml's [[fixed]] entries")
     ap.add_argument("--timeout", type=float, default=600.0)
     args = ap.parse_args(argv)
+    if not args.fixed and (args.claims is None or args.out is None):
+        ap.error("--claims and --out are needed (or --fixed)")
 
     sys.path.insert(0, str(HERE))
-    from bench_mutation import register_operators
+    from bench_mutation import EQUIVALENTS, load_equivalents, register_operators
     from cosmic_ray.mutating import mutate_code
     from cosmic_ray.plugins import get_operator
 
@@ -122,6 +130,8 @@ def main(argv=None) -> int:
     report = json.loads(args.report.read_text())
     commit = report["commit"]
     by_key = {(m["module"], m["operator"], m["source"], m["mutated"]): m for m in report["all"]}
+    if args.fixed:
+        return check_fixed(report, load_equivalents(EQUIVALENTS, "fixed"), by_key, args.timeout)
     claims = json.loads(args.claims.read_text())
     old = json.loads(args.out.read_text()) if args.out.exists() else []
     kept = {(v["module"], v["operator"], v["source"], v["mutated"], v.get("run_commit")): v for v in old}
@@ -167,6 +177,43 @@ def main(argv=None) -> int:
             kept[(*key, commit)] = entry
             # written after each one: a long check stopped halfway keeps what it verified
             args.out.write_text(json.dumps(list(kept.values()), indent=1) + "\n")
+    return 1 if failed else 0
+
+
+def check_fixed(report: dict, fixed: list[dict], by_key: dict, timeout: float) -> int:
+    """Each ``[[fixed]]`` survivor: its test fails on the run's code and passes on the mutant."""
+    from cosmic_ray.mutating import mutate_code
+    from cosmic_ray.plugins import get_operator
+
+    failed = 0
+    with tempfile.TemporaryDirectory(prefix="verify_fixed_") as tmp:
+        tree = Path(tmp) / "tree"
+        export(report["commit"], tree)
+        for e in fixed:
+            m = next((m for k, m in by_key.items() if k[0] == e["module"] and k[1] == e["operator"]
+                      and k[2] == e["source"] and k[3] == e.get("mutated", k[3])), None)  # fmt: skip
+            tag = f"{e['module']} {e['operator']}: {e['source']}"
+            if m is None:
+                print(f"NOT IN THE REPORT: {tag}")
+                failed += 1
+                continue
+            path = tree / e["module"]
+            original = path.read_text(encoding="utf-8")
+            ok, _out = run_test(tree, e["test"], timeout)
+            if ok:
+                print(f"PASSES ON THE RUN'S CODE (nothing was wrong?): {tag}: {e['test']}")
+                failed += 1
+                continue
+            mutated = mutate_code(original, get_operator(e["operator"])(), m["occurrence"])
+            try:
+                path.write_text(mutated, encoding="utf-8")
+                ok, out = run_test(tree, e["test"], timeout)
+            finally:
+                path.write_text(original, encoding="utf-8")
+            print(
+                f"{'verified' if ok else 'MUTANT FAILS THE FIX TEST'}: {tag}: {e['test']}" + ("" if ok else "\n" + out)
+            )
+            failed += not ok
     return 1 if failed else 0
 
 
