@@ -128,6 +128,12 @@ NEEDLES: tuple[bytes, ...] = (
     b"did not find any unused parameters",
     b"buckets have been rebuilt",
     b"in distributed setting",
+    # a rank announcing that it enters process-group initialisation (ACTIVITY, INIT_ENTERING)
+    b"nitializing ddp",
+    b"nitializing distributed",
+    b"nitializing torch distributed",
+    b"nitializing TorchBackend",
+    b"nitializing process group",
     # a rank waiting at init for the others to join (and the wait ending)
     b"store based barrier",
     b"store-based barrier",
@@ -353,6 +359,13 @@ STOPPED = re.compile(
     r"|sending Ctrl-C|Forwarding signal (?:SIG(?:INT|TERM|HUP)|[12]|1\d) to job"
 )
 
+#: a rank announcing that it ENTERS process-group initialisation, printed before the group is up
+#: (Lightning's ``initializing ddp: GLOBAL_RANK: 1, MEMBER: 2/2`` / ``Initializing distributed: ...``,
+#: Megatron's ``> initializing torch distributed ...``, DeepSpeed's ``Initializing TorchBackend in
+#: DeepSpeed``): an ACTIVITY line (the distributed machinery started), and, when every log ends at
+#: it with nothing after, a job that never got past init as far as the evidence goes (a hang at
+#: init or in the first collective, or a copy that stops there): never an all-clear
+INIT_ENTERING = re.compile(r"(?i:initiali[sz]ing (?:ddp|distributed|torch distributed|torchbackend|process group)\b)")
 #: benign lines that only a running distributed job prints, and that say nothing failed: positive
 #: evidence of distributed activity, which ``no-failure`` needs (with no failure signal anywhere). Each
 #: is printed by the distributed machinery itself once it ran: c10d guessing a barrier's device (a
@@ -361,7 +374,8 @@ STOPPED = re.compile(
 #: on global rank``), DDP's reducer during or after an iteration (``Grad strides do not match bucket view
 #: strides``, ``find_unused_parameters=True was specified ... but did not find any unused parameters``,
 #: ``Reducer buckets have been rebuilt in this iteration``), Lightning's epoch-end logging with
-#: torch.distributed initialised (``... when logging on epoch level in distributed setting``). Not here:
+#: torch.distributed initialised (``... when logging on epoch level in distributed setting``), a rank
+#: announcing that it enters process-group initialisation (:data:`INIT_ENTERING`). Not here:
 #: warnings any process prints, distributed or not (accelerate's kernel-version warning, libibverbs'
 #: missing driver, deprecations): they show nothing distributed ran, so alone they stay ``no-evidence``.
 ACTIVITY = re.compile(
@@ -369,6 +383,17 @@ ACTIVITY = re.compile(
     r"|Guessing device ID based on global rank|Grad strides do not match bucket view strides"
     r"|find_unused_parameters=True was specified in DDP constructor, but did not find any unused parameters"
     r"|Reducer buckets have been rebuilt|when logging on epoch level in distributed setting"
+    r"|" + INIT_ENTERING.pattern
+)
+
+#: an exception that says this process could not reach another, or lost it (a connection refused,
+#: reset, aborted, closed by the peer, a broken pipe): the process that raised it is a victim of the
+#: side that was not there (not started, crashed, listening elsewhere), never by itself the rank that
+#: failed first. A crash of this kind names no culprit and earns no high confidence (calibration:
+#: ``ConnectionRefusedError`` alone was given a named ``rank-crash`` at high confidence)
+CONNECTION_LOST = re.compile(
+    r"Connection(?:Refused|Reset|Aborted)Error|BrokenPipeError|(?i:connection (?:refused|reset|aborted)"
+    r"|closed by (?:the )?(?:remote )?peer|broken pipe)"
 )
 
 #: a line that looks like a failure and is not: it gives no failure signal (it may still be kept as

@@ -27,7 +27,7 @@ from .. import human
 from .. import vocab as _vocab
 from ..ops import UNKNOWN as UNKNOWN_OP
 from ..processes import signal_name
-from ..signals import NCCL_CODES, STOPPED, family_of
+from ..signals import CONNECTION_LOST, NCCL_CODES, STOPPED, family_of
 from ..vocab import COMPLETE_RECORD_KINDS, TRUNCATED_TRACEBACK, ClassId, ErrorKind, SeqKind, SignalFamily, State
 from .align import Divergence
 from .model import Evidence, Finding, RankView
@@ -975,9 +975,18 @@ def own_failure(ctx: Context) -> list[Finding]:
     group = ctx.group_of(len(ctx.ranks_known), ctx.group_size)
     unsure = _unknown_failures(errs, set(crashed))
     named = bool(crashed) and len(crashed) < group and not unsure and crash["rank"].notna().all()
+    # a process that could not reach another (refused, reset, closed by the peer) is that side's victim
+    lost = bool(crash["message"].astype(str).str.contains(CONNECTION_LOST).all())
     first = crash.sort_values("t_wall", na_position="last").iloc[0]
     who = fmt_ranks(crashed) if crashed else "A rank"
-    if named:
+    if lost:
+        named = False
+        why = (
+            "; it could not reach another process (its connection was refused or dropped): the side that was "
+            "not there (not started, crashed, listening elsewhere) failed first, and which rank that is, is not "
+            "in this evidence"
+        )
+    elif named:
         why = ""
     elif unsure:
         why = f"; no rank can be singled out: {fmt_ranks(unsure)} failed too, how is not in this evidence"
@@ -992,9 +1001,11 @@ def own_failure(ctx: Context) -> list[Finding]:
             f"{str(first['message'])[:200]}{why}",
             crash,
             "own-failure",
-            "high" if named and _quiet_majority(ctx, crashed, group) else "medium",
+            "low" if lost else "high" if named and _quiet_majority(ctx, crashed, group) else "medium",
             crashed if named else [],
-            "own-failure",
+            "undetermined: the rank that raised could not reach another; the other side failed first"
+            if lost
+            else "own-failure",
         )
     ]
 

@@ -30,7 +30,7 @@ import re
 import pandas as pd
 
 from ..ops import normalize_op
-from ..signals import TERMINATE, WAITING, family_of
+from ..signals import INIT_ENTERING, TERMINATE, WAITING, family_of
 from ..vocab import TRUNCATED_TRACEBACK, VICTIM_KINDS, ClassId, ErrorKind, SignalFamily
 from .model import Evidence, Finding
 
@@ -210,7 +210,7 @@ def signal_finding(ctx, *, after: Finding | None = None) -> Finding | None:
     stays in ``basis``)."""
     fs = failure_signals(ctx.incident)
     if not len(fs):
-        return unrecovered_connections(ctx.incident) or unjoined_waits(ctx.incident)
+        return unrecovered_connections(ctx.incident) or unjoined_waits(ctx.incident) or stopped_at_init(ctx.incident)
     fam_col = fs["family"].astype(object)
     first = fs.iloc[0]
     fam = str(first["family"])
@@ -621,6 +621,67 @@ def unjoined_waits(incident) -> Finding | None:
         t_wall=first["t_wall"] if pd.notna(first["t_wall"]) else None,
         rule="init-wait",
         culprit_basis=basis,
+    )
+
+
+def stopped_at_init(incident) -> Finding | None:
+    """Every log ends right after its ranks announced that they ENTER process-group initialisation
+    (:data:`denpex_nb.signals.INIT_ENTERING`: printed before the group is up), with nothing after it in
+    any file (only blank lines, or other ranks' announcements), no collective read and no failure
+    printed: the evidence never shows the job past init. Not an all-clear (the job may hang in init or
+    in its first collective: rendezvous, communicator setup), not a failure it can name either (a copy
+    cut there looks the same): ``timeout-undetermined`` at low confidence, with what to collect.
+
+    None when a file holds anything after its last announcement (training output, a completed init, a
+    collective), when a file with lines holds no announcement, or when a file's lines past the
+    budget were kept only as counted spans (what they said is unknown)."""
+    if _empty(incident) or len(incident.events):
+        return None
+    s = incident.signals
+    ann = s[s["text"].astype(str).str.contains(INIT_ENTERING)]
+    if not len(ann):
+        return None
+    src = incident.sources
+    if not len(src):
+        return None
+    up = incident.unparsed
+    files = ann["file"].astype(object)
+    lasts = []
+    for f, total in zip(src["file"].astype(object), src["lines_total"]):
+        total = 0 if pd.isna(total) else int(total)
+        if total == 0:
+            continue
+        mine = ann[files == f]
+        if not len(mine):
+            return None  # a file that says something else (and no announcement): not all stopped at init
+        last = int(mine["line"].max())
+        after = up[(up["file"].astype(object) == f) & (up["line"] > last)] if len(up) else up
+        if "n_lines" in after and len(after) and (after["n_lines"].fillna(1) > 1).any():
+            return None  # a counted span after it: what those lines said is unknown
+        texts = list(after["text"]) if len(after) else []
+        if len(texts) != total - last:
+            return None  # a line after it that a reader parsed: the job said more
+        if any(not isinstance(t, str) or (t.strip() and not INIT_ENTERING.search(t)) for t in texts):
+            return None  # something after it other than blank lines and other ranks' announcements
+        lasts.append(mine.loc[mine["line"].idxmax()])
+    if not lasts:
+        return None
+    rows = pd.DataFrame(lasts)
+    text = str(rows.iloc[0]["text"])
+    return Finding(
+        class_id=ClassId.TIMEOUT_UNDETERMINED,
+        summary=(
+            f"The log ends right after the ranks announced that they enter process-group initialisation ({text[:160]}), "
+            f"with nothing after it: no step, no collective, no error. The evidence never shows the job past init: "
+            f"either it hung there or in its first collective (rendezvous, communicator setup), or the copy stops "
+            f"there. This is not an all-clear. Collect next: is the job still running (then py-spy dump --pid of "
+            f"every rank), every rank's log to its end, NCCL_DEBUG=INFO and TORCH_DISTRIBUTED_DEBUG=DETAIL output, "
+            f"and the launcher's MASTER_ADDR, MASTER_PORT, world size and rank per process."
+        ),
+        confidence="low",
+        evidence=_evidence(rows),
+        rule="init-wait",
+        culprit_basis="undetermined: every rank announced init and none says more; nothing tells them apart",
     )
 
 
