@@ -5,10 +5,11 @@ copy, subsets of ranks, cuts), never on one log.
 - a log that ends right after its ranks announced that they ENTER process-group initialisation
   (Lightning's ``initializing ddp: GLOBAL_RANK: r, MEMBER: i/N`` and ``Initializing distributed:
   ...``, Megatron's ``> initializing torch distributed ...``, DeepSpeed's ``Initializing TorchBackend
-  in DeepSpeed``), with nothing after it, is ``timeout-undetermined`` at low confidence with what to
-  collect: the evidence never shows the job past init. Without it the user was told "nothing
-  distributed could be read" (the old spelling) or, worse, ``no-failure`` (the newer spelling, which
-  a reader parses into ranks: a false all-clear on a job hung at init)
+  in DeepSpeed``, c10d's ``Added key: store_based_barrier_key:1 to store for rank: r``), with nothing
+  after it, is ``timeout-undetermined`` at low confidence with what to collect: the evidence never
+  shows the job past init. Without it the user was told "nothing distributed could be read" (the
+  old spelling) or, worse, ``no-failure`` (the newer spelling, which a reader parses into ranks: a
+  false all-clear on a job hung at init)
   (test_a_log_that_ends_as_its_ranks_enter_init_is_not_an_all_clear).
 - the same announcements followed by training output, or by a communicator that came up, are no
   failure: the job got past init (test_announcements_followed_by_more_are_no_failure).
@@ -33,6 +34,9 @@ _ANNOUNCE = {
     "lightning-old": lambda r, n: f"initializing ddp: GLOBAL_RANK: {r}, MEMBER: {r + 1}/{n}",
     "lightning": lambda r, n: f"Initializing distributed: GLOBAL_RANK: {r}, MEMBER: {r + 1}/{n}",
     "megatron": lambda r, n: "> initializing torch distributed ...",
+    "c10d-store-key": lambda r, n: (
+        f"[I ProcessGroup.py:12] Added key: store_based_barrier_key:1 to store for rank: {r}"
+    ),
     "deepspeed": lambda r, n: (
         "[2024-05-01 10:00:00,123] [INFO] [comm.py:637:init_distributed] Initializing TorchBackend in DeepSpeed with backend nccl"
     ),
@@ -70,11 +74,26 @@ def _stopped_at_init(announce, wrapper, n, ranks, per_rank, trailing_blank):
 
 
 @pytest.mark.parametrize("announce", sorted(_ANNOUNCE))
-@pytest.mark.parametrize("wrapper", ["plain", "torchrun", "mpirun", "pdsh", "slurm", "kubectl"])
 @pytest.mark.parametrize(
-    "n,ranks,per_rank,blank",
-    [(2, [0, 1], False, False), (4, [0, 1, 2, 3], True, True), (8, [1, 5], False, True), (2, [0], True, False)],
-    ids=["two-combined", "four-per-rank", "subset-combined", "one-rank-file"],
+    "wrapper,n,ranks,per_rank,blank",
+    [
+        ("plain", 2, [0, 1], False, False),
+        ("torchrun", 4, [0, 1, 2, 3], True, True),
+        ("mpirun", 8, [1, 5], False, True),
+        ("pdsh", 2, [0], True, False),
+        ("slurm", 4, [0, 1, 2, 3], False, False),
+        ("kubectl", 2, [0, 1], True, False),
+        ("pdsh", 8, [0, 3, 6], False, True),
+    ],
+    ids=[
+        "plain-two",
+        "torchrun-four-per-rank",
+        "mpirun-subset",
+        "pdsh-one-rank",
+        "slurm-four",
+        "kubectl-per-rank",
+        "pdsh-subset",
+    ],
 )
 def test_a_log_that_ends_as_its_ranks_enter_init_is_not_an_all_clear(
     tmp_path, announce, wrapper, n, ranks, per_rank, blank
