@@ -135,6 +135,7 @@ NEEDLES: tuple[bytes, ...] = (
     b"nitializing TorchBackend",
     b"nitializing process group",
     b"Added key: store_based_barrier",
+    b"Init START",
     # a rank waiting at init for the others to join (and the wait ending)
     b"store based barrier",
     b"store-based barrier",
@@ -364,12 +365,13 @@ STOPPED = re.compile(
 #: (Lightning's ``initializing ddp: GLOBAL_RANK: 1, MEMBER: 2/2`` / ``Initializing distributed: ...``,
 #: Megatron's ``> initializing torch distributed ...``, DeepSpeed's ``Initializing TorchBackend in
 #: DeepSpeed``, c10d's ``Added key: store_based_barrier_key:1 to store for rank: R`` as a rank enters
-#: the store-based barrier of torch <= 1.13): an ACTIVITY line (the distributed machinery started), and, when every log ends at
+#: the store-based barrier of torch <= 1.13, NCCL's ``ncclCommInitRank comm 0x.. rank R nranks N ... - Init
+#: START`` as a communicator starts to come up; its ``Init COMPLETE`` says it came up): an ACTIVITY line (the distributed machinery started), and, when every log ends at
 #: it with nothing after, a job that never got past init as far as the evidence goes (a hang at
 #: init or in the first collective, or a copy that stops there): never an all-clear
 INIT_ENTERING = re.compile(
     r"(?i:initiali[sz]ing (?:ddp|distributed|torch distributed|torchbackend|process group)\b)"
-    r"|Added key: store_based_barrier_key"
+    r"|Added key: store_based_barrier_key|- Init START\b"
 )
 #: benign lines that only a running distributed job prints, and that say nothing failed: positive
 #: evidence of distributed activity, which ``no-failure`` needs (with no failure signal anywhere). Each

@@ -5,11 +5,11 @@ copy, subsets of ranks, cuts), never on one log.
 - a log that ends right after its ranks announced that they ENTER process-group initialisation
   (Lightning's ``initializing ddp: GLOBAL_RANK: r, MEMBER: i/N`` and ``Initializing distributed:
   ...``, Megatron's ``> initializing torch distributed ...``, DeepSpeed's ``Initializing TorchBackend
-  in DeepSpeed``, c10d's ``Added key: store_based_barrier_key:1 to store for rank: r``), with nothing
-  after it, is ``timeout-undetermined`` at low confidence with what to collect: the evidence never
-  shows the job past init. Without it the user was told "nothing distributed could be read" (the
-  old spelling) or, worse, ``no-failure`` (the newer spelling, which a reader parses into ranks: a
-  false all-clear on a job hung at init)
+  in DeepSpeed``, c10d's ``Added key: store_based_barrier_key:1 to store for rank: r``, NCCL's
+  ``ncclCommInitRank ... - Init START``), with nothing after it, is ``timeout-undetermined`` at low
+  confidence with what to collect: the evidence never shows the job past init. Without it the user
+  was told "nothing distributed could be read" (the old spelling) or, worse, ``no-failure`` (the
+  newer spelling and NCCL's Init START, which readers parse: a false all-clear on a job hung at init)
   (test_a_log_that_ends_as_its_ranks_enter_init_is_not_an_all_clear).
 - the same announcements followed by training output, or by a communicator that came up, are no
   failure: the job got past init (test_announcements_followed_by_more_are_no_failure).
@@ -36,6 +36,10 @@ _ANNOUNCE = {
     "megatron": lambda r, n: "> initializing torch distributed ...",
     "c10d-store-key": lambda r, n: (
         f"[I ProcessGroup.py:12] Added key: store_based_barrier_key:1 to store for rank: {r}"
+    ),
+    "nccl-init-start": lambda r, n: (
+        f"node{r}:1{r}00:1{r}01 [{r}] NCCL INFO ncclCommInitRank comm 0x55d{r} rank {r} nranks {n} cudaDev {r} "
+        f"nvmlDev {r} busId {r}000 commId 0x7e1 - Init START"
     ),
     "deepspeed": lambda r, n: (
         "[2024-05-01 10:00:00,123] [INFO] [comm.py:637:init_distributed] Initializing TorchBackend in DeepSpeed with backend nccl"
