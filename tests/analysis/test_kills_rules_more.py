@@ -325,3 +325,67 @@ def test_a_failure_reported_by_ranks_never_speaks_of_a_group_of_0():
     f = _one(d, "failure-signals")
     assert f.class_id == "rank-crash" and list(f.culprit_ranks) == []
     assert "group of 0" not in f.culprit_basis
+
+
+def test_a_divergence_in_a_group_with_no_name_says_no_pg():
+    """The events name no process group (None): the summary says where without 'of pg None'."""
+    evs = [ev(0, 2, pg=None), ev(1, 2, op="broadcast", pg=None), ev(0, 1, pg=None), ev(1, 1, pg=None)]
+    f = _one(diagnose(incident(events=evs)), "divergences")
+    assert "at trace seq 2:" in f.summary and "of pg" not in f.summary
+
+
+def test_a_desync_report_naming_one_rank_names_it():
+    """The desync report says rank 0 is the lagging rank, and rank 0 is the only rank in the
+    evidence: one rank named is a statement about that rank, not 'every rank of the group'."""
+    d = diagnose(incident(errors=[err(0, "desync_report", "[Rank 0]: ranks [0] are the lagging ranks", related=(0,))]))
+    f = _one(d, "desync-report")
+    assert list(f.culprit_ranks) == [0] and f.confidence == "high"
+
+
+@pytest.mark.parametrize("host1", [None, "nodeB"])
+def test_a_local_adapter_fault_blames_no_node_unless_every_reporter_is_on_that_one(host1):
+    """Ranks 0 (on nodeA) and 1 (host unknown, or on nodeB) report their local adapter's fault: the
+    reporters are not known to share one node, so no node's ranks are named (and the NCCL error is
+    still reported)."""
+    msg = "NCCL WARN NET/IB : Got async event : local catastrophic error"
+    e0, e1 = err(0, "nccl_error", msg, t=5), err(1, "nccl_error", msg, t=5)
+    e0["host"], e1["host"] = "nodeA", host1
+    f = _one(diagnose(incident(errors=[e0, e1])), "nccl-error")
+    assert list(f.culprit_ranks) == []
+    assert "adapter" not in f.culprit_basis
+
+
+def test_a_fingerprint_pair_at_two_sequence_numbers_is_dated_at_no_counter():
+    """DETAIL's pair: rank 0 at seq 3, rank 1 at seq 5 (and another op): the finding has no seq, so
+    it names no counter either (a counter without a number would place it nowhere)."""
+    from denpex_nb.analysis.rules import Context, fingerprint_pairs
+
+    rows = [
+        ev(0, 3, kind="detail", state="failed", file="rank0.log"),
+        ev(1, 5, op="broadcast", kind="detail", state="failed", file="rank0.log"),
+    ]
+    for r in rows:
+        r["line"] = 7
+    ctx = Context(incident=incident(rows), alignment=None, state=pd.DataFrame(), group_size=None)
+    (f,) = fingerprint_pairs(ctx)
+    assert f.class_id == "op-mismatch"
+    assert (f.seq, f.seq_kind) == (None, None)
+
+
+def test_an_nccl_coll_row_naming_no_process_is_left_out():
+    """Four ranks' NCCL COLL lines at opCount 5 of a 4-rank communicator (rank 3 broadcasts, the
+    others all_reduce) and one COLL row that names no process at all (no rank, no host:pid; the
+    host column a string column, as load() makes it): that row is left out, rank 3 is still named."""
+
+    def coll(rank, op="all_reduce", host=None, pid=None):
+        row = ev(rank, 5, op=op, kind="nccl_opcount", shape=None, numel_in=1024, numel_out=1024, world_size=4)
+        row.update(state=None, host=host, pid=pid, pg="0xc0", file=f"n-{rank}.log")
+        return row
+
+    rows = [coll(r, op="broadcast" if r == 3 else "all_reduce", host="node1", pid=100 + r) for r in range(4)]
+    rows.append(coll(None))
+    inc = incident(rows)
+    inc.events["host"] = inc.events["host"].astype("string")
+    inc.events["pid"] = inc.events["pid"].astype("Int64")
+    f = _one(diagnose(inc), "nccl-opcounts")
+    assert (f.class_id, list(f.culprit_ranks)) == ("op-mismatch", [3])
