@@ -15,8 +15,12 @@
   when the row has none: divergences, error rows, progress counters;
 - quoted texts: DETAIL's verdict (300 characters), a checkpoint exception (200) are cut, not
   dropped; gloo's enforce sizes quoted are those of the first evidence line;
-- an NCCL error about the local adapter from processes whose host is not known is still reported;
-  a RAS line with one count left names the ranks it lists;
+- an NCCL error about the local adapter is still reported when no reader named the host, and blames
+  no node unless every reporter is known to be on that one; a RAS line with one count left names
+  the ranks it lists; a desync report naming one rank names it; an NCCL COLL row naming no process
+  is left out; a DETAIL pair at two sequence numbers is dated at no counter;
+- texts: a divergence of no named group says no pg; an undetermined failure names the op of its
+  first evidence line; a basis never says a group of 0 ranks;
 - progress counters: a rank's latest snapshot is its position; rows without a rank or a count are
   left out; the world's stated size counts for ``default_pg``; the summary says how far the ranks
   ahead went.
