@@ -10,7 +10,7 @@
   too); stuck points in a world too large to list count against the stated size, whatever the
   default group is called; a checkpoint exception counts the ranks it lists in the group;
 - views: a collective with several input tensors keeps every shape (lists too); a rank's view keeps
-  the state its record says;
+  the state its record says, completed when another record of it completed;
 - evidence lines keep the file and line their row has, and say line 0 (never line 1, a real line)
   when the row has none: divergences, error rows, progress counters;
 - quoted texts: DETAIL's verdict (300 characters), a checkpoint exception (200) are cut, not
@@ -393,3 +393,16 @@ def test_an_nccl_coll_row_naming_no_process_is_left_out():
     inc.events["pid"] = inc.events["pid"].astype("Int64")
     f = _one(diagnose(inc), "nccl-opcounts")
     assert (f.class_id, list(f.culprit_ranks)) == ("op-mismatch", [3])
+
+
+def test_a_rank_whose_other_record_completed_the_collective_is_shown_completed():
+    """Rank 2's broadcast at seq 2 has a record that only started (with its shape) and another that
+    says it completed (without a size): the view shows the sized record, and its state completed."""
+    evs = [ev(r, 1) for r in range(3)] + [
+        ev(0, 2),
+        ev(1, 2),
+        ev(2, 2, op="broadcast", state="started"),
+        ev(2, 2, op="broadcast", state="completed", shape=None),
+    ]
+    f = _one(diagnose(incident(events=evs)), "divergences")
+    assert (f.ranks[2].state, f.ranks[2].shapes) == ("completed", [[8]])
