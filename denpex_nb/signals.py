@@ -136,6 +136,7 @@ NEEDLES: tuple[bytes, ...] = (
     b"nitializing process group",
     b"Added key: store_based_barrier",
     b"Init START",
+    b"NCCL version ",
     # a rank waiting at init for the others to join (and the wait ending)
     b"store based barrier",
     b"store-based barrier",
@@ -366,12 +367,15 @@ STOPPED = re.compile(
 #: Megatron's ``> initializing torch distributed ...``, DeepSpeed's ``Initializing TorchBackend in
 #: DeepSpeed``, c10d's ``Added key: store_based_barrier_key:1 to store for rank: R`` as a rank enters
 #: the store-based barrier of torch <= 1.13, NCCL's ``ncclCommInitRank comm 0x.. rank R nranks N ... - Init
-#: START`` as a communicator starts to come up; its ``Init COMPLETE`` says it came up): an ACTIVITY line (the distributed machinery started), and, when every log ends at
+#: START`` as a communicator starts to come up, its ``Init COMPLETE`` saying it came up; ``NCCL version
+#: 2.18.1+cuda12.1``, the line rank 0 prints as its first communicator starts, in every NCCL since
+#: 2.0; an error message that quotes the version is a failure, never an ACTIVITY line): an
+#: ACTIVITY line (the distributed machinery started), and, when every log ends at
 #: it with nothing after, a job that never got past init as far as the evidence goes (a hang at
 #: init or in the first collective, or a copy that stops there): never an all-clear
 INIT_ENTERING = re.compile(
     r"(?i:initiali[sz]ing (?:ddp|distributed|torch distributed|torchbackend|process group)\b)"
-    r"|Added key: store_based_barrier_key|- Init START\b"
+    r"|Added key: store_based_barrier_key|- Init START\b|\bNCCL version \d"
 )
 #: benign lines that only a running distributed job prints, and that say nothing failed: positive
 #: evidence of distributed activity, which ``no-failure`` needs (with no failure signal anywhere). Each

@@ -6,8 +6,9 @@ copy, subsets of ranks, cuts), never on one log.
   (Lightning's ``initializing ddp: GLOBAL_RANK: r, MEMBER: i/N`` and ``Initializing distributed:
   ...``, Megatron's ``> initializing torch distributed ...``, DeepSpeed's ``Initializing TorchBackend
   in DeepSpeed``, c10d's ``Added key: store_based_barrier_key:1 to store for rank: r``, NCCL's
-  ``ncclCommInitRank ... - Init START``), with nothing after it, is ``timeout-undetermined`` at low
-  confidence with what to collect: the evidence never shows the job past init. Without it the user
+  ``ncclCommInitRank ... - Init START``, rank 0's ``NCCL version 2.x``), with nothing after it, is
+  ``timeout-undetermined`` at low confidence with what to collect: the evidence never shows the job
+  past init. Without it the user
   was told "nothing distributed could be read" (the old spelling) or, worse, ``no-failure`` (the
   newer spelling and NCCL's Init START, which readers parse: a false all-clear on a job hung at init)
   (test_a_log_that_ends_as_its_ranks_enter_init_is_not_an_all_clear).
@@ -37,6 +38,7 @@ _ANNOUNCE = {
     "c10d-store-key": lambda r, n: (
         f"[I ProcessGroup.py:12] Added key: store_based_barrier_key:1 to store for rank: {r}"
     ),
+    "nccl-version": lambda r, n: "NCCL version 2.18.1+cuda12.1",
     "nccl-init-start": lambda r, n: (
         f"node{r}:1{r}00:1{r}01 [{r}] NCCL INFO ncclCommInitRank comm 0x55d{r} rank {r} nranks {n} cudaDev {r} "
         f"nvmlDev {r} busId {r}000 commId 0x7e1 - Init START"
