@@ -406,3 +406,15 @@ def test_a_rank_whose_other_record_completed_the_collective_is_shown_completed()
     ]
     f = _one(diagnose(incident(events=evs)), "divergences")
     assert (f.ranks[2].state, f.ranks[2].shapes) == ("completed", [[8]])
+
+
+def test_a_checkpoint_finding_quotes_its_first_evidence_line():
+    """Ranks 0 and 1 both print DCP's CheckpointException, worded differently: the summary quotes rank
+    0's, the line cited first."""
+    errs = [
+        err(0, "exception", "CheckpointException ranks:dict_keys([2]) Traceback: FileNotFoundError shard_2", t=5),
+        err(1, "exception", "CheckpointException ranks:dict_keys([2]) (printed again by rank 1)", t=6),
+    ]
+    f = _one(diagnose(incident(steps(4, 1), errors=errs)), "checkpoint-ranks")
+    assert f.evidence[0].rank == 0
+    assert f.summary.endswith("FileNotFoundError shard_2")
