@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import pandas as pd
 
+from denpex_nb.analysis import diagnose
 from denpex_nb.analysis.align import align
 from denpex_nb.incident import coerce
-from tests.analysis._frames import T0, ev
+from tests.analysis._frames import T0, ev, incident
 
 
 def test_a_divergence_is_dated_by_the_first_rank_that_reached_it():
@@ -159,3 +160,76 @@ def test_at_the_edge_of_the_packed_key_divergences_come_in_seq_order():
     evs += [ev(0, 1, op="all_gather"), ev(1, 1, op="reduce")]
     a = align(coerce("events", evs))
     assert [(d.kind, d.seq) for d in a.divergences] == [("op", 1), ("op", big)]
+
+
+def test_a_world_whose_every_rank_was_read_has_no_absent_ranks():
+    """World size 2 stated, ranks 0 and 1 both read: no (pg, counter) is listed as missing dumps,
+    so the user gets no 'no trace evidence from ... (world size says they exist)' note."""
+    a = align(coerce("events", [ev(r, 1, world_size=2) for r in range(2)]))
+    assert a.missing_dumps == {}
+    dg = diagnose(incident([ev(r, s, world_size=2) for r in range(2) for s in (1, 2)]))
+    assert not any("world size says they exist" in n for n in dg.notes)
+
+
+def test_a_pg_column_with_4097_categories_one_in_use_keeps_the_packed_order():
+    """A categorical pg column carrying 4,097 categories of which one is used (rows filtered out of
+    a bigger frame), counters 1 and 2**58, the later seq's records first: the op mismatches are
+    listed seq 1 first, as when the column holds only its used category."""
+    big = 1 << 58
+    evs = [ev(0, big, op="all_reduce", t=2), ev(1, big, op="broadcast", t=2)]
+    evs += [ev(0, 1, op="all_gather"), ev(1, 1, op="reduce")]
+    frame = coerce("events", evs)
+    unused = [f"x{i}" for i in range(4096)]  # before the used one: its code would be 4096 (13 bits)
+    frame["pg"] = pd.Categorical(frame["pg"].astype(str), categories=[*unused, "0"])
+    a = align(frame)
+    assert [(d.kind, d.pg, d.seq) for d in a.divergences] == [("op", "0", 1), ("op", "0", big)]
+
+
+def test_an_all_gather_of_empty_tensors_is_not_a_size_violation():
+    """Three ranks' all_gather of 0 elements into 0 (no world size stated): nothing is wrong (0 is 0
+    times any group size); a 0 / 0 ratio must not read as 'not a whole number'."""
+    evs = [ev(r, 1, op="all_gather_into_tensor", shape=(0,), out_shape=(0,)) for r in range(3)]
+    assert align(coerce("events", evs)).divergences == []
+
+
+def test_a_divergence_without_a_time_column_has_no_time():
+    """An events frame without a t_wall column: the op mismatch is found, with no time (None), not
+    an error."""
+    evs = [ev(0, 1), ev(1, 1, op="broadcast")]
+    (d,) = align(coerce("events", evs).drop(columns=["t_wall"])).divergences
+    assert (d.kind, d.seq, d.t_wall) == ("op", 1, None)
+
+
+def test_a_ranks_unsized_duplicate_does_not_cost_the_majority_its_size():
+    """Seq 3: rank 0 has its 8-element record and a scheduled duplicate without a size, rank 1 passed
+    6 elements, rank 2 8. The mismatch names rank 1 (8 on two of three ranks): each rank is one row
+    of the cell, so rank 0 speaks with its sized record, never with the duplicate."""
+    rows = [ev(r, s) for r in range(3) for s in (1, 2)]
+    rows += [ev(0, 3), ev(0, 3, shape=None, numel_in=None, state="scheduled"), ev(1, 3, shape=(6,)), ev(2, 3)]
+    (d,) = align(coerce("events", rows)).divergences
+    assert (d.kind, d.seq, sorted(d.rows["rank"].astype(int))) == ("size", 3, [0, 1, 2])
+    dg = diagnose(incident(rows))
+    assert (dg.verdict, dg.culprit_ranks) == ("shape-mismatch", [1])
+
+
+def test_a_group_whose_records_state_two_sizes_is_as_large_as_the_larger():
+    """Ranks 0 and 1 read, one record of the group says world size 2, another 4: the group has 4
+    ranks (none has fewer than a record says), and ranks 2 and 3 are named as giving no evidence."""
+    a = align(coerce("events", [ev(0, 1, world_size=4), ev(1, 1, world_size=2)]))
+    assert a.missing_dumps == {("0", "trace"): [2, 3]}
+
+
+def test_watchdog_lines_of_a_group_nobody_named_are_no_record_of_who_passed_a_seq():
+    """Watchdog timeout lines only, the process group not printed (old PyTorch): ranks 0-2 time out
+    at SeqNums 96117 and 96125, rank 3 at 64088 (the counters of different groups, mixed in one
+    unnamed group). No rank's lines span seq 64089, so nobody is counted as having passed it: no
+    'missing' divergence, and the user is told the timeout is undetermined, not that rank 3 fell
+    behind (the wild case pytorch-118369 is labelled timeout-undetermined)."""
+
+    def line(r, s):
+        return ev(r, s, kind="work", pg=None, shape=None, numel_in=16, state="timed_out", t=100)
+
+    rows = [line(r, s) for r in range(3) for s in (96117, 96125)] + [line(3, 64088)]
+    assert align(coerce("events", rows)).divergences == []
+    dg = diagnose(incident(rows))
+    assert (dg.verdict, dg.culprit_ranks) == ("timeout-undetermined", [])
