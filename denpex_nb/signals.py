@@ -229,6 +229,9 @@ COLLECTIVE_CONTEXT = re.compile(
 )
 _SIZE = (
     r"(?i:\bsizes?\b|\bshapes?\b|\bnumel\b|split_?sizes?|number of (?:elements|parameters|params|tensors)"
+    # a collective's list of tensors of the wrong length: c10d's ``Tensor list input to scatter/gather
+    # must match number of collective participants``, a library's ``output list has 2 entries, expected 4``
+    r"|number of (?:collective )?participants|\b\d+ entries\b|\bentries, expected"
     r"|(?:parameter|param|element|tensor) counts?|\bparams?\b|\bdtypes?\b|\blength\b)"
 )
 #: size checks whose words are c10d's own (raised inside a collective call, they name no collective):
@@ -269,7 +272,7 @@ FAMILIES: tuple[tuple[SignalFamily, re.Pattern], ...] = (
             + r"[^\n]{0,80}?(?i:mismatch|do(?:es)? ?n[o']t match|not (?:to )?match|must (?:match|be (?:the )?same|be equal)"
             r"|should (?:match|be (?:the )?same)|differ|inconsistent|not (?:the )?same|expected|invalid|vs\b"
             r"|(?:be|is|are) (?:not )?(?:a |an integer )?multiple of|(?:not )?(?:evenly )?divisible)"
-            r"|(?i:mismatch(?:ed)?|different|inconsistent|unequal|uneven|\bsame\b|\bequal\b|\bexpected\b)[^\n]{0,40}?"
+            r"|(?i:mismatch(?:ed)?|different|inconsistent|unequal|uneven|\bsame\b|\bequal\b|\bexpected\b|must match)[^\n]{0,40}?"
             + _SIZE
             + r"|invalid tensor size|Split sizes doesn't match total dim"
             r"|Detected mismatch between collectives|Collectives differ|Tensor Tensor (?:shapes|dtypes)"

@@ -20,6 +20,11 @@ copy, subsets of ranks, cuts), never on one log.
   was refused crashed first and is the culprit, while the side that was not there went unmentioned
   (test_a_rank_that_could_not_reach_another_is_no_named_culprit); any other exception of one rank
   among quiet ones is still named (test_a_ranks_own_exception_among_quiet_ones_is_still_named).
+- a collective's list of tensors of the wrong length (c10d's ``Tensor list input to scatter/gather
+  must match number of collective participants``, a library's ``all_gather output list has 2
+  entries, expected 4``) is a size error of that collective: ``shape-mismatch``. Without it the user
+  was told that the rank crashed on its own (a plain exception), not that the ranks' collective
+  arguments disagree in size (test_a_collectives_tensor_list_of_the_wrong_length_is_a_size_mismatch).
 """
 
 from __future__ import annotations
@@ -27,7 +32,8 @@ from __future__ import annotations
 import pytest
 
 import denpex_nb as dx
-from denpex_nb.vocab import ClassId
+from denpex_nb.signals import family_of
+from denpex_nb.vocab import ClassId, SignalFamily
 from tests.signal_variants import WRAPPERS
 
 #: how frameworks announce that a rank enters process-group initialisation (before the group is up)
@@ -186,3 +192,24 @@ def test_a_ranks_own_exception_among_quiet_ones_is_still_named(tmp_path, wrapper
     d = _diagnose(tmp_path, {"job.log": _quiet_group(wrapper) + _raises(wrapper, 2, exc)})
     assert d.verdict == ClassId.RANK_CRASH and d.culprit_ranks == [2], d.summary()
     assert d.findings[0].confidence == "high", d.summary()
+
+
+_LIST_LENGTH = {
+    "c10d-participants": (
+        "RuntimeError: Tensor list input to scatter/gather must match number of collective participants but "
+        "got 2 inputs with world_size 4."
+    ),
+    "library-entries": "ValueError: all_gather output list has 2 entries, expected 4",
+    "c10d-participants-short": "RuntimeError: Tensor list must match number of collective participants but got 3 tensors.",
+}
+
+
+@pytest.mark.parametrize("phrase", sorted(_LIST_LENGTH))
+@pytest.mark.parametrize("wrapper", ["torch", "mpirun", "pdsh", "ray"])
+def test_a_collectives_tensor_list_of_the_wrong_length_is_a_size_mismatch(tmp_path, phrase, wrapper):
+    assert family_of(_LIST_LENGTH[phrase]) == SignalFamily.SIZE
+    lines = _quiet_group(wrapper) + [WRAPPERS[wrapper](1, _LIST_LENGTH[phrase])]
+    d = _diagnose(tmp_path, {"job.log": lines})
+    assert d.verdict == ClassId.SHAPE_MISMATCH, d.summary()
+    # a list of the wrong length with no collective word is the process's own error, not a size mismatch
+    assert family_of("ValueError: dict has 3 entries, expected 2") != SignalFamily.SIZE
