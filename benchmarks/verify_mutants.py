@@ -98,6 +98,26 @@ def run_test(tree: Path, node: str, timeout: float) -> tuple[bool, str]:
     return os.waitstatus_to_exitcode(status) == 0, out.read_text(errors="replace")[-1500:]
 
 
+def run_on_mutant(
+    tree: Path, module: str, operator: str, occurrence: int, expected: str, test: str, timeout: float
+) -> tuple[bool, str] | None:
+    """Apply one mutant (cosmic-ray's ``mutate_code``) to ``tree``, run ``test`` on it, restore the
+    file; (passed, output), or None when the mutated line no longer reads ``expected`` (stale)."""
+    from cosmic_ray.mutating import mutate_code
+    from cosmic_ray.plugins import get_operator
+
+    path = tree / module
+    original = path.read_text(encoding="utf-8")
+    mutated = mutate_code(original, get_operator(operator)(), occurrence)
+    if mutated is None or _mutated_line(original, mutated) != expected:
+        return None
+    try:
+        path.write_text(mutated, encoding="utf-8")
+        return run_test(tree, test, timeout)
+    finally:
+        path.write_text(original, encoding="utf-8")
+
+
 def _mutated_line(original: str, mutated: str) -> str:
     import difflib
 
@@ -122,8 +142,6 @@ def main(argv=None) -> int:
 
     sys.path.insert(0, str(HERE))
     from bench_mutation import EQUIVALENTS, load_equivalents, register_operators
-    from cosmic_ray.mutating import mutate_code
-    from cosmic_ray.plugins import get_operator
 
     register_operators()
     _preload()
@@ -150,23 +168,19 @@ def main(argv=None) -> int:
                 print(f"NOT IN THE REPORT: {tag}")
                 failed += 1
                 continue
-            path = tree / c["module"]
-            original = path.read_text(encoding="utf-8")
             ok, out = run_test(tree, c["killed_by"], args.timeout)
             if not ok:
                 print(f"FAILS UNMUTATED: {tag}: {c['killed_by']}\n{out}")
                 failed += 1
                 continue
-            mutated = mutate_code(original, get_operator(c["operator"])(), m["occurrence"])
-            if mutated is None or _mutated_line(original, mutated) != c["mutated"]:
+            result = run_on_mutant(
+                tree, c["module"], c["operator"], m["occurrence"], c["mutated"], c["killed_by"], args.timeout
+            )
+            if result is None:
                 print(f"STALE: {tag}")
                 failed += 1
                 continue
-            try:
-                path.write_text(mutated, encoding="utf-8")
-                passed, out = run_test(tree, c["killed_by"], args.timeout)
-            finally:
-                path.write_text(original, encoding="utf-8")
+            passed, out = result
             if passed or out == "timeout":
                 print(f"NOT KILLED: {tag}: {c['killed_by']}")
                 failed += 1
@@ -182,8 +196,6 @@ def main(argv=None) -> int:
 
 def check_fixed(report: dict, fixed: list[dict], by_key: dict, timeout: float) -> int:
     """Each ``[[fixed]]`` survivor: its test fails on the run's code and passes on the mutant."""
-    from cosmic_ray.mutating import mutate_code
-    from cosmic_ray.plugins import get_operator
 
     failed = 0
     with tempfile.TemporaryDirectory(prefix="verify_fixed_") as tmp:
@@ -197,19 +209,17 @@ def check_fixed(report: dict, fixed: list[dict], by_key: dict, timeout: float) -
                 print(f"NOT IN THE REPORT: {tag}")
                 failed += 1
                 continue
-            path = tree / e["module"]
-            original = path.read_text(encoding="utf-8")
             ok, _out = run_test(tree, e["test"], timeout)
             if ok:
                 print(f"PASSES ON THE RUN'S CODE (nothing was wrong?): {tag}: {e['test']}")
                 failed += 1
                 continue
-            mutated = mutate_code(original, get_operator(e["operator"])(), m["occurrence"])
-            try:
-                path.write_text(mutated, encoding="utf-8")
-                ok, out = run_test(tree, e["test"], timeout)
-            finally:
-                path.write_text(original, encoding="utf-8")
+            result = run_on_mutant(tree, e["module"], e["operator"], m["occurrence"], m["mutated"], e["test"], timeout)
+            if result is None:
+                print(f"STALE: {tag}")
+                failed += 1
+                continue
+            ok, out = result
             print(
                 f"{'verified' if ok else 'MUTANT FAILS THE FIX TEST'}: {tag}: {e['test']}" + ("" if ok else "\n" + out)
             )
