@@ -422,6 +422,27 @@ def collect_parts(module: dict, works: list[Path]) -> dict:
     return r
 
 
+def merge_base(module: dict, r: dict | None, base: dict) -> dict:
+    """A module's record with the mutants an earlier sitting of the same campaign ran (``--base-report``:
+    its collected report, the work folders of that sitting being gone) under the ones run now: a
+    mutant run now replaces its pending entry there; the wall times add up."""
+    old = next((b for b in base["modules"] if b["path"] == module["path"]), None)
+    if old is None:
+        return r
+    mine = [mu for mu in base["all"] if mu["module"] == module["path"]]
+    if r is None:
+        return {**{x: old[x] for x in old if x not in ("mutants", "killed", "pending", "test_cpu_s")}, "mutants": mine}
+    now = {(mu["operator"], mu["occurrence"]): mu for mu in r["mutants"] if mu["outcome"] != "pending"}
+    merged = [now.pop((mu["operator"], mu["occurrence"]), mu) for mu in mine] + list(now.values())
+    merged.sort(key=lambda m: (m["line"], m["col"], m["operator"], m["occurrence"]))
+    out = dict(r)
+    out["mutants"] = merged
+    out["parts"] = (old.get("parts") or 1) + (r.get("parts") or 1)
+    out["wall_s"] = round((old.get("wall_s") or 0) + (r.get("wall_s") or 0), 1)
+    out["started_utc"] = old.get("started_utc", r.get("started_utc"))
+    return out
+
+
 def campaign_wall(modules: list[dict], works: list[Path]) -> float | None:
     """Wall seconds from the first work folder's start (its ``started`` stamp) to the last module's end."""
     starts, ends = [], []
@@ -654,6 +675,12 @@ def main(argv=None) -> int:
         "only those (the modules without one are skipped)",
     )
     ap.add_argument(
+        "--base-report",
+        type=Path,
+        help="the collected report of an earlier sitting of the same campaign (same commit) whose work folders are "
+        "gone: its mutants are kept, those run now (e.g. with --only over its pending ones) replace them",
+    )
+    ap.add_argument(
         "--collect", action="store_true", help="only write the report from the sessions in --work (a run cut short)"
     )
     args = ap.parse_args(argv)
@@ -713,9 +740,25 @@ def main(argv=None) -> int:
         for v in json.loads(args.verified.read_text()):
             if v.get("run_commit") == commit:
                 verified[(v["module"], v["operator"], v["source"], v["mutated"])] = v["killed_by"]
+    base = json.loads(args.base_report.read_text()) if args.base_report else None
+    if base is not None:
+        if base["commit"] != commit:
+            raise SystemExit(f"bench_mutation: --base-report ran {base['commit'][:12]}, the work folders {commit[:12]}")
+        ran = {m["path"] for m in modules}
+        modules += [
+            m for m in cfg["module"] if m["path"] not in ran and any(b["path"] == m["path"] for b in base["modules"])
+        ]
+        modules.sort(key=lambda m: [c["path"] for c in cfg["module"]].index(m["path"]))
+        wall = (base.get("wall_s") or 0) + (wall or 0)  # the sittings' wall times add up
     per_module, all_mutants = [], []
     for m in modules:
-        r = collect_parts(m, works)
+        r = (
+            collect_parts(m, works)
+            if any((w / "sessions" / f"{m['name']}.meta.json").exists() for w in works)
+            else None
+        )
+        if base is not None:
+            r = merge_base(m, r, base)
         for mu in r["mutants"]:
             if mu["outcome"] != "killed":
                 mu["equivalent"] = explanation(mu, equivalents)
