@@ -72,8 +72,10 @@ MUTATIONS = [
     Mutation(
         2,
         "denpex_nb/analysis/align.py",
-        'order = np.argsort((key << 2) | (3 - quality), kind="stable")',
-        'order = np.argsort((key << 2) | quality, kind="stable")',
+        # the best row first: 3 - quality; the worst first, with the same low bit (1 - done) that
+        # the packed sort key carries past the sort: quality ^ 1
+        "sort_key = (key << 2) | (3 - quality)",
+        "sort_key = (key << 2) | (quality ^ 1)",
         "align's row de-duplication keeping the worst row: a duplicate row with no size hides a size mismatch",
         ANALYSIS,
         D + "align.py::test_a_duplicate_row_without_size_never_hides_the_sized_one",
