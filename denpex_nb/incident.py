@@ -29,6 +29,7 @@ per communicator), ``trace`` (denpex_nb.trace per-pg counter, 1-based like ``wor
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -143,7 +144,13 @@ FRAMES = tuple(SCHEMAS)
 
 
 def empty_frame(name: str) -> pd.DataFrame:
-    """An empty frame with the right columns and dtypes."""
+    """An empty frame with the right columns and dtypes: a copy of one built once per schema
+    (building it coerces every column, ~8 ms, and every incident, file and test asks for several)."""
+    return _empty_template(name).copy(deep=True)
+
+
+@functools.cache
+def _empty_template(name: str) -> pd.DataFrame:
     return coerce(name, pd.DataFrame({c: [] for c in SCHEMAS[name]}))
 
 
