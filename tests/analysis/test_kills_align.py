@@ -9,7 +9,7 @@ import pandas as pd
 from denpex_nb.analysis import diagnose
 from denpex_nb.analysis.align import align
 from denpex_nb.incident import coerce
-from tests.analysis._frames import T0, ev, incident
+from tests.analysis._frames import T0, ev, incident, steps
 
 
 def test_a_divergence_is_dated_by_the_first_rank_that_reached_it():
@@ -233,3 +233,85 @@ def test_watchdog_lines_of_a_group_nobody_named_are_no_record_of_who_passed_a_se
     assert align(coerce("events", rows)).divergences == []
     dg = diagnose(incident(rows))
     assert (dg.verdict, dg.culprit_ranks) == ("timeout-undetermined", [])
+
+
+def test_a_barriers_element_counts_are_never_compared():
+    """Rank 0's barrier record states 1 element, rank 1's 0 (the tensor a backend synchronises with
+    is its own, not the caller's): no divergence, and the user is not told of a size mismatch."""
+    evs = [ev(0, 1, op="barrier", shape=(1,)), ev(1, 1, op="barrier", shape=(0,))]
+    assert align(coerce("events", evs)).divergences == []
+    rows = steps(2, 2) + [ev(r, 3, op="barrier", shape=(r,)) for r in (0, 1)]
+    assert diagnose(incident(rows)).verdict == "no-failure"
+
+
+def test_a_coalesced_batchs_totals_are_never_compared():
+    """A coalesced batch (a Flight Recorder 'coalesced' entry: several collectives or sends/receives
+    at once) of 24 elements on rank 0 and 8 on rank 1: batches legitimately differ per rank, so the
+    user is not told of a size mismatch."""
+    evs = [ev(0, 1, op="coalesced", shape=(24,)), ev(1, 1, op="coalesced", shape=(8,))]
+    assert align(coerce("events", evs)).divergences == []
+
+
+def test_an_op_no_line_named_has_no_size_to_compare():
+    """Two ranks' records whose op field was cut ('unknown') state 16 and 64 elements: which size
+    rule applies (in, out, or none) is unknown, so the user is not told of a size mismatch."""
+    evs = [ev(0, 1, op="unknown", shape=(16,)), ev(1, 1, op="unknown", shape=(64,))]
+    assert align(coerce("events", evs)).divergences == []
+
+
+def test_a_rank_whose_record_states_no_dtype_has_no_other_dtype():
+    """Ranks 0 and 1 state float32 for their all_reduce, rank 2's record states no dtype (a line
+    that does not print it): no dtype divergence, and the user is not told of a dtype mismatch."""
+    evs = [ev(0, 1), ev(1, 1), ev(2, 1, dtype=None)]
+    assert align(coerce("events", evs)).divergences == []
+    rows = steps(3, 2) + [ev(r, 3, dtype=None if r == 2 else "float32") for r in range(3)]
+    assert diagnose(incident(rows)).verdict == "no-failure"
+
+
+def test_a_lone_ranks_divergences_past_the_packed_key_come_in_seq_order():
+    """Rank 0 alone, two process groups (2 bits), counters 1 and 2**58 (58 bits): one bit past the
+    packed key's 60. Its all_gathers' output is not the input times the stated group of 4 at both
+    seqs, the later seq's record read first: the divergences are listed seq 1 first, as below 60
+    bits, not in the order the records were read."""
+    big = 1 << 58
+
+    def gather(seq, pg):
+        return ev(0, seq, op="all_gather_into_tensor", shape=(8,), out_shape=(8,), world_size=4, pg=pg, t=1)
+
+    evs = [gather(big, "0"), gather(1, "0"), gather(5, "1")]
+    a = align(coerce("events", evs))
+    assert [(d.kind, d.pg, d.seq) for d in a.divergences] == [
+        ("local-size", "0", 1),
+        ("local-size", "0", big),
+        ("local-size", "1", 5),
+    ]
+
+
+def test_a_rank_whose_records_begin_at_the_seq_compared_is_present_there():
+    """Watchdog-style lines: ranks 0-2 logged seqs 1-3, then ranks 0, 1 and 3 timed out at seq 10
+    (rank 3's log holds only that line). Rank 2 never reached seq 10, which ranks 0, 1 and 3 issued:
+    three of four is a majority, so rank 2 is named; rank 3 (whose first record is seq 10) counts
+    as present, and rank 2 (last at seq 3) is never listed among the ranks that issued it."""
+
+    def work(r, s, **kw):
+        return ev(r, s, kind="work", shape=None, numel_in=16, **kw)
+
+    rows = [work(r, s) for r in (0, 1, 2) for s in (1, 2, 3)]
+    rows += [work(r, 10, state="timed_out", t=100) for r in (0, 1, 3)]
+    (d,) = align(coerce("events", rows)).divergences
+    assert (d.kind, d.seq, sorted(d.present), d.missing) == ("missing", 10, [0, 1, 3], [2])
+    dg = diagnose(incident(rows))
+    assert (dg.verdict, dg.culprit_ranks) == ("rank-desync", [2])
+    assert "issued by ranks 0, 1, 3)" in dg.first.summary
+
+
+def test_two_groups_read_alternately_past_the_packed_key_are_two_groups():
+    """Ranks 0 and 1 agree at every seq of two process groups whose records alternate (pg a seq 1,
+    pg b seq 1, pg a seq 2, ...), counters up to 2**58 (past the packed key): no divergence and each
+    group's members are ranks 0 and 1; the groups' seqs are never split into runs that make a rank
+    look behind in its own group."""
+    big = 1 << 58
+    evs = [ev(r, s, pg=pg, t=1) for s in (1, 2, 3, big) for pg in ("a", "b") for r in (0, 1)]
+    a = align(coerce("events", evs))
+    assert a.divergences == []
+    assert a.members == {("a", "trace"): [0, 1], ("b", "trace"): [0, 1]}
