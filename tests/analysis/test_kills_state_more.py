@@ -33,11 +33,13 @@ def test_a_ranks_own_statement_of_an_absurd_world_size_is_not_evidence():
     assert group_size(inc).size == 2**24 - 1
 
 
-def test_the_largest_plausible_world_size_in_the_records_is_believed():
-    """The collective records state a group of 2**24 - 1 ranks (the largest size believed): it would
-    be dropped as absurd and the group size reported unknown."""
+def test_the_largest_plausible_world_size_is_believed_from_records_or_a_ranks_statement():
+    """The collective records, or a rank's own statement, give a group of 2**24 - 1 ranks (the
+    largest size believed): it would be dropped as absurd and the group size reported unknown."""
     size = group_size(incident([ev(r, 1, world_size=2**24 - 1) for r in range(2)]))
     assert size.size == 2**24 - 1 and "collective records" in size.basis
+    size = group_size(incident(steps(2, 1), ranks=[dict(rank=0, world_size=2**24 - 1)]))
+    assert size.size == 2**24 - 1 and "own statement" in size.basis
 
 
 def test_the_analyzers_largest_expected_group_is_the_world():
@@ -111,16 +113,6 @@ def test_a_group_column_of_plain_strings_gives_the_same_rank_state():
     inc.events["pg"] = inc.events["pg"].astype(object)
     st = _st(inc)
     assert dict(st["last_seq"]) == {0: 3, 1: 4}
-
-
-def test_two_thousand_ranks_each_in_its_own_group_get_their_last_collective():
-    """2,100 ranks each seen only in its own process group (per-rank groups of a large job): the
-    rank-state table would fail whole and no rank's last collective would be shown."""
-    n = 2100
-    rows = [ev(r, 5, pg=f"g{r:05d}", file="x.trace") for r in range(n)]
-    st = rank_state(incident(rows))
-    assert len(st) == n and set(st["last_seq"]) == {5}
-    assert st.set_index("rank").loc[n - 1, "last_pg"] == f"g{n - 1:05d}"
 
 
 def test_the_first_error_keeps_its_first_300_characters():
