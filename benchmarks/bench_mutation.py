@@ -21,6 +21,9 @@ What it does, for a commit (``--commit``, default HEAD):
     nice -n 10 python benchmarks/bench_mutation.py                 # the whole campaign
     python benchmarks/bench_mutation.py --count                    # only count the mutants
     nice -n 10 python benchmarks/bench_mutation.py --modules align --jobs 2
+    # a second sitting of one campaign: the first's pending mutants, merged under its report
+    python benchmarks/bench_mutation.py --commit C --only REPORT.json-pending-list --part 0/2 --work W0 ...
+    python benchmarks/bench_mutation.py --collect --work W0 W1 --base-report REPORT.json --markdown
 
 cosmic-ray counts a mutant whose tests time out as killed (its own rule), and so does this report.
 """
@@ -749,7 +752,16 @@ def main(argv=None) -> int:
             m for m in cfg["module"] if m["path"] not in ran and any(b["path"] == m["path"] for b in base["modules"])
         ]
         modules.sort(key=lambda m: [c["path"] for c in cfg["module"]].index(m["path"]))
+        sittings = list(
+            base.get("sittings") or [{"mutants_run": base["mutants"] - base["pending"], "wall_s": base["wall_s"]}]
+        )
+        sittings.append({"mutants_run": None, "wall_s": wall, "parts": len(works)})
         wall = (base.get("wall_s") or 0) + (wall or 0)  # the sittings' wall times add up
+    base_keys = (
+        {(mu["module"], mu["operator"], mu["occurrence"]) for mu in base["all"] if mu["outcome"] != "pending"}
+        if base is not None
+        else set()
+    )
     per_module, all_mutants = [], []
     for m in modules:
         r = (
@@ -775,6 +787,11 @@ def main(argv=None) -> int:
     n, k = len(all_mutants), sum(mu["outcome"] == "killed" for mu in all_mutants)
     pending = sum(mu["outcome"] == "pending" for mu in all_mutants)
     survivors = [mu for mu in all_mutants if mu["outcome"] not in ("killed", "pending")]
+    if base is not None:
+        sittings[-1]["mutants_run"] = sum(
+            mu["outcome"] != "pending" and (mu["module"], mu["operator"], mu["occurrence"]) not in base_keys
+            for mu in all_mutants
+        )
     report = {
         "commit": commit,
         "tool": f"cosmic-ray {_version('cosmic-ray')}",
@@ -784,6 +801,7 @@ def main(argv=None) -> int:
         "jobs": args.jobs,
         "wall_s": None if wall is None else round(wall, 1),
         "load_avg_end": os.getloadavg(),
+        "sittings": sittings if base is not None else None,
         "mutants": n,
         "pending": pending,
         "killed": k,
@@ -859,6 +877,20 @@ def markdown(report: dict, previous: dict | None, cfg: dict) -> str:
         f"- {report['tool']}, Python {report['python']}, jobs: {report['jobs']}, under `nice -n 10`",
         f"- wall time {report['wall_s']} s; load average at the end {', '.join(f'{x:.1f}' for x in report['load_avg_end'])}"
         " (2 cores shared with other sessions)",
+        *(
+            [
+                "- in "
+                + str(len(report["sittings"]))
+                + " sittings on this commit (`--base-report`): "
+                + "; ".join(
+                    f"{k + 1}: {st['mutants_run']} mutants, {st['wall_s']} s wall"
+                    + (f", {st['parts']} parallel parts" if st.get("parts") else "")
+                    for k, st in enumerate(report["sittings"])
+                )
+            ]
+            if report.get("sittings")
+            else []
+        ),
         f"- timeouts (counted as killed, cosmic-ray's rule): {report.get('timeouts')}; the limit is on the tests' CPU"
         " time (per module: `timeout_cpu_s` in the JSON), so the machine's load makes no fake kills",
         f"- operators: {', '.join('`' + o + '`' for o in report['operators'])}",
