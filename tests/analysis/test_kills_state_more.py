@@ -236,3 +236,146 @@ def test_an_error_that_names_no_rank_gives_no_position():
     ]
     pos = positions(incident(steps(2, 5, kind="work"), errors))
     assert _where(pos) == {(0, "0", "work", 5), (1, "0", "work", 5)}
+
+
+# --- survivors of the campaign's second sitting (bbf9b12) ---------------------------------------
+
+
+def test_a_world_of_one_is_believed_and_of_zero_less_or_2_24_is_not():
+    """A world size of 1 (one process) stated by the records or by a rank would be dropped, and one
+    of 0 or 2**24 believed: the group a majority is counted against would be wrong."""
+    for world, expected in ((1, 1), (0, None), (2**24, None)):
+        assert group_size(incident([ev(0, 1, world_size=world)])).size == expected, world
+        assert group_size(incident(steps(1, 1), ranks=[dict(rank=0, world_size=world)])).size == expected, world
+
+
+def test_records_without_a_world_size_column_leave_a_ranks_statement():
+    """Records read without a world-size column: the size a rank states (4) would be lost with the
+    whole size stage."""
+    inc = incident(steps(2, 1), ranks=[dict(rank=0, world_size=4)])
+    inc.events = inc.events.drop(columns=["world_size"])
+    size = group_size(inc)
+    assert size.size == 4 and "own statement" in size.basis
+
+
+def test_a_reduce_scatter_into_one_element_per_rank_states_the_group_size():
+    """Four ranks reduce-scatter 4 elements into 1 each: the group size (4) would be unknown."""
+    rows = [ev(r, 1, op="reduce_scatter", shape=(4,), out_shape=(1,)) for r in range(4)]
+    assert group_size(incident(rows)).size == 4
+
+
+def test_a_reduce_scatter_with_an_empty_output_states_no_group_size():
+    """A reduce_scatter whose output is empty (8 elements in, 0 out) states no ratio: the size stage
+    would fail on an infinite ratio instead of saying the size is unknown."""
+    rows = [ev(r, 1, op="reduce_scatter", shape=(8,), out_shape=(0,)) for r in range(2)]
+    size = group_size(incident(rows))
+    assert size.size is None and size.basis.startswith("unknown")
+
+
+def test_an_uneven_all_to_all_states_no_group_size():
+    """An all_to_all_single sending 8 elements and receiving 4 (uneven splits, 4 ranks): a group of
+    2 would be read from it, and a culprit counted against it."""
+    rows = [ev(r, 1, op="all_to_all_single", shape=(8,), out_shape=(4,)) for r in range(4)]
+    assert group_size(incident(rows)).size is None
+
+
+def test_progress_rows_without_a_rank_column_leave_the_rank_state():
+    """Progress rows read without a rank column: the whole rank-state table would be lost."""
+    inc = incident(steps(2, 2))
+    inc.progress = pd.DataFrame({"pg": ["0"], "seq_kind": ["work"], "last_enqueued": [3]})
+    assert dict(_st(inc)["last_seq"]) == {0: 2, 1: 2}
+
+
+def test_a_group_of_exactly_the_listing_limit_lists_every_absent_rank(monkeypatch):
+    """A stated group of exactly as many ranks as are listed one by one (2**16; 8 here, the limit
+    lowered to keep the test fast) with 2 ranks seen: the silent ranks would not be rows of the
+    table, so no rank would be shown absent."""
+    from denpex_nb.analysis import state
+    from denpex_nb.analysis.state import GroupSize
+
+    monkeypatch.setattr(state, "MAX_LISTED_RANKS", 8)
+    st = rank_state(incident(steps(2, 1)), GroupSize(8, "test"))
+    assert list(st.loc[~st["present"], "rank"]) == [2, 3, 4, 5, 6, 7]
+    assert len(rank_state(incident(steps(2, 1)), GroupSize(9, "test"))) == 2
+
+
+def test_a_record_on_an_unknown_counter_is_not_a_ranks_last_collective():
+    """Rank 0 traced all_reduce seq 1-3 and has a barrier at seq 9 on no known counter: its last
+    collective would be that barrier at 9."""
+    rows = steps(2, 3) + [{**ev(0, 9, op="barrier"), "seq_kind": None}]
+    st = _st(incident(rows))
+    assert (st.loc[0, "last_op"], st.loc[0, "last_seq"]) == ("all_reduce", 3)
+
+
+def test_a_record_without_a_seq_gives_no_last_seq():
+    """Rank 1's only traced record has no seq: it would be said to have reached seq -1."""
+    st = _st(incident(steps(1, 3) + [ev(1, None, t=5)]))
+    assert st.loc[0, "last_seq"] == 3 and pd.isna(st.loc[1, "last_seq"])
+
+
+def test_negative_rank_numbers_get_their_rows():
+    """A record names rank -1 (a hostile or garbled prefix) beside rank 0: the whole rank-state
+    table would fail instead of showing both."""
+    st = _st(incident([ev(-1, 2), ev(0, 3)]))
+    assert dict(st["last_seq"]) == {-1: 2, 0: 3}
+
+
+def test_records_of_a_named_and_an_unnamed_group_give_each_rank_its_last_collective():
+    """Rank 0's records name group 0 and rank 1's name none: the rank-state table would fail whole."""
+    st = _st(incident(steps(1, 3) + steps(2, 2, pg=None)[2:]))
+    assert (st.loc[0, "last_seq"], st.loc[0, "last_pg"], st.loc[1, "last_seq"]) == (3, "0", 2)
+    assert pd.isna(st.loc[1, "last_pg"])
+
+
+def test_an_error_without_a_time_is_not_the_first_error_over_one_with_a_time():
+    """Rank 0 has an exception with no time and an OOM at a known time: the untimed exception would
+    be called its first error, and the time of its first error lost."""
+    errors = [err(0, "exception", "ValueError: bad batch"), err(0, "oom", "torch.OutOfMemoryError: CUDA", t=5, line=2)]
+    st = _st(incident(steps(1, 1), errors))
+    assert st.loc[0, "first_error_kind"] == "oom" and pd.notna(st.loc[0, "first_error_t"])
+
+
+def test_a_process_known_only_by_its_pid_does_not_cost_the_rank_state():
+    """The launcher's table has a row for a process whose rank is unknown (pid only): the whole
+    rank-state table would fail."""
+    st = _st(incident(steps(2, 1), ranks=[dict(rank=None, pid=4242, exit_code=1), dict(rank=1, exit_code=0)]))
+    assert (st.loc[1, "exit_code"], st.loc[1, "status"]) == (0, "exited") and pd.isna(st.loc[0, "exit_code"])
+
+
+def test_a_watchdog_abort_is_a_timeout():
+    """A rank whose first failure is the watchdog's abort after a collective timed out would be
+    shown as "peer-gone" (a lost connection) instead of "timed-out"."""
+    msg = "Some NCCL operations have failed or timed out. To avoid data inconsistency, we are taking the entire process down."
+    st = _st(incident(steps(2, 1), [err(1, "watchdog_abort", msg, t=5)]))
+    assert (st.loc[1, "first_error_kind"], st.loc[1, "status"]) == ("watchdog_abort", "timed-out")
+
+
+def test_a_group_named_by_a_number_is_shown_by_that_number():
+    """A reader that names the process group by the number 0 (not the text "0"): the rank-state
+    table would show no group for each rank's last collective."""
+    st = _st(incident(steps(2, 2, pg=0)))
+    assert list(st["last_pg"]) == ["0", "0"]
+
+
+def test_a_negative_exit_code_is_shown():
+    """A launcher reports rank 1's exit code as -9 (killed by SIGKILL, Python's convention): the
+    rank-state table would show no exit code."""
+    st = _st(incident(steps(2, 1), ranks=[dict(rank=1, exit_code=-9)]))
+    assert st.loc[1, "exit_code"] == -9 and st.loc[1, "status"] == "error"
+
+
+def test_counters_anywhere_in_int64_are_shown_as_read():
+    """Counters of 2**62, -(2**62) - 1 and -(2**63) (hostile logs; int64 holds them all): a rank's
+    last seq would be shown unknown instead of what its record says."""
+    values = {0: 2**62, 1: -(2**62) - 1, 2: -(2**63), 3: 2**63 - 1}
+    st = _st(incident([ev(r, s, t=r) for r, s in values.items()]))
+    assert dict(st["last_seq"]) == values
+
+
+def test_a_size_of_exactly_2_63_read_through_float_is_unknown_not_a_failed_table():
+    """A record whose element count, read through float64, is exactly 2**63 (one past int64): the
+    whole rank-state table would fail instead of that one size being unknown."""
+    inc = incident(steps(2, 1))
+    inc.events["numel_in"] = pd.Series([2.0**63, 8.0], dtype="float64")
+    st = _st(inc)
+    assert pd.isna(st.loc[0, "last_numel_in"]) and st.loc[1, "last_numel_in"] == 8
