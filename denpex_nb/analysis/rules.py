@@ -335,18 +335,26 @@ def _view(row) -> RankView:
 
 
 def _evidence_rows(rows: pd.DataFrame) -> pd.DataFrame:
-    """Evidence lines: the odd ranks first (rows whose size/op/dtype differ from the most common)."""
+    """Evidence lines: the odd ranks first (rows whose op, size or dtype is rarer than the most
+    common one), then the rest in their order. On a tie for the most common (two sizes on as many
+    ranks each) no side is the odd one: the first row of each tied value comes before any second
+    one, so the first lines a summary shows hold every side, from the lowest rank on, whichever
+    value is smaller."""
     if len(rows) <= MAX_EVIDENCE:
         return rows
-    rows = rows.copy()
     odd = pd.Series(False, index=rows.index)
+    lead = pd.Series(False, index=rows.index)
     for col in ("op", "_size", "dtype"):
         if col in rows:
             v = rows[col].astype(object)
             mode = v.mode(dropna=True)
             if len(mode):
-                odd |= v.notna() & (v != mode.iloc[0])
-    return pd.concat([rows[odd], rows[~odd]]).head(MAX_EVIDENCE)
+                modal = v.isin(list(mode))
+                odd |= v.notna() & ~modal
+                if len(mode) > 1:
+                    lead |= modal & ~v.duplicated()
+    lead &= ~odd
+    return pd.concat([rows[odd], rows[lead], rows[~odd & ~lead]]).head(MAX_EVIDENCE)
 
 
 def _describe(row) -> str:

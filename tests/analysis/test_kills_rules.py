@@ -101,3 +101,27 @@ def test_a_named_crash_is_high_only_when_a_quiet_majority_of_the_group_is_seen()
     (f,) = [f for f in diagnose(incident(events=evs, errors=errs)).findings if f.rule == "own-failure"]
     assert list(f.culprit_ranks) == [2]
     assert f.confidence == "medium"
+
+
+def _size_tie_evidence(sizes: list[int]) -> list[int]:
+    """The ranks of the evidence lines of an all_reduce at seq 3 where rank r passed sizes[r] elements."""
+    rows = [ev(r, s) for r in range(len(sizes)) for s in (1, 2)] + [ev(r, 3, shape=(n,)) for r, n in enumerate(sizes)]
+    d = diagnose(incident(rows))
+    assert (d.verdict, d.culprit_ranks, d.first.seq) == ("shape-mismatch", [], 3)  # a tie names no culprit
+    return [e.rank for e in d.first.evidence]
+
+
+def test_a_size_tie_puts_neither_side_first_by_its_value():
+    """Ranks 0-4 passed 8 elements, ranks 5-9 passed 6: a tie, no side is the odd one, so the
+    evidence begins at the lowest rank and shows both sides; the user is not shown the 6-element
+    side first as if it were the odd one out."""
+    ranks = _size_tie_evidence([8] * 5 + [6] * 5)
+    assert ranks[0] == 0 and any(r >= 5 for r in ranks)
+
+
+def test_a_size_tie_shows_each_sides_first_line_first():
+    """Eight ranks on each side (8 evidence slots): the first line of each side comes before any
+    second one, from the lowest rank on, whichever size is smaller, so the first lines a summary
+    shows hold both sizes; the user is not shown eight lines of one side only."""
+    for low, high in ((6, 8), (8, 6)):
+        assert _size_tie_evidence([low] * 8 + [high] * 8) == [0, 8, 1, 2, 3, 4, 5, 6]
