@@ -104,3 +104,35 @@ def test_a_finding_that_cites_a_line_comes_before_one_that_cites_none():
     cited = Finding("rank-crash", "rank 1 crashed", evidence=(Evidence(file="\uffff", line=3, text="boom", rank=1),))
     bare = Finding("rank-crash", "a rank crashed")
     assert [f.summary for f in sort_findings([bare, cited])] == ["rank 1 crashed", "a rank crashed"]
+
+
+def test_an_all_gather_every_rank_issued_is_not_syncbns_hang():
+    """Rank 0 calls all_gather and rank 1 all_gather_into_tensor, both of 9 floats (the signature's
+    shape): every rank is gathering, none is elsewhere, so the user is told of an op mismatch, not
+    of SyncBatchNorm's evaluation hang (some ranks gathering statistics while the others are not)."""
+    rows = steps(2, 4) + [ev(0, 5, op="all_gather", shape=(9,), out_shape=(18,))]
+    rows += [ev(1, 5, op="all_gather_into_tensor", shape=(9,), out_shape=(18,))]
+    assert diagnose(incident(rows)).verdict == "op-mismatch"
+
+
+def test_a_two_dimensional_gather_is_not_syncbns_signature():
+    """Rank 0 alone all_gathers a (9, 4) float tensor while ranks 1 and 2 wait in a barrier: the
+    statistics gather is 1-D (2C+1 values), so the user is told of an op mismatch naming rank 0, not
+    of SyncBatchNorm's hang because the first dimension is odd."""
+    rows = steps(3, 4) + [ev(0, 5, op="all_gather", shape=(9, 4), out_shape=(27, 4))]
+    rows += [ev(r, 5, op="barrier", shape=(1,)) for r in (1, 2)]
+    d = diagnose(incident(rows))
+    assert (d.verdict, d.culprit_ranks) == ("op-mismatch", [0])
+
+
+def test_two_findings_at_one_seq_are_not_each_others_consequence():
+    """At seq 5 rank 1 passed 6 elements where ranks 0 and 2 passed 8, and rank 3 never reached it:
+    two findings of the same collective, neither later than the other, so neither is marked a
+    possible consequence of the other (nor lowered to low confidence)."""
+    rows = steps(4, 4) + [ev(r, 5, shape=(6,) if r == 1 else (8,)) for r in range(3)]
+    d = diagnose(incident(rows))
+    assert [(f.class_id, f.seq, f.culprit_ranks) for f in d.findings] == [
+        ("shape-mismatch", 5, (1,)),
+        ("rank-desync", 5, (3,)),
+    ]
+    assert [(f.confidence, f.consequence_of) for f in d.findings] == [("high", None), ("high", None)]
