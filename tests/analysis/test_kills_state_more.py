@@ -176,8 +176,8 @@ def test_one_timeout_seen_twice_is_one_place_where_the_rank_is_stuck():
 
 
 def test_a_record_that_timed_out_says_the_rank_is_stuck_there():
-    """Rank 1's record of work seq 3 timed out (two groups' counters seen as one, no group named):
-    its one stuck place would be zero, and two places would not be told from one."""
+    """Rank 1's records of work seq 3 and 5 timed out (no group named): it would count as stuck
+    nowhere, and a counter that mixes several groups' collectives would be compared as one."""
     rows = steps(2, 2, kind="work", pg=None)
     rows += [ev(1, 3, kind="work", pg=None, state="timed_out"), ev(1, 5, kind="work", pg=None, state="timed_out")]
     pos = positions(incident(rows)).set_index("rank")
