@@ -136,3 +136,27 @@ def test_two_findings_at_one_seq_are_not_each_others_consequence():
         ("rank-desync", 5, (3,)),
     ]
     assert [(f.confidence, f.consequence_of) for f in d.findings] == [("high", None), ("high", None)]
+
+
+def test_a_shape_mismatch_with_a_gathering_rank_is_not_syncbns_hang():
+    """One DETAIL mismatch message: rank 0's fingerprint is a 1-D all_gather of 9 floats (the
+    statistics gather's shape), rank 1's states 8 elements and lost its OpType (a re-wrapped
+    paste): a shape mismatch, not SyncBatchNorm's hang, which only explains ranks that were
+    elsewhere (a desync or an op mismatch), never two ranks at one collective."""
+    rows = [
+        ev(0, 5, kind="detail", op="all_gather", shape=(9,), out_shape=(18,), file="rank0.log"),
+        ev(1, 5, kind="detail", op=None, shape=(8,), file="rank0.log"),
+    ]
+    d = diagnose(incident(rows))
+    assert (d.verdict, d.first.rule) == ("shape-mismatch", "fingerprint-pairs")
+
+
+def test_a_gather_of_two_tensors_is_not_syncbns_signature():
+    """Rank 0 alone all_gathers two 1-D float tensors of 9 and 4 elements (a coalesced gather)
+    while ranks 1 and 2 wait in a barrier: the statistics gather is one tensor, so the user is told
+    of an op mismatch naming rank 0, not of SyncBatchNorm's hang because the first tensor is odd."""
+    gather = ev(0, 5, op="all_gather_coalesced", shape=(9,), out_shape=(39,))
+    gather.update(in_shapes=((9,), (4,)), numel_in=13)
+    rows = steps(3, 4) + [gather] + [ev(r, 5, op="barrier", shape=(1,)) for r in (1, 2)]
+    d = diagnose(incident(rows))
+    assert (d.verdict, d.culprit_ranks) == ("op-mismatch", [0])
