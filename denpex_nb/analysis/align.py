@@ -108,9 +108,8 @@ def align(events: pd.DataFrame) -> Alignment:
     opc = op_cat.cat.codes.to_numpy(np.int64)
     nin, nout = _floats(ev["numel_in"]), _floats(ev["numel_out"])  # once, for both size rules
     size = _size_key(ev, op_cat, nin, nout)
-    shape = _shape_key(ev, op_cat)
-    dt = _as_cat(ev["dtype"]).cat.codes.to_numpy(np.float64) if "dtype" in ev else np.full(len(ev), -1.0)
-    dt[dt < 0] = np.nan
+    shape = _shape_codes(ev, op_cat)  # -1: unknown or not compared
+    dt = _as_cat(ev["dtype"]).cat.codes.to_numpy(np.int64) if "dtype" in ev else np.full(len(ev), -1, np.int64)
     done = (ev["state"] == _STATE_DONE).to_numpy(bool, na_value=False)
     local_bad = _local_size_violation(ev, op_cat, g, r, nin, nout)
     del nin, nout  # 2 x 16 MB at 2M rows: not kept through the sort below
@@ -162,7 +161,7 @@ def align(events: pd.DataFrame) -> Alignment:
     if packed is not None:  # one gather of the four small fields, not four
         op1, dt1, bad1, shape1 = _unpack_fields(packed[0][sel], *packed[1:])
     else:  # pragma: no cover - tens of thousands of distinct ops, dtypes and shapes at once
-        op1, dt1, bad1, shape1 = opc[sel], dt[sel], local_bad[sel], shape[sel]
+        op1, dt1, bad1, shape1 = opc[sel], _nan_codes(dt[sel]), local_bad[sel], _nan_codes(shape[sel])
     del packed
     size1 = size[sel]
     n = len(sel)
@@ -298,17 +297,25 @@ def _with_rows(todo: list[tuple[Divergence, int, int]], ev: pd.DataFrame, sel, d
             d.t_wall = _tmin(d.rows)
 
 
+def _nan_codes(codes: np.ndarray) -> np.ndarray:
+    """Integer codes (-1: none) as floats with NaN for none, the form align's reductions compare."""
+    out = codes.astype(np.float64)
+    out[codes < 0] = np.nan
+    return out
+
+
 def _pack_fields(opc: np.ndarray, dt: np.ndarray, bad: np.ndarray, shape: np.ndarray):
-    """The op code (-1: none), dtype code and shape code (float, NaN: none) and the local-size flag
-    of each row packed into one int64, with the bit widths :func:`_unpack_fields` needs; None when
-    they do not fit in 62 bits.
+    """The op code, dtype code and shape code (integers, -1: none) and the local-size flag of each
+    row packed into one int64, with the bit widths :func:`_unpack_fields` needs; None when they do
+    not fit in 62 bits.
 
     Why: the rows are taken in (group, seq, rank) order, a transpose of the rank-major rows of a
     load of dumps; a gather of 2M values in that order costs ~45 ms (a TLB miss a value), and the
-    four fields gathered apart were a third of ``align`` on 1024 dumps x 2000 entries."""
+    four fields gathered apart were a third of ``align`` on 1024 dumps x 2000 entries. The codes
+    stay integers until they are unpacked (no float pass over the 2M rows before the gather)."""
     op = opc + 1  # -1 (no op) -> 0
-    dtc = np.where(np.isnan(dt), 0, dt + 1).astype(np.int64)
-    shc = np.where(np.isnan(shape), 0, shape + 1).astype(np.int64)
+    dtc = dt + 1
+    shc = shape + 1
     widths = [max(int(a.max()) if len(a) else 0, 1).bit_length() for a in (op, dtc, shc)]
     if op.min(initial=0) < 0 or 1 + sum(widths) > 62:
         return None
@@ -319,7 +326,8 @@ def _pack_fields(opc: np.ndarray, dt: np.ndarray, bad: np.ndarray, shape: np.nda
 
 def _unpack_fields(p: np.ndarray, b_dt: int, b_sh: int):
     """(op codes, dtype codes, local-size flags, shape codes) of packed rows, as
-    ``opc[sel], dt[sel], local_bad[sel], shape[sel]`` give them (NaN for a missing code)."""
+    ``opc[sel], dt[sel], local_bad[sel], shape[sel]`` give them, the dtype and shape codes as
+    floats with NaN for a missing code (:func:`_nan_codes`)."""
     sh = ((p >> 1) & ((1 << b_sh) - 1)).astype(np.float64)
     dtv = ((p >> (b_sh + 1)) & ((1 << b_dt) - 1)).astype(np.float64)
     sh[sh == 0] = np.nan
@@ -389,15 +397,14 @@ def _size_key(ev: pd.DataFrame, op_cat: pd.Series, nin: np.ndarray, nout: np.nda
     return size
 
 
-def _shape_key(ev: pd.DataFrame, op_cat: pd.Series) -> np.ndarray:
-    """A code per distinct input shape for ops whose shapes must match across ranks (NaN: unknown
-    or not compared). One hash pass over the column (~0.2 s for 2M rows)."""
+def _shape_codes(ev: pd.DataFrame, op_cat: pd.Series) -> np.ndarray:
+    """A code per distinct input shape for ops whose shapes must match across ranks (-1: unknown
+    or not compared), as int64. One hash pass over the column (~0.2 s for 2M rows)."""
     if "in_shapes" not in ev.columns:
-        return np.full(len(ev), np.nan)
-    codes = _factorize_shared(ev["in_shapes"].to_numpy(dtype=object))
-    key = codes.astype(np.float64)
-    key[(codes < 0) | ~_family_lookup(op_cat, _SAME_SHAPE)] = np.nan
-    return key
+        return np.full(len(ev), -1, dtype=np.int64)
+    codes = _factorize_shared(ev["in_shapes"].to_numpy(dtype=object)).astype(np.int64, copy=False)
+    codes[~_family_lookup(op_cat, _SAME_SHAPE)] = -1
+    return codes
 
 
 def _factorize_shared(values: np.ndarray) -> np.ndarray:
