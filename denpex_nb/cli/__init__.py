@@ -165,12 +165,42 @@ def build_parser() -> argparse.ArgumentParser:
 HUGEPAGE_ENV = "NUMPY_MADVISE_HUGEPAGE"
 
 
+#: glibc hands a freed block of 128 KiB or more (every column of a 2M-row frame) back to the
+#: kernel at once, and the next such block arrives as fresh pages, each zeroed on its first touch.
+#: ``diagnose`` is a short process that makes and frees hundreds of such arrays, so it keeps freed
+#: memory for reuse: blocks up to this size come from the heap and the heap is not trimmed
+#: (:func:`keep_freed_memory`). Measured on 1024 Flight Recorder dumps x 2000 entries (2-core VM,
+#: 4 runs each way, alternating): kernel CPU 0.73-0.76 -> 0.59-0.65 s, peak RSS 823-889 -> 890-892 MB,
+#: the same output.
+MMAP_THRESHOLD = 32 << 20
+
+
+def keep_freed_memory() -> bool:
+    """Ask glibc's malloc (through ``mallopt``) to keep freed memory for reuse in this process (see
+    :data:`MMAP_THRESHOLD`): True when it did. Not done where the user set malloc tunables
+    (``GLIBC_TUNABLES``), nor off Linux or without glibc's ``mallopt``."""
+    import os
+
+    if not sys.platform.startswith("linux") or "malloc" in os.environ.get("GLIBC_TUNABLES", ""):
+        return False
+    try:
+        import ctypes
+
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError, TypeError):
+        return False
+    m_trim_threshold, m_mmap_threshold = -1, -3  # malloc.h
+    return bool(mallopt(m_mmap_threshold, MMAP_THRESHOLD)) and bool(mallopt(m_trim_threshold, (1 << 31) - 1))
+
+
 def main(argv: list[str] | None = None) -> int:
     import os
 
     if "numpy" not in sys.modules:  # read by numpy when it is first imported, not later
         os.environ.setdefault(HUGEPAGE_ENV, "0")
     args = build_parser().parse_args(argv)
+    if args.command == "diagnose":
+        keep_freed_memory()
     key = args.command if args.command != "repro" else f"repro {args.repro_command}"
     module, func = HANDLERS[key].split(":")
     try:
