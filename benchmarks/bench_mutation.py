@@ -204,6 +204,58 @@ def only_these(specs, module_file: Path, module_rel: str, wanted: list[dict]):
     return out
 
 
+def skip_equivalents(specs, module_file: Path, module_rel: str, equivalents: list[dict]):
+    """``--skip-equivalent``: (the specs to run, records of those not run). A mutant is not run when
+    its module, operator, original line and mutated line (the text, so a changed line runs again)
+    match an ``[[equivalent]]`` entry, whose reason was written when a run found it surviving. What
+    this mode cannot see: a change elsewhere that makes such a mutant decide differently; the
+    default mode runs every mutant."""
+    from cosmic_ray.mutating import mutate_code
+    from cosmic_ray.plugins import get_operator
+
+    original = module_file.read_text(encoding="utf-8")
+    lines = original.split("\n")
+    run, skipped = [], []
+    for spec in specs:
+        mutated = mutate_code(original, get_operator(spec.operator_name)(), spec.occurrence)
+        rec = {
+            "module": module_rel,
+            "line": spec.start_pos[0],
+            "col": spec.start_pos[1],
+            "operator": spec.operator_name,
+            "occurrence": spec.occurrence,
+            "definition": spec.definition_name,
+            "source": lines[spec.start_pos[0] - 1].strip(),
+            "mutated": None if mutated is None else _changed_line(original, mutated),
+        }
+        if mutated is not None and _entry_for(rec, equivalents) is not None:
+            rec.update(
+                diff=None,
+                outcome="not-run-equivalent",
+                worker=None,
+                tests_run=0,
+                cpu_s=0.0,
+                tests_why=None,
+                killed_by=None,
+                timeout=None,
+            )
+            skipped.append(rec)
+        else:
+            run.append(spec)
+    return run, skipped
+
+
+def _changed_line(original: str, mutated: str) -> str:
+    """The mutated line(s), stripped, joined with " / " (as the report's ``mutated``)."""
+    import difflib
+
+    return " / ".join(
+        ln[1:].strip()
+        for ln in difflib.unified_diff(original.split("\n"), mutated.split("\n"), lineterm="", n=0)
+        if ln.startswith("+") and not ln.startswith("+++") and ln[1:].strip()
+    )
+
+
 def job_id(module_rel: str, spec) -> str:
     return hashlib.sha1(f"{module_rel}:{spec.operator_name}:{spec.occurrence}".encode()).hexdigest()[:16]
 
@@ -354,6 +406,10 @@ def run_module(module: dict, tree: Path, cfg: dict, work: Path, servers: dict, m
     if cfg.get("_part") is not None:  # --part K/N: every N-th mutant from the K-th
         k, n = cfg["_part"]
         specs = specs[k::n]
+    skipped: list[dict] = []
+    if cfg.get("_skip_equivalent"):
+        specs, skipped = skip_equivalents(specs, tree / rel, rel, load_equivalents(EQUIVALENTS))
+    (work / "sessions" / f"{name}.skipped.json").write_text(json.dumps(skipped))
     pristine = work / "pristine" / f"{name}.py"
     pristine.parent.mkdir(exist_ok=True)
     pristine.write_text((tree / rel).read_text(encoding="utf-8"), encoding="utf-8")
@@ -370,7 +426,9 @@ def run_module(module: dict, tree: Path, cfg: dict, work: Path, servers: dict, m
         servers[tree] = ForkServer(tree, work / f"{tree.name}.sock", preload)
     sock = servers[tree].sock
     log(
-        f"{rel}: {len(specs)} mutants, {len(tests)} test files ({len(reach_map['order'])} tests), "
+        f"{rel}: {len(specs)} mutants"
+        + (f" (+{len(skipped)} recorded equivalent, not run)" if skipped else "")
+        + f", {len(tests)} test files ({len(reach_map['order'])} tests), "
         f"timeout {cpu_limit:.0f} s CPU ({timeout:.0f} s wall)"
     )
     db_path = work / "sessions" / f"{name}.sqlite"
@@ -500,6 +558,9 @@ def collect_module(module: dict, work: Path) -> dict:
                 "timeout": _timeout_of(output),
             }
         )
+    skipped = work / "sessions" / f"{name}.skipped.json"
+    if skipped.exists():  # --skip-equivalent: the recorded equivalents this run did not run
+        mutants.extend(json.loads(skipped.read_text()))
     mutants.sort(key=lambda m: (m["line"], m["col"], m["operator"], m["occurrence"]))
     return {**{k: v for k, v in meta.items() if k != "tree"}, "mutants": mutants}
 
@@ -678,6 +739,12 @@ def main(argv=None) -> int:
         "only those (the modules without one are skipped)",
     )
     ap.add_argument(
+        "--skip-equivalent",
+        action="store_true",
+        help="do not run the mutants that match a recorded [[equivalent]] (module, operator, original and mutated "
+        "line text): they are reported as equivalent, not run. Cheaper: an equivalent runs every test that reaches it",
+    )
+    ap.add_argument(
         "--base-report",
         type=Path,
         help="the collected report of an earlier sitting of the same campaign (same commit) whose work folders are "
@@ -694,6 +761,7 @@ def main(argv=None) -> int:
 
     cfg = load_config(args.config)
     modules = [m for m in cfg["module"] if not args.modules or any(s in m["path"] for s in args.modules)]
+    cfg["_skip_equivalent"] = args.skip_equivalent
     if args.part:
         k, n = (int(x) for x in args.part.split("/"))
         cfg["_part"] = (k, n)
@@ -805,7 +873,15 @@ def main(argv=None) -> int:
         "mutants": n,
         "pending": pending,
         "killed": k,
-        "killed_pct": round(100 * k / (n - pending), 2) if n - pending else None,
+        "killed_pct": round(100 * k / ran, 2)
+        if (ran := n - pending - sum(mu["outcome"] == "not-run-equivalent" for mu in all_mutants))
+        else None,
+        "not_run_equivalent": sum(mu["outcome"] == "not-run-equivalent" for mu in all_mutants),
+        "killed_pct_of_not_equivalent": (
+            round(100 * k / live, 2)
+            if (live := n - pending - sum(bool(mu.get("equivalent")) for mu in survivors))
+            else None
+        ),
         "timeouts": sum(mu.get("timeout") is not None for mu in all_mutants),
         "survivors": len(survivors),
         "survivors_unexplained": sum(
@@ -985,12 +1061,18 @@ def _survivor_summary(report: dict) -> str:
     eq = sum(bool(m.get("equivalent")) for m in surv)
     now = sum(not m.get("equivalent") and bool(m.get("killed_now_by")) for m in surv)
     fixed = sum(not m.get("equivalent") and not m.get("killed_now_by") and bool(m.get("fixed")) for m in surv)
-    ran = report["mutants"] - report["pending"]
+    not_run = sum(m["outcome"] == "not-run-equivalent" for m in surv)
+    ran = report["mutants"] - report["pending"] - not_run
     share = f"{100 * (report['killed'] + now) / ran:.1f} %" if ran else "-"
+    live = report["mutants"] - report["pending"] - eq
+    live_share = f"{100 * (report['killed'] + now) / live:.1f} %" if live else "-"
     return (
-        f"Survivors: {len(surv)} = {eq} equivalent + {now} killed by tests written after the run (verified) + "
+        f"Survivors: {len(surv)} = {eq} equivalent"
+        + (f" ({not_run} of them recorded equivalent and not run: `--skip-equivalent`)" if not_run else "")
+        + f" + {now} killed by tests written after the run (verified) + "
         f"{fixed} that revealed a wrong decision, fixed after the run + "
-        f"{len(surv) - eq - now - fixed} unexplained. Killed, counting the later tests: {share} of those run."
+        f"{len(surv) - eq - now - fixed} unexplained. Killed, counting the later tests: {share} of those run; "
+        f"of the mutants not equivalent, {live_share}."
     )
 
 
