@@ -227,7 +227,17 @@ class Diagnosis:
         return "also consistent with: " + ", ".join(f"{f.class_id} ({f.confidence})" for f in self.alternatives)
 
     def to_json(self, **kw) -> str:
-        return json.dumps(self.to_dict(), **kw)
+        """``json.dumps(self.to_dict(), **kw)``; with only ``indent`` (the CLI's ``--json``) the same
+        text from :func:`_indented_json`, ~3x faster than the json module's pure-Python indenting
+        encoder (at 50,000 ranks: seconds)."""
+        obj = self.to_dict()
+        indent = kw.get("indent")
+        if set(kw) == {"indent"} and type(indent) is int and indent >= 0:
+            try:
+                return _indented_json(obj, indent)
+            except _NotPlain:
+                pass  # a value the fast path does not know: json says what it makes of it
+        return json.dumps(obj, **kw)
 
     def summary(self) -> str:
         """One line: verdict, culprit, initiating rank."""
@@ -363,26 +373,134 @@ def _alternative(f: Finding) -> dict[str, Any]:
     }
 
 
+class _NotPlain(Exception):
+    """A value :func:`_indented_json` leaves to the json module."""
+
+
+_JSON_CONST = {None: "null", True: "true", False: "false"}
+
+
+def _indented_json(obj: Any, indent: int) -> str:
+    """``json.dumps(obj, indent=indent)``, character for character, for what ``to_dict`` holds:
+    dicts, lists and tuples of str, int, float, bool and None (exact types; dict keys of those
+    scalar types). Anything else raises :class:`_NotPlain` (the caller falls back to json)."""
+    from json.encoder import encode_basestring_ascii as enc
+
+    out: list[str] = []
+    app = out.append
+    float_repr = float.__repr__
+    int_repr = int.__repr__
+
+    def scalar(o) -> str:
+        t = type(o)
+        if t is str:
+            return enc(o)
+        if o is None or t is bool:
+            return _JSON_CONST[o]
+        if t is int:
+            return int_repr(o)
+        if t is float:
+            if o != o:
+                return "NaN"
+            if o in (float("inf"), float("-inf")):
+                return "Infinity" if o > 0 else "-Infinity"
+            return float_repr(o)
+        raise _NotPlain
+
+    keys: dict[str, str] = {}  # a str key's JSON text (rank_state repeats ~20 keys per rank)
+
+    def key(k) -> str:
+        if type(k) is str:
+            text = keys.get(k)
+            if text is None:
+                text = keys[k] = enc(k)
+            return text
+        t = type(k)
+        if t is int or t is float or k is None or t is bool:
+            return enc(scalar(k))
+        raise _NotPlain
+
+    def value(o, pad: str) -> None:
+        t = type(o)
+        if t is dict:
+            if not o:
+                app("{}")
+                return
+            inner = pad + " " * indent
+            first, later = "{" + inner, "," + inner
+            for k, v in o.items():
+                app(first + key(k) + ": ")
+                first = later
+                t = type(v)
+                if t is str:
+                    app(enc(v))
+                elif v is None:
+                    app("null")
+                elif t is int:
+                    app(int_repr(v))
+                elif t is dict or t is list or t is tuple:
+                    value(v, inner)
+                else:
+                    app(scalar(v))
+            app(pad + "}")
+        elif t is list or t is tuple:
+            if not o:
+                app("[]")
+                return
+            inner = pad + " " * indent
+            first, later = "[" + inner, "," + inner
+            for v in o:
+                app(first)
+                first = later
+                t = type(v)
+                if t is int:
+                    app(int_repr(v))
+                elif t is str:
+                    app(enc(v))
+                elif t is dict or t is list or t is tuple:
+                    value(v, inner)
+                else:
+                    app(scalar(v))
+            app(pad + "]")
+        else:
+            app(scalar(o))
+
+    value(obj, "\n")
+    return "".join(out)
+
+
 def _records(frame) -> list[dict[str, Any]]:
-    """A rank_state frame as JSON-safe records (missing values as None)."""
+    """A rank_state frame as JSON-safe records (missing values as None), made column by column (one
+    ``tolist`` per column, not a pandas row dict per rank: 50,000 ranks took seconds)."""
     if frame is None or len(frame) == 0:
         return []
-    out = []
-    for row in frame.to_dict("records"):
-        rec = {}
-        for k, v in row.items():
-            if isinstance(v, (list, tuple)):
-                rec[k] = [list(x) if isinstance(x, tuple) else x for x in v]
-            elif v is None or (not isinstance(v, str) and v != v) or str(v) in ("<NA>", "NaT"):
-                rec[k] = None
-            elif hasattr(v, "isoformat"):
-                rec[k] = v.isoformat()
-            elif hasattr(v, "item"):
-                rec[k] = v.item()
-            else:
-                rec[k] = v
-        out.append(rec)
-    return out
+    cols = list(frame.columns)
+    if not frame.columns.is_unique:
+        return [{k: _json_safe(v) for k, v in row.items()} for row in frame.to_dict("records")]
+    values = []
+    for c in cols:
+        col = frame[c]
+        values.append([None if m else _json_safe(v) for v, m in zip(col.tolist(), col.isna().tolist())])
+    return [dict(zip(cols, row)) for row in zip(*values)]
+
+
+def _json_safe(v: Any) -> Any:
+    """One rank_state value as JSON: sequences as lists, missing values (None, NaN, ``<NA>``,
+    ``NaT``) as None, times as ISO text, numpy scalars as Python ones."""
+    t = type(v)
+    if t is str:
+        return None if v in ("<NA>", "NaT") else v
+    if t is int or t is bool or v is None:
+        return v
+    if isinstance(v, (list, tuple)):
+        return [list(x) if isinstance(x, tuple) else x for x in v]
+    if (not isinstance(v, str) and v != v) or str(v) in ("<NA>", "NaT"):
+        return None
+    if hasattr(v, "isoformat"):
+        return v.isoformat()
+    if hasattr(v, "item"):
+        return v.item()
+    return v
 
 
 def _grouped_views(ranks: dict, culprits) -> list[tuple[str, Any]]:

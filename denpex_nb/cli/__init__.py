@@ -205,7 +205,10 @@ def main(argv: list[str] | None = None) -> int:
     module, func = HANDLERS[key].split(":")
     try:
         handler = getattr(importlib.import_module(module), func)
-        return int(handler(args) or 0)
+        rc = int(handler(args) or 0)
+        if argv is None and key == "diagnose" and not getattr(args, "scheduler", None):
+            _exit_now(rc)  # the command line's process: nothing left to tear down
+        return rc
     except DenpexError as e:
         print(f"denpex-nb: error: {e}", file=sys.stderr)
         return 2
@@ -219,3 +222,19 @@ def main(argv: list[str] | None = None) -> int:
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+
+
+def _exit_now(rc: int) -> None:
+    """End the process at once once ``diagnose`` has written its output: the interpreter's teardown
+    frees every object of the loaded incident one by one (0.08 s of CPU after 2,000 tiny files,
+    0.3 s after 50,000), and a finished diagnose holds nothing that needs closing (its files are
+    closed, its process pool joined, no cluster client: with ``--scheduler`` it exits normally).
+    Returns (the caller exits normally) when the output cannot be flushed."""
+    import os
+
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):  # a closed pipe, a closed stream: the ordinary exit reports it
+        return
+    os._exit(rc)

@@ -300,6 +300,7 @@ def _parse_text(
         on_bytes=count,
         chunk_size=int(options.get("chunk_size", 16 << 20)),
         line_cap=limits["line_cap"],
+        at_eof=len(head) < HEAD_BYTES,  # read_fully stops short only at the end of the stream
     )
     o.n_lines = sc.lines_total
     o.rank_info = sc.rank_info

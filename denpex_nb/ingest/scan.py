@@ -26,6 +26,7 @@ failure (reader, file:line, exception) becomes one note on the Incident. In stri
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import io
 import os
@@ -94,6 +95,25 @@ _CONT_STARTS = (
     "┗".encode(),
 )  # Rich traceback box sides and bottom
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+
+#: bound by :func:`_late` on first use: modules that import this one (``hardwrap``, ``prefixes``), and
+#: the failure signals (not needed by a load of dumps only)
+hardwrap = APP_B = joins_b = classify = SignalSink = prefix_to_lines = None
+
+
+def _late() -> None:
+    """Bind the late imports once: an import statement inside a function costs ~1 µs a call, and
+    the scan of one tiny file made a dozen (2,000 files: ~25 ms)."""
+    global hardwrap, APP_B, joins_b, classify, SignalSink, prefix_to_lines
+    from ..signals import SignalSink, classify
+    from . import hardwrap
+    from .hardwrap import joins_b
+    from .prefixes import APP_B
+
+    try:
+        from .prefixes import to_lines as prefix_to_lines
+    except ImportError:
+        prefix_to_lines = _fallback_to_lines
 
 
 # --- needle search -------------------------------------------------------------------------------
@@ -601,11 +621,9 @@ def _fallback_to_lines(physical: list[tuple[int, str]], ctx: FileContext) -> lis
 
 
 def resolve_to_lines() -> Callable[[list[tuple[int, str]], FileContext], list[Line]]:
-    try:
-        from .prefixes import to_lines
-    except ImportError:
-        return _fallback_to_lines
-    return to_lines
+    if prefix_to_lines is None:
+        _late()
+    return prefix_to_lines
 
 
 class BlockScanner:
@@ -629,7 +647,9 @@ class BlockScanner:
         self.ctx = ctx
         self.out = out
         self.sink = sink
-        self.to_lines = to_lines or resolve_to_lines()
+        if prefix_to_lines is None:
+            _late()
+        self.to_lines = to_lines or prefix_to_lines
         self.on_bytes = on_bytes
         self.chunk_size = chunk_size
         self.lines_total = 0
@@ -653,8 +673,6 @@ class BlockScanner:
         self.sig_bit = getattr(matcher, "signal_bit", 0)
         self.signals = None
         if self.sig_bit:
-            from ..signals import SignalSink
-
             self.signals = SignalSink(ctx.file)
 
     # The stream is processed in chunks that end at a newline. When the last block of a chunk
@@ -663,7 +681,9 @@ class BlockScanner:
     # A line longer than ``line_cap`` keeps only its first ``line_cap`` bytes (they wait at the end
     # of the carry); the rest is skipped up to its newline and only counted (``overlong``), so a
     # 100 MB line costs one pass and ``line_cap`` bytes of memory.
-    def run(self, stream: BinaryIO, head: bytes = b"") -> None:
+    def run(self, stream: BinaryIO, head: bytes = b"", at_eof: bool = False) -> None:
+        """Scan ``stream``, whose first bytes ``head`` were read already (``at_eof``: they are all of
+        it, so it is never read again and a small file is processed in one step)."""
         # One buffer serves the whole stream: the carry at its front, the next chunk read into it
         # right after (``readinto`` for plain files), processed up to ``end`` without slicing. A 1 GB
         # file so costs no copy of its bytes and no fresh memory per chunk.
@@ -676,6 +696,7 @@ class BlockScanner:
         skipped = 0
         long_line = 0
         buf = bytearray()
+        exhausted = False  # nothing more to read: the head was the whole stream
         try:
             while not eof:
                 k = len(carry)
@@ -688,7 +709,8 @@ class BlockScanner:
                     n = len(pending)
                     buf[k : k + n] = pending
                     pending = b""
-                elif self.read_error is not None:
+                    exhausted = at_eof
+                elif self.read_error is not None or exhausted:
                     n = 0
                 else:
                     n = self._fill(stream, buf, k, self.chunk_size)
@@ -711,13 +733,15 @@ class BlockScanner:
                             blen -= nl - k
                     self.overlong.append((long_line, skipped))
                     skipping = False
-                if blen == k:  # no data: the end of the stream
+                if blen == k or (exhausted and blen - buf.rfind(b"\n", 0, blen) - 1 <= cap):
+                    # the end of the stream: no more data, or the head was all of it (and its last
+                    # line, if unfinished, is within the cap)
                     eof = True
-                    if not k:
+                    if not blen:
                         break
-                    if buf[k - 1] != 10:
-                        buf[k] = 10  # a truncated last line still counts
-                        blen = k + 1
+                    if buf[blen - 1] != 10:
+                        buf[blen] = 10  # a truncated last line still counts
+                        blen += 1
                     end, carry = blen, b""
                 else:
                     cut = buf.rfind(b"\n", 0, blen) + 1
@@ -807,18 +831,15 @@ class BlockScanner:
         A hard-wrapped file (:mod:`denpex_nb.ingest.hardwrap`, width decided once from the file's
         first bytes) is searched unwrapped, its tails join blocks and no logical line is cut.
         """
-        from dataclasses import replace
-
-        from . import hardwrap
-        from .prefixes import APP_B
-
         n_buf = len(buf) if end is None else end
         if "wrap_width" not in self.ctx.options:
             if n_buf < hardwrap.WRAP_SAMPLE and not final:
                 return 0, lineno  # the width is decided on the same bytes for any chunk size
             with memoryview(buf) as view:  # the sample copied once (a slice of the buffer, then bytes, was two)
                 sample = bytes(view[: buf.rfind(b"\n", 0, min(hardwrap.WRAP_SAMPLE, n_buf)) + 1])
-            self.ctx = replace(self.ctx, options={**self.ctx.options, "wrap_width": hardwrap.detect_width(sample)})
+            self.ctx = dataclasses.replace(
+                self.ctx, options={**self.ctx.options, "wrap_width": hardwrap.detect_width(sample)}
+            )
             del sample
         wrap = self.ctx.options["wrap_width"]
         if wrap and not final:
@@ -952,9 +973,6 @@ class BlockScanner:
         """Classify the signal lines of ``buf[start:end]`` (whole lines from line ``ln``, no reader's):
         the text is classified first, and only a line that signals is given to the prefix stripper
         for its rank and time. Nothing is consumed: the lines stay ``unparsed``."""
-        from ..signals import classify
-        from .hardwrap import joins_b
-
         at, k = self._sig_hot, self._hot_k
         while k < len(at) and at[k] < start:
             k += 1
@@ -1005,8 +1023,6 @@ class BlockScanner:
         except Exception:  # noqa: BLE001 - a prefix bug already reported for blocks; the signal stays
             lines = []
         if lines:
-            from ..signals import classify
-
             line = lines[0]
             if line.severity:  # the header's own level: chatter at INFO is no signal
                 sig = classify(line.text, line.severity)
@@ -1081,8 +1097,6 @@ class BlockScanner:
         logical line joined from several physical ones (a hard-wrap tail, a continuation) that gives
         no failure as a whole has its pieces classified one by one: a line of another record that was
         taken for a tail still signals."""
-        from ..signals import classify
-
         every = sig_lines is _EVERY_LINE
         texts = None
         for line in lines:
@@ -1351,13 +1365,14 @@ def scan_text(
     on_bytes=None,
     chunk_size: int = CHUNK_SIZE,
     line_cap: int = DEFAULT_LINE_CAP,
+    at_eof: bool = False,
 ) -> BlockScanner:
-    """Scan a whole text stream (``head`` = bytes already read from it). Returns the scanner
+    """Scan a whole text stream (``head`` = bytes already read from it; ``at_eof``: all of it). Returns the scanner
     with ``lines_total``, ``reader_failures`` (see :meth:`BlockScanner.failure_note`),
     ``overlong`` (lines cut at ``line_cap``) and ``rank_info`` filled in. In strict mode
     (:func:`strict_mode`) a reader's exception propagates."""
     if matcher is None:
         matcher = NeedleMatcher.for_readers(readers)
     sc = BlockScanner(readers, matcher, ctx, out, sink, on_bytes=on_bytes, chunk_size=chunk_size, line_cap=line_cap)
-    sc.run(stream, head)
+    sc.run(stream, head, at_eof)
     return sc

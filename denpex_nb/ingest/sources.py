@@ -45,6 +45,7 @@ from ._text import i32, i64
 
 #: file-name endings handled by decompressing on the fly
 COMPRESSIONS = {".gz": "gz", ".bz2": "bz2", ".xz": "xz", ".zst": "zst", ".zstd": "zst"}
+_COMPRESSION_ENDS = tuple(COMPRESSIONS)
 
 #: names a folder walk never treats as logs (reproducer metadata, editors, pictures ...)
 _SKIP_NAMES = {"error.json", ".DS_Store"}
@@ -279,6 +280,8 @@ def _compression_of(name: str) -> str | None:
     """The compression a file name says (``x.log.gz`` -> ``gz``); the content decides in the end
     (:func:`detect_compression`)."""
     low = name.lower()
+    if not low.endswith(_COMPRESSION_ENDS):  # (most names: one test, not one per ending)
+        return None
     for ext, kind in COMPRESSIONS.items():
         if low.endswith(ext):
             return kind
@@ -360,6 +363,12 @@ def _keep_walked(rel: str) -> bool:
 def _walk(folder: str, problems: list | None = None) -> list[str]:
     """Regular files under ``folder``, sorted. Folders that cannot be listed and special files
     (FIFOs, sockets, devices: opening one can block forever) become :class:`Problem` rows."""
+    return [path for path, _ in _walk_stat(folder, problems)]
+
+
+def _walk_stat(folder: str, problems: list | None = None) -> list[tuple[str, os.stat_result | None]]:
+    """:func:`_walk`, each file with its ``os.stat`` (None when it failed: a dangling link, a race),
+    taken once: the spec's size and time come from it (a walk of 50,000 files stat'ed each twice)."""
     found = []
 
     def unreadable(err: OSError) -> None:
@@ -378,12 +387,16 @@ def _walk(folder: str, problems: list | None = None) -> list[str]:
             if _skip_file(f):
                 continue
             path = os.path.join(root, f)
-            special = _special_kind(path)
+            try:
+                st = os.stat(path)
+            except OSError:
+                st = None  # a dangling link or a race: the open reports it
+            special = _special_mode(st.st_mode) if st is not None else None
             if special:
                 if problems is not None:
                     problems.append(Problem(path, f"{special}, not a file: skipped", None))
                 continue
-            found.append(path)
+            found.append((path, st))
     return found
 
 
@@ -393,6 +406,11 @@ def _special_kind(path: str) -> str | None:
         mode = os.stat(path).st_mode
     except OSError:
         return None  # a dangling link or a race: the open reports it
+    return _special_mode(mode)
+
+
+def _special_mode(mode: int) -> str | None:
+    """:func:`_special_kind` of a file mode."""
     if stat.S_ISFIFO(mode):
         return "a FIFO (named pipe)"
     if stat.S_ISSOCK(mode):
@@ -423,13 +441,17 @@ def _is_zip_file(path: str) -> bool:
         return False  # the open while parsing reports it
 
 
-def _spec_for_file(path: str, display: str, *, explicit: bool, year: int | None) -> FileSpec:
+def _spec_for_file(
+    path: str, display: str, *, explicit: bool, year: int | None, st: os.stat_result | None | bool = False
+) -> FileSpec:
+    """The spec of a local file; ``st``: its ``os.stat`` when the caller has it (None: it failed)."""
     hints = rank_hints(path)
-    try:  # one stat for the size, the time and the year (a walk of 50,000 files made three each)
-        st = os.stat(path)
-        size, mtime = st.st_size, st.st_mtime
-    except OSError:
-        size, mtime = 0, None
+    if st is False:
+        try:  # one stat for the size, the time and the year (a walk of 50,000 files made three each)
+            st = os.stat(path)
+        except OSError:
+            st = None
+    size, mtime = (st.st_size, st.st_mtime) if st is not None else (0, None)
     return FileSpec(
         display=display,
         path=path,
@@ -507,14 +529,14 @@ def expand(
             seen.add(key)
             specs.append(spec)
 
-    def add_file(path: str, display: str, explicit: bool) -> None:
+    def add_file(path: str, display: str, explicit: bool, st: os.stat_result | None | bool = False) -> None:
         if _is_zip_file(path):
             zs, zp = _zip_specs(path, display, explicit=explicit, year=year)
             for s in zs:
                 add(s)
             problems.extend(zp)
         else:
-            add(_spec_for_file(path, display, explicit=explicit, year=year))
+            add(_spec_for_file(path, display, explicit=explicit, year=year, st=st))
 
     def add_url(url: str, info: dict, explicit: bool, opts: dict) -> None:
         mtime = info_mtime(info)
@@ -564,7 +586,7 @@ def expand(
             p = unquote(urlparse(p).path)
         if os.path.isdir(p):
             before = len(problems)
-            files = _walk(p, problems)
+            files = _walk_stat(p, problems)
             if not files and len(problems) == before:
                 problems.append(
                     Problem(
@@ -574,8 +596,8 @@ def expand(
                         missing=True,
                     )
                 )
-            for f in files:
-                add_file(f, f, explicit=False)
+            for f, st in files:
+                add_file(f, f, explicit=False, st=st)
             continue
         if os.path.exists(p):
             special = _special_kind(p)
