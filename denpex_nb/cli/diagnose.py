@@ -12,6 +12,8 @@ one line with exit code 2.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import sys
 import warnings
 
@@ -34,15 +36,31 @@ def run(args) -> int:
     with warnings.catch_warnings():  # what could not be read is in the diagnosis' output
         warnings.simplefilter("ignore", RuntimeWarning)
         incident = load(*args.paths, unreadable="report", **options)
-    diagnosis = diagnose(incident)
-    redactor = None
-    if getattr(args, "redact", False):
-        from ..redact import redact_diagnosis, redactor_for
+    with _gc_paused():
+        diagnosis = diagnose(incident)
+        redactor = None
+        if getattr(args, "redact", False):
+            from ..redact import redact_diagnosis, redactor_for
 
-        redactor = redactor_for(incident, diagnosis)
-        diagnosis = redact_diagnosis(diagnosis, redactor)
-    text = diagnosis.to_json(indent=2) if getattr(args, "json", False) else str(diagnosis)
+            redactor = redactor_for(incident, diagnosis)
+            diagnosis = redact_diagnosis(diagnosis, redactor)
+        text = diagnosis.to_json(indent=2) if getattr(args, "json", False) else str(diagnosis)
     if redactor is not None:
         text = redactor.scrub(text)
     sys.stdout.write(text + "\n")
     return 0
+
+
+@contextlib.contextmanager
+def _gc_paused():
+    """The cyclic collector off while the diagnosis and its text are made (as :func:`load` has it
+    off while reading): they build many containers (a row per rank, a record per rank in the JSON)
+    and no cycles to speak of, and each full collection walks the whole incident again: at 50,000
+    ranks ~12 of them, 1.2 s of 6.6 s of CPU. Back on afterwards (the command's process then ends)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()

@@ -764,6 +764,9 @@ class BlockScanner:
                     carry = bytes(buf[done_upto:end]) + carry
         finally:
             _give_back(buf)
+        # in line order: a line cut while streaming is recorded when its end is read, one cut inside
+        # a buffer when the buffer is processed (which came first depended on the chunk size)
+        self.overlong.sort()
 
     def _lone_cr(self, buf: bytearray, k: int, blen: int) -> int:
         """Lone carriage returns in the new data ``buf[k:blen]`` become newlines, in place (a log

@@ -101,3 +101,36 @@ def test_long_evidence_is_clipped_and_unknown_class_does_not_break_display():
     s = str(d)
     assert "…" in s and max(len(line) for line in s.splitlines()) < 400
     assert d._repr_html_() and d.to_dict()["findings"][0]["title"] is None
+
+
+def test_indented_json_is_the_json_modules_text_character_for_character():
+    """``diagnose --json`` writes with a faster encoder than ``json.dumps(indent=2)``: its text must
+    be the json module's, for every value a diagnosis holds, and anything else must go through json
+    (a user's parser, or a diff against an earlier run, would otherwise see other bytes)."""
+    from enum import Enum
+
+    from denpex_nb.analysis.model import _indented_json, _NotPlain
+
+    value = {
+        "a": [1, -2, 2.5, -0.0, 1e300, 10**30, float("nan"), float("inf"), -float("inf"), True, False, None],
+        "text": ['é "quoted"\n\ttab', "", "\u2013", "\x00"],
+        "empty": [[], {}, ()],
+        "nested": {"k": {"z": [[{"x": (1, (2, 3))}]]}},
+        3: {1.5: [], None: 0, True: 1, False: [[]]},
+    }
+    for indent in (0, 1, 2, 4):
+        assert _indented_json(value, indent) == json.dumps(value, indent=indent)
+    for scalar in (3, "x", None, [], {}):
+        assert _indented_json(scalar, 2) == json.dumps(scalar, indent=2)
+
+    class Kind(str, Enum):
+        A = "a"
+
+    try:
+        _indented_json({"k": Kind.A}, 2)
+        raise AssertionError("an Enum value must be left to json")
+    except _NotPlain:
+        pass
+    d = _diag()
+    assert d.to_json(indent=2) == json.dumps(d.to_dict(), indent=2)
+    assert d.to_json() == json.dumps(d.to_dict())

@@ -424,3 +424,40 @@ def test_watched_words_are_noticed_in_a_dump_read_whole(tmp_path):
     inc = dx.load(str(tmp_path))
     assert inc.mentions["syncbn"] == [str(tmp_path / "nccl_trace_rank_0")]
     assert len(inc.events) == 2
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"",
+        b"\n\n",
+        b"step 1\nMARK rank=0 seq=1\ntail",  # no newline at the end
+        b"a\rMARK rank=2 seq=3\r\rb\r",  # lone CRs, one last
+        b"a\r\nMARK rank=2 seq=3\r\n",
+        b"MARK rank=1 seq=1\n" + b"noise " * 400 + b"\nMARK rank=2 seq=2 " + b"y" * 3000,  # lines past the cap
+        b"    indented\nMARK rank=0 seq=1\n    continued\n\ttab\n",
+    ],
+)
+def test_a_head_that_is_the_whole_file_scans_as_the_streamed_file(data):
+    """A small file is read whole before the scan (``at_eof``): its lines, parsed lines, unparsed
+    rows and lines past the cap are those of the same bytes streamed in small chunks. Wrongly:
+    a tiny file's last line, a CR line end or a cut long line would read differently from a big file's."""
+
+    def scan(stream, head, at_eof):
+        reader = MarkReader()
+        out, sink = Output(), UnparsedSink(1 << 20)
+        sc = scan_text(
+            stream,
+            [reader],
+            FileContext(file="f.log"),
+            out,
+            sink,
+            head=head,
+            at_eof=at_eof,
+            matcher=NeedleMatcher(reader.needles, use_hyperscan=False),
+            chunk_size=7,
+            line_cap=1000,
+        )
+        return sc.lines_total, sc.overlong, sorted(out.parsed), out.events, unparsed_lines(sink), sink.count
+
+    assert scan(io.BytesIO(b""), data, True) == scan(io.BytesIO(data), b"", False)
