@@ -189,7 +189,7 @@ def _fill_last_collective(rows: dict, ev: pd.DataFrame) -> None:
     sel = in_best & done
     np.maximum.at(comp_max, slot[sel], seq[sel])
     failed = np.zeros(len(ranks_u), dtype=bool)
-    np.logical_or.at(failed, slot, bad)
+    failed[slot[bad]] = True  # any bad row of the rank (an assignment: logical_or.at is ~40x slower)
     # a tracer record whose last collective never returned (no completed row at its last seq)
     is_tr = is_trace
     stuck = set()
@@ -198,7 +198,7 @@ def _fill_last_collective(rows: dict, ev: pd.DataFrame) -> None:
         np.maximum.at(tr_last, slot[is_tr], seq[is_tr])
         at_last = is_tr & (seq == tr_last[slot])
         ok = np.zeros(len(ranks_u), dtype=bool)
-        np.logical_or.at(ok, slot[at_last], done[at_last])
+        ok[slot[at_last & done]] = True
         has_tr = np.zeros(len(ranks_u), dtype=bool)
         has_tr[slot[is_tr]] = True
         stuck = {int(ranks_u[k]) for k in np.flatnonzero(has_tr & ~ok)}
@@ -449,7 +449,7 @@ def positions(incident) -> pd.DataFrame:
     top[key[last_at]] = seq[last_at]
     at_top = seq == top[key]
     comp = np.zeros(n_keys, dtype=bool)
-    np.logical_or.at(comp, key[at_top & done], True)
+    comp[key[at_top & done]] = True
     places = np.zeros(n_keys, dtype=np.int64)
     if stuck.any():
         pairs = np.unique(np.stack([key[stuck], seq[stuck]]), axis=1)
