@@ -17,7 +17,9 @@ status is 1.
     python benchmarks/verify_mutants.py --report benchmarks/results/mutation_semantic.json \\
         --claims /tmp/claims.json --out benchmarks/results/mutation_semantic_verified.json
 
-``--claims``: a JSON list of {module, operator, source, mutated, killed_by}.
+``--claims``: a JSON list of {module, operator, source, mutated, killed_by}. Where one module holds
+the same line (and mutation) twice, the claim covers every survivor of that text: each is applied
+and must be killed (a twin the run killed is not the claim's).
 
 ``--fixed``: check the ``[[fixed]]`` entries of ``benchmarks/mutation_equivalents.toml`` instead
 (survivors whose behaviour was the right one; the code was changed after the run): on the run's
@@ -147,7 +149,10 @@ def main(argv=None) -> int:
     _preload()
     report = json.loads(args.report.read_text())
     commit = report["commit"]
-    by_key = {(m["module"], m["operator"], m["source"], m["mutated"]): m for m in report["all"]}
+    # one key can name several mutants: the same line text (and mutation) twice in a module
+    by_key: dict[tuple, list[dict]] = {}
+    for m in report["all"]:
+        by_key.setdefault((m["module"], m["operator"], m["source"], m["mutated"]), []).append(m)
     if args.fixed:
         return check_fixed(report, load_equivalents(EQUIVALENTS, "fixed"), by_key, args.timeout)
     claims = json.loads(args.claims.read_text())
@@ -159,12 +164,13 @@ def main(argv=None) -> int:
         export(commit, tree)
         for c in claims:
             key = (c["module"], c["operator"], c["source"], c["mutated"])
-            m = by_key.get(key)
+            # the survivors of the key (a claim is about a survivor; its twin may have been killed)
+            same = [m for m in by_key.get(key, []) if m["outcome"] != "killed"] or by_key.get(key, [])
             if (*key, commit) in kept and kept[(*key, commit)]["killed_by"] == c["killed_by"]:
                 print(f"already verified: {c['module']} {c['operator']}: {c['mutated']}", flush=True)
                 continue
-            tag = f"{c['module']}:{m['line'] if m else '?'} {c['operator']}: {c['mutated']}"
-            if m is None:
+            tag = f"{c['module']}:{','.join(str(m['line']) for m in same) or '?'} {c['operator']}: {c['mutated']}"
+            if not same:
                 print(f"NOT IN THE REPORT: {tag}")
                 failed += 1
                 continue
@@ -173,21 +179,26 @@ def main(argv=None) -> int:
                 print(f"FAILS UNMUTATED: {tag}: {c['killed_by']}\n{out}")
                 failed += 1
                 continue
-            result = run_on_mutant(
-                tree, c["module"], c["operator"], m["occurrence"], c["mutated"], c["killed_by"], args.timeout
-            )
-            if result is None:
+            # the claim covers every surviving mutant of its key (identical lines): each must be killed
+            verdicts = [
+                run_on_mutant(
+                    tree, c["module"], c["operator"], m["occurrence"], c["mutated"], c["killed_by"], args.timeout
+                )
+                for m in same
+            ]
+            if any(r is None for r in verdicts):
                 print(f"STALE: {tag}")
                 failed += 1
                 continue
-            passed, out = result
-            if passed or out == "timeout":
+            if any(passed or out == "timeout" for passed, out in verdicts):
                 print(f"NOT KILLED: {tag}: {c['killed_by']}")
                 failed += 1
                 continue
             print(f"verified: {tag}: {c['killed_by']}", flush=True)
             entry = {**{k: c[k] for k in ("module", "operator", "source", "mutated", "killed_by")}}
-            entry.update(line=m["line"], occurrence=m["occurrence"], run_commit=commit)
+            entry.update(line=same[0]["line"], occurrence=same[0]["occurrence"], run_commit=commit)
+            if len(same) > 1:
+                entry.update(lines=[m["line"] for m in same], occurrences=[m["occurrence"] for m in same])
             kept[(*key, commit)] = entry
             # written after each one: a long check stopped halfway keeps what it verified
             args.out.write_text(json.dumps(list(kept.values()), indent=1) + "\n")
@@ -202,7 +213,7 @@ def check_fixed(report: dict, fixed: list[dict], by_key: dict, timeout: float) -
         tree = Path(tmp) / "tree"
         export(report["commit"], tree)
         for e in fixed:
-            m = next((m for k, m in by_key.items() if k[0] == e["module"] and k[1] == e["operator"]
+            m = next((ms[0] for k, ms in by_key.items() if k[0] == e["module"] and k[1] == e["operator"]
                       and k[2] == e["source"] and k[3] == e.get("mutated", k[3])), None)  # fmt: skip
             tag = f"{e['module']} {e['operator']}: {e['source']}"
             if m is None:
