@@ -732,12 +732,15 @@ def _is_pickle(head: bytes) -> bool:
 
 
 def _pickle_sizes(specs):
-    """Sizes of the inputs that start like a pickle (two bytes read from each plain file; compressed
-    files and archive members are not opened here)."""
+    """Sizes of the inputs that start like a pickle (two bytes read from each plain file, or the bytes
+    read when it was found, ``FileSpec.magic``; compressed files and archive members are not opened
+    here)."""
     for s in specs:
         head = b""
         if getattr(s, "data", None) is not None:
             head = s.data[:2]
+        elif getattr(s, "magic", None) is not None and not s.compression and not s.member:
+            head = s.magic[:2]
         elif s.path and not s.compression and not s.member:
             try:
                 with open(s.path, "rb") as f:

@@ -116,7 +116,11 @@ def _frames_from(out: Output, ctx: FileContext, sink: UnparsedSink | None, file:
     """The file's rows as column batches per frame, with ``file`` and the rank hint filled in."""
     frames: dict[str, list] = {}
     for name in ("events", "errors", "ranks", "progress"):
-        batches = as_batches([getattr(out, name)] + list(out.frames.get(name, [])))
+        rows, more = getattr(out, name), out.frames.get(name)
+        if type(rows) is list and not rows and not more:  # (most frames of most files)
+            frames[name] = []
+            continue
+        batches = as_batches([rows] + list(more or ()))
         for b in batches:
             n = batch_len(b)
             if name != "ranks":

@@ -195,6 +195,9 @@ class FileSpec:
     explicit: bool = True  # named by the user (not found by walking a folder)
     temp: bool = False  # a temporary file (spooled stdin) to delete after the load
     storage_options: dict | None = None  # fsspec options for a URL ``path`` (endpoint, credentials ...)
+    #: the first bytes of a local file, read once when it was found (is it a zip archive? a pickle?):
+    #: None when not read (a URL, stdin, a zip member, a name ending in .zip)
+    magic: bytes | None = None
 
     @property
     def name(self) -> str:
@@ -424,10 +427,10 @@ def _reason(err: OSError) -> str:
     return "permission denied" if isinstance(err, PermissionError) else (err.strerror or str(err)).lower()
 
 
-def _is_zip_file(path: str) -> bool:
-    """A regular file whose content is a zip archive (whatever its name)."""
-    if path.lower().endswith(".zip"):
-        return True
+def _magic(path: str) -> bytes | None:
+    """The first 4 bytes of a local file (fewer when it is shorter), None when it cannot be read.
+    Read once per file when it is found: whether it is a zip archive is decided on them here, and
+    whether it is a pickle (:meth:`FlightRecorderReader.prepare`) from ``FileSpec.magic``."""
     try:  # a bare descriptor: a walk of 50,000 files opens each once here (a buffered file costs 2x)
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0))
         try:
@@ -436,15 +439,22 @@ def _is_zip_file(path: str) -> bool:
                 head += os.read(fd, 4 - len(head))
         finally:
             os.close(fd)
-        return sniff_compression(head) == "zip"
+        return head
     except OSError:
-        return False  # the open while parsing reports it
+        return None  # the open while parsing reports it
 
 
 def _spec_for_file(
-    path: str, display: str, *, explicit: bool, year: int | None, st: os.stat_result | None | bool = False
+    path: str,
+    display: str,
+    *,
+    explicit: bool,
+    year: int | None,
+    st: os.stat_result | None | bool = False,
+    magic: bytes | None = None,
 ) -> FileSpec:
-    """The spec of a local file; ``st``: its ``os.stat`` when the caller has it (None: it failed)."""
+    """The spec of a local file; ``st``: its ``os.stat`` when the caller has it (None: it failed);
+    ``magic``: its first bytes when read (:func:`_magic`)."""
     hints = rank_hints(path)
     if st is False:
         try:  # one stat for the size, the time and the year (a walk of 50,000 files made three each)
@@ -461,6 +471,7 @@ def _spec_for_file(
         year=year if year is not None else _year_of(mtime),
         run_root=run_root(path),
         explicit=explicit,
+        magic=magic,
         **hints,
     )
 
@@ -530,13 +541,15 @@ def expand(
             specs.append(spec)
 
     def add_file(path: str, display: str, explicit: bool, st: os.stat_result | None | bool = False) -> None:
-        if _is_zip_file(path):
+        named_zip = path.lower().endswith(".zip")
+        magic = None if named_zip else _magic(path)  # one open per file: zip? (here) pickle? (FR prepare)
+        if named_zip or (magic is not None and sniff_compression(magic) == "zip"):
             zs, zp = _zip_specs(path, display, explicit=explicit, year=year)
             for s in zs:
                 add(s)
             problems.extend(zp)
         else:
-            add(_spec_for_file(path, display, explicit=explicit, year=year, st=st))
+            add(_spec_for_file(path, display, explicit=explicit, year=year, st=st, magic=magic))
 
     def add_url(url: str, info: dict, explicit: bool, opts: dict) -> None:
         mtime = info_mtime(info)

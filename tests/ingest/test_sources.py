@@ -466,3 +466,29 @@ def test_read_fully_reads_past_its_first_request_and_stops_at_n(tmp_path):
     with open(path, "rb", buffering=0) as f:
         assert read_fully(f, sources.READ_FIRST + 7) == data[: sources.READ_FIRST + 7]
         assert read_fully(f, 1 << 30) == data[sources.READ_FIRST + 7 :]
+
+
+def test_a_walked_files_first_bytes_are_read_once_and_decide_zip_and_pickle(tmp_path, monkeypatch):
+    """Each file of a folder is opened once while the folder is expanded: its first bytes say
+    whether it is a zip archive (expanded into its members whatever its name) and, kept on the spec,
+    whether it starts like a pickle (the Flight Recorder reader's choice of decoder) without a second
+    open. Wrongly: a renamed archive read as one text file, or a dump folder opened twice a file."""
+    import pickle
+
+    from denpex_nb.ingest import flight_recorder
+
+    with zipfile.ZipFile(tmp_path / "logs.bin", "w") as zf:
+        zf.writestr("rank_1.log", "x\n")
+    (tmp_path / "rank_0.log").write_text("plain\n")
+    (tmp_path / "rank_2").write_bytes(pickle.dumps({"entries": []}, protocol=4))
+    (tmp_path / "empty.log").write_bytes(b"")
+    specs, problems = expand([str(tmp_path)])
+    by = {os.path.basename(s.member or s.path): s for s in specs}
+    assert not problems and set(by) == {"rank_0.log", "rank_1.log", "rank_2", "empty.log"}
+    assert by["rank_1.log"].member == "rank_1.log"  # the archive found by content
+    assert by["rank_0.log"].magic == b"plai" and by["empty.log"].magic == b""
+    opened = []
+    real_open = open
+    monkeypatch.setattr("builtins.open", lambda *a, **k: opened.append(a[0]) or real_open(*a, **k))
+    sizes = list(flight_recorder._pickle_sizes(specs))
+    assert sizes == [by["rank_2"].size] and not opened
