@@ -408,7 +408,8 @@ def run_module(module: dict, tree: Path, cfg: dict, work: Path, servers: dict, m
         specs = specs[k::n]
     skipped: list[dict] = []
     if cfg.get("_skip_equivalent"):
-        specs, skipped = skip_equivalents(specs, tree / rel, rel, load_equivalents(EQUIVALENTS))
+        equivalents = load_equivalents(EQUIVALENTS, commit=cfg["_commit"])
+        specs, skipped = skip_equivalents(specs, tree / rel, rel, equivalents)
     (work / "sessions" / f"{name}.skipped.json").write_text(json.dumps(skipped))
     pristine = work / "pristine" / f"{name}.py"
     pristine.parent.mkdir(exist_ok=True)
@@ -601,15 +602,30 @@ def _short_diff(diff: str | None, tree: str) -> str | None:
 # --- survivors: explained or not ------------------------------------------------------------------
 
 
-def load_equivalents(path: Path, table: str = "equivalent") -> list[dict]:
+def load_equivalents(path: Path, table: str = "equivalent", commit: str | None = None) -> list[dict]:
     """The survivors' explanations: ``[[equivalent]]`` (no input tells the mutant from the original)
     or ``[[fixed]]`` (the mutant's behaviour was the right one: the run's code was wrong there and
     was changed after the run, in ``fixed_in``, with ``test`` pinning the new decision; such a
-    survivor is neither killed nor equivalent, and the report counts it on its own)."""
+    survivor is neither killed nor equivalent, and the report counts it on its own).
+
+    With the run's ``commit``, only the entries that hold for that code: a ``[[fixed]]`` entry only
+    where ``fixed_in`` is not in the run's history (after the fix the same mutant is an ordinary
+    survivor again), an ``[[equivalent]]`` entry with ``since`` only where that commit is."""
     if not path.exists():
         return []
     with open(path, "rb") as f:
-        return tomllib.load(f).get(table, [])
+        entries = tomllib.load(f).get(table, [])
+    if commit is None:
+        return entries
+    if table == "fixed":
+        return [e for e in entries if not _in_history(e["fixed_in"], commit)]
+    return [e for e in entries if "since" not in e or _in_history(e["since"], commit)]
+
+
+def _in_history(ancestor: str, commit: str) -> bool:
+    """Is ``ancestor`` ``commit`` itself or one of its ancestors?"""
+    r = subprocess.run(["git", "-C", str(ROOT), "merge-base", "--is-ancestor", ancestor, commit], capture_output=True)
+    return r.returncode == 0
 
 
 def _entry_for(m: dict, entries: list[dict]) -> dict | None:
@@ -762,6 +778,9 @@ def main(argv=None) -> int:
     cfg = load_config(args.config)
     modules = [m for m in cfg["module"] if not args.modules or any(s in m["path"] for s in args.modules)]
     cfg["_skip_equivalent"] = args.skip_equivalent
+    cfg["_commit"] = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", args.commit], capture_output=True, text=True, check=True
+    ).stdout.strip()
     if args.part:
         k, n = (int(x) for x in args.part.split("/"))
         cfg["_part"] = (k, n)
@@ -802,8 +821,8 @@ def main(argv=None) -> int:
             raise SystemExit(f"bench_mutation: --collect: the work folders ran different commits: {sorted(commits)}")
         commit = commits.pop()
         wall = campaign_wall(modules, works)
-    equivalents = load_equivalents(EQUIVALENTS)
-    fixed = load_equivalents(EQUIVALENTS, "fixed")
+    equivalents = load_equivalents(EQUIVALENTS, commit=commit)
+    fixed = load_equivalents(EQUIVALENTS, "fixed", commit=commit)
     verified = {}
     if args.verified:
         # only checks made against this run's commit (verify_mutants.py writes ``run_commit``): a

@@ -154,7 +154,7 @@ def main(argv=None) -> int:
     for m in report["all"]:
         by_key.setdefault((m["module"], m["operator"], m["source"], m["mutated"]), []).append(m)
     if args.fixed:
-        return check_fixed(report, load_equivalents(EQUIVALENTS, "fixed"), by_key, args.timeout)
+        return check_fixed(report, load_equivalents(EQUIVALENTS, "fixed", commit=commit), by_key, args.timeout)
     claims = json.loads(args.claims.read_text())
     old = json.loads(args.out.read_text()) if args.out.exists() else []
     kept = {(v["module"], v["operator"], v["source"], v["mutated"], v.get("run_commit")): v for v in old}
