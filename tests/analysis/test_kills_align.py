@@ -4,10 +4,11 @@ stay apart however large the counters."""
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from denpex_nb.analysis import diagnose
-from denpex_nb.analysis.align import align
+from denpex_nb.analysis.align import _nan_codes, _pack_fields, _unpack_fields, align
 from denpex_nb.incident import coerce
 from tests.analysis._frames import T0, ev, incident, steps
 
@@ -315,3 +316,38 @@ def test_two_groups_read_alternately_past_the_packed_key_are_two_groups():
     a = align(coerce("events", evs))
     assert a.divergences == []
     assert a.members == {("a", "trace"): [0, 1], ("b", "trace"): [0, 1]}
+
+
+def _compare_alike(a: np.ndarray, b: np.ndarray) -> bool:
+    """Missing (NaN) at the same rows, and the rest equal where equal and in the same order: all
+    align asks of op, dtype and shape codes (min != max, min < max within a cell)."""
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    if not np.array_equal(np.isnan(a), np.isnan(b)):
+        return False
+    known = ~np.isnan(a)
+    return np.array_equal(np.unique(a[known], return_inverse=True)[1], np.unique(b[known], return_inverse=True)[1])
+
+
+def test_op_dtype_and_shape_codes_too_wide_to_pack_are_not_packed():
+    """2**20 distinct ops, dtypes and shapes (a fuzzer's rows): with the local-size flag their codes
+    need 64 bits, more than an int64 holds, so align must take them unpacked. Packed anyway, the
+    last op's code wraps: rows of one op could read as two (an op mismatch where there is none)."""
+    codes = np.arange((1 << 20) + 1, dtype=np.int64) - 1  # -1: a row without an op, dtype or shape
+    assert _pack_fields(codes, codes, codes % 3 == 0, codes) is None
+
+
+def test_packed_and_unpacked_codes_compare_alike():
+    """align reads each row's op, dtype and shape codes from one packed int64, or unpacked where
+    they do not fit: both must compare alike, or a dtype mismatch found on one path is missed on
+    the other (the first dtype seen, code 0, read as no dtype: float32 against bfloat16 is then no
+    mismatch)."""
+    rng = np.random.default_rng(0)
+    opc, dt, shape = (rng.integers(-1, k, 500) for k in (3, 5, 40))
+    bad = rng.random(500) < 0.2
+    assert np.isnan(_nan_codes(dt)[dt < 0]).all() and not np.isnan(_nan_codes(dt)[dt >= 0]).any()
+    packed = _pack_fields(opc, dt, bad, shape)
+    if packed is None:  # not packed: align takes the unpacked codes themselves
+        return
+    op1, dt1, bad1, shape1 = _unpack_fields(packed[0], *packed[1:])
+    assert np.array_equal(bad1, bad) and _compare_alike(op1, opc)
+    assert _compare_alike(dt1, _nan_codes(dt)) and _compare_alike(shape1, _nan_codes(shape))
