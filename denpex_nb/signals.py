@@ -217,6 +217,9 @@ FAILURE_WORDS = re.compile(
     r"|Segmentation fault|core dumped|terminate called|out of memory|\bOOM\b|uncorrectable ECC|\bXid\b"
     r"|exit(?:ed)?(?: with)? (?:code|status)[ :=]*-?[1-9]\d*|exitcode\s*[:=]?\s*-?[1-9]\d*"
     r"|return ?code[ :=]*-?[1-9]\d*|exited on signal|(?:[Rr]eceived|[Cc]aught) signal\b|\bSIG(?:SEGV|ABRT|KILL|BUS|ILL|FPE|TERM)\b|\bSignal \d+\b"
+    # c10d's watchdog catching a collective's failure (``Exception (either an error or timeout) detected by
+    # watchdog at work: 9969``): the words say so only in its own phrasing
+    r"|\bException \(either an error or timeout\)|\bdetected by (?:the )?watchdog\b"
     r"|[Ss]talled|Missing ranks|not (?:yet )?join(?:ed|ing)\b|[Nn]ot all ranks (?:have )?(?:joined|joining|arrived|reached)"
     r"|did not (?:arrive|join|reach)|failed to pass|lagging ranks?\b|flight recorder dump|dump signal"
     r"|(?<![\w/-])(?:[Mm]ismatch(?:ed|es)?|desync(?:hroni[sz]ed)?)(?![\w-])|deadline exceeded|non-?zero exit"

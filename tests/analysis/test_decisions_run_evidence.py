@@ -339,3 +339,24 @@ _QUALIFIED = [
 def test_an_exception_of_the_pytorch_stack_is_evidence_of_a_failure(tmp_path, text, wrapper):
     d = _diagnose(tmp_path, {"log.txt": [WRAPPERS[wrapper](0, text)]})
     assert d.verdict == ClassId.RANK_CRASH, d.summary()
+
+
+# --- c10d's watchdog catching a failure, in its own phrasing ----------------------------------------------------
+
+_CAUGHT = (
+    "[Rank {r}] Exception (either an error or timeout) detected by watchdog at work: {w}, last enqueued NCCL work: "
+    "{w}, last completed NCCL work: {c}."
+)
+_AFTER = "nccl-tests-worker-0:64:229 [1] NCCL INFO comm 0x55ab26dea5d0 rank 1 nranks 16 cudaDev 1 busId 200000 - Destroy COMPLETE"
+
+
+@pytest.mark.parametrize("wrapper", ["plain", "docker", "kubectl", "pdsh"])
+@pytest.mark.parametrize("label", ["", "trainer-1  | "], ids=["bare", "compose"])
+@pytest.mark.parametrize("w,c", [(9969, 31901), (12, 11), (123456, 123455)])
+def test_the_watchdogs_catch_line_is_a_failure_even_when_a_reader_misses_it(tmp_path, wrapper, label, w, c):
+    """Followed by an unprefixed NCCL INFO line, the catch line may be read as wrapped at its width
+    (the paste rule) and its reader miss it: the words alone must still say that a collective failed."""
+    caught = label + WRAPPERS[wrapper](5, _CAUGHT.format(r=5, w=w, c=c))
+    for lines in ([caught, _AFTER], [_AFTER, caught], [caught]):
+        d = _diagnose(tmp_path, {"log.txt": lines})
+        assert d.verdict not in (ClassId.NO_FAILURE, ClassId.NO_EVIDENCE), (lines, d.summary())
