@@ -351,7 +351,7 @@ def read_failures(ctx) -> pd.DataFrame:
                 "severity": "error",
                 "family": str(fam),
                 "failure": True,
-                "text": msg[:400],
+                "text": msg[:2000],  # whole: the words that decide the class may come late
                 "host": r.get("host"),
             }
         )

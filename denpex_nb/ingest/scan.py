@@ -1007,13 +1007,19 @@ class BlockScanner:
             pos = s
             added = self._signal_line(sig, n, text)
             if len(pieces) > 1 and (added is None or not added.failure):
-                # a line of another record taken for a tail (two lines of one length read as a wrap)
-                # still signals on its own, as in a block (:meth:`_classify_lines`)
+                # an unprefixed line of another record taken for a tail (two lines of one length read as
+                # a wrap) still signals on its own, as in a block (:meth:`_classify_lines`); a prefixed
+                # piece is a record's head whose own tail may be cut off (its inner header with it)
+                from .prefixes import APP_B
+
                 for j, piece in enumerate(pieces[1:], 1):
+                    bare = peel(piece)
+                    if PREFIX_RUN.match(bare).end() or APP_B.match(bare):
+                        continue
                     ptext = piece.decode("utf-8", "replace").rstrip("\r")
                     psig = classify(ptext)
                     if psig is not None and psig.failure:
-                        self.signals.add(psig, line=n + j, text=ptext)
+                        self._signal_line(psig, n + j, ptext, failures_only=True)
         self._hot_k = k
 
     def _block_signals(self, buf, bs: int, be: int, ln: int) -> set[int]:
@@ -1028,10 +1034,11 @@ class BlockScanner:
         self._sig_k = k
         return out
 
-    def _signal_line(self, sig, lineno: int, text: str):
+    def _signal_line(self, sig, lineno: int, text: str, failures_only: bool = False):
         """One signal row for a line no reader was given: rank, time and message from the prefix
         stripper (a failure in it is the stripper's bug: the row keeps the raw text). Returns the
-        signal added (None when the line's own header level made it chatter)."""
+        signal added (None when the line's own header level made it chatter). ``failures_only``:
+        add it only if it is still a failure once its headers are read (a piece of a joined line)."""
         try:
             lines = self.to_lines([(lineno, text)], self.ctx)
         except Exception:  # noqa: BLE001 - a prefix bug already reported for blocks; the signal stays
@@ -1042,6 +1049,8 @@ class BlockScanner:
                 sig = classify(line.text, line.severity)
                 if sig is None:
                     return None
+            if failures_only and not sig.failure:
+                return None
             self.signals.add(sig, line=lineno, text=line.text, rank=line.rank, t_wall=line.t_wall, host=line.host)
         else:
             self.signals.add(sig, line=lineno, text=text, rank=self.ctx.rank_hint)
