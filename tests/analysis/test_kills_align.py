@@ -351,3 +351,20 @@ def test_packed_and_unpacked_codes_compare_alike():
     op1, dt1, bad1, shape1 = _unpack_fields(packed[0], *packed[1:])
     assert np.array_equal(bad1, bad) and _compare_alike(op1, opc)
     assert _compare_alike(dt1, _nan_codes(dt)) and _compare_alike(shape1, _nan_codes(shape))
+
+
+def test_events_without_a_dtype_or_shapes_column_still_show_op_and_size_mismatches():
+    """A reader that records no dtype column (or no in_shapes column) at all: ranks that agree give no
+    divergence; rank 1's broadcast among all_reduces is an op mismatch, and rank 2's 6 elements among
+    8 a size mismatch. A missing column must give every row 'no code' (-1), never a code that breaks
+    the packed fields: the user would be told 'no failure' for an op mismatch, or that every
+    collective of every rank violated its local size rule."""
+    agree = [ev(r, s) for r in range(3) for s in (1, 2)]
+    op = agree + [ev(r, 3, op="broadcast" if r == 1 else "all_reduce") for r in range(3)]
+    size = agree + [ev(r, 3, shape=(6,) if r == 2 else (8,)) for r in range(3)]
+    for column in ("dtype", "in_shapes"):
+        assert align(coerce("events", agree).drop(columns=[column])).divergences == []
+        got = [(d.kind, d.seq) for d in align(coerce("events", op).drop(columns=[column])).divergences]
+        assert got == [("op", 3)]
+        got = [(d.kind, d.seq) for d in align(coerce("events", size).drop(columns=[column])).divergences]
+        assert got == [("size", 3)]
