@@ -89,6 +89,9 @@ NEEDLES: tuple[bytes, ...] = (
     b"CANCELLED",
     b"reempt",
     b"non-zero",
+    # a transport's work completion that failed (IB: ``with status=12 ... vendor err 129``)
+    b"with status=",
+    b"vendor err",
     # families without an error word of their own
     b"out of memory",
     b"OOM",
@@ -128,6 +131,10 @@ NEEDLES: tuple[bytes, ...] = (
     b"did not find any unused parameters",
     b"buckets have been rebuilt",
     b"in distributed setting",
+    b"Skipping step",
+    b"skipped=",
+    b"finished initializing model",
+    b"number of skipped iterations",
     # a rank announcing that it enters process-group initialisation (ACTIVITY, INIT_ENTERING)
     b"nitializing ddp",
     b"nitializing distributed",
@@ -210,9 +217,15 @@ FAILURE_WORDS = re.compile(
     r"|Segmentation fault|core dumped|terminate called|out of memory|\bOOM\b|uncorrectable ECC|\bXid\b"
     r"|exit(?:ed)?(?: with)? (?:code|status)[ :=]*-?[1-9]\d*|exitcode\s*[:=]?\s*-?[1-9]\d*"
     r"|return ?code[ :=]*-?[1-9]\d*|exited on signal|(?:[Rr]eceived|[Cc]aught) signal\b|\bSIG(?:SEGV|ABRT|KILL|BUS|ILL|FPE|TERM)\b|\bSignal \d+\b"
+    # c10d's watchdog catching a collective's failure (``Exception (either an error or timeout) detected by
+    # watchdog at work: 9969``): the words say so only in its own phrasing
+    r"|\bException \(either an error or timeout\)|\bdetected by (?:the )?watchdog\b"
     r"|[Ss]talled|Missing ranks|not (?:yet )?join(?:ed|ing)\b|[Nn]ot all ranks (?:have )?(?:joined|joining|arrived|reached)"
     r"|did not (?:arrive|join|reach)|failed to pass|lagging ranks?\b|flight recorder dump|dump signal"
     r"|(?<![\w/-])(?:[Mm]ismatch(?:ed|es)?|desync(?:hroni[sz]ed)?)(?![\w-])|deadline exceeded|non-?zero exit"
+    # a transport's work completion that failed, whatever wraps it (IB's ``Got completion from peer
+    # 10.0.0.3<49024> with status=12 ... vendor err 129``, ``with error 12``): status 0 is success
+    r"|\bcompletion\b[^\n]{0,80}?\bwith (?:status ?[=:]? ?|error )0*[1-9]\d*|\bvendor err(?:or)? 0*[1-9]\d*"
     r"|" + _DISAGREE + r"\b"
 )
 
@@ -237,6 +250,15 @@ _SIZE = (
 #: size checks whose words are c10d's own (raised inside a collective call, they name no collective):
 #: ``Split sizes doesn't match total dim 0 size`` (all_to_all_single's split sizes)
 C10D_SIZE = re.compile(r"Split sizes doesn't match total dim")
+#: size errors of one process's own operations, whatever collective-sounding words a paste puts around
+#: them (``DDP RuntimeError: The size of tensor a (3) must match ...``): torch's elementwise broadcasting
+#: rule, and ``torch.cuda.comm``'s gather / scatter across the devices of one process (``nn.DataParallel``,
+#: no process group: ``gather got an input of invalid size: got 1x1, but expected 3x1``). Never the size
+#: family: the process's own error
+LOCAL_SIZE = re.compile(
+    r"The size of tensor a \(\d+\) must match the size of tensor b \(\d+\)"
+    r"|\b(?:gather|scatter) got an input of invalid size"
+)
 #: NCCL's own error vocabulary, whatever exception, framework or logger wraps it (TensorFlow's
 #: ``UnknownError: ncclCommInitRank failed: unhandled system error``, Horovod's ``HorovodInternalError:
 #: ncclAllReduce failed: unhandled cuda error``, XLA's ``async NCCL error``): an ``ncclResult_t`` by
@@ -313,7 +335,7 @@ FAMILIES: tuple[tuple[SignalFamily, re.Pattern], ...] = (
             r"\bnccl\w*Error\b|\bNCCL\b|\bnccl\b|Dist(?:Backend|Network)Error"
             r"|(?i:connection (?:reset|closed|refused|aborted|lost)|(?:closed|reset) by (?:the )?(?:remote )?peer"
             r"|broken pipe|ECONNREFUSED|ECONNRESET|EPIPE|no route to host|network is unreachable"
-            r"|address already in use|EADDRINUSE|\bNET/|libfabric|\bofi\b|\bibv_|infiniband"
+            r"|address already in use|EADDRINUSE|\bNET/|libfabric|\bofi\b|\bibv_|infiniband|completion from peer|vendor err"
             r"|\bRDMA\b|\bUCX\b|\bMPI_ERR)"
         ),
     ),
@@ -389,7 +411,15 @@ INIT_ENTERING = re.compile(
 #: strides``, ``find_unused_parameters=True was specified ... but did not find any unused parameters``,
 #: ``Reducer buckets have been rebuilt in this iteration``), Lightning's epoch-end logging with
 #: torch.distributed initialised (``... when logging on epoch level in distributed setting``), a rank
-#: announcing that it enters process-group initialisation (:data:`INIT_ENTERING`). Not here:
+#: announcing that it enters process-group initialisation (:data:`INIT_ENTERING`), the per-step
+#: reports of training engines that only run distributed (DeepSpeed initialises torch.distributed in
+#: ``deepspeed.initialize``, Megatron in ``initialize_megatron``): DeepSpeed's dynamic loss scaler
+#: skipping a step with its rank (``[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale:
+#: 65536, reducing to 32768``, the older ``fp16 dynamic loss scale overflow! Skipping step``: a scaler
+#: that overflowed and carries on lowering its scale, the normal start of fp16 training), its engine's
+#: ``step=10, skipped=6, lr=[...]`` report, ZeRO-3 having partitioned the model across the ranks
+#: (``finished initializing model - num_params = 291``), Megatron's iteration line (``number of skipped
+#: iterations:   0 | number of nan iterations:   0``). Not here:
 #: warnings any process prints, distributed or not (accelerate's kernel-version warning, libibverbs'
 #: missing driver, deprecations): they show nothing distributed ran, so alone they stay ``no-evidence``.
 ACTIVITY = re.compile(
@@ -397,6 +427,9 @@ ACTIVITY = re.compile(
     r"|Guessing device ID based on global rank|Grad strides do not match bucket view strides"
     r"|find_unused_parameters=True was specified in DDP constructor, but did not find any unused parameters"
     r"|Reducer buckets have been rebuilt|when logging on epoch level in distributed setting"
+    r"|\[deepspeed\] (?:OVERFLOW! Rank \d+|fp\d+ dynamic loss scale overflow!) Skipping step"
+    r"|\bstep=\d+, skipped=\d+, lr=|finished initializing model - num_params = \d+"
+    r"|number of skipped iterations: *\d+ \| number of nan iterations"
     r"|" + INIT_ENTERING.pattern
 )
 
@@ -432,6 +465,11 @@ BENIGN = re.compile(
 PYTORCH_OBJECT = (
     r"\btorch\.Size\(|\btorch\.(?:float|bfloat|int|uint|half|bool|complex|long|double)\d*\b"
     r"|site-packages[/\\]torch[/\\]"
+    # an exception class named by its module path in the PyTorch stack (``torch.distributed.DistBackendError``,
+    # ``pytorch_lightning.utilities.exceptions.MisconfigurationException``, ``deepspeed...``): raised there
+    r"|\b(?:torch|pytorch_lightning|lightning|lightning_fabric|deepspeed|accelerate)\.(?:\w+\.){0,6}\w*(?:Error|Exception)\b"
+    # PyTorch's own wording of a process's own size errors (:data:`LOCAL_SIZE`)
+    r"|" + LOCAL_SIZE.pattern
 )
 #: a record's field (``backend_name: gloo``, ``master_addr: 10.0.0.1``, ``NCCL_DEBUG=INFO``): DDP's
 #: construction record, an environment or config dump. Under a level that only a wrapper gave it (an
@@ -534,7 +572,9 @@ def family_of(text: str) -> SignalFamily:
 def _family(text: str) -> SignalFamily:
     for fam, pat in FAMILIES:
         if pat.search(text):
-            if fam == SignalFamily.SIZE and not COLLECTIVE_CONTEXT.search(text) and not C10D_SIZE.search(text):
+            if fam == SignalFamily.SIZE and (
+                (not COLLECTIVE_CONTEXT.search(text) and not C10D_SIZE.search(text)) or LOCAL_SIZE.search(text)
+            ):
                 continue
             return fam
     return SignalFamily.OTHER

@@ -29,6 +29,7 @@ import re
 
 import pandas as pd
 
+from .. import human
 from ..ops import normalize_op
 from ..signals import INIT_ENTERING, TERMINATE, WAITING, family_of
 from ..vocab import TRUNCATED_TRACEBACK, VICTIM_KINDS, ClassId, ErrorKind, SignalFamily
@@ -75,6 +76,15 @@ _PEER = re.compile(
 # one attempt, not one per position (tests/test_regex_linear.py)
 _ADDR = re.compile(r"\[?((?:\d{1,3}\.){3}\d{1,3}|(?<![\w.-])[A-Za-z][\w-]*(?:\.[\w-]+)*)\]?:(\d{2,5})\b")
 _ADDR_PEER = re.compile(r"(?i)peer[^\n]{0,40}?\[?((?:\d{1,3}\.){3}\d{1,3})\]?|\[((?:\d{1,3}\.){3}\d{1,3})\]:\d{2,5}")
+#: a message that names the peer of a connection by its rank, not its address (torch.distributed.rpc's
+#: agents: ``RPC agent for 3 encountered error when sending outgoing request #0 to 0: ... Connection reset
+#: by peer``, ``... reading incoming response from 0: ...``; ``peer rank 3``, ``remote worker 3``)
+_PEER_RANK = re.compile(
+    r"(?i)\b(?:request|response|message|reply)\b[^\n:]{0,40}?\b(?:to|from) (?:rank |worker )?(\d{1,6}):"
+    r"|\b(?:peer|remote) (?:rank|worker) (\d{1,6})\b"
+)
+#: the rank that wrote such a message, where the message says it (``RPC agent for 3``, ``rank 3``)
+_REPORTER_RANK = re.compile(r"(?i)\b(?:agent for|rank|worker) (\d{1,6})\b")
 _CONF = {"high": 0, "medium": 1, "low": 2}
 #: NCCL's ncclRemoteError, an either-or of its own: "remote process exited or there was a network
 #: error". With nothing else failing it is NCCL's error (low: a crash elsewhere is as consistent),
@@ -152,12 +162,17 @@ def finish_lines(incident) -> pd.DataFrame:
 
 def single_process(incident, state: pd.DataFrame, group_size: int | None) -> bool:
     """True when nothing in the evidence speaks of a second process: at most one rank anywhere (rank
-    state, signals), no stated group size above one, no collective record of a group above one, one
+    state, signals), and that rank 0 (a rank 7 is one of at least eight), no stated group size above
+    one, no collective record of a group above one, no error raised inside a collective call (a
+    process group ran it: its failure is the collective's, whatever CUDA call inside it failed), one
     host, at most one pid."""
     ranks = set(int(r) for r in state["rank"]) if len(state) else set()
     if not _empty(incident):
         ranks |= {int(r) for r in incident.signals["rank"].dropna().unique()}
-    if len(ranks) > 1 or (group_size or 0) > 1:
+    if len(ranks) > 1 or max(ranks, default=0) > 0 or (group_size or 0) > 1:
+        return False
+    er = incident.errors
+    if len(er) and "op" in er and er["op"].notna().any():
         return False
     ev = incident.events
     if len(ev) and "world_size" in ev and (pd.to_numeric(ev["world_size"], errors="coerce") > 1).any():
@@ -209,6 +224,8 @@ def signal_finding(ctx, *, after: Finding | None = None) -> Finding | None:
     (or none) adds nothing to it, so it is kept; a more specific family replaces it (its evidence
     stays in ``basis``)."""
     fs = failure_signals(ctx.incident)
+    if not len(fs):
+        fs = read_failures(ctx)
     if not len(fs):
         return unrecovered_connections(ctx.incident) or unjoined_waits(ctx.incident) or stopped_at_init(ctx.incident)
     fam_col = fs["family"].astype(object)
@@ -298,6 +315,47 @@ def signal_finding(ctx, *, after: Finding | None = None) -> Finding | None:
         culprit_basis=basis if not culprits else "own-failure",
         basis=(after.summary,) if after is not None else (),
     )
+
+
+def read_failures(ctx) -> pd.DataFrame:
+    """Failures a reader recognised on lines that hold no failure word of their own (a DDP check's
+    ``Rank 0 has 161 params, while rank 1 has inconsistent 0 params`` quoted in a sentence, no
+    ``RuntimeError:`` in front), as rows of the signals' schema, when no line signalled a failure: the
+    family of the message says what kind of failure it is (a reader's row is a failure whatever words
+    surround it). Victims' rows (a timeout, a peer gone) and cut tracebacks are left out; so are messages
+    of no family. Empty when there are none."""
+    cols = ["rank", "t_wall", "file", "line", "severity", "family", "failure", "text", "host"]
+    errs = ctx.errors
+    if errs is None or not len(errs):
+        return pd.DataFrame(columns=cols)
+    kinds = errs["kind"].astype(str)
+    victims = {str(k) for k in VICTIM_KINDS} | {
+        str(ErrorKind.WARNING),
+        str(ErrorKind.LOAD_ERROR),
+        str(ErrorKind.NCCL_WARN),
+    }
+    rows = []
+    for r in errs[~kinds.isin(victims)].to_dict("records"):
+        msg = r.get("message")
+        if not isinstance(msg, str) or msg.startswith(TRUNCATED_TRACEBACK):
+            continue
+        fam = family_of(msg)
+        if fam in (SignalFamily.OTHER, SignalFamily.FINISH):
+            continue
+        rows.append(
+            {
+                "rank": r.get("rank"),
+                "t_wall": r.get("t_wall"),
+                "file": r.get("file"),
+                "line": r.get("line"),
+                "severity": "error",
+                "family": str(fam),
+                "failure": True,
+                "text": msg[:2000],  # whole: the words that decide the class may come late
+                "host": r.get("host"),
+            }
+        )
+    return pd.DataFrame(rows, columns=cols)
 
 
 def _raised_in(errors: pd.DataFrame, sig) -> str | None:
@@ -779,8 +837,10 @@ def _replace(f: Finding, **kw) -> Finding:
 
 
 def peer_gone(ctx) -> list[Finding]:
-    """The other side of a closed or reset connection died first: when the address or host it names
-    belongs to exactly one rank of the evidence, that rank is the suspect (``rank-crash``, medium)."""
+    """The other side of a closed or reset connection died first: when the messages name it by its
+    rank (:data:`_PEER_RANK`, a rank other than the one that wrote it), or the address or host they name
+    belongs to exactly one rank of the evidence, and that is one rank for all of them, that rank is the
+    suspect (``rank-crash``, medium)."""
     inc = ctx.incident
     texts: list[tuple[str, object]] = []
     er = inc.errors
@@ -790,13 +850,23 @@ def peer_gone(ctx) -> list[Finding]:
                 texts.append((m, r))
     if not _empty(inc):
         s = inc.signals
-        for m, r, fail in zip(s["text"].astype(object), s["rank"], s["failure"]):
-            if fail is True and isinstance(m, str) and _PEER.search(m):
+        for m, r, fail in zip(s["text"].astype(object), s["rank"], s["failure"].fillna(False).astype(bool)):
+            if fail and isinstance(m, str) and _PEER.search(m):
                 texts.append((m, r))
     if not texts:
         return []
     named: dict[int, tuple[str, str]] = {}
+    by_rank: dict[int, set] = {}
     for m, reporter in texts:
+        # the peer named by its rank in the message: a statement, no address to resolve
+        for g in _PEER_RANK.finditer(m):
+            peer = int(g.group(1) or g.group(2))
+            rest = m[: g.start()] + m[g.end() :]
+            said = _REPORTER_RANK.search(rest)
+            me = int(reporter) if not pd.isna(reporter) else (int(said.group(1)) if said else None)
+            if me != peer:
+                by_rank.setdefault(peer, set()).add(me)
+                named.setdefault(peer, (m, ""))
         for g in _ADDR_PEER.finditer(m):
             addr = g.group(1) or g.group(2)
             hit = ctx.resolver.by_addr(addr)  # the one resolver: one rank alone has that address
@@ -807,16 +877,29 @@ def peer_gone(ctx) -> list[Finding]:
     if len(named) != 1:
         return []
     ((rank, (msg, basis)),) = named.items()
+    if rank in by_rank:
+        who = sorted(r for r in by_rank[rank] if r is not None)
+        basis = (
+            f"statement: {human.fmt_ranks(who, none='a rank')} name(s) rank {rank} as the peer that reset or "
+            "closed the connection"
+        )
     return [
         Finding(
             class_id=ClassId.RANK_CRASH,
             summary=(
-                f"A peer closed or reset the connection: the other side, rank {rank} (its address in the "
-                f"message belongs to it alone), died or left first; the others failed on its connection. {msg[:200]}"
+                f"A peer closed or reset the connection: the other side, rank {rank} ("
+                + (
+                    "named by rank in the messages"
+                    if rank in by_rank
+                    else "its address in the message belongs to it alone"
+                )
+                + f"), died or left first; the others failed on its connection. {msg[:200]}"
             ),
             confidence="medium",
             culprit_ranks=[rank],
-            culprit_basis=f"statement: the peer address of a closed connection maps to this rank ({basis})",
+            culprit_basis=basis
+            if rank in by_rank
+            else f"statement: the peer address of a closed connection maps to this rank ({basis})",
             rule="peer-gone",
         )
     ]

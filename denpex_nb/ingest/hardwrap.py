@@ -249,7 +249,7 @@ def _prefixed(line: bytes) -> bool:
 #: ``[default0]:``, ``[trainer|3|1]:``, Open MPI ``[1,3]<stdout>:``, a lost colour code, a Ray/vLLM worker,
 #: vLLM's header; never ``[127.0.0.1]:29500`` (a wrap may cut just before an address)
 _TAG = re.compile(
-    rb"\[[A-Za-z_][^\]\n]{0,63}\]:|\[\d+,\d+\]<std(?:out|err|diag)>:|\[\d{1,3}(?:;\d{1,3})*m"
+    rb"\[[A-Za-z_][^\]\n]{0,63}\]:|\[\d+(?:,\d+)?\]<std(?:out|err|diag)>:?|\[\d{1,3}(?:;\d{1,3})*m"
     rb"|\([\w.:-]+(?: [\w=]+)* pid=\d+|(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d"
 )
 

@@ -11,7 +11,8 @@ checked (the ``#wrong`` columns count wrong elements); a log holding only such r
   ``device`` (``cuda:<d>``).
 * A result row ``8  2  float  sum  -1  17.08  0.00  0.00  0  16.76  0.00  0.00  0`` (size, count,
   type, redop, root, then time / algbw / busbw / #wrong out of place and in place; ``N/A`` where
-  nothing was checked) is consumed; one with a wrong count above zero is an ``nccl_error`` row (the
+  nothing was checked; the first nccl-tests printed neither redop nor root and, for ``#wrong``, the
+  largest deviation found, ``65536  2048  float  52.01  1.26  1.10  0e+00  50.09 ...``) is consumed; one with a wrong count above zero is an ``nccl_error`` row (the
   collective returned wrong data). The table's header lines, ``# nThread ... nGpus ...``,
   ``# Using devices``, ``rccl-tests: Version``, ``# Avg bus bandwidth : X`` and ``# Out of bounds
   values : 0 OK`` are consumed; ``Out of bounds values : N FAILED`` with N above zero is an
@@ -37,9 +38,29 @@ _RANK = re.compile(
 )
 _TYPES = r"(?:float|double|half|bfloat16|int8|uint8|int32|uint32|int64|uint64|f8e4m3|f8e5m2|fp8\w{0,8}|\w{1,12})"
 _NUM = r"(?:\d{1,12}(?:\.\d{1,6})?|N/A)"
-#: size, count, type, redop, root, then two (time, algbw, busbw, #wrong) groups (in place: may be absent)
+#: the type names nccl-tests prints (a row without its redop column must show one of them)
+_TYPE_NAMES = r"(?:float|double|half|bfloat16|int8|uint8|int32|uint32|int64|uint64|f8e4m3|f8e5m2)"
+#: the error cell of the first nccl-tests (no redop and root columns): the largest deviation found,
+#: ``0e+00``, ``4e-07`` (float rounding, not wrong data)
+_ERR = r"(?:\d{1,12}|N/A|\d(?:\.\d{1,6})?e[+-]\d{2,3})"
+#: size, count, type, redop, root, then two (time, algbw, busbw, #wrong) groups (in place: may be absent);
+#: the first nccl-tests printed no redop and root and a deviation (``0e+00``) for ``#wrong``: then the
+#: type must be one of nccl-tests' names and the last cells that deviation or a count
 _ROW = re.compile(
-    r"^\s*(\d{1,15})\s+(\d{1,15})\s+" + _TYPES + r"\s+(?:sum|prod|max|min|avg|mulsum|none)\s+-?\d{1,7}"
+    r"^\s*(\d{1,15})\s+(\d{1,15})\s+"
+    r"(?:"
+    + _TYPES
+    + r"\s+(?:sum|prod|max|min|avg|mulsum|none)\s+-?\d{1,7}|"
+    + _TYPE_NAMES
+    + r"(?=\s+"
+    + _NUM
+    + r"\s+"
+    + _NUM
+    + r"\s+"
+    + _NUM
+    + r"\s+"
+    + _ERR
+    + r"(?:\s|$)))"
     r"\s+"
     + _NUM
     + r"\s+"
@@ -91,6 +112,14 @@ class NcclTestsReader(TextReader):
         b"     avg ",
         b"    none ",
         b"  mulsum ",
+        # rows of the first nccl-tests (no redop column): the type column, right-aligned
+        b"   float ",
+        b"  double ",
+        b"    half ",
+        b"bfloat16 ",
+        b"    int8 ",
+        b"   int32 ",
+        b"   int64 ",
     )
 
     def parse(self, block: list[Line], ctx: FileContext, out: Output) -> None:

@@ -14,7 +14,7 @@ Outermost come the wrappers of log collectors, peeled per physical line before a
 label (``worker-1  | ``), a kubectl/docker ``--timestamps`` RFC 3339 time (or its tail cut by a
 paste, ``056444Z ``), a syslog/journald header (``May  1 12:00:00 host python[1234]: ``); ANSI codes,
 colour codes that lost their escape byte (`` [36m``) and CR go first. Then launcher and worker
-tags: Open MPI ``[1,3]<stdout>:``, Ray / vLLM workers ``(RayWorkerWrapper pid=123, ip=10.0.0.1) ``,
+tags: Open MPI ``[1,3]<stdout>:`` (Horovod's ``[3]<stdout>:``), Ray / vLLM workers ``(RayWorkerWrapper pid=123, ip=10.0.0.1) ``,
 ``(VllmWorker rank=3 pid=406) `` (``rank=N`` attributes the rank; a pid names only a process).
 Innermost, besides glog/torch/DeepSpeed/Lightning/NCCL headers, application-logger headers are
 removed (``logging``'s ``asctime - name - LEVEL - ``, loguru, ``[date] [LEVEL] name: ``), with an
@@ -271,7 +271,9 @@ _NOT_HOST = re.compile(
     r"what|cause|time|host|rank|exitcode|error_file|msg|status|size|sizes|state|ranks)$|^nccl"
 )
 _SRUN = re.compile(r"^\s*(\d+): ")
-_MPI = re.compile(r"^\[(\d+),(\d+)\]<(?:stdout|stderr|stddiag)>:")
+#: Open MPI's ``--tag-output`` ``[jobid,rank]<stdout>:`` and Horovod's own launcher (``horovodrun``
+#: over gloo) ``[rank]<stdout>:``; a paste may lose the colon (``[0]<stdout>[0] NCCL INFO ...``)
+_MPI = re.compile(r"^\[(\d+)(?:,(\d+))?\]<(?:stdout|stderr|stddiag)>(?::| (?=\S))?")
 _HYDRA = re.compile(r"^\[(\d+)\] (?=\S)")
 # worker prefixes: Ray actors ``(RayWorkerWrapper pid=123, ip=10.0.0.1) ``, vLLM's multiprocessing
 # workers ``(VllmWorkerProcess pid=760) `` / ``(VllmWorker rank=3 pid=406) `` (``rank=N`` names the
@@ -471,7 +473,7 @@ def _strip(text: str, hosts: set[str], ctx: FileContext, allow_srun: bool = True
     c, c1 = s[:1], s[1:2]
     m = _MPI.match(s) if c == "[" and c1.isdigit() else None
     if m:
-        p.label_rank = i32(m.group(2))
+        p.label_rank = i32(m.group(2) if m.group(2) is not None else m.group(1))
         p.kinds.append("mpi")
         s = s[m.end() :]
     elif allow_srun and (c.isdigit() or c.isspace()) and (m := _SRUN.match(s)):

@@ -51,7 +51,7 @@ WRAP_WIDTHS = frozenset({80, 100, 120, 160, 200})
 #: header ``ERROR 07-24 08:26:01 [file.py:226] `` (one space after ``]`` belongs to it) and a pdsh
 #: node label ``node7: `` / ``10.0.0.5: `` (so an indented traceback line behind it continues its block)
 PREFIX_RUN = re.compile(
-    rb"^(?:\s*\[[^\]\n]{1,64}\](?:<std(?:out|err|diag)>)?:"
+    rb"^(?:\s*\[[^\]\n]{1,64}\](?:<std(?:out|err|diag)>:?|:)"
     rb"|\s?\[\d{1,3}(?:;\d{1,3})*m ?"
     rb"|\([\w.:-]+(?: [\w=]+)* pid=\d+(?:, ip=[^)\s]+)?\) ?"
     rb"|(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)? \[?[\w.+-]+:\d+\] "
@@ -986,6 +986,7 @@ class BlockScanner:
             e = buf.find(b"\n", s, n_buf)
             e = n_buf if e < 0 else e
             raw = buf[s : min(e, s + self.line_cap)]
+            pieces = [raw]
             if wrap:  # a hard-wrapped logical line: its tails too (a few pieces at most)
                 ps = s
                 for _ in range(8):
@@ -995,7 +996,8 @@ class BlockScanner:
                     nxt = n_buf if nxt < 0 else nxt
                     if not joins_b(buf[ps:e], buf[e + 1 : nxt], wrap):
                         break
-                    raw += buf[e + 1 : nxt]
+                    pieces.append(buf[e + 1 : nxt])
+                    raw += pieces[-1]
                     ps, e = e + 1, nxt
             text = raw.decode("utf-8", "replace").rstrip("\r")
             sig = classify(text)
@@ -1003,7 +1005,21 @@ class BlockScanner:
                 continue
             n += count(b"\n", pos, s)
             pos = s
-            self._signal_line(sig, n, text)
+            added = self._signal_line(sig, n, text)
+            if len(pieces) > 1 and (added is None or not added.failure):
+                # an unprefixed line of another record taken for a tail (two lines of one length read as
+                # a wrap) still signals on its own, as in a block (:meth:`_classify_lines`); a prefixed
+                # piece is a record's head whose own tail may be cut off (its inner header with it)
+                from .prefixes import APP_B
+
+                for j, piece in enumerate(pieces[1:], 1):
+                    bare = peel(piece)
+                    if PREFIX_RUN.match(bare).end() or APP_B.match(bare):
+                        continue
+                    ptext = piece.decode("utf-8", "replace").rstrip("\r")
+                    psig = classify(ptext)
+                    if psig is not None and psig.failure:
+                        self._signal_line(psig, n + j, ptext, failures_only=True)
         self._hot_k = k
 
     def _block_signals(self, buf, bs: int, be: int, ln: int) -> set[int]:
@@ -1018,9 +1034,11 @@ class BlockScanner:
         self._sig_k = k
         return out
 
-    def _signal_line(self, sig, lineno: int, text: str) -> None:
+    def _signal_line(self, sig, lineno: int, text: str, failures_only: bool = False):
         """One signal row for a line no reader was given: rank, time and message from the prefix
-        stripper (a failure in it is the stripper's bug: the row keeps the raw text)."""
+        stripper (a failure in it is the stripper's bug: the row keeps the raw text). Returns the
+        signal added (None when the line's own header level made it chatter). ``failures_only``:
+        add it only if it is still a failure once its headers are read (a piece of a joined line)."""
         try:
             lines = self.to_lines([(lineno, text)], self.ctx)
         except Exception:  # noqa: BLE001 - a prefix bug already reported for blocks; the signal stays
@@ -1030,10 +1048,13 @@ class BlockScanner:
             if line.severity:  # the header's own level: chatter at INFO is no signal
                 sig = classify(line.text, line.severity)
                 if sig is None:
-                    return
+                    return None
+            if failures_only and not sig.failure:
+                return None
             self.signals.add(sig, line=lineno, text=line.text, rank=line.rank, t_wall=line.t_wall, host=line.host)
         else:
             self.signals.add(sig, line=lineno, text=text, rank=self.ctx.rank_hint)
+        return sig
 
     def _block(self, buf: bytes, bs: int, be: int, ln: int, n: int, mask: int = -1, sig_lines=()) -> None:
         raw = buf[bs:be]
