@@ -353,12 +353,18 @@ def test_packed_and_unpacked_codes_compare_alike():
     assert _compare_alike(dt1, _nan_codes(dt)) and _compare_alike(shape1, _nan_codes(shape))
 
 
-def test_an_events_frame_without_a_dtype_or_shapes_column_still_has_its_op_mismatch():
-    """A hand-built events frame (not coerced) that has no dtype column, or no in_shapes column:
-    rank 1 called broadcast where rank 0 called all_reduce at seq 2. The op mismatch is found; the
-    missing column is read as no dtype / no shape on every row, not as a code that spills into the
-    op's bits and makes both ops read as one."""
-    rows = [ev(0, 1), ev(1, 1), ev(0, 2), ev(1, 2, op="broadcast")]
-    for col in ("dtype", "in_shapes"):
-        divs = align(pd.DataFrame(rows).drop(columns=col)).divergences
-        assert [(d.kind, d.seq) for d in divs] == [("op", 2)], col
+def test_events_without_a_dtype_or_shapes_column_still_show_op_and_size_mismatches():
+    """A reader that records no dtype column (or no in_shapes column) at all: ranks that agree give no
+    divergence; rank 1's broadcast among all_reduces is an op mismatch, and rank 2's 6 elements among
+    8 a size mismatch. A missing column must give every row 'no code' (-1), never a code that breaks
+    the packed fields: the user would be told 'no failure' for an op mismatch, or that every
+    collective of every rank violated its local size rule."""
+    agree = [ev(r, s) for r in range(3) for s in (1, 2)]
+    op = agree + [ev(r, 3, op="broadcast" if r == 1 else "all_reduce") for r in range(3)]
+    size = agree + [ev(r, 3, shape=(6,) if r == 2 else (8,)) for r in range(3)]
+    for column in ("dtype", "in_shapes"):
+        assert align(coerce("events", agree).drop(columns=[column])).divergences == []
+        got = [(d.kind, d.seq) for d in align(coerce("events", op).drop(columns=[column])).divergences]
+        assert got == [("op", 3)]
+        got = [(d.kind, d.seq) for d in align(coerce("events", size).drop(columns=[column])).divergences]
+        assert got == [("size", 3)]
