@@ -336,10 +336,11 @@ def _view(row) -> RankView:
 
 def _evidence_rows(rows: pd.DataFrame) -> pd.DataFrame:
     """Evidence lines: the odd ranks first (rows whose op, size or dtype is rarer than the most
-    common one), then the rest in their order. On a tie for the most common (two sizes on as many
-    ranks each) no side is the odd one: the first row of each tied value comes before any second
-    one, so the first lines a summary shows hold every side, from the lowest rank on, whichever
-    value is smaller."""
+    common one), then the first row of the most common value, then the rest in their order: the
+    lines shown hold every side even when ranks whose size is unknown come first. On a tie for the
+    most common (two sizes on as many ranks each) no side is the odd one: the first row of each
+    tied value comes before any second one, so the first lines a summary shows hold every side,
+    from the lowest rank on, whichever value is smaller."""
     if len(rows) <= MAX_EVIDENCE:
         return rows
     odd = pd.Series(False, index=rows.index)
@@ -351,8 +352,7 @@ def _evidence_rows(rows: pd.DataFrame) -> pd.DataFrame:
             if len(mode):
                 modal = v.isin(list(mode))
                 odd |= v.notna() & ~modal
-                if len(mode) > 1:
-                    lead |= modal & ~v.duplicated()
+                lead |= modal & ~v.duplicated()
     lead &= ~odd
     return pd.concat([rows[odd], rows[lead], rows[~odd & ~lead]]).head(MAX_EVIDENCE)
 

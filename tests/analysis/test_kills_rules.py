@@ -125,3 +125,15 @@ def test_a_size_tie_shows_each_sides_first_line_first():
     shows hold both sizes; the user is not shown eight lines of one side only."""
     for low, high in ((6, 8), (8, 6)):
         assert _size_tie_evidence([low] * 8 + [high] * 8) == [0, 8, 1, 2, 3, 4, 5, 6]
+
+
+def test_a_size_mismatch_shows_the_common_size_even_behind_ranks_of_unknown_size():
+    """Seven ranks of unknown size come first, ranks 7 and 8 passed 8 elements, rank 9 passed 6: the
+    eight evidence lines hold rank 9 and a rank of the common size (the first, rank 7), not rank 9
+    and seven ranks whose size is unknown; the user is not shown the odd size with nothing to set it
+    against."""
+    rows = [ev(r, s) for r in range(10) for s in (1, 2)]
+    rows += [ev(r, 3, shape=None) for r in range(7)] + [ev(r, 3) for r in (7, 8)] + [ev(9, 3, shape=(6,))]
+    d = diagnose(incident(rows))
+    assert (d.first.class_id, d.first.seq) == ("shape-mismatch", 3)
+    assert [e.rank for e in d.first.evidence] == [9, 0, 7, 1, 2, 3, 4, 5]
