@@ -379,3 +379,15 @@ def test_a_size_of_exactly_2_63_read_through_float_is_unknown_not_a_failed_table
     inc.events["numel_in"] = pd.Series([2.0**63, 8.0], dtype="float64")
     st = _st(inc)
     assert pd.isna(st.loc[0, "last_numel_in"]) and st.loc[1, "last_numel_in"] == 8
+
+
+def test_a_hand_built_frame_whose_groups_are_plain_strings_still_gives_each_ranks_last_collective():
+    """An events frame built by hand (pg as plain strings, not categorical): ranks 0 and 1 in group
+    "a" at seqs 1-3, rank 0 also in group "b" at seq 1. Each rank's last collective is read from its
+    most populous group; the rank state is made, not lost to a failed step (the user would be shown
+    no rank's last collective, and no absent rank)."""
+    rows = [ev(r, s, pg="a") for r in (0, 1) for s in (1, 2, 3)] + [ev(0, 1, pg="b")]
+    frame = coerce("events", rows)
+    frame["pg"] = frame["pg"].astype(object)
+    st = rank_state(Incident(events=frame)).set_index("rank")
+    assert st.loc[[0, 1], "last_seq"].tolist() == [3, 3]
