@@ -12,15 +12,13 @@ one line with exit code 2.
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import sys
 import warnings
 
 
 def run(args) -> int:
     from ..analysis import diagnose
-    from ..ingest import load
+    from ..ingest import gc_paused, load
 
     options = {}
     if getattr(args, "force_format", None):
@@ -36,7 +34,7 @@ def run(args) -> int:
     with warnings.catch_warnings():  # what could not be read is in the diagnosis' output
         warnings.simplefilter("ignore", RuntimeWarning)
         incident = load(*args.paths, unreadable="report", **options)
-    with _gc_paused():
+    with gc_paused():  # many containers, no cycles: see gc_paused
         diagnosis = diagnose(incident)
         redactor = None
         if getattr(args, "redact", False):
@@ -49,18 +47,3 @@ def run(args) -> int:
         text = redactor.scrub(text)
     sys.stdout.write(text + "\n")
     return 0
-
-
-@contextlib.contextmanager
-def _gc_paused():
-    """The cyclic collector off while the diagnosis and its text are made (as :func:`load` has it
-    off while reading): they build many containers (a row per rank, a record per rank in the JSON)
-    and no cycles to speak of, and each full collection walks the whole incident again: at 50,000
-    ranks ~12 of them, 1.2 s of 6.6 s of CPU. Back on afterwards (the command's process then ends)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
