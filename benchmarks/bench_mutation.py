@@ -219,13 +219,7 @@ def skip_equivalents(specs, module_file: Path, module_rel: str, equivalents: lis
     for spec in specs:
         mutated = mutate_code(original, get_operator(spec.operator_name)(), spec.occurrence)
         rec = {
-            "module": module_rel,
-            "line": spec.start_pos[0],
-            "col": spec.start_pos[1],
-            "operator": spec.operator_name,
-            "occurrence": spec.occurrence,
-            "definition": spec.definition_name,
-            "source": lines[spec.start_pos[0] - 1].strip(),
+            **_where(module_rel, spec, lines),
             "mutated": None if mutated is None else _changed_line(original, mutated),
         }
         if mutated is not None and _entry_for(rec, equivalents) is not None:
@@ -243,6 +237,20 @@ def skip_equivalents(specs, module_file: Path, module_rel: str, equivalents: lis
         else:
             run.append(spec)
     return run, skipped
+
+
+def _where(module_rel: str, spec, lines: list[str]) -> dict:
+    """A mutant's place, as the report names it: module, line, column, operator, occurrence, the
+    function it is in and the original line's text (stripped)."""
+    return {
+        "module": module_rel,
+        "line": spec.start_pos[0],
+        "col": spec.start_pos[1],
+        "operator": spec.operator_name,
+        "occurrence": spec.occurrence,
+        "definition": spec.definition_name,
+        "source": lines[spec.start_pos[0] - 1].strip(),
+    }
 
 
 def _changed_line(original: str, mutated: str) -> str:
@@ -541,13 +549,7 @@ def collect_module(module: dict, work: Path) -> dict:
         cpu = sum(float(x) for x in _CPU.findall(output))
         mutants.append(
             {
-                "module": meta["path"],
-                "line": spec.start_pos[0],
-                "col": spec.start_pos[1],
-                "operator": spec.operator_name,
-                "occurrence": spec.occurrence,
-                "definition": spec.definition_name,
-                "source": lines[spec.start_pos[0] - 1].strip(),
+                **_where(meta["path"], spec, lines),
                 "mutated": _mutated_line(diff),
                 "diff": _short_diff(diff, meta["tree"]),
                 "outcome": outcome,
