@@ -32,7 +32,7 @@ import pandas as pd
 from .. import human
 from ..ops import normalize_op
 from ..signals import INIT_ENTERING, TERMINATE, WAITING, family_of
-from ..vocab import TRUNCATED_TRACEBACK, VICTIM_KINDS, ClassId, ErrorKind, SignalFamily
+from ..vocab import FAILURE_KINDS, TRUNCATED_TRACEBACK, VICTIM_KINDS, ClassId, ErrorKind, SignalFamily
 from .model import Evidence, Finding
 
 #: the class each family points to when nothing more specific explains the failure
@@ -335,7 +335,8 @@ def read_failures(ctx) -> pd.DataFrame:
         str(ErrorKind.NCCL_WARN),
     }
     rows = []
-    for r in errs[~kinds.isin(victims)].to_dict("records"):
+    failures = {str(k) for k in FAILURE_KINDS}  # a row of another kind (a reader's notice) is no failure
+    for r in errs[kinds.isin(failures) & ~kinds.isin(victims)].to_dict("records"):
         msg = r.get("message")
         if not isinstance(msg, str) or msg.startswith(TRUNCATED_TRACEBACK):
             continue

@@ -26,6 +26,26 @@ never on one log.
   Without it the user was told "cause undetermined" with no suspect
   (test_connections_reset_by_a_rank_named_in_the_messages_name_it); messages naming different peers
   name nobody (test_resets_naming_different_peers_name_nobody).
+- the engine's step reports are no all-clear beside its own fatal exception (the loss scale at its
+  minimum: the run exits): never ``no-failure``
+  (test_a_loss_scale_at_its_minimum_is_not_an_all_clear); a table of numbers that is not nccl-tests'
+  is not read as collectives (test_a_table_of_numbers_that_is_not_nccl_tests_is_not_read_as_one);
+  a transport completion with status 0 is no failure signal
+  (test_a_completion_that_succeeded_is_no_failure).
+- a parsed size failure (DDP's parameter-count check across ranks) keeps its family when quoted in
+  prose or behind a wrapper: ``shape-mismatch`` or ``rank-desync``, its culprit only the rank named
+  (test_a_size_failure_quoted_in_prose_is_still_a_size_failure).
+- NCCL's own error wrapping a CUDA failure inside a collective (a barrier's DistBackendError with
+  ``unhandled cuda error``) is ``nccl-error``, never "no other rank failed"
+  (test_an_nccl_error_wrapping_a_cuda_failure_is_nccls_error).
+- PyTorch's local size errors (elementwise broadcasting, DataParallel's gather), even titled "DDP",
+  are the process's own crash, not a collective's ``shape-mismatch``
+  (test_a_local_size_error_is_the_process_own_crash); an exception of the PyTorch stack named by its
+  module path (Lightning, DeepSpeed) is evidence of a failure, a ``rank-crash``
+  (test_an_exception_of_the_pytorch_stack_is_evidence_of_a_failure).
+- c10d's watchdog catching a collective's failure ("Exception (either an error or timeout) detected
+  by watchdog at work: N") is a failure even where its reader misses the line (a paste wrap): never
+  an all-clear (test_the_watchdogs_catch_line_is_a_failure_even_when_a_reader_misses_it).
 """
 
 from __future__ import annotations
