@@ -302,3 +302,16 @@ def healthy_lines(n_ranks: int = 4, steps: int = 30) -> list[str]:
         for r in range(n_ranks):
             out.append(f"[rank{r}]:step {i} loss={2.5 - i * 0.01:.4f} lr=3.0e-04 grad_norm=1.2{r}")
     return out
+
+
+def diagnose_files(tmp_path, files: dict[str, list[str]]):
+    """Write each ``{name: lines}`` to ``tmp_path`` and diagnose them as a user would (``load`` then
+    ``diagnose``, strict: a rule that fails is an error here, not a note)."""
+    import denpex_nb as dx
+
+    paths = []
+    for name, lines in files.items():
+        p = tmp_path / name
+        p.write_text("\n".join(lines) + "\n")
+        paths.append(str(p))
+    return dx.diagnose(dx.load(*paths, progress=False), strict=True)

@@ -31,10 +31,10 @@ from __future__ import annotations
 
 import pytest
 
-import denpex_nb as dx
 from denpex_nb.signals import family_of
 from denpex_nb.vocab import ClassId, SignalFamily
 from tests.signal_variants import WRAPPERS
+from tests.signal_variants import diagnose_files as _diagnose
 
 #: how frameworks announce that a rank enters process-group initialisation (before the group is up)
 _ANNOUNCE = {
@@ -59,15 +59,6 @@ _PREAMBLE = [
     "TPU available: False, using: 0 TPU cores",
     "Using native 16bit precision.",
 ]
-
-
-def _diagnose(tmp_path, files: dict[str, list[str]]):
-    paths = []
-    for name, lines in files.items():
-        p = tmp_path / name
-        p.write_text("\n".join(lines) + "\n")
-        paths.append(str(p))
-    return dx.diagnose(dx.load(*paths, progress=False), strict=True)
 
 
 def _stopped_at_init(announce, wrapper, n, ranks, per_rank, trailing_blank):

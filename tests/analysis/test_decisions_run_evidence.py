@@ -55,15 +55,7 @@ import pytest
 import denpex_nb as dx
 from denpex_nb.vocab import ClassId
 from tests.signal_variants import PHRASES, WRAPPERS
-
-
-def _diagnose(tmp_path, files: dict[str, list[str]]):
-    paths = []
-    for name, lines in files.items():
-        p = tmp_path / name
-        p.write_text("\n".join(lines) + "\n")
-        paths.append(str(p))
-    return dx.diagnose(dx.load(*paths, progress=False), strict=True)
+from tests.signal_variants import diagnose_files as _diagnose
 
 
 def _files(lines_of, wrapper: str, ranks: list[int], per_rank: bool) -> dict[str, list[str]]:
