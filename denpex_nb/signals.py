@@ -268,6 +268,14 @@ NCCL_CODES = re.compile(
     r"|\bnccl[A-Z]\w{2,40}(?:\([^()\n]{0,40}\))? failed\b|\bunhandled (?:system|cuda) error\b|internal error - please report"
     r"|remote process exited or there was a network error|\basync NCCL error\b|\bNCCL (?:error|failure)\b"
 )
+#: a port that could not be bound because another process holds it (errno 98 on Linux, 48 on macOS,
+#: WSAEADDRINUSE 10048 on Windows), and c10d's summary when no address of the host could be bound:
+#: ``The server socket has failed to bind to [::]:29500 (errno: 98 - Address already in use)``,
+#: ``The server socket has failed to listen on any local network address``, ``bind failed``
+PORT_IN_USE = re.compile(
+    r"(?i:address already in use|\bEADDRINUSE\b|\berror 10048\b|only one usage of each socket address"
+    r"|failed to listen on any local (?:network )?address|\bbind(?:\(\))? failed\b)"
+)
 #: (family, pattern), first match wins: the order puts the cause before its consequences (an
 #: out-of-memory inside an NCCL error is memory; a CUDA fault inside a watchdog line is the device)
 FAMILIES: tuple[tuple[SignalFamily, re.Pattern], ...] = (
@@ -286,6 +294,12 @@ FAMILIES: tuple[tuple[SignalFamily, re.Pattern], ...] = (
             r"|unspecified launch failure|Cuda failure|misaligned address|invalid device ordinal"
             r"|\bGPU (?:hang|reset|fault|lost)|NVLink (?:error|fault)|HIP error|hipError\w*"
         ),
+    ),
+    (  # a server socket (a rendezvous store, NCCL's bootstrap, any listener) that could not take its
+        # port: another process holds it. The process's own set-up failed, before any collective; the
+        # network is fine (before the network family: ``DistNetworkError``, ``NCCL`` around it say less)
+        SignalFamily.PORT,
+        PORT_IN_USE,
     ),
     (
         SignalFamily.SIZE,
@@ -317,7 +331,10 @@ FAMILIES: tuple[tuple[SignalFamily, re.Pattern], ...] = (
     (  # a connection that timed out is the network's failure, not a collective's timeout
         SignalFamily.NETWORK,
         re.compile(
-            r"(?i:connection timed out|connect(?:ion)? timeout|failed to connect|ETIMEDOUT|connect to [^\n]{0,60}?timed out)"
+            r"(?i:connection timed out|connect(?:ion)? timeout|failed to connect|ETIMEDOUT|connect to [^\n]{0,60}?timed out"
+            # gloo could not connect its pairs (the full mesh of TCP connections a process group
+            # needs): the network between the hosts or the interface chosen
+            r"|connectFullMesh failed)"
         ),
     ),
     (
@@ -443,13 +460,30 @@ CONNECTION_LOST = re.compile(
     r"|closed by (?:the )?(?:remote )?peer|broken pipe)"
 )
 
+#: c10d's client trying one address of a host name that is not usable from here (``[W socket.cpp:697]
+#: [c10d] The client socket has failed to connect to [DESKTOP-1]:55472 (system error: 10049 - The
+#: requested address is not valid in its context.)`` on Windows, ``[localhost]:29500 (errno: 99 - Cannot
+#: assign requested address)`` on Linux, an IPv6 name of localhost): c10d tries every address the
+#: name resolves to and carries on with the next; only its summary (``failed to connect to any network
+#: address of ...``, a ``DistNetworkError``, a timeout) says that the connection failed
+ADDRESS_NOT_HERE = (
+    r"^(?![^\n]*any network address)[^\n]*?client socket has failed to connect to [^\n]{0,200}?"
+    r"(?:EADDRNOTAVAIL|cannot assign requested address|not valid in its context)"
+)
+#: error numbers the vocabulary reads by meaning, spelled by name before :func:`classify` reads every
+#: run of digits as ``11``: EADDRNOTAVAIL (Linux errno 99, Windows system error 10049, whose text a
+#: localised Windows prints in its own language). Found by the literal ``CODE_HINTS`` first
+CODE_NAMES = re.compile(r"\b(?:errno:? 99|system error:? 10049)\b")
+CODE_HINTS = ("10049", "errno: 99", "errno 99")
 #: a line that looks like a failure and is not: it gives no failure signal (it may still be kept as
-#: a warning). NCCL's plugin / transport probing, deprecation notes, zero counts, clean teardown.
+#: a warning). NCCL's plugin / transport probing, deprecation notes, zero counts (not errno 0's text
+#: after a source location: gloo's ``connectFullMesh failed with [.../pair.cc:144] no error`` failed),
+#: clean teardown.
 BENIGN = re.compile(
     r"(?i:NET/Plugin|No plugin found|plugin (?:not found|load)|Failed to open libnccl-net|libnccl-net\S* not found"
     r"|(?:could not|unable to|failed to) (?:find|load|open) (?:lib)?(?:nccl-net|ncclnet|nccl_net|ibverbs|libibverbs|mlx5|rdma)"
     r"|using internal (?:network|net) plugin|libibverbs|No device found|deprecat|FutureWarning|UserWarning"
-    r"|DeprecationWarning|will be removed|\b0 (?:errors?|failures?|failed)\b|\bno (?:errors?|failures?)\b"
+    r"|DeprecationWarning|will be removed|\b0 (?:errors?|failures?|failed)\b|(?<!\] )\bno (?:errors?|failures?)\b"
     r"|errors?\s*[:=]\s*0\b|failures?\s*[:=]\s*0\b|failed\s*[:=]\s*0\b|exit(?:ed)?(?: with)? (?:code|status)[ :=]*0\b"
     r"|exitcode\s*[:=]?\s*0\b|ProcessGroupNCCL destroyed|destroy_process_group|has NOT been destroyed"
     r"|RUNNING OK|Unknown command (?:\d+ )?from localRank|(?:errors|warnings) (?:will be|are) (?:ignored|suppressed)|ignore_errors|on_error|error_?handl"
@@ -457,7 +491,7 @@ BENIGN = re.compile(
     r"|proceeding (?:with|without)|continuing (?:with|without)|using (?:the )?default"
     # c10d's TCPStore at exit: libuv refuses to close a loop whose handles are still closing (EBUSY),
     # the store runs the loop once more and closes it ("uv_loop cleanup finished"), at INFO level
-    r"|uv_loop_close failed)"
+    r"|uv_loop_close failed|" + ADDRESS_NOT_HERE + ")"
 )
 #: a line shows that a PyTorch process printed it: its objects' reprs (``torch.Size([0])``, a dtype
 #: ``torch.float16``) or a path inside the torch package. A failure on such a line is a PyTorch
@@ -590,6 +624,8 @@ def classify(text: str, level: str | None = None) -> Signal | None:
     code or a number other than 0 and 1: what the patterns tell apart stays apart)."""
     if len(text) > SHAPE_CHARS:
         text = text[:SHAPE_CHARS]
+    if any(h in text for h in CODE_HINTS):
+        text = CODE_NAMES.sub("EADDRNOTAVAIL", text)
     return _classify_shape(_DIGITS.sub("11", text), level)
 
 

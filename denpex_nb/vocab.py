@@ -126,6 +126,7 @@ class SignalFamily(_Name):
     EXIT = "exit"  # exit codes, signals, kills, aborts
     LAUNCHER = "launcher"  # torchrun / mpirun / slurm / Ray saying a worker failed
     STALL = "stall"  # stall reports, ranks that did not join or arrive or disagree on a value (positions)
+    PORT = "port"  # a port the process could not bind or listen on (address already in use): its own set-up
     COMPONENT = "component"  # a distributed component named (gloo, c10d, a store, a socket), no cause stated
     STOP = "stop"  # the job was stopped from outside (a user's Ctrl-C, a scheduler's or operator's signal): no crash
     OTHER = "other"  # a failure with no family (a plain exception)

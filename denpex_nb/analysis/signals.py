@@ -43,13 +43,15 @@ FAMILY_CLASS = {
     SignalFamily.DEVICE: ClassId.RANK_CRASH,
     SignalFamily.EXIT: ClassId.RANK_CRASH,
     SignalFamily.LAUNCHER: ClassId.RANK_CRASH,
+    SignalFamily.PORT: ClassId.RANK_CRASH,
     SignalFamily.TIMEOUT: ClassId.TIMEOUT_UNDETERMINED,
     SignalFamily.STALL: ClassId.RANK_DESYNC,
     SignalFamily.COMPONENT: ClassId.TIMEOUT_UNDETERMINED,
     SignalFamily.STOP: ClassId.TIMEOUT_UNDETERMINED,
 }
-#: families that are a process's own failure, not a collective's
-OWN_FAMILIES = frozenset({SignalFamily.MEMORY, SignalFamily.DEVICE})
+#: families that are a process's own failure, not a collective's (its memory, its device, a port it
+#: could not bind: another process holds it)
+OWN_FAMILIES = frozenset({SignalFamily.MEMORY, SignalFamily.DEVICE, SignalFamily.PORT})
 #: families that speak of more than one process (a signal of these is distributed evidence)
 DISTRIBUTED_FAMILIES = frozenset(
     {

@@ -1,0 +1,170 @@
+"""Decisions on the socket and connection family of real-log evidence (issue #16: gloo and c10d
+sockets, stores, ports), each tested on generated variants (launcher and collector wrappers, subsets
+of ranks, cuts), never on one log.
+
+- a server socket that cannot take its port because another process holds it (c10d's store: ``The
+  server socket has failed to bind to [::]:29500 (errno: 98 - Address already in use)``, its
+  ``failed to listen on any local network address``, a ``DistNetworkError`` saying so, an ``OSError``
+  with ``EADDRINUSE``) is the process's own set-up failure, before any collective: ``rank-crash``.
+  Without it the user was told ``nccl-error`` (look at the network, NCCL's settings) about a port that
+  another job holds (test_a_port_another_process_holds_is_the_process_own_crash).
+- c10d's client trying one address of a host name that is not usable from here (EADDRNOTAVAIL: Linux
+  ``errno: 99 - Cannot assign requested address``, Windows ``system error: 10049``, its text in
+  English or in the local language) at warning level is no failure: c10d goes on with the next
+  address. Without it the user was told ``nccl-error`` about a Windows run whose only c10d line is
+  that warning (test_a_probe_of_an_address_not_usable_here_is_no_failure); c10d's summary that no
+  address could be reached, or a refused connection, still fails
+  (test_a_connection_that_failed_for_good_still_fails).
+- gloo failing to connect the full mesh of pairs a process group needs (``Gloo connectFullMesh failed
+  with [.../pair.cc:144] no error``: errno 0's text after the source location) is a network failure at
+  set-up: ``nccl-error``, never excused by its ``no error``. Without it the user was told "cause
+  undetermined" (test_a_full_mesh_that_could_not_connect_is_a_network_error); a summary line's
+  ``no errors`` stays benign (test_a_count_of_no_errors_stays_benign).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from denpex_nb.signals import classify
+from tests.signal_variants import WRAPPERS, healthy_lines
+from tests.signal_variants import diagnose_files as _diagnose
+
+_ALL = sorted(WRAPPERS)
+
+
+def _files(lines: list[str], wrapper: str, rank: int, per_rank: bool, healthy: bool) -> dict[str, list[str]]:
+    w = WRAPPERS[wrapper]
+    body = [w(rank, t) for t in lines]
+    if healthy:
+        body = healthy_lines(2, 3) + body
+    return {f"rank{rank}.log" if per_rank else "job.log": body}
+
+
+# --- a port another process holds ----------------------------------------------------------------
+
+_PORT = 29500
+_BIND = {
+    "c10d-warnings-and-summary": [
+        f"[W socket.cpp:426] [c10d] The server socket has failed to bind to [::]:{_PORT} (errno: 98 - Address already "
+        "in use).",
+        f"[W socket.cpp:426] [c10d] The server socket has failed to bind to 0.0.0.0:{_PORT} (errno: 98 - Address "
+        "already in use).",
+        "[E socket.cpp:462] [c10d] The server socket has failed to listen on any local network address.",
+        "Traceback (most recent call last):",
+        '  File "/opt/conda/bin/torchrun", line 33, in <module>',
+    ],
+    "dist-network-error": [
+        "torch.distributed.DistNetworkError: The server socket has failed to listen on any local network address. "
+        f"The server socket has failed to bind to [::]:{_PORT + 11} (errno: 98 - Address already in use). The "
+        f"server socket has failed to bind to 0.0.0.0:{_PORT + 11} (errno: 98 - Address already in use).",
+    ],
+    "oserror": [
+        "Traceback (most recent call last):",
+        '  File "train.py", line 12, in <module>',
+        '    dist.init_process_group("nccl", init_method="tcp://0.0.0.0:23456", rank=0, world_size=2)',
+        "OSError: [Errno 98] Address already in use",
+    ],
+    "store-errno-name": [
+        "RuntimeError: TCPStore: bind() failed: EADDRINUSE (port 6000)",
+    ],
+    "windows": [
+        "[W socket.cpp:558] [c10d] The server socket has failed to bind to [DESKTOP-4]:29500 (system error: 10048 - "
+        "Only one usage of each socket address (protocol/network address/port) is normally permitted.).",
+        "[E socket.cpp:594] [c10d] The server socket has failed to listen on any local network address.",
+    ],
+}
+
+
+@pytest.mark.parametrize("kind", sorted(_BIND))
+@pytest.mark.parametrize("wrapper", _ALL)
+@pytest.mark.parametrize("healthy", [False, True], ids=["alone", "after-steps"])
+def test_a_port_another_process_holds_is_the_process_own_crash(tmp_path, kind, wrapper, healthy):
+    """Told ``nccl-error``, the user would check the network and NCCL's settings; the fix is another
+    port (or stopping the job that holds it): the process could not set itself up."""
+    d = _diagnose(tmp_path, _files(_BIND[kind], wrapper, 1, wrapper != "plain", healthy))
+    assert d.verdict == "rank-crash", (d.verdict, d.first.summary if d.first else None)
+    assert d.culprit_ranks in ([], [1])
+    assert d.confidence != "high"
+
+
+# --- an address that is not usable from here ---------------------------------------------------
+
+_NOT_HERE = [
+    "[W socket.cpp:697] [c10d] The client socket has failed to connect to [DESKTOP-BP72V]:55472 (system error: "
+    "10049 - \u00e8\u00af\u00b7\u00e6\u00b1\u0082\u00e7\u009a\u0084).",
+    "[W socket.cpp:697] [c10d] The client socket has failed to connect to [DESKTOP-77]:29500 (system error: 10049 - "
+    "The requested address is not valid in its context.).",
+    "[W socket.cpp:663] [c10d] The client socket has failed to connect to [localhost]:29500 (errno: 99 - Cannot "
+    "assign requested address).",
+    "[W1201 10:00:00.123456 140 socket.cpp:752] [c10d] The client socket has failed to connect to "
+    "[ip6-localhost]:12355 (errno: 99 - Cannot assign requested address).",
+]
+
+
+@pytest.mark.parametrize("text", _NOT_HERE)
+@pytest.mark.parametrize("wrapper", ["plain", "torchrun", "mpirun", "ray", "docker"])
+def test_a_probe_of_an_address_not_usable_here_is_no_failure(tmp_path, text, wrapper):
+    """Told ``nccl-error``, the user would chase a network fault in a run whose c10d client only tried
+    an address the host cannot use and went on with the next one."""
+    assert classify(text, "W") is None or not classify(text, "W").failure
+    d = _diagnose(tmp_path, _files(["WARNING:root:Setting up a new session...", text], wrapper, 0, False, False))
+    assert d.verdict in ("no-evidence", "no-failure"), d.first.summary if d.first else d.verdict
+    # in a healthy run it leaves the all-clear as it was
+    d = _diagnose(tmp_path, _files([text], wrapper, 0, False, True))
+    assert d.verdict == "no-failure"
+
+
+_FOR_GOOD = [
+    "torch.distributed.DistNetworkError: The client socket has failed to connect to any network address of "
+    "(localhost, 29500). The client socket has failed to connect to [localhost]:29500 (errno: 99 - Cannot assign "
+    "requested address).",
+    "[W socket.cpp:663] [c10d] The client socket has failed to connect to [node3]:29500 (errno: 111 - Connection "
+    "refused).",
+    "[E socket.cpp:860] [c10d] The client socket has timed out after 900s while trying to connect to (node3, 29500).",
+]
+
+
+@pytest.mark.parametrize("text", _FOR_GOOD)
+@pytest.mark.parametrize("wrapper", ["plain", "torch", "pdsh"])
+def test_a_connection_that_failed_for_good_still_fails(tmp_path, text, wrapper):
+    """An all-clear here would tell the user a job that could not reach its store was fine."""
+    d = _diagnose(tmp_path, _files([text], wrapper, 2, False, True))
+    assert d.verdict not in ("no-failure", "no-evidence")
+
+
+# --- gloo's full mesh ---------------------------------------------------------------------------
+
+_MESH = [
+    "RuntimeError: Gloo connectFullMesh failed with [../third_party/gloo/gloo/transport/tcp/pair.cc:144] no error",
+    "RuntimeError: Gloo connectFullMesh failed with [/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:210] "
+    "Connection refused",
+    "torch.distributed.DistBackendError: Gloo connectFullMesh failed with [../third_party/gloo/gloo/transport/tcp/"
+    "pair.cc:144] no error",
+]
+_FRAMES = [
+    '  File "/usr/lib/python3/dist-packages/torch/distributed/distributed_c10d.py", line 1509, in '
+    "_new_process_group_helper",
+    "    backend_class = ProcessGroupGloo(backend_prefix_store, group_rank, group_size, timeout=timeout)",
+]
+
+
+@pytest.mark.parametrize("text", _MESH)
+@pytest.mark.parametrize("wrapper", _ALL)
+@pytest.mark.parametrize("frames", [False, True], ids=["line", "traceback"])
+def test_a_full_mesh_that_could_not_connect_is_a_network_error(tmp_path, text, wrapper, frames):
+    """Told "cause undetermined" (or nothing, its ``no error`` read as a count), the user would not
+    look at the network between the hosts and the interface gloo chose."""
+    lines = (["Traceback (most recent call last):"] + _FRAMES if frames else []) + [text]
+    d = _diagnose(tmp_path, _files(lines, wrapper, 0, False, False))
+    assert d.verdict == "nccl-error", d.first.summary if d.first else d.verdict
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["Validation finished: no errors", "checked 128 shards, no errors found", "[check] 4 ranks, no failures"],
+)
+def test_a_count_of_no_errors_stays_benign(text):
+    """Read as a failure, a summary that says nothing failed would take the all-clear away."""
+    s = classify(text)
+    assert s is None or not s.failure
