@@ -70,5 +70,13 @@ GATHER_LIKE = frozenset({"all_gather", "all_gather_into_tensor", "all_gather_coa
 SCATTER_LIKE = frozenset({"reduce_scatter", "reduce_scatter_tensor"})
 #: ops where every rank must pass the same numel in and out
 SAME_SIZE = frozenset({"all_reduce", "all_reduce_coalesced", "broadcast", "reduce", "barrier"})
+#: ops that complete on no rank before every rank of the group has issued them (each rank's
+#: output needs every rank's input, on every backend). A broadcast, scatter or reduce can return
+#: on its root with the others not there (gloo sends eagerly), so they are not here.
+EVERY_RANK_NEEDED = frozenset(
+    GATHER_LIKE
+    | SCATTER_LIKE
+    | {"all_reduce", "all_reduce_coalesced", "all_reduce_sparse", "barrier", "all_to_all", "all_to_all_single"}
+)
 #: point-to-point ops: never aligned across the whole group
 P2P = frozenset({"send", "recv", "recv_anysource"})

@@ -34,7 +34,7 @@ from . import signals as _signals
 from .align import Alignment, align
 from .initiator import initiating_rank
 from .model import Diagnosis, Evidence, Finding, RankView
-from .rules import Context, undetermined_failure
+from .rules import Context, completed_without_them, undetermined_failure
 from .state import group_size, rank_state
 
 __all__ = ["diagnose", "Diagnosis", "Finding", "Evidence", "RankView", "catalog"]
@@ -155,6 +155,10 @@ def diagnose(incident, *, strict: bool = False) -> Diagnosis:
         if warned:  # an all-clear beside warnings of a failure family is a weak one
             diag.all_clear_confidence = "low"
             diag.notes.append(f"no failure was printed, but {warned}")
+    for d in al.divergences:
+        ended_early = safely("records ended early", lambda d=d: completed_without_them(d), "")
+        if ended_early:
+            diag.notes.append(ended_early)
     for (pg, kind), absent in al.missing_dumps.items():
         diag.notes.append(f"no {kind} evidence from {fmt_ranks(absent)} of pg {pg} (world size says they exist)")
     if diag.absent_ranks:

@@ -25,6 +25,7 @@ import pandas as pd
 
 from .. import human
 from .. import vocab as _vocab
+from ..ops import EVERY_RANK_NEEDED, normalize_op
 from ..ops import UNKNOWN as UNKNOWN_OP
 from ..processes import signal_name
 from ..signals import CONNECTION_LOST, NCCL_CODES, STOPPED, family_of
@@ -509,10 +510,37 @@ def divergences(ctx: Context) -> list[Finding]:
         d
         for d in ctx.alignment.divergences
         if d.kind != "missing"
-        or d.seq_kind in COMPLETE_RECORDS
-        or (failed and not _contradicted_by_complete_records(d, level))
+        or (d.seq_kind in COMPLETE_RECORDS and not completed_without_them(d))
+        or (failed and not _contradicted_by_complete_records(d, level) and not completed_without_them(d))
     ]
     return from_divergences(divs, ctx.texts, ctx.group_size)
+
+
+def completed_without_them(d: Divergence) -> str:
+    """Why the ranks a ``missing`` divergence names were there after all ('' when they may not
+    have been): another rank's record at that seq shows a collective that every rank must issue
+    before it completes on any (all_reduce, all_gather, barrier ...) as completed. Their records
+    end earlier than the others' (a dump taken earlier, a ring buffer that wrapped, a cut copy),
+    not their ranks: calling that a desync names a bystander at high confidence. Flight Recorder
+    records only: dumps are taken rank by rank, on request or when a rank notices a timeout, and
+    each keeps the last N entries (the tracer writes each rank's calls until that rank stops)."""
+    if d.kind != "missing" or d.seq_kind != SeqKind.FR or not d.missing or len(d.present) < len(d.missing):
+        return ""  # an extra call on a few ranks: the many are the ones who did not issue it
+    records = d.records if d.records is not None else d.rows.to_dict("records") if d.rows is not None else []
+    done = sorted(
+        int(row["rank"]) for row in records if row.get("_done") and normalize_op(_s(row.get("op"))) in EVERY_RANK_NEEDED
+    )
+    if not done:
+        return ""
+    op = normalize_op(_s(next(row for row in records if int(row["rank"]) == done[0]).get("op")))
+    where = f"{d.seq_kind} seq {d.seq}" + (f" of pg {d.pg}" if d.pg not in (None, "") else "")
+    lag = ", ".join(f"rank {r} at seq {d.lag.get(r)}" for r in sorted(d.missing))
+    return (
+        f"the records of {fmt_ranks(d.missing)} end earlier ({lag}), but {fmt_ranks(done)} completed "
+        f"{op} at {where}, which needs every rank: those ranks were there, their records stop "
+        f"sooner (dumped earlier, a ring buffer that wrapped, or a cut copy); compare records "
+        f"taken at the same moment"
+    )
 
 
 def _complete_record_levels(alignment) -> dict[int, bool]:

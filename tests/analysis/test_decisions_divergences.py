@@ -134,13 +134,18 @@ def test_confidence_follows_the_culprit_and_the_kind():
 
 def test_log_lines_ending_early_are_no_desync_when_nothing_failed():
     """Watchdog-counter lines (``work``) of rank 3 end at seq 3: a cut copy when nothing failed; a
-    desync once something failed; and a tracer/FR record of any length always counts."""
+    desync once something failed; and a Flight Recorder record of any length always counts (the
+    others wait at seq 4, which rank 3 never issued)."""
     work = [ev(r, s, kind="work", shape=None, numel_in=8) for r in range(4) for s in range(1, 4 if r == 3 else 6)]
     assert diagnose(incident(work)).verdict == "no-failure"
     failed = [err(0, "watchdog_timeout", "Watchdog caught collective operation timeout", t=9)]
     d = diagnose(incident(work, failed))
     assert (d.verdict, d.culprit_ranks) == ("rank-desync", [3])
-    fr = [ev(r, s, kind="fr") for r in range(4) for s in range(1, 4 if r == 3 else 6)]
+    fr = [
+        ev(r, s, kind="fr", state="started" if s == 4 else "completed")
+        for r in range(4)
+        for s in range(1, 4 if r == 3 else 5)
+    ]
     assert diagnose(incident(fr)).verdict == "rank-desync"
 
 

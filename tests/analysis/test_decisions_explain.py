@@ -244,7 +244,7 @@ def test_only_a_syncbatchnorm_mention_raises_the_syncbn_confidence():
 def test_ddp_explains_an_all_reduce_that_a_rank_never_reached():
     """Ranks 0 and 1 reached all_reduce 5, rank 2 never did, and DDP says parameters got no
     gradient: the desync is DDP's unused parameters (rank 2 still named), not a bare desync."""
-    rows = steps(3, 4, kind="fr") + [ev(r, 5, kind="fr") for r in range(2)]
+    rows = steps(3, 4, kind="fr") + [ev(r, 5, kind="fr", state="started") for r in range(2)]
     assert diagnose(incident(rows)).verdict == "rank-desync"
     d = diagnose(incident(rows, [err(0, "ddp_unused_parameters", DDP)]))
     assert (d.verdict, d.culprit_ranks, d.first.seq) == ("unused-parameters", [2], 5)
