@@ -135,6 +135,8 @@ NEEDLES: tuple[bytes, ...] = (
     b"skipped=",
     b"finished initializing model",
     b"number of skipped iterations",
+    b"status.SUCCEEDED",
+    b"successfully finished",
     # a rank announcing that it enters process-group initialisation (ACTIVITY, INIT_ENTERING)
     b"nitializing ddp",
     b"nitializing distributed",
@@ -259,6 +261,15 @@ LOCAL_SIZE = re.compile(
     r"The size of tensor a \(\d+\) must match the size of tensor b \(\d+\)"
     r"|\b(?:gather|scatter) got an input of invalid size"
 )
+#: a checkpoint whose saved sizes do not fit the model loading it (``load_state_dict``'s ``size mismatch
+#: for w: copying a param with shape ... from checkpoint, the shape in current model is ...``, its
+#: ``Error(s) in loading state_dict``, torch.distributed.checkpoint's ``Size mismatch between saved
+#: torch.Size([...]) and current: ...``): whatever FSDP / ZeRO / shard words name the parameter, the sizes
+#: are the file's and the model's, not a collective's. Never the size family: the process's own error
+CHECKPOINT_SIZE = re.compile(
+    r"\bsize mismatch for [\w.]{1,200}: copying a param|from checkpoint, the shape in current model is"
+    r"|Error\(s\) in loading state_dict|Size mismatch between saved\b"
+)
 #: NCCL's own error vocabulary, whatever exception, framework or logger wraps it (TensorFlow's
 #: ``UnknownError: ncclCommInitRank failed: unhandled system error``, Horovod's ``HorovodInternalError:
 #: ncclAllReduce failed: unhandled cuda error``, XLA's ``async NCCL error``): an ``ncclResult_t`` by
@@ -276,6 +287,15 @@ PORT_IN_USE = re.compile(
     r"(?i:address already in use|\bEADDRINUSE\b|\berror 10048\b|only one usage of each socket address"
     r"|failed to listen on any local (?:network )?address|\bbind(?:\(\))? failed\b)"
 )
+#: NCCL's own check of a CUDA call it made (``NCCL WARN Cuda failure 'invalid argument'``, ``Cuda failure 1
+#: 'initialization error'``: the WARN behind ``ncclUnhandledCudaError``, printed from its transports and
+#: proxy): NCCL's error, the network / NCCL family. Not when the failure is the device's own fault that
+#: NCCL's call merely found (an illegal memory access, a launch failure, a device-side assert, ECC) nor
+#: memory (``'out of memory'``: the memory family comes first)
+NCCL_CUDA = re.compile(
+    r"NCCL WARN [^\n]{0,80}?Cuda failure(?: \d+)? '(?!an illegal|illegal|unspecified launch|misaligned|device-side"
+    r"|uncorrectable|ECC|out of memory)"
+)
 #: (family, pattern), first match wins: the order puts the cause before its consequences (an
 #: out-of-memory inside an NCCL error is memory; a CUDA fault inside a watchdog line is the device)
 FAMILIES: tuple[tuple[SignalFamily, re.Pattern], ...] = (
@@ -286,6 +306,7 @@ FAMILIES: tuple[tuple[SignalFamily, re.Pattern], ...] = (
             r"|\bMemoryError\b|memory limit exceeded|(?:can't|cannot|unable to|failed to) allocate)"
         ),
     ),
+    (SignalFamily.NETWORK, NCCL_CUDA),
     (
         SignalFamily.DEVICE,
         re.compile(
@@ -436,7 +457,9 @@ INIT_ENTERING = re.compile(
 #: that overflowed and carries on lowering its scale, the normal start of fp16 training), its engine's
 #: ``step=10, skipped=6, lr=[...]`` report, ZeRO-3 having partitioned the model across the ranks
 #: (``finished initializing model - num_params = 291``), Megatron's iteration line (``number of skipped
-#: iterations:   0 | number of nan iterations:   0``). Not here:
+#: iterations:   0 | number of nan iterations:   0``), the launcher's own report that a worker finished well
+#: (torchelastic's JSON event ``torchelastic.worker.status.SUCCEEDED``, its agent's ``worker group
+#: successfully finished``; a worker's ``FAILED`` event is a failure, read by the launcher rule). Not here:
 #: warnings any process prints, distributed or not (accelerate's kernel-version warning, libibverbs'
 #: missing driver, deprecations): they show nothing distributed ran, so alone they stay ``no-evidence``.
 ACTIVITY = re.compile(
@@ -447,6 +470,7 @@ ACTIVITY = re.compile(
     r"|\[deepspeed\] (?:OVERFLOW! Rank \d+|fp\d+ dynamic loss scale overflow!) Skipping step"
     r"|\bstep=\d+, skipped=\d+, lr=|finished initializing model - num_params = \d+"
     r"|number of skipped iterations: *\d+ \| number of nan iterations"
+    r"|torchelastic\.worker\.status\.SUCCEEDED\b|worker group successfully finished"
     r"|" + INIT_ENTERING.pattern
 )
 
@@ -475,6 +499,16 @@ ADDRESS_NOT_HERE = (
 #: localised Windows prints in its own language). Found by the literal ``CODE_HINTS`` first
 CODE_NAMES = re.compile(r"\b(?:errno:? 99|system error:? 10049)\b")
 CODE_HINTS = ("10049", "errno: 99", "errno 99")
+
+#: a line saying that this process's work stopped because ANOTHER process raised or failed, without
+#: naming it (Horovod's ``Horovod has been shut down. This was caused by an exception on one of the ranks
+#: or ...``, ``aborted due to a failure on another rank``): a crash somewhere, of a process the line does
+#: not name; its reporter is a victim, never the culprit
+CRASH_ELSEWHERE = re.compile(
+    r"(?i:(?:caused by|because of|due to) an? (?:exception|error|failure|crash) (?:on|in|of) "
+    r"(?:one of the|another|an?other|some|a remote) (?:ranks?|process(?:es)?|workers?|nodes?|peers?)\b)"
+)
+
 #: a line that looks like a failure and is not: it gives no failure signal (it may still be kept as
 #: a warning). NCCL's plugin / transport probing, deprecation notes, zero counts (not errno 0's text
 #: after a source location: gloo's ``connectFullMesh failed with [.../pair.cc:144] no error`` failed),
@@ -607,7 +641,9 @@ def _family(text: str) -> SignalFamily:
     for fam, pat in FAMILIES:
         if pat.search(text):
             if fam == SignalFamily.SIZE and (
-                (not COLLECTIVE_CONTEXT.search(text) and not C10D_SIZE.search(text)) or LOCAL_SIZE.search(text)
+                (not COLLECTIVE_CONTEXT.search(text) and not C10D_SIZE.search(text))
+                or LOCAL_SIZE.search(text)
+                or CHECKPOINT_SIZE.search(text)
             ):
                 continue
             return fam

@@ -10,7 +10,9 @@ its format. Diagnosis uses it for three things:
   the verdict follows the family of the first failure signal (by time, else by file order):
   network -> ``nccl-error``, size -> ``shape-mismatch`` (``dtype-mismatch`` for dtypes), memory /
   device / process exit / launcher -> ``rank-crash``, timeout -> ``timeout-undetermined``,
-  stall -> ``rank-desync``; at medium or low confidence (:func:`signal_finding`).
+  stall -> ``rank-desync``; at medium or low confidence (:func:`signal_finding`). A line of no family
+  that says another process raised (``caused by an exception on one of the ranks``) is a
+  ``rank-crash`` of a rank it does not name, at low confidence.
 * **A process's own error is not a collective failure.** Evidence from a single process (no other
   rank anywhere) with an out-of-memory, a device fault or a crash after the work said it finished is
   a ``rank-crash`` of that process at low or medium confidence (:func:`own_process_error`).
@@ -31,7 +33,7 @@ import pandas as pd
 
 from .. import human
 from ..ops import normalize_op
-from ..signals import INIT_ENTERING, TERMINATE, WAITING, family_of
+from ..signals import CRASH_ELSEWHERE, INIT_ENTERING, TERMINATE, WAITING, family_of
 from ..vocab import FAILURE_KINDS, TRUNCATED_TRACEBACK, VICTIM_KINDS, ClassId, ErrorKind, SignalFamily
 from .model import Evidence, Finding
 
@@ -256,8 +258,10 @@ def signal_finding(ctx, *, after: Finding | None = None) -> Finding | None:
             first, fam, either = rem.iloc[0], SignalFamily.NETWORK, True
     text = str(first["text"])
     cls = FAMILY_CLASS.get(fam)
+    # the line says another process raised (its reporter a victim): a crash of a rank it does not name
+    elsewhere = cls is None and CRASH_ELSEWHERE.search(text) is not None
     if cls is None:  # a plain exception, or a size error outside any collective: its process's own error
-        own = _EXC.search(text) or (_SIZE_WORD.search(text) and _LOCAL_SIZE.search(text))
+        own = _EXC.search(text) or (_SIZE_WORD.search(text) and _LOCAL_SIZE.search(text)) or elsewhere
         cls = ClassId.RANK_CRASH if own else ClassId.TIMEOUT_UNDETERMINED
     if fam == SignalFamily.SIZE and _DTYPE_WORD.search(text) and not _SIZE_WORD.search(text):
         cls = ClassId.DTYPE_MISMATCH
@@ -268,12 +272,19 @@ def signal_finding(ctx, *, after: Finding | None = None) -> Finding | None:
     reporters = sorted({int(r) for r in fam_rows["rank"].dropna()})
     culprits: list[int] = []
     basis = "undetermined: a failure signal, not a statement of who failed"
-    if cls == ClassId.RANK_CRASH and reporters:
+    if elsewhere:
+        basis = "undetermined: the line says another process raised, not which"
+    elif cls == ClassId.RANK_CRASH and reporters:
         culprits, basis = ctx.reporters_named(reporters)
         if not culprits and len(reporters) == 1:
             basis = f"undetermined: rank {reporters[0]} printed it first; the others may have failed unseen"
     conf = "low"
-    if cls in (ClassId.NCCL_ERROR, ClassId.RANK_CRASH) and str(first["severity"]) in ("error", "fatal") and not either:
+    if (
+        cls in (ClassId.NCCL_ERROR, ClassId.RANK_CRASH)
+        and str(first["severity"]) in ("error", "fatal")
+        and not either
+        and not elsewhere
+    ):
         conf = "medium"
     if either:
         basis = (
@@ -281,6 +292,8 @@ def signal_finding(ctx, *, after: Finding | None = None) -> Finding | None:
             "process nor the link is named in this evidence"
         )
     where = f"rank {rank}" if rank is not None else "a rank"
+    if elsewhere:
+        where = f"a rank that {where} says raised, not named"
     what = {
         ClassId.NCCL_ERROR: "a network / NCCL error",
         ClassId.SHAPE_MISMATCH: "a size or shape error of a collective",

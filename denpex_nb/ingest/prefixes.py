@@ -12,7 +12,8 @@ Outermost come the wrappers of log collectors, peeled per physical line before a
 (:func:`_peel_outer`): markdown quoting of a paste (``> ``, ``>> ``, ``> > ``; never a REPL's
 ``>>> ``), a ``grep -H``/``-Hn`` file name (also ``rank3.log-`` context lines), a docker-compose
 label (``worker-1  | ``), a kubectl/docker ``--timestamps`` RFC 3339 time (or its tail cut by a
-paste, ``056444Z ``), a syslog/journald header (``May  1 12:00:00 host python[1234]: ``); ANSI codes,
+paste, ``056444Z ``), a syslog/journald header (``May  1 12:00:00 host python[1234]: ``), a ``ctime``
+time that a launcher stamps its children's lines with (``Fri Sep 25 16:52:53 2020[0]<stderr>:``); ANSI codes,
 colour codes that lost their escape byte (`` [36m``) and CR go first. Then launcher and worker
 tags: Open MPI ``[1,3]<stdout>:`` (Horovod's ``[3]<stdout>:``), Ray / vLLM workers ``(RayWorkerWrapper pid=123, ip=10.0.0.1) ``,
 ``(VllmWorker rank=3 pid=406) `` (``rank=N`` attributes the rank; a pid names only a process).
@@ -26,7 +27,7 @@ wrapped onto an indented line is joined back) and Rich's traceback box (``╭─
 call last) ─╮`` becomes ``Traceback (most recent call last):``, ``│ frame │`` its inner text,
 ``╰──╯`` an empty line). A tag with nothing after it (``[1,2]<stdout>:``) is a Line with empty
 text (the loader counts it parsed inside a block a reader used). Line kinds stripped are listed in
-``Line.prefixes`` (``quote``, ``cut_time``, ``grep_h``, ``compose``, ``timestamp``, ``syslog``,
+``Line.prefixes`` (``quote``, ``cut_time``, ``grep_h``, ``compose``, ``timestamp``, ``ctime``, ``syslog``,
 ``mpi``, ``ray``, ``app_rank``, ``applog``, ``vllm``, ``sglang``, ``rich``, ``rich_box`` ...).
 
 Layers also come in other orders, and the first header is not always the last layer: an app
@@ -163,6 +164,14 @@ _OUT_SYSLOG = re.compile(
     r"^(?P<mon>Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) {1,2}(?P<day>\d{1,2}) (?P<hms>\d\d:\d\d:\d\d) "
     r"(?P<host>[\w.-]+) (?P<prog>[\w./@-]+?)(?:\[(?P<pid>\d+)\])?: "
 )
+#: a ``ctime`` / ``date`` time in front of a line (``Fri Sep 25 16:52:53 2020``, ``date``'s ``Fri Sep 25
+#: 16:52:53 UTC 2020``): what a launcher that stamps its children's lines writes (``horovodrun
+#: --prefix-output-with-timestamp``, Open MPI's ``--timestamp-output``), glued to the tag that follows
+#: (``Fri Sep 25 16:52:53 2020[0]<stderr>:``) or a space before the message; local time
+_OUT_CTIME = re.compile(
+    r"^(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (?P<mon>Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) {1,2}(?P<day>\d{1,2}) "
+    r"(?P<hms>\d\d:\d\d:\d\d) (?:[A-Z]{2,5} )?(?P<year>\d{4})(?:(?=\[)|: ?| (?=\S))"
+)
 _OUT_SYSLOG_TAIL = re.compile(r"^(?P<host>[\w.-]+) (?P<prog>[\w./@-]+?)\[(?P<pid>\d+)\]: ")
 _MONTHS = {m: i for i, m in enumerate("Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split(), start=1)}
 #: a compose service / container name that clearly names a rank (``rank-3``, ``trainer_rank3``)
@@ -229,7 +238,14 @@ def _peel_outer(text: str, ctx: FileContext) -> tuple[str, _Outer]:
             o.kinds.append("syslog")
             s = s[m.end() :]
     else:
-        m = _OUT_SYSLOG.match(s)
+        m = _OUT_CTIME.match(s) if s[:1].isupper() else None
+        if m:
+            o.t_wall = _iso_time(
+                f"{m.group('year')}-{_MONTHS[m.group('mon')]:02d}-{int(m.group('day')):02d}", m.group("hms"), 0, ctx
+            )
+            o.kinds.append("ctime")
+            s = s[m.end() :]
+        m = _OUT_SYSLOG.match(s) if m is None else None
         if m:
             o.host, o.pid = m.group("host"), i64(m.group("pid")) if m.group("pid") else None
             o.t_wall = _syslog_time(m, ctx)
