@@ -220,6 +220,11 @@ class State(_Name):
 #: the exception is unknown, so it is not evidence of a rank's own failure
 TRUNCATED_TRACEBACK = "traceback without its exception line"
 
+#: the ``warning_category`` of a ``warning`` row for an exception Python ignored and reported
+#: (``Exception ignored in: <... __del__ ...>`` and its traceback: raised in a destructor, a callback or
+#: at exit, it never reached the program, which went on): not a failure; its lines signal none
+IGNORED_EXCEPTION = "ignored exception"
+
 #: words noticed in every line read, parsed or not, while the file is read (the scanner's literal
 #: prefilter: no rescan of the text afterwards): name -> the literal spellings that count. The
 #: Incident says which files mention each (``Incident.mentions``); the rules read that.

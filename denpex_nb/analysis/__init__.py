@@ -23,7 +23,7 @@ import pandas as pd
 
 from ..human import fmt_ranks
 from ..signals import PYTORCH_OBJECT
-from ..vocab import ClassId, SeqKind, SignalFamily
+from ..vocab import IGNORED_EXCEPTION, ClassId, SeqKind, SignalFamily
 from . import catalog
 from . import explain as _explain  # noqa: F401 - registers the explain rules
 from . import launchers as _launchers  # noqa: F401 - registers the launcher rule
@@ -207,11 +207,21 @@ def _checked(r, produced: list[Finding], strict: bool, diag: Diagnosis, passthro
 
 def _nothing_read(incident) -> bool:
     """True when no reader recognised anything distributed: no line parsed, no collective, no error,
-    no rank record (a parsed NCCL INFO line is evidence that the job ran, if nothing else)."""
+    no rank record (a parsed NCCL INFO line is evidence that the job ran, if nothing else). An
+    exception Python ignored (``Exception ignored in: ...`` and its traceback) is read, but it is
+    nothing distributed: its lines and its row do not count."""
+    errors = incident.errors.query("kind != 'load_error'")
+    ignored = (
+        errors[errors["warning_category"].astype(object) == IGNORED_EXCEPTION]
+        if len(errors) and "warning_category" in errors
+        else errors.iloc[:0]
+    )
+    n = ignored.get("n_traceback_lines", pd.Series(1, index=ignored.index))
+    span = int(pd.to_numeric(n, errors="coerce").fillna(1).sum()) if len(ignored) else 0
     return (
-        incident.lines.parsed == 0
+        incident.lines.parsed <= span
         and len(incident.events) == 0
-        and len(incident.errors.query("kind != 'load_error'")) == 0
+        and len(errors) == len(ignored)
         and len(incident.progress) == 0
         and not _ranks_say_anything(incident.ranks)
     )

@@ -16,13 +16,14 @@ value for that row, and :func:`build_incident` adds one note per column saying h
 
 from __future__ import annotations
 
+import re
 from enum import Enum
 
 import numpy as np
 import pandas as pd
 
 from ..incident import SCHEMAS, Incident, check_schema, coerce, empty_frame
-from ..vocab import SEQ_KIND_PREFERENCE, ErrorKind
+from ..vocab import IGNORED_EXCEPTION, SEQ_KIND_PREFERENCE, ErrorKind
 
 #: columns that identify "the same observation" when two files of one run report it
 EVENT_KEY = ("rank", "pg", "seq_kind", "seq", "op", "state", "source")
@@ -753,6 +754,50 @@ def dedup(df: pd.DataFrame, cols: tuple[str, ...], run_of_file: dict[str, str]) 
     return df[keep].reset_index(drop=True)
 
 
+#: the exception line of a class no reader takes into its traceback (``KeyboardInterrupt``, ``SystemExit``)
+_UNROUTED_EXC = re.compile(r"^[ \t]{0,16}(?:KeyboardInterrupt|SystemExit|GeneratorExit)\b")
+
+
+def excuse_ignored(errors: pd.DataFrame, signals: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """An exception Python ignored (``Exception ignored in: ...`` and its traceback: the Python reader's
+    ``warning`` row of category ``IGNORED_EXCEPTION`` spans them) never reached the program: the rows
+    other readers made of its lines (an NCCL error quoted in it) are dropped, and its lines' signal rows
+    are no failure. The line right after the span is the exception's own when it is of a class no
+    reader takes into the traceback (``KeyboardInterrupt``)."""
+    if errors.empty or "warning_category" not in errors:
+        return errors, signals
+    is_ign = (errors["warning_category"].astype(object) == IGNORED_EXCEPTION).to_numpy()
+    if not is_ign.any():
+        return errors, signals
+    ign = errors[is_ign]
+    n = ign["n_traceback_lines"] if "n_traceback_lines" in ign else pd.Series(1, index=ign.index)
+    spans = [
+        (f, int(a), int(a) + (int(k) if pd.notna(k) else 1))
+        for f, a, k in zip(ign["file"].astype(object), ign["line"], n)
+        if pd.notna(a)
+    ]
+
+    def inside(df: pd.DataFrame, unrouted=None) -> np.ndarray:
+        files = df["file"].astype(object).to_numpy()
+        lines = pd.to_numeric(df["line"], errors="coerce").to_numpy()
+        out = np.zeros(len(df), dtype=bool)
+        for f, a, b in spans:
+            hit = (lines >= a) & (lines < b)
+            if unrouted is not None:
+                hit |= (lines == b) & unrouted
+            out |= (files == f) & hit
+        return out
+
+    errors = errors[~(inside(errors) & ~is_ign)].reset_index(drop=True)
+    if not signals.empty:
+        unrouted = signals["text"].astype(str).str.match(_UNROUTED_EXC).to_numpy()
+        mask = inside(signals, unrouted)
+        if mask.any():
+            signals = signals.copy()
+            signals.loc[mask, "failure"] = False
+    return errors, signals
+
+
 def attribute_pids(frames: dict[str, pd.DataFrame], pid_files: dict[str, int], pid_to_rank: dict[int, int]) -> None:
     """Give NCCL_DEBUG_FILE rows (no rank yet) the rank whose pid the other files name."""
     if not pid_files or not pid_to_rank:
@@ -914,6 +959,7 @@ def build_incident(results, *, notes: list[str] | None = None, dedup_rows: bool 
     reports = merge_rank_reports(as_batches(b for r in results for b in r.frames.get("ranks", ())), rank_info)
     pid_to_rank = {pid: r for r, v in reports.items() if (pid := _as_number(v.get("pid"), "Int64")) is not None}
     attribute_pids(frames, {r.file: r.pid_hint for r in results if r.pid_hint is not None}, pid_to_rank)
+    frames["errors"], frames["signals"] = excuse_ignored(frames["errors"], frames["signals"])
     if dedup_rows:
         frames["events"] = dedup(frames["events"], EVENT_KEY, run_of_file)
         frames["errors"] = dedup(frames["errors"], ERROR_KEY, run_of_file)

@@ -20,6 +20,10 @@ method M: <message>, Traceback (most recent call last):``: when the exception li
 the row's message is that ``<message>``). A traceback that ends without its exception line gives
 an ``exception`` row whose message is :data:`denpex_nb.incident.TRUNCATED_TRACEBACK` plus
 `` (last: <last line>)``. Each traceback of a worker that names only a pid is kept apart per pid.
+An exception Python reports it ignored (``Exception ignored in: <... __del__ ...>`` and the traceback
+after it: raised in a destructor, a callback or at exit, it never reached the program) is a
+``warning`` row of category :data:`denpex_nb.vocab.IGNORED_EXCEPTION` at the report's line, its
+``n_traceback_lines`` spanning the traceback (the loader then excuses the lines of that span).
 
 Also read: Python warnings from ``torch/distributed/`` (and ``torch/nn/parallel/distributed.py``):
 ``file.py:N: UserWarning: message``, its further unindented message lines and its indented source
@@ -56,13 +60,16 @@ from datetime import datetime
 from ..incident import TRUNCATED_TRACEBACK
 from ..ops import normalize_op
 from ..processes import signal_name
-from ..vocab import ErrorKind
+from ..vocab import IGNORED_EXCEPTION, ErrorKind
 from ._text import add_error, error_row, i32, i64
 from .base import FileContext, Line, Output, TextReader, register_text_reader
 
 SOURCE = "python"
 
 _TB_START = re.compile(r"^Traceback \(most recent call last\):")
+#: Python's report of an exception it ignored (``sys.unraisablehook``: raised in a ``__del__``, a weakref
+#: or ctypes callback, at exit), the traceback that follows is that exception's
+_IGNORED = re.compile(r"^Exception ignored (?:in|on|while)\b")
 #: a traceback header that names whose traceback it is: a distributed checkpoint's CheckpointException
 #: re-raises every failed rank's traceback on each rank, each under ``Traceback (...): (RANK R)``
 _TB_OF_RANK = re.compile(r"^Traceback \(most recent call last\): \(RANK (\d{1,10})\)")
@@ -298,12 +305,13 @@ def call_site(lines: list[Line]) -> str | None:
 class _Record:
     """One traceback being read: its rank, its lines and (once seen) its exception line."""
 
-    __slots__ = ("first", "lines", "exc", "msg_lines", "rank", "spawn", "announced")
+    __slots__ = ("first", "lines", "exc", "msg_lines", "rank", "spawn", "announced", "ignored")
 
     def __init__(self, first: Line, rank: int | None, spawn: int | None, announced: str | None = None):
         self.first, self.lines, self.exc, self.msg_lines = first, [first], None, []
         self.rank, self.spawn = rank, spawn
         self.announced = announced  # the exception message printed before "Traceback" on its line
+        self.ignored: Line | None = None  # Python's "Exception ignored in ..." line right before it
 
     def cut_in(self, line: Line) -> bool:
         """Is ``line`` another log record cutting into this traceback? A header like the
@@ -392,7 +400,16 @@ class PythonReader(TextReader):
     def parse(self, block: list[Line], ctx: FileContext, out: Output) -> None:
         # No blanket try/except here: the loader catches a reader's exception, keeps the block's
         # unclaimed lines as unparsed and reports the failure, so a reader bug is seen, not hidden.
-        st = {"open": {}, "spawn": None, "root": False, "cfe": None, "last": None, "table": False, "elastic": None}
+        st = {
+            "open": {},
+            "spawn": None,
+            "root": False,
+            "cfe": None,
+            "last": None,
+            "table": False,
+            "elastic": None,
+            "ignored": {},
+        }
         i, n = 0, len(block)
         while i < n:
             line = block[i]
@@ -410,6 +427,8 @@ class PythonReader(TextReader):
         self._finish_elastic(st, ctx, out)
         for rec in list(st["open"].values()):
             self._finish(rec, ctx, out, st)
+        for head in st["ignored"].values():  # a report of an ignored exception that ends the block
+            self._ignored(head, [], head.text.strip(), ctx, out)
         self._finish_cfe(st, ctx, out)
         head = st.get("cfe_header")
         if head is not None:  # the launcher said a child failed; which one was cut off
@@ -745,6 +764,11 @@ class PythonReader(TextReader):
             if self._in_traceback(rec, line, text, ctx, out, st):
                 return
             rec = None  # it ended before this line
+        ignored = st["ignored"].pop(key, None)
+        if text.startswith("Exception ignored") and _IGNORED.match(text):
+            st["ignored"][key] = line  # the traceback that follows is an exception Python ignored
+            out.consume(line)
+            return
         tail = _TB_TAIL.match(text) if text.endswith("(most recent call last):") and not _TB_START.match(text) else None
         if tail is not None and not _WORD.search(tail.group("msg")):
             tail = None
@@ -757,9 +781,12 @@ class PythonReader(TextReader):
             if of_rank is not None:  # the header says whose it is, whichever rank printed it
                 rank = i32(of_rank.group(1))
             announced = _announced(tail.group("msg")) if tail is not None else None
-            st["open"][key] = _Record(line, rank, st["spawn"], announced)
+            st["open"][key] = rec = _Record(line, rank, st["spawn"], announced)
+            rec.ignored = ignored
             out.consume(line)
             return
+        if ignored is not None:  # no traceback after it: the report alone (its exception on its line)
+            self._ignored(ignored, [], ignored.text.strip(), ctx, out)
         if _CHAIN.match(text):
             out.consume(line)
             return
@@ -879,7 +906,7 @@ class PythonReader(TextReader):
                 rec.lines.append(line)
                 out.consume(line)
                 return True
-            if _TB_START.match(text) or _CHAIN.match(text):
+            if _TB_START.match(text) or _CHAIN.match(text) or _IGNORED.match(text):
                 self._finish(rec, ctx, out, st)
                 return False
             if rec.cut_in(line):
@@ -916,6 +943,9 @@ class PythonReader(TextReader):
             for k, v in list(opened.items()):
                 if v is rec:
                     del opened[k]
+        if rec.ignored is not None:
+            self._ignored(rec.ignored, rec.lines, rec.exc or TRUNCATED_TRACEBACK, ctx, out)
+            return
         if rec.exc is None:
             op, call = collective_of(rec.lines)
             if rec.announced:  # the message came first: the exception is known, its type is not
@@ -974,6 +1004,25 @@ class PythonReader(TextReader):
             op=op,
             collective_call=call,
             frames=frames_text(rec.lines),
+        )
+
+    def _ignored(self, head: Line, lines: list[Line], exc: str, ctx, out) -> None:
+        """An exception Python ignored (``Exception ignored in: ...`` and its traceback): a ``warning`` row
+        spanning the report and its traceback (its lines are no failure: the program went on)."""
+        last = max((ln.lineno + ln.n_lines - 1 for ln in lines), default=head.lineno + head.n_lines - 1)
+        msg = head.text.strip() if exc == head.text.strip() else f"{head.text.strip()}\n{exc}"
+        add_error(
+            out,
+            error_row(
+                head,
+                ctx,
+                SOURCE,
+                ErrorKind.WARNING,
+                msg,
+                rank=head.rank,
+                n_traceback_lines=last - head.lineno + 1,
+                warning_category=IGNORED_EXCEPTION,
+            ),
         )
 
     def _exception(self, line: Line, ctx, out, exc_type, msg, rank, **extra) -> None:

@@ -33,6 +33,12 @@ one log.
   distributed could be read" (test_a_launchers_worker_succeeded_events_are_an_all_clear); one worker's
   ``FAILED`` event beside them is never an all-clear
   (test_a_failed_worker_event_beside_succeeded_ones_is_never_an_all_clear).
+- an exception Python reports it ignored (``Exception ignored in: <... __del__ ...>``, an atexit or
+  weakref callback, then its traceback: ``sys.unraisablehook``; the program went on) is no failure:
+  beside a healthy distributed run, ``no-failure``; the user was told a rank crashed
+  (test_an_exception_python_ignored_is_no_failure). Alone it is nothing distributed, ``no-evidence``,
+  never a crash nor an all-clear (test_an_ignored_exception_alone_is_nothing_distributed); a real
+  crash after it is still a crash (test_a_crash_after_an_ignored_exception_is_still_a_failure).
 """
 
 from __future__ import annotations
@@ -42,7 +48,7 @@ import pytest
 import denpex_nb as dx
 from denpex_nb.signals import family_of
 from denpex_nb.vocab import ClassId, SignalFamily
-from tests.signal_variants import WRAPPERS
+from tests.signal_variants import WRAPPERS, healthy_lines
 from tests.signal_variants import diagnose_files as _diagnose
 
 # --- a launcher's ctime stamp before its tag -----------------------------------------------------------
@@ -248,3 +254,72 @@ def test_a_failed_worker_event_beside_succeeded_ones_is_never_an_all_clear(tmp_p
     d = _diagnose(tmp_path, {"events.log": lines})
     assert d.verdict not in (ClassId.NO_FAILURE, ClassId.NO_EVIDENCE), d.summary()
     assert not d.culprit_ranks or d.culprit_ranks == [bad], d.summary()
+
+
+# --- an exception Python ignored --------------------------------------------------------------------------
+
+_IGNORED = {
+    "dataloader-del": [
+        "Exception ignored in: <function _MultiProcessingDataLoaderIter.__del__ at 0x7f3a2c1d5e50>",
+        "Traceback (most recent call last):",
+        '  File "/opt/conda/lib/python3.10/site-packages/torch/utils/data/dataloader.py", line 1479, in __del__',
+        "    self._shutdown_workers()",
+        '  File "/opt/conda/lib/python3.10/multiprocessing/connection.py", line 383, in _recv',
+        "    raise EOFError",
+        "ConnectionResetError: [Errno 104] Connection reset by peer",
+    ],
+    "process-group-del": [
+        "Exception ignored in: <function ProcessGroupWrapper.__del__ at 0x7f00aa0b1b40>",
+        "Traceback (most recent call last):",
+        '  File "/usr/lib/python3/dist-packages/torch/distributed/distributed_c10d.py", line 912, in __del__',
+        "    self.pg.abort()",
+        "RuntimeError: NCCL error: process group already destroyed",
+    ],
+    "atexit": [
+        "Exception ignored in atexit callback: <function _exit_function at 0x7f1c9e2a4d30>",
+        "Traceback (most recent call last):",
+        '  File "/usr/lib/python3.11/multiprocessing/util.py", line 357, in _exit_function',
+        "    p.join()",
+        "KeyboardInterrupt: ",
+    ],
+}
+
+
+def _with_ignored(kind: str, wrapper: str, rank: int, cut: bool) -> list[str]:
+    block = _IGNORED[kind][:-1] if cut else _IGNORED[kind]  # cut: the paste lost its exception line
+    return [WRAPPERS[wrapper](rank, t) for t in block]
+
+
+@pytest.mark.parametrize("kind", sorted(_IGNORED))
+@pytest.mark.parametrize("wrapper", ["torch", "mpirun", "kubectl"])
+@pytest.mark.parametrize("cut", [False, True], ids=["whole", "cut"])
+def test_an_exception_python_ignored_is_no_failure(tmp_path, kind, wrapper, cut):
+    lines = healthy_lines(4, 6)
+    lines[10:10] = _with_ignored(kind, wrapper, 2, cut)
+    d = _diagnose(tmp_path, {"job.log": lines})
+    assert d.verdict == ClassId.NO_FAILURE, d.summary()
+
+
+@pytest.mark.parametrize("kind", sorted(_IGNORED))
+@pytest.mark.parametrize("wrapper", ["plain", "docker"])
+@pytest.mark.parametrize("cut", [False, True], ids=["whole", "cut"])
+def test_an_ignored_exception_alone_is_nothing_distributed(tmp_path, kind, wrapper, cut):
+    d = _diagnose(tmp_path, {"train.log": _with_ignored(kind, wrapper, 0, cut)})
+    assert d.verdict == ClassId.NO_EVIDENCE, d.summary()
+
+
+@pytest.mark.parametrize("kind", sorted(_IGNORED))
+@pytest.mark.parametrize("wrapper", ["plain", "torch", "mpirun"])
+def test_a_crash_after_an_ignored_exception_is_still_a_failure(tmp_path, kind, wrapper):
+    crash = [
+        "Traceback (most recent call last):",
+        '  File "train.py", line 88, in <module>',
+        "    loss.backward()",
+        "RuntimeError: CUDA error: an illegal memory access was encountered",
+    ]
+    lines = healthy_lines(2, 3) + _with_ignored(kind, wrapper, 1, False) + [WRAPPERS[wrapper](1, t) for t in crash]
+    d = _diagnose(tmp_path, {"job.log": lines})
+    assert d.verdict == ClassId.RANK_CRASH, d.summary()
+    alone = _with_ignored(kind, wrapper, 0, False) + [WRAPPERS[wrapper](0, t) for t in crash]
+    d = _diagnose(tmp_path, {"train.log": alone})
+    assert d.verdict == ClassId.RANK_CRASH, d.summary()
