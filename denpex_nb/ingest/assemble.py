@@ -756,6 +756,13 @@ def dedup(df: pd.DataFrame, cols: tuple[str, ...], run_of_file: dict[str, str]) 
 
 #: the exception line of a class no reader takes into its traceback (``KeyboardInterrupt``, ``SystemExit``)
 _UNROUTED_EXC = re.compile(r"^[ \t]{0,16}(?:KeyboardInterrupt|SystemExit|GeneratorExit)\b")
+#: the shapes of a traceback's own lines (a frame or its source line, indented; the header; Python's
+#: report; an exception line ``Type: message``): a line of another shape inside the span is another
+#: process's output that landed there (interleaved streams), never excused
+_TB_SHAPE = re.compile(
+    r"^(?:[ \t]|Traceback \(most recent call last\)|Exception ignored\b"
+    r"|[A-Za-z_][\w.]{0,200}(?:Error|Exception|Interrupt|Exit|Warning)\b(?:\([\w.]{0,100}\))?(?::|$))"
+)
 
 
 def excuse_ignored(errors: pd.DataFrame, signals: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -763,7 +770,8 @@ def excuse_ignored(errors: pd.DataFrame, signals: pd.DataFrame) -> tuple[pd.Data
     ``warning`` row of category ``IGNORED_EXCEPTION`` spans them) never reached the program: the rows
     other readers made of its lines (an NCCL error quoted in it) are dropped, and its lines' signal rows
     are no failure. The line right after the span is the exception's own when it is of a class no
-    reader takes into the traceback (``KeyboardInterrupt``)."""
+    reader takes into the traceback (``KeyboardInterrupt``). A line inside the span that is not shaped
+    like a traceback's (another process's output interleaved there) keeps its rows."""
     if errors.empty or "warning_category" not in errors:
         return errors, signals
     is_ign = (errors["warning_category"].astype(object) == IGNORED_EXCEPTION).to_numpy()
@@ -772,29 +780,38 @@ def excuse_ignored(errors: pd.DataFrame, signals: pd.DataFrame) -> tuple[pd.Data
     ign = errors[is_ign]
     n = ign["n_traceback_lines"] if "n_traceback_lines" in ign else pd.Series(1, index=ign.index)
     spans = [
-        (f, int(a), int(a) + (int(k) if pd.notna(k) else 1))
-        for f, a, k in zip(ign["file"].astype(object), ign["line"], n)
+        (f, int(a), int(a) + (int(k) if pd.notna(k) else 1), None if pd.isna(r) else int(r))
+        for f, a, k, r in zip(ign["file"].astype(object), ign["line"], n, ign["rank"])
         if pd.notna(a)
     ]
 
     def inside(df: pd.DataFrame, unrouted=None) -> np.ndarray:
+        """Rows on a span's lines, of the rank that reported it (another rank's line is its own)."""
         files = df["file"].astype(object).to_numpy()
         lines = pd.to_numeric(df["line"], errors="coerce").to_numpy()
+        ranks = pd.to_numeric(df["rank"], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
         out = np.zeros(len(df), dtype=bool)
-        for f, a, b in spans:
+        for f, a, b, r in spans:
             hit = (lines >= a) & (lines < b)
             if unrouted is not None:
                 hit |= (lines == b) & unrouted
-            out |= (files == f) & hit
+            same = np.isnan(ranks) if r is None else ranks == r
+            out |= (files == f) & hit & same
         return out
 
-    errors = errors[~(inside(errors) & ~is_ign)].reset_index(drop=True)
+    other: set = set()  # lines in a span that are another process's output (see _TB_SHAPE)
     if not signals.empty:
-        unrouted = signals["text"].astype(str).str.match(_UNROUTED_EXC).to_numpy()
-        mask = inside(signals, unrouted)
+        text = signals["text"].astype(str)
+        unrouted = text.str.match(_UNROUTED_EXC).to_numpy()
+        within = inside(signals, unrouted)
+        shaped = text.str.match(_TB_SHAPE).to_numpy()
+        other = set(zip(signals["file"].astype(object)[within & ~shaped], signals["line"][within & ~shaped]))
+        mask = within & shaped
         if mask.any():
             signals = signals.copy()
             signals.loc[mask, "failure"] = False
+    keep = [(f, ln) in other for f, ln in zip(errors["file"].astype(object), errors["line"])] if other else False
+    errors = errors[~(inside(errors) & ~is_ign & ~np.asarray(keep, dtype=bool))].reset_index(drop=True)
     return errors, signals
 
 

@@ -38,7 +38,9 @@ one log.
   beside a healthy distributed run, ``no-failure``; the user was told a rank crashed
   (test_an_exception_python_ignored_is_no_failure). Alone it is nothing distributed, ``no-evidence``,
   never a crash nor an all-clear (test_an_ignored_exception_alone_is_nothing_distributed); a real
-  crash after it is still a crash (test_a_crash_after_an_ignored_exception_is_still_a_failure).
+  crash after it is still a crash (test_a_crash_after_an_ignored_exception_is_still_a_failure), and
+  another process's failure line that landed inside its traceback (interleaved streams) is never
+  excused with it (test_a_failure_line_interleaved_in_an_ignored_traceback_still_counts).
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ import pytest
 import denpex_nb as dx
 from denpex_nb.signals import family_of
 from denpex_nb.vocab import ClassId, SignalFamily
-from tests.signal_variants import WRAPPERS, healthy_lines
+from tests.signal_variants import PHRASES, WRAPPERS, healthy_lines
 from tests.signal_variants import diagnose_files as _diagnose
 
 # --- a launcher's ctime stamp before its tag -----------------------------------------------------------
@@ -323,3 +325,16 @@ def test_a_crash_after_an_ignored_exception_is_still_a_failure(tmp_path, kind, w
     alone = _with_ignored(kind, wrapper, 0, False) + [WRAPPERS[wrapper](0, t) for t in crash]
     d = _diagnose(tmp_path, {"train.log": alone})
     assert d.verdict == ClassId.RANK_CRASH, d.summary()
+
+
+@pytest.mark.parametrize("kind", sorted(_IGNORED))
+@pytest.mark.parametrize("k", range(0, len(PHRASES), 9))
+@pytest.mark.parametrize("ours,theirs", [("torch", "torch"), ("mpirun", "mpirun"), ("plain", "torch")])
+def test_a_failure_line_interleaved_in_an_ignored_traceback_still_counts(tmp_path, kind, k, ours, theirs):
+    # another rank's line, tagged as its launcher tags it (untagged lines of two processes run together
+    # cannot be told apart by anyone: an exception line right after the header is the traceback's own)
+    block = _with_ignored(kind, ours, 0, False)
+    for pos in range(1, len(block) + 1):
+        lines = block[:pos] + [WRAPPERS[theirs](3, PHRASES[k][1])] + block[pos:]
+        d = _diagnose(tmp_path, {"job.log": lines})
+        assert d.verdict not in (ClassId.NO_FAILURE, ClassId.NO_EVIDENCE), (pos, PHRASES[k][1], d.summary())
