@@ -24,6 +24,7 @@ import pandas as pd
 
 from ..ops import GATHER_LIKE, P2P, SCATTER_LIKE
 from ..vocab import ALIGNABLE_SEQ_KINDS, SEQ_KIND_PREFERENCE, State
+from .align_cells import Cells, cells_by_table
 
 #: counters that can be aligned across ranks (desync '#N' is per rank, NCCL opCount per comm)
 ALIGNABLE_KINDS = tuple(str(k) for k in ALIGNABLE_SEQ_KINDS)
@@ -114,79 +115,22 @@ def align(events: pd.DataFrame) -> Alignment:
     local_bad = _local_size_violation(ev, op_cat, g, r, nin, nout)
     del nin, nout  # 2 x 16 MB at 2M rows: not kept through the sort below
 
-    # --- pack (group, seq, rank) into one int64 key; fall back to factorize when out of range
-    s_off = s - s.min()
-    r_bits = max(int(r.max()).bit_length(), 1) if r.min() >= 0 else 0
-    s_bits = max(int(s_off.max()).bit_length(), 1)
-    g_bits = max(int(g.max()).bit_length(), 1)
-    packed = bool(r.min() >= 0 and r_bits + s_bits + g_bits <= 60)
-    if packed:
-        key = (g << (s_bits + r_bits)) | (s_off << r_bits) | r
-        cell_of = key >> r_bits
-    else:  # pragma: no cover - absurd seq ranges
-        # cells numbered in (group, seq) order, as the packed key orders them: the same list of divergences
-        cell_of = pd.MultiIndex.from_arrays([g, s]).factorize(sort=True)[0].astype(np.int64)
-        # as wide as every rank from the lowest: with a negative rank no two (cell, rank) share a key
-        key = cell_of * (int(r.max()) - int(r.min()) + 1) + (r - r.min())
-
-    quality = (~np.isnan(size)).astype(np.int64) * 2 + done.astype(np.int64)
-    if int(key.max()) < (1 << 60):
-        sort_key = (key << 2) | (3 - quality)
-        order = np.argsort(sort_key, kind="stable")  # best row of a (cell, rank) first
-        # the sorted sort key holds the key and ``done`` (the low bit of 3 - quality is 1 - done):
-        # one gather through ``order`` instead of two (each ~45 ms at 2M rows, see _pack_fields)
-        sorted_key = sort_key[order]
-        del sort_key
-        key_sorted = sorted_key >> 2
-        done_sorted = (sorted_key & 1) == 0
-        del sorted_key
-    else:  # pragma: no cover
-        order = np.lexsort((-quality, key))
-        key_sorted, done_sorted = key[order], done[order]
-    first = np.ones(len(order), dtype=bool)
-    first[1:] = key_sorted[1:] != key_sorted[:-1]
-    # any completed among duplicates of one (cell, rank)
-    dup_start = np.flatnonzero(first)
-    done_any = np.maximum.reduceat(done_sorted.astype(np.int8), dup_start).astype(bool)
-    del done_sorted
-    sel = order[first]  # one row per (group, seq, rank), sorted
-
-    if packed:  # the sorted keys hold group, seq and rank: no gather through ``sel`` (2M random reads each)
-        ks = key_sorted[first]
-        cell1 = ks >> r_bits
-        g1, s1, r1 = cell1 >> s_bits, (cell1 & ((1 << s_bits) - 1)) + s.min(), ks & ((1 << r_bits) - 1)
-    else:  # pragma: no cover
-        g1, s1, r1, cell1 = g[sel], s[sel], r[sel], cell_of[sel]
-    packed = _pack_fields(opc, dt, local_bad, shape)
-    if packed is not None:  # one gather of the four small fields, not four
-        op1, dt1, bad1, shape1 = _unpack_fields(packed[0][sel], *packed[1:])
-    else:  # pragma: no cover - tens of thousands of distinct ops, dtypes and shapes at once
-        op1, dt1, bad1, shape1 = opc[sel], _nan_codes(dt[sel]), local_bad[sel], _nan_codes(shape[sel])
-    del packed
-    size1 = size[sel]
-    n = len(sel)
-    cstart = np.flatnonzero(np.r_[True, cell1[1:] != cell1[:-1]])
-    counts = np.diff(np.r_[cstart, n])
-
-    op_min = np.minimum.reduceat(op1, cstart)
-    op_max = np.maximum.reduceat(op1, cstart)
-    size_min = np.minimum.reduceat(np.where(np.isnan(size1), np.inf, size1), cstart)
-    size_max = np.maximum.reduceat(np.where(np.isnan(size1), -np.inf, size1), cstart)
-    dt_min = np.minimum.reduceat(np.where(np.isnan(dt1), np.inf, dt1), cstart)
-    dt_max = np.maximum.reduceat(np.where(np.isnan(dt1), -np.inf, dt1), cstart)
-    bad_any = np.maximum.reduceat(bad1.astype(np.int8), cstart).astype(bool)
-    shape_min = np.minimum.reduceat(np.where(np.isnan(shape1), np.inf, shape1), cstart)
-    shape_max = np.maximum.reduceat(np.where(np.isnan(shape1), -np.inf, shape1), cstart)
+    # --- one cell per (group, seq), one row per rank in it: by tables when the rows allow, else sorted
+    cells = cells_by_table(g, s, r, opc, size, dt, shape, local_bad, done)
+    if cells is None:
+        cells = cells_by_sort(g, s, r, opc, size, dt, shape, local_bad, done)
+    counts = cells.counts
+    cstart = np.cumsum(counts) - counts
     multi = counts > 1
-    op_div = multi & (op_min != op_max)
-    dt_div = multi & ~op_div & (dt_min < dt_max)
-    size_div = multi & ~op_div & ~dt_div & (size_min < size_max)
-    local_div = ~op_div & ~dt_div & ~size_div & bad_any
+    op_div = multi & (cells.op_min != cells.op_max)
+    dt_div = multi & ~op_div & (cells.dt_min < cells.dt_max)
+    size_div = multi & ~op_div & ~dt_div & (cells.size_min < cells.size_max)
+    local_div = ~op_div & ~dt_div & ~size_div & cells.bad_any
     # same element count, different shapes: completes on every backend, combines by flat position
-    shape_div = multi & ~op_div & ~dt_div & ~size_div & ~local_div & (shape_min < shape_max)
+    shape_div = multi & ~op_div & ~dt_div & ~size_div & ~local_div & (cells.shape_min < cells.shape_max)
 
     # --- per (group, rank) coverage: first/last seq, for missing ranks (laggards / extra calls)
-    cov = _coverage(g1, r1, s1)
+    cov = cells.cov
     gmax = cov.groupby("g")["max"].transform("max")
     laggards = cov[cov["max"] < gmax]
 
@@ -201,6 +145,7 @@ def align(events: pd.DataFrame) -> Alignment:
 
     out: list[Divergence] = []
     todo: list[tuple[Divergence, int, int]] = []  # rows come in one go (_with_rows)
+    present_in = cells.present(np.flatnonzero(op_div | dt_div | size_div | local_div | shape_div))
     for label, mask in (
         ("op", op_div),
         ("dtype", dt_div),
@@ -210,16 +155,14 @@ def align(events: pd.DataFrame) -> Alignment:
     ):
         for ci in np.flatnonzero(mask):
             lo, hi = cstart[ci], cstart[ci] + counts[ci]
-            pg, kind = names(g1[lo])
-            out.append(Divergence(label, pg, kind, int(s1[lo]), None, present=[int(x) for x in r1[lo:hi]]))
+            pg, kind = names(cells.g[ci])
+            out.append(Divergence(label, pg, kind, int(cells.s[ci]), None, present=present_in[int(ci)]))
             todo.append((out[-1], lo, hi))
 
     # missing: one divergence per distinct lag level in a group
     # (group, seq) -> cell, and each group's cell seqs in order (cells are sorted by group, then seq)
-    cell_at = {(int(gc), int(sq)): ci for ci, (gc, sq) in enumerate(zip(g1[cstart], s1[cstart]))}
-    cell_seqs = (
-        {int(gc): np.sort(s1[cstart][g1[cstart] == gc]) for gc in np.unique(g1[cstart])} if len(laggards) else {}
-    )
+    cell_at = {(int(gc), int(sq)): ci for ci, (gc, sq) in enumerate(zip(cells.g, cells.s))}
+    cell_seqs = {int(gc): np.sort(cells.s[cells.g == gc]) for gc in np.unique(cells.g)} if len(laggards) else {}
     for gc, sub in laggards.groupby("g"):
         allcov = cov[cov["g"] == gc]
         # the group's coverage as arrays, its cells' seqs sorted: each lag level is a few numpy steps
@@ -250,7 +193,7 @@ def align(events: pd.DataFrame) -> Alignment:
             out.append(Divergence("missing", pg, kind, seq, None, missing=missing, present=present, lag=dict(lag)))
             todo.append((out[-1], lo, hi))
 
-    _with_rows(todo, ev, sel, done_any, bad1, size1)
+    _with_rows(todo, ev, cells.take)
     missing_dumps = {}
     if "world_size" in ev.columns:
         wsv = _floats(ev["world_size"])
@@ -263,7 +206,7 @@ def align(events: pd.DataFrame) -> Alignment:
     return Alignment(out, members, len(ev), len(cstart), missing_dumps)
 
 
-def _with_rows(todo: list[tuple[Divergence, int, int]], ev: pd.DataFrame, sel, done_any, bad1, size1) -> None:
+def _with_rows(todo: list[tuple[Divergence, int, int]], ev: pd.DataFrame, take) -> None:
     """Give each divergence of ``todo`` (with its cell ``lo:hi`` of the sorted selection) its
     ``rows`` (with ``_done``, ``_local_bad``, ``_size``), ``records`` and ``t_wall``.
 
@@ -271,15 +214,17 @@ def _with_rows(todo: list[tuple[Divergence, int, int]], ev: pd.DataFrame, sel, d
     cell's rows from the events frame apart (and turning each into records apart, in the rules)
     cost ~10 ms a divergence in pandas' per-call work. Here the rows of every divergent cell are
     taken once, each divergence's ``rows`` is a copy of its slice of them and its ``records`` a
-    slice of one ``to_dict``: the same rows, columns and values as a frame taken per cell."""
+    slice of one ``to_dict``: the same rows, columns and values as a frame taken per cell.
+    ``take``: :attr:`.align_cells.Cells.take`."""
     if not todo:
         return
     spans = sorted({(lo, hi) for _, lo, hi in todo})
     idx = np.concatenate([np.arange(lo, hi) for lo, hi in spans])
-    frame = ev.iloc[sel[idx]].copy()
-    frame["_done"] = done_any[idx]
-    frame["_local_bad"] = bad1[idx]
-    frame["_size"] = size1[idx]
+    at, done_any, bad, size = take(idx)
+    frame = ev.iloc[at].copy()
+    frame["_done"] = done_any
+    frame["_local_bad"] = bad
+    frame["_size"] = size
     records = frame.to_dict("records")
     at, off = {}, 0
     for lo, hi in spans:
@@ -295,6 +240,82 @@ def _with_rows(todo: list[tuple[Divergence, int, int]], ev: pd.DataFrame, sel, d
             d.t_wall = min(ts) if ts else None  # as _tmin says it: the earliest, None when none is known
         else:
             d.t_wall = _tmin(d.rows)
+
+
+def cells_by_sort(g, s, r, opc, size, dt, shape, bad, done) -> Cells:
+    """:class:`Cells` of any rows, through one stable sort of a packed (group, seq, rank) key."""
+    s_off = s - s.min()
+    r_bits = max(int(r.max()).bit_length(), 1) if r.min() >= 0 else 0
+    s_bits = max(int(s_off.max()).bit_length(), 1)
+    g_bits = max(int(g.max()).bit_length(), 1)
+    packed = bool(r.min() >= 0 and r_bits + s_bits + g_bits <= 60)
+    if packed:
+        key = (g << (s_bits + r_bits)) | (s_off << r_bits) | r
+    else:  # pragma: no cover - absurd seq ranges
+        # cells numbered in (group, seq) order, as the packed key orders them: the same list of divergences
+        cell_of = pd.MultiIndex.from_arrays([g, s]).factorize(sort=True)[0].astype(np.int64)
+        # as wide as every rank from the lowest: with a negative rank no two (cell, rank) share a key
+        key = cell_of * (int(r.max()) - int(r.min()) + 1) + (r - r.min())
+    del s_off
+
+    quality = (~np.isnan(size)).astype(np.int64) * 2 + done.astype(np.int64)
+    if int(key.max()) < (1 << 60):
+        sort_key = (key << 2) | (3 - quality)
+        order = np.argsort(sort_key, kind="stable")  # best row of a (cell, rank) first
+        # the sorted sort key holds the key and ``done`` (the low bit of 3 - quality is 1 - done):
+        # one gather through ``order`` instead of two (each ~45 ms at 2M rows, see _pack_fields)
+        sorted_key = sort_key[order]
+        del sort_key
+        key_sorted = sorted_key >> 2
+        done_sorted = (sorted_key & 1) == 0
+        del sorted_key
+    else:  # pragma: no cover
+        order = np.lexsort((-quality, key))
+        key_sorted, done_sorted = key[order], done[order]
+    first = np.ones(len(order), dtype=bool)
+    first[1:] = key_sorted[1:] != key_sorted[:-1]
+    # any completed among duplicates of one (cell, rank)
+    dup_start = np.flatnonzero(first)
+    done_any = np.maximum.reduceat(done_sorted.astype(np.int8), dup_start).astype(bool)
+    del done_sorted
+    sel = order[first]  # one row per (group, seq, rank), sorted
+
+    if packed:  # the sorted keys hold group, seq and rank: no gather through ``sel`` (2M random reads each)
+        ks = key_sorted[first]
+        cell1 = ks >> r_bits
+        g1, s1, r1 = cell1 >> s_bits, (cell1 & ((1 << s_bits) - 1)) + s.min(), ks & ((1 << r_bits) - 1)
+    else:  # pragma: no cover
+        g1, s1, r1, cell1 = g[sel], s[sel], r[sel], cell_of[sel]
+    fields = _pack_fields(opc, dt, bad, shape)
+    if fields is not None:  # one gather of the four small fields, not four
+        op1, dt1, bad1, shape1 = _unpack_fields(fields[0][sel], *fields[1:])
+    else:  # pragma: no cover - tens of thousands of distinct ops, dtypes and shapes at once
+        op1, dt1, bad1, shape1 = opc[sel], _nan_codes(dt[sel]), bad[sel], _nan_codes(shape[sel])
+    del fields
+    size1 = size[sel]
+    cstart = np.flatnonzero(np.r_[True, cell1[1:] != cell1[:-1]])
+    counts = np.diff(np.r_[cstart, len(sel)])
+
+    def present(want) -> dict[int, list[int]]:
+        return {int(k): [int(x) for x in r1[cstart[k] : cstart[k] + counts[k]]] for k in want}
+
+    return Cells(
+        g=g1[cstart],
+        s=s1[cstart],
+        counts=counts,
+        op_min=np.minimum.reduceat(op1, cstart),
+        op_max=np.maximum.reduceat(op1, cstart),
+        size_min=np.minimum.reduceat(np.where(np.isnan(size1), np.inf, size1), cstart),
+        size_max=np.maximum.reduceat(np.where(np.isnan(size1), -np.inf, size1), cstart),
+        dt_min=np.minimum.reduceat(np.where(np.isnan(dt1), np.inf, dt1), cstart),
+        dt_max=np.maximum.reduceat(np.where(np.isnan(dt1), -np.inf, dt1), cstart),
+        shape_min=np.minimum.reduceat(np.where(np.isnan(shape1), np.inf, shape1), cstart),
+        shape_max=np.maximum.reduceat(np.where(np.isnan(shape1), -np.inf, shape1), cstart),
+        bad_any=np.maximum.reduceat(bad1.astype(np.int8), cstart).astype(bool),
+        cov=_coverage(g1, r1, s1),
+        present=present,
+        take=lambda idx: (sel[idx], done_any[idx], bad1[idx], size1[idx]),
+    )
 
 
 def _nan_codes(codes: np.ndarray) -> np.ndarray:
