@@ -61,22 +61,25 @@ def cells_by_table(g, s, r, opc, size, dt, shape, bad, done) -> Cells | None:
     local-size flag and completed flag."""
     n = len(g)
     limit = 2 * n + (1 << 16)  # tables no bigger than twice the rows
-    if not n or int(g.min()) < 0 or int(r.min()) < 0 or int(g.max()) >= limit or int(r.max()) >= limit:
+    if not n:
+        return None
+    g_lo, g_hi, r_lo, r_hi = int(g.min()), int(g.max()), int(r.min()), int(r.max())
+    if g_lo < 0 or r_lo < 0 or g_hi >= limit or r_hi >= limit:
         return None
     s_lo = int(s.min())
     span = int(s.max()) - s_lo + 1
-    gu, gi = _dense(g)
+    gu, gi = (np.array([g_lo]), None) if g_lo == g_hi else _dense(g)
     ru, ri = _dense(r)
     n_cells_max, n_ranks = len(gu) * span, len(ru)
     if n_cells_max > limit:
         return None
-    key = gi * span + (s - s_lo)
+    key = s - s_lo if gi is None else gi * span + (s - s_lo)
     used = np.bincount(key, minlength=n_cells_max) > 0
     keys = np.flatnonzero(used)
-    cell = (np.cumsum(used) - 1)[key]
+    cell = key if len(keys) == n_cells_max else (np.cumsum(used) - 1)[key]  # every key used: its own cell
     del key, used
     c = len(keys)
-    if c * n_ranks > limit or int(np.bincount(cell * n_ranks + ri, minlength=c * n_ranks).max()) > 1:
+    if c * n_ranks > limit or not _one_row_each(cell, ri, c, n_ranks):
         return None  # a (cell, rank) with several rows: the best one is chosen by sorting
     counts = np.bincount(cell, minlength=c)
 
@@ -94,6 +97,8 @@ def cells_by_table(g, s, r, opc, size, dt, shape, bad, done) -> Cells | None:
     np.fmin.at(size_min, cell, size)  # NaN is skipped: inf where none is known
     size_max = np.full(c, -np.inf)
     np.fmax.at(size_max, cell, size)
+    if gi is None:
+        gi = np.zeros(n, dtype=np.int64)
     cells = Cells(
         g=gu[keys // span],
         s=keys % span + s_lo,
@@ -117,7 +122,19 @@ def cells_by_table(g, s, r, opc, size, dt, shape, bad, done) -> Cells | None:
 def _dense(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(distinct values ascending, each row's index among them) of small non-negative ints."""
     seen = np.bincount(x) > 0
+    if seen.all():  # 0..max all present (ranks of a whole job): each value is its own index
+        return np.arange(len(seen)), x
     return np.flatnonzero(seen), (np.cumsum(seen) - 1)[x]
+
+
+def _one_row_each(cell: np.ndarray, ri: np.ndarray, c: int, n_ranks: int) -> bool:
+    """Does every (cell, rank) hold at most one row? Rows that come rank by rank, each rank's once
+    and its cells increasing (a load of dumps), say so in a few comparisons of neighbours; others
+    are counted in a (cell, rank) table."""
+    same = ri[1:] == ri[:-1]
+    if int(np.count_nonzero(~same)) + 1 == n_ranks and bool(np.all((cell[1:] > cell[:-1]) | ~same)):
+        return True
+    return int(np.bincount(cell * n_ranks + ri, minlength=c * n_ranks).max()) <= 1
 
 
 def _coverage(cell, c, gu, gi, ru, ri, s) -> pd.DataFrame:
