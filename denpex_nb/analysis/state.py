@@ -143,15 +143,30 @@ def _fill_sources(rows: dict, ev: pd.DataFrame, er: pd.DataFrame) -> None:
     for frame in (ev, er):
         if not len(frame) or "source" not in frame.columns:
             continue
-        # distinct (rank, source) as one int64 per row and a hash unique: no 2M-row object frame
+        # distinct (rank, source) as one int64 per row, counted in a table (small ranks) or hashed:
+        # no 2M-row object frame
         rank = frame["rank"].to_numpy("int64", na_value=-1)  # -1 only where missing (masked below)
-        scode, suniq = pd.factorize(frame["source"], use_na_sentinel=True)
+        src = frame["source"]
+        if isinstance(src.dtype, pd.CategoricalDtype):  # its codes (-1: missing), no hash pass
+            scode, suniq = src.cat.codes.to_numpy().astype(np.int64), np.asarray(src.cat.categories, dtype=object)
+        else:
+            scode, suniq = pd.factorize(src, use_na_sentinel=True)
         ok = frame["rank"].notna().to_numpy(bool) & (scode >= 0)
         if not ok.any():
             continue
-        rc, ru = pd.factorize(rank[ok])
-        for k in pd.unique(rc.astype(np.int64) * len(suniq) + scode[ok]):
-            seen.setdefault(int(ru[k // len(suniq)]), set()).add(str(suniq[k % len(suniq)]))
+        pick = slice(None) if ok.all() else ok  # no copy when every row has both
+        rank, scode = rank[pick], scode[pick]
+        width = len(suniq)
+        lo, hi = int(rank.min()), int(rank.max())
+        if lo >= 0 and (hi + 1) * width <= 2 * len(rank) + (1 << 16):  # a (rank, source) table
+            pairs = np.flatnonzero(np.bincount(rank * width + scode))
+            ranks = pairs // width
+        else:
+            rc, ru = pd.factorize(rank)
+            pairs = pd.unique(rc.astype(np.int64) * width + scode)
+            ranks = np.asarray(ru)[pairs // width]
+        for r, k in zip(ranks.tolist(), (pairs % width).tolist()):
+            seen.setdefault(int(r), set()).add(str(suniq[k]))
     for r, src in seen.items():
         if r in rows:
             rows[r]["sources"] = tuple(sorted(src))
@@ -179,15 +194,17 @@ def _fill_last_collective(rows: dict, ev: pd.DataFrame) -> None:
     group = pg_codes * (len(KIND_PREFERENCE) + 1) + pref
     ranks_u, slot = _rank_slots(rank)  # ranks ascending; each row's rank index
     pgsize = _distinct_per_group(group, slot, len(ranks_u))
-    done = _lookup(ev["state"], {State.COMPLETED: 1}, 0)[pick].astype(bool)
-    bad = _lookup(ev["state"], {State.TIMED_OUT: 1, State.FAILED: 1}, 0)[pick].astype(bool)
-    is_trace = _lookup(ev["seq_kind"], {SeqKind.TRACE: 1}, 0)[pick].astype(bool)
+    done = _lookup(ev["state"], {State.COMPLETED: True}, False, bool)[pick]
+    bad = _lookup(ev["state"], {State.TIMED_OUT: True, State.FAILED: True}, False, bool)[pick]
+    is_trace = _lookup(ev["seq_kind"], {SeqKind.TRACE: True}, False, bool)[pick]
     # the best (counter, group) per rank, then its last seq: numpy reductions per rank
     best_pos = _best_rows(slot, len(ranks_u), pref, pgsize, seq)  # one row per rank, ranks ascending
-    in_best = group == group[best_pos][slot]
     comp_max = np.full(len(ranks_u), -1, dtype=np.int64)
-    sel = in_best & done
-    np.maximum.at(comp_max, slot[sel], seq[sel])
+    sel = done if _constant(group) else done & (group == group[best_pos][slot])  # rows of the best group
+    if sel.all():  # (every row: no copies of the columns through the mask)
+        np.maximum.at(comp_max, slot, seq)
+    else:
+        np.maximum.at(comp_max, slot[sel], seq[sel])
     failed = np.zeros(len(ranks_u), dtype=bool)
     failed[slot[bad]] = True  # any bad row of the rank (an assignment: logical_or.at is ~40x slower)
     # a tracer record whose last collective never returned (no completed row at its last seq)
@@ -236,12 +253,20 @@ def _codes(col: pd.Series) -> np.ndarray:
     return pd.factorize(col, use_na_sentinel=False)[0].astype("int64")
 
 
+def _constant(a: np.ndarray) -> bool:
+    """One value in every row (two passes; a gather and a compare over 2M rows cost more)."""
+    return not len(a) or int(a.min()) == int(a.max())
+
+
 def _rank_slots(rank: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The distinct ranks ascending and each row's index among them: a table over the rank
-    numbers when they are small non-negative ints (no hashing of 2M rows), else a hash factorize
-    and a sort of the few distinct ranks, not a sort of every row."""
+    numbers when they are small non-negative ints (no hashing of 2M rows; when every rank from 0
+    up is there, each rank is its own index), else a hash factorize and a sort of the few distinct
+    ranks, not a sort of every row."""
     if len(rank) and rank.min() >= 0 and rank.max() < 4 * len(rank) + (1 << 16):
         seen = np.bincount(rank) > 0
+        if seen.all():
+            return np.arange(len(seen), dtype=rank.dtype), rank
         return np.flatnonzero(seen).astype(rank.dtype), (np.cumsum(seen) - 1)[rank]
     codes, uniq = pd.factorize(rank)
     perm = np.argsort(uniq, kind="stable")
@@ -253,19 +278,26 @@ def _rank_slots(rank: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def _best_rows(slot: np.ndarray, k: int, pref: np.ndarray, pgsize: np.ndarray, seq: np.ndarray) -> np.ndarray:
     """Per rank (``slot`` 0..k-1) the row that ``np.lexsort((-seq, -pgsize, pref, rank))`` puts
     first: lowest ``pref``, then largest ``pgsize``, then largest ``seq``, then the earliest row.
-    Four unbuffered reductions over the rows instead of a four-key sort (~0.6 s on 2M rows)."""
-    best = np.full(k, np.iinfo(np.int64).max, dtype=np.int64)
-    np.minimum.at(best, slot, pref)
-    keep = pref == best[slot]
-    best = np.full(k, np.iinfo(np.int64).min, dtype=np.int64)
-    np.maximum.at(best, slot[keep], pgsize[keep])
-    keep &= pgsize == best[slot]
-    best = np.full(k, np.iinfo(np.int64).min, dtype=np.int64)
-    np.maximum.at(best, slot[keep], seq[keep])
-    keep &= seq == best[slot]
-    pos = np.flatnonzero(keep)
+    Up to four unbuffered reductions over the rows instead of a four-key sort (~0.6 s on 2M rows);
+    a key on which every row ties (one counter, one group) takes none."""
+    keep = None  # None: every row still in the running (no mask, no copies through it)
+    for values, ufunc, fill in (
+        (pref, np.minimum, np.iinfo(np.int64).max),
+        (pgsize, np.maximum, np.iinfo(np.int64).min),
+        (seq, np.maximum, np.iinfo(np.int64).min),
+    ):
+        if keep is None and _constant(values):  # every row ties on this key
+            continue
+        best = np.full(k, fill, dtype=np.int64)
+        if keep is None:
+            ufunc.at(best, slot, values)
+            keep = values == best[slot]
+        else:
+            ufunc.at(best, slot[keep], values[keep])
+            keep &= values == best[slot]
+    pos = np.arange(len(slot)) if keep is None else np.flatnonzero(keep)
     first = np.full(k, len(slot), dtype=np.int64)
-    np.minimum.at(first, slot[pos], pos)
+    np.minimum.at(first, slot if keep is None else slot[pos], pos)
     return first
 
 
@@ -274,6 +306,8 @@ def _distinct_per_group(group: np.ndarray, slot: np.ndarray, k: int) -> np.ndarr
     ``groupby(group).transform("nunique")`` of the ranks: a table of seen (group, rank) cells when
     the groups are small non-negative codes (no hashing of 2M rows), else a hash unique of pairs."""
     k = max(k, 1)
+    if _constant(group):  # one group: every row's count is the number of ranks with rows
+        return np.full(len(group), np.count_nonzero(np.bincount(slot, minlength=k)), dtype="int64")
     if len(group) and group.min() >= 0 and (int(group.max()) + 1) * k <= 1 << 25:
         seen = np.zeros((int(group.max()) + 1) * k, dtype=bool)
         seen[group * k + slot] = True
@@ -283,14 +317,21 @@ def _distinct_per_group(group: np.ndarray, slot: np.ndarray, k: int) -> np.ndarr
     return np.bincount(pairs // k, minlength=len(gu)).astype("int64")[gi]
 
 
-def _lookup(col: pd.Series, table: dict, default: int) -> np.ndarray:
-    """``table[value]`` per row as int64 (``default`` for other values and missing ones), through the
-    categories when the column is categorical (one lookup per distinct value, not per row)."""
+def _lookup(col: pd.Series, table: dict, default, dtype=np.int64) -> np.ndarray:
+    """``table[value]`` per row as ``dtype`` (``default`` for other values and missing ones), through
+    the categories when the column is categorical (one lookup per distinct value, not per row)."""
     if isinstance(col.dtype, pd.CategoricalDtype):
-        lut = np.array([table.get(str(c), default) for c in col.cat.categories] + [default], dtype=np.int64)
-        return lut[col.cat.codes.to_numpy()]
+        lut = np.array([table.get(str(c), default) for c in col.cat.categories] + [default], dtype=dtype)
+        codes = col.cat.codes.to_numpy()
+        hits = np.flatnonzero(lut[:-1])
+        if lut.dtype == bool and not lut[-1] and len(hits) <= 4:  # a flag of a few categories: compares
+            out = np.zeros(len(codes), dtype=bool)  # of the narrow codes, not a gather through them
+            for c in hits.tolist():
+                out |= codes == c
+            return out
+        return lut[codes]
     codes, uniques = pd.factorize(col, use_na_sentinel=True)
-    lut = np.array([table.get(str(u), default) for u in uniques] + [default], dtype=np.int64)
+    lut = np.array([table.get(str(u), default) for u in uniques] + [default], dtype=dtype)
     return lut[codes]
 
 
@@ -522,7 +563,7 @@ def _arr(frame: pd.DataFrame, col: str, idx: np.ndarray) -> np.ndarray:
 def _event_positions(ev: pd.DataFrame) -> dict | None:
     if ev is None or not len(ev) or not {"rank", "seq", "seq_kind"} <= set(ev.columns):
         return None
-    kinds = _lookup(ev["seq_kind"], {str(k): 1 for k in POSITION_KINDS}, 0).astype(bool)
+    kinds = _lookup(ev["seq_kind"], {str(k): True for k in POSITION_KINDS}, False, bool)
     idx = np.flatnonzero(kinds & ev["rank"].notna().to_numpy(bool) & ev["seq"].notna().to_numpy(bool))
     if not len(idx):
         return None
@@ -530,8 +571,8 @@ def _event_positions(ev: pd.DataFrame) -> dict | None:
     return {
         "rank": ev["rank"].to_numpy("int64", na_value=-1)[idx],
         "seq": ev["seq"].to_numpy("int64", na_value=-1)[idx],
-        "done": _lookup(state, {State.COMPLETED: 1}, 0)[idx].astype(bool),
-        "stuck": _lookup(state, {State.TIMED_OUT: 1, State.FAILED: 1}, 0)[idx].astype(bool),
+        "done": _lookup(state, {State.COMPLETED: True}, False, bool)[idx],
+        "stuck": _lookup(state, {State.TIMED_OUT: True, State.FAILED: True}, False, bool)[idx],
         "pg": _labels(ev, "pg", idx),
         "counter": _labels(ev, "seq_kind", idx),
         "describe": _describer(ev, idx),
