@@ -487,6 +487,9 @@ def build_frame(name: str, batches, misfits: dict | None = None) -> pd.DataFrame
         # when its type is a subclass of it): one pass over 50,000 tiny files' batches, not eight
         types = set(map(type, parts))
         if types == {type(None)} and c != "_t_wall_ns":  # a column no batch has: all missing
+            if c == "t_wall" and any("_t_wall_ns" in b for b in batches):
+                data[c] = None  # made from the nanoseconds below (FR dumps): no column of NaT first
+                continue
             data[c] = _missing_column(sum(batch_len(b) for b in batches), dtype)
             continue
         if _any_is(types, Coded) or (dtype in _MASKED and _any_is(types, (Nullable, pd.api.extensions.ExtensionArray))):
@@ -527,6 +530,8 @@ def build_frame(name: str, batches, misfits: dict | None = None) -> pd.DataFrame
     if merged_ns is not None and "t_wall" in data:
         ns = merged_ns if isinstance(merged_ns, pd.api.extensions.ExtensionArray) else _typed(merged_ns, "Int64", bad)
         data["t_wall"] = _fill_times(data["t_wall"], ns)
+    elif data.get("t_wall", 0) is None:
+        data["t_wall"] = _missing_column(sum(batch_len(b) for b in batches), schema["t_wall"])
     df = pd.DataFrame(data, copy=False)  # the columns are fresh: no second copy of 2M rows
     return conform(name, df)
 
@@ -544,14 +549,16 @@ def _missing_column(n: int, dtype: str | None):
 
 
 def _fill_times(t_wall, ns: pd.arrays.IntegerArray):
-    """``t_wall`` where known, else the integer nanoseconds (FR dumps), as datetime64[ns, UTC]
-    straight from the integers (no Timestamp per row)."""
+    """``t_wall`` where known (None: nowhere), else the integer nanoseconds (FR dumps), as
+    datetime64[ns, UTC] straight from the integers (no Timestamp per row)."""
     raw = ns.to_numpy(dtype=np.int64, na_value=np.iinfo(np.int64).min)  # int64 min is NaT
-    fill = pd.Series(raw.view("datetime64[ns]")).dt.tz_localize("UTC")
+    fill = pd.array(raw.view("datetime64[ns]"), dtype="datetime64[ns, UTC]")
+    if t_wall is None:
+        return fill
     known = pd.Series(t_wall)
     if known.isna().all():
-        return fill.array
-    return known.where(known.notna(), fill).array
+        return fill
+    return known.where(known.notna(), pd.Series(fill)).array
 
 
 _MASKED = ("Int32", "Int64", "boolean", "Float64")
@@ -583,7 +590,9 @@ def _coded_categorical(parts: list) -> pd.Categorical:
             cats = {v: i for i, v in enumerate(sorted(cats))}
         except TypeError:
             pass
-    codes = np.empty(sum(len(p) for p in parts), dtype=np.int32)
+    # codes as narrow as pandas keeps them (it would otherwise narrow a copy of 2M int32 codes)
+    width = np.int8 if len(cats) < 127 else np.int16 if len(cats) < 32767 else np.int32
+    codes = np.empty(sum(len(p) for p in parts), dtype=width)
     remaps: dict = {}  # dumps of one job share their value lists
     pos = 0
     for p in parts:
@@ -594,12 +603,11 @@ def _coded_categorical(parts: list) -> pd.Categorical:
             key = tuple(p.values)
             remap = remaps.get(key)
             if remap is None:
-                remap = remaps[key] = np.array(
-                    [cats[v] if v is not None else -1 for v in p.values] + [-1], dtype=np.int32
-                )
+                remap = remaps[key] = np.array([cats[v] if v is not None else -1 for v in p.values] + [-1], dtype=width)
             codes[pos : pos + n] = remap[p.codes]
         pos += n
-    return pd.Categorical.from_codes(codes, categories=list(cats))
+    # every code was written above from ``cats`` (or -1): pandas need not check 2M of them again
+    return pd.Categorical.from_codes(codes, categories=list(cats), validate=False)
 
 
 def _object_concat(parts: list) -> np.ndarray:
