@@ -198,7 +198,7 @@ def align(events: pd.DataFrame) -> Alignment:
     if "world_size" in ev.columns:
         wsv = _floats(ev["world_size"])
         if not np.all(np.isnan(wsv)):
-            for gc, w in pd.Series(wsv).groupby(g).max().items():
+            for gc, w in _max_per_group(g, wsv):
                 seen = members.get(names(gc), [])
                 # only when ranks are numbered 0..w-1 (default group): then absent ranks are known
                 if not np.isnan(w) and seen and max(seen) < int(w) and len(seen) < int(w) <= MAX_LISTED_RANKS:
@@ -398,7 +398,20 @@ def _as_cat(s: pd.Series) -> pd.Series:
 def _family_lookup(op_cat: pd.Series, names: frozenset) -> np.ndarray:
     cats = np.asarray(op_cat.cat.categories, dtype=object)
     lut = np.array([c in names for c in cats] + [False], dtype=bool)  # code -1 -> last slot
-    return lut[op_cat.cat.codes.to_numpy()]
+    return code_flags(op_cat.cat.codes.to_numpy(), lut)
+
+
+def code_flags(codes: np.ndarray, lut: np.ndarray) -> np.ndarray:
+    """``lut[codes]`` for a boolean table over a categorical's codes (its last entry is code -1's).
+    A flag of a few categories comes from comparing the narrow codes: a gather through 2M int8
+    codes first widens them to 2M array indices (~4 ms a lookup, five or more per diagnosis)."""
+    hits = np.flatnonzero(lut[:-1])
+    if lut[-1] or len(hits) > 4:
+        return lut[codes]
+    out = np.zeros(len(codes), dtype=bool)
+    for c in hits.tolist():
+        out |= codes == c
+    return out
 
 
 def _floats(col: pd.Series) -> np.ndarray:
@@ -413,7 +426,7 @@ def _size_key(ev: pd.DataFrame, op_cat: pd.Series, nin: np.ndarray, nout: np.nda
     ``nin``/``nout``: ``numel_in``/``numel_out`` as floats (:func:`_floats`)."""
     scatter = _family_lookup(op_cat, SCATTER_LIKE)
     nosize = _family_lookup(op_cat, _NO_SIZE)
-    size = np.where(scatter, np.where(np.isnan(nout), np.nan, nout), nin)
+    size = np.where(scatter, nout, nin)
     size[nosize] = np.nan
     return size
 
@@ -455,12 +468,18 @@ def _factorize_shared(values: np.ndarray) -> np.ndarray:
 def _local_size_violation(
     ev: pd.DataFrame, op_cat: pd.Series, g: np.ndarray, r: np.ndarray, nin: np.ndarray, nout: np.ndarray
 ) -> np.ndarray:
-    """Within one rank: all_gather out != in x world, reduce_scatter in != out x world (world stated)."""
-    # the group size only where a record states it: the ranks that happen to be in the evidence
-    # are not the group (three of four ranks' lines would make every all_gather look wrong)
-    ws = _floats(ev["world_size"]) if "world_size" in ev.columns else np.full(len(ev), np.nan)
+    """Within one rank: all_gather out != in x world, reduce_scatter in != out x world (world stated).
+    Only the rows of those two families are looked at (the others are never bad)."""
     gather = _family_lookup(op_cat, GATHER_LIKE)
     scatter = _family_lookup(op_cat, SCATTER_LIKE)
+    out = np.zeros(len(ev), dtype=bool)
+    rows = np.flatnonzero(gather | scatter)
+    if not len(rows):
+        return out
+    gather, scatter, nin, nout = gather[rows], scatter[rows], nin[rows], nout[rows]
+    # the group size only where a record states it: the ranks that happen to be in the evidence
+    # are not the group (three of four ranks' lines would make every all_gather look wrong)
+    ws = _floats(ev["world_size"])[rows] if "world_size" in ev.columns else np.full(len(rows), np.nan)
     sizes = ~np.isnan(nin) & ~np.isnan(nout)
     known = sizes & ~np.isnan(ws) & (ws >= 1)  # a group of one too: its all_gather out = in
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -469,13 +488,22 @@ def _local_size_violation(
         # number at least that large (3 of 4 ranks with out = 4 x in are fine)
         unknown = sizes & np.isnan(ws)
         if unknown.any():
-            seen = pd.DataFrame({"g": g, "r": r}).drop_duplicates().groupby("g")["r"].size()
-            lower = seen.reindex(g).to_numpy(np.float64)
+            seen = pd.DataFrame({"g": g, "r": r}).drop_duplicates().groupby("g")["r"].size()  # every row's ranks
+            lower = seen.reindex(g[rows]).to_numpy(np.float64)
             big, small = np.where(gather, nout, nin), np.where(gather, nin, nout)
             ratio = big / small
             off = (small > 0) & ((ratio != np.floor(ratio)) | (ratio < lower))
-            bad |= (gather | scatter) & unknown & off
-    return bad
+            bad |= unknown & off
+    out[rows] = bad
+    return out
+
+
+def _max_per_group(g: np.ndarray, values: np.ndarray):
+    """``pd.Series(values).groupby(g).max().items()`` (NaN skipped; NaN when a group has none);
+    one group (a load of dumps) is one reduction, not a groupby over every row."""
+    if len(g) and int(g.min()) == int(g.max()):
+        return [(g[0], np.fmax.reduce(values))]
+    return pd.Series(values).groupby(g).max().items()
 
 
 def _tmin(rows: pd.DataFrame):

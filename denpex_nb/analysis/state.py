@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from ..vocab import ErrorKind, SeqKind, State
-from .align import KIND_PREFERENCE, MAX_LISTED_RANKS
+from .align import KIND_PREFERENCE, MAX_LISTED_RANKS, code_flags
 from .rules import VICTIM_KINDS, is_failure, own_failures
 
 #: columns of the rank_state frame, in order (documented in README's data model)
@@ -323,13 +323,7 @@ def _lookup(col: pd.Series, table: dict, default, dtype=np.int64) -> np.ndarray:
     if isinstance(col.dtype, pd.CategoricalDtype):
         lut = np.array([table.get(str(c), default) for c in col.cat.categories] + [default], dtype=dtype)
         codes = col.cat.codes.to_numpy()
-        hits = np.flatnonzero(lut[:-1])
-        if lut.dtype == bool and not lut[-1] and len(hits) <= 4:  # a flag of a few categories: compares
-            out = np.zeros(len(codes), dtype=bool)  # of the narrow codes, not a gather through them
-            for c in hits.tolist():
-                out |= codes == c
-            return out
-        return lut[codes]
+        return code_flags(codes, lut) if lut.dtype == bool else lut[codes]
     codes, uniques = pd.factorize(col, use_na_sentinel=True)
     lut = np.array([table.get(str(u), default) for u in uniques] + [default], dtype=dtype)
     return lut[codes]
