@@ -14,7 +14,8 @@ the package's extension is built (``decoder`` says which: nothing to compile or 
 numba kernels: their one-time compilation (first use after install, ~10 s, cached on disk) is then
 not in the figures, loading the cached code and importing numba (~1 s) is; the first run after
 an install is measured by benchmarks/bench_fr_first_run.py. ``denpex_cli_s`` is ``denpex-nb diagnose --json`` in a
-fresh process (Python start and imports included, as torchfrtrace's time includes them), with its
+fresh process (Python start and imports included, as torchfrtrace's time includes them; its bytecode
+cached as after ``pip install``, see _cli_env.py), with its
 CPU seconds (``denpex_cli_cpu_s``: the process and its pool's workers) and ``cli_ratio``
 (torchfrtrace's time over it). ``numba_cache_warm_s`` is this benchmark's own step that makes
 sure numba's on-disk cache is current before timing (numba kernels only: a separate process,
@@ -43,6 +44,9 @@ sys.path.insert(0, str(HERE.parent))
 
 from denpex_nb.ingest.flight_recorder import DECODER_ENV, compiled_decoder_enabled  # noqa: E402
 from denpex_nb.testing.frcompare import run_torchfrtrace, write_synthetic_dumps  # noqa: E402
+
+sys.path.insert(0, str(HERE))
+from _cli_env import cli_env, warm_bytecode  # noqa: E402
 
 
 def pickle_floor(files) -> float:
@@ -93,6 +97,7 @@ def measure(ranks: int, entries: int, data: Path, frtrace_timeout: float, plant_
     n_events = int(len(incident.events))
     del incident
     gc.collect()
+    warm_bytecode(HERE.parent)  # untimed: what pip does at install
     loads["before_cli"] = os.getloadavg()[0]
     cli_s, cli_cpu_s, cli_ok = _denpex_cli(folder, planted, plant_rank)
     first = diagnosis.first
@@ -189,6 +194,7 @@ def _denpex_cli(folder, planted, plant_rank) -> tuple[float, float, bool]:
         capture_output=True,
         text=True,
         timeout=600,
+        env=cli_env(HERE.parent),
     )
     wall = time.perf_counter() - t
     after = resource.getrusage(resource.RUSAGE_CHILDREN)

@@ -6,7 +6,7 @@ is shared, so figures taken apart are not comparable). Each round runs, alternat
 process per checkout that loads the dumps (``jobs=1``), times ``diagnose`` (wall and CPU) and
 ``to_json``, then the whole CLI ``diagnose DIR --json`` (wall, user+sys CPU, a hash of its
 output: the two checkouts must print the same bytes). Median of the rounds; ``uptime``'s load
-is recorded with each run.
+is recorded with each run. Both run as after ``pip install``, their bytecode cached (_cli_env.py).
 
     python benchmarks/bench_diagnose_fr_analysis.py --before /path/to/old/checkout \\
         --data /tmp/fr_1024x2000 [--rounds 3] [--key NAME]
@@ -29,6 +29,9 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from _cli_env import cli_env, warm_bytecode  # noqa: E402 - as after pip install: bytecode cached
+
 RESULTS = HERE / "results" / "bench_diagnose_fr_analysis.json"
 
 _INPROC = """
@@ -51,7 +54,7 @@ def _load() -> str:
 
 
 def _env(checkout: Path) -> dict:
-    return {**os.environ, "PYTHONPATH": str(checkout)}
+    return cli_env(checkout)
 
 
 def inproc(checkout: Path, data: Path, timeout: float) -> dict:
@@ -95,6 +98,8 @@ def main() -> None:
     args = ap.parse_args()
     sides = {"before": Path(args.before).resolve(), "after": Path(args.after).resolve()}
     runs: dict[str, list[dict]] = {s: [] for s in sides}
+    for checkout in sides.values():
+        warm_bytecode(checkout)
     for _ in range(args.rounds):
         for side, checkout in sides.items():
             row = {"load_average": _load(), **inproc(checkout, Path(args.data), args.timeout)}
