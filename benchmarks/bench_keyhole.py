@@ -276,6 +276,7 @@ def main(argv=None) -> int:
         "abstentions_no_evidence": sum(1 for r in rows if r["outcome"] == "abstain" and r["verdict"] == "no-evidence"),
         "honest_all_clear": count.get("honest-all-clear", 0),
         "less_specific": count.get("less-specific", 0),
+        "peer_gone": count.get("peer-gone", 0),
         "exact": count.get("exact", 0),
         "high_confidence_verdicts": len(high),
         "high_confidence_right_share": round(len(high_right) / len(high), 4) if high else None,

@@ -576,6 +576,79 @@ def _text_evidence(text: str) -> str | None:
     return None
 
 
+#: a view's words for a connection its peer closed or reset (gloo, c10d, sockets): the other side went
+#: away first
+PEER_GONE = re.compile(r"(?:closed|reset) by (?:the )?(?:remote )?peer")
+#: failure markers that state more than a process that went away: a timeout, a mismatch, a failed
+#: check of the collectives. A view showing one of them shows a cause, not only a peer gone. A word
+#: inside a file name is no statement (a traceback frame of ``scenarios/op_mismatch.py``)
+CAUSE_MARKERS = re.compile(
+    r"[Tt]imed out|[Tt]imeout|(?<![_/-])(?:[Mm]ismatch|[Dd]esync)(?![\w-]*\.py)|doesn't match|does not match"
+    r"|\b\d+ vs \d+\b|data size|enforce fail|monitoredBarrier|Expected to have finished reduction"
+)
+
+
+def _text_has(text: str, pattern: re.Pattern) -> bool:
+    """Does the text (ANSI removed, hard wraps undone) hold a non-benign match of ``pattern``?"""
+    joined = _strip_ansi(text).replace("\r", "").replace("\n", "")
+    for m in pattern.finditer(joined):
+        lo, hi = max(0, m.start() - BENIGN_WINDOW), m.end() + BENIGN_WINDOW
+        if not (BENIGN.search(joined[lo : m.start()]) or BENIGN.search(joined[m.end() : hi])):
+            return True
+    return False
+
+
+def _trace_disagreement(traces: dict[str, bytes]) -> str | None:
+    """Tracer files of two ranks that disagree: on a collective's op, shapes or dtypes at one (pg, seq),
+    or on the last collective each issued (one rank stopped elsewhere). None when they agree."""
+    seen: dict[tuple, tuple] = {}
+    last: dict[str, dict] = {}
+    for path, data in sorted(traces.items()):
+        for ln in data.decode("utf-8", "replace").splitlines():
+            try:
+                rec = json.loads(ln)
+            except ValueError:
+                continue
+            if not isinstance(rec, dict) or rec.get("event") != "issue":
+                continue
+            key = (rec.get("pg"), rec.get("seq"))
+            sig = (rec.get("op"), repr(rec.get("in_shapes")), repr(rec.get("dtypes")))
+            if key in seen and seen[key][0] != sig and seen[key][1] != path:
+                return f"{path}: seq {key[1]} {sig} vs {seen[key][0]}"
+            seen.setdefault(key, (sig, path))
+            last.setdefault(path, {})[rec.get("pg")] = rec.get("seq")
+    by_pg: dict = {}
+    for ends in last.values():
+        for pg, seq in ends.items():
+            by_pg.setdefault(pg, set()).add(seq)
+    moved = sorted(str(pg) for pg, seqs in by_pg.items() if len(seqs) > 1)
+    return f"tracer files end at different places in pg {moved[0]}" if moved else None
+
+
+def shows_only_a_peer_gone(files: dict[str, bytes]) -> bool:
+    """Does the view show that a peer went away (a connection it closed or reset) and nothing that says
+    why: no text stating a cause (:data:`CAUSE_MARKERS`), no two Flight Recorder dumps or tracer files
+    disagreeing on a collective or on where their ranks stopped? Then ``rank-crash`` is what the view
+    establishes: the peer went away first, for a reason in its own log, which the view does not hold."""
+    gone = False
+    traces: dict[str, bytes] = {}
+    fr: dict[str, bytes] = {}
+    for path, data in files.items():
+        kind, _ = _kind(path)
+        if kind == "manifest":
+            continue
+        if kind == "fr":
+            fr[path] = data
+            continue
+        text = data.decode("utf-8", "replace")
+        if kind == "trace":
+            traces[path] = data
+        if _text_has(text, CAUSE_MARKERS):
+            return False
+        gone = gone or _text_has(text, PEER_GONE)
+    return gone and _trace_disagreement(traces) is None and not _fr_disagreement(fr)
+
+
 def failure_evidence(files: dict[str, bytes]) -> list[str]:
     """What in the view still shows that the run failed ([] = nothing; see :data:`FAILURE_MARKERS`).
 
@@ -609,6 +682,13 @@ def failure_evidence(files: dict[str, bytes]) -> list[str]:
         hit = _text_evidence(data.decode("utf-8", "replace"))
         if hit:
             found.append(f"{path}: {hit}")
+    return found + _fr_disagreement(fr)
+
+
+def _fr_disagreement(fr: dict[str, bytes]) -> list[str]:
+    """Flight Recorder dumps that disagree on the op, input sizes or dtypes of one (process group,
+    collective_seq_id): one line per dump that does ([] for fewer than two dumps)."""
+    found: list[str] = []
     if len(fr) > 1:
         seen: dict[tuple, tuple] = {}  # (pg_id, p2p, seq) -> (signature, first dump)
         for path, data in sorted(fr.items()):
@@ -653,7 +733,7 @@ FAILURES = ("different-class", "false-all-clear", "invented-culprit")
 class Judgement:
     """The outcome of :func:`judge` for one view."""
 
-    outcome: str  # exact | abstain | less-specific | honest-all-clear | different-class | false-all-clear
+    outcome: str  # exact | abstain | less-specific | peer-gone | honest-all-clear | different-class | false-all-clear
     invented: tuple[int, ...] = ()  # culprits the view may not name
     evidence: tuple[str, ...] = ()  # what still shows a failure (broken runs)
 
@@ -683,7 +763,13 @@ def judge(diagnosis, manifest: dict, files: dict[str, bytes]) -> Judgement:
     * broken variant: ``C`` is ``exact``; ``timeout-undetermined`` / ``no-evidence`` are
       ``abstain`` (honest, less specific); ``rank-crash`` is accepted only when the scenario IS
       rank-crash (then it equals ``C``); :data:`LESS_SPECIFIC` verdicts are ``less-specific``
-      (accepted); ``no-failure`` is ``false-all-clear`` when :func:`failure_evidence` still finds
+      (accepted); ``rank-crash`` below ``high`` confidence is ``peer-gone`` (accepted) when the view
+      shows a peer that closed or reset a connection and nothing that says why
+      (:func:`shows_only_a_peer_gone`): in every recorded run where a survivor reads "closed by
+      peer" that peer did go away first (it aborted on the mismatch it detected, timed out and
+      exited, or returned early past the collective), so a crash of the peer is what such a view
+      establishes, and the planted cause is in lines the view does not hold; ``no-failure`` is
+      ``false-all-clear`` when :func:`failure_evidence` still finds
       a failure in the view, else ``honest-all-clear`` (every trace of the failure was cut away);
       any other verdict is ``different-class``;
     * culprits: every rank in ``d.culprit_ranks`` must be in ``P`` AND in :func:`view_ranks` (the
@@ -708,6 +794,8 @@ def judge(diagnosis, manifest: dict, files: dict[str, bytes]) -> Judgement:
         outcome = "abstain"
     elif verdict in LESS_SPECIFIC.get(planted, ()):
         outcome = "less-specific"
+    elif verdict == "rank-crash" and diagnosis.confidence != "high" and shows_only_a_peer_gone(files):
+        outcome = "peer-gone"
     elif verdict == "no-failure":
         evidence = tuple(failure_evidence(files))
         outcome = "false-all-clear" if evidence else "honest-all-clear"
@@ -750,6 +838,7 @@ __all__ = [
     "diagnose_view",
     "view_ranks",
     "failure_evidence",
+    "shows_only_a_peer_gone",
     "judge",
     "Judgement",
     "check_view",

@@ -27,7 +27,7 @@ from ..vocab import IGNORED_EXCEPTION, ClassId, SeqKind, SignalFamily
 from . import catalog
 from . import explain as _explain  # noqa: F401 - registers the explain rules
 from . import launchers as _launchers  # noqa: F401 - registers the launcher rule
-from . import peers as _peers  # noqa: F401 - registers the peer-gone rule
+from . import peers as _peers  # registers the peer-gone rule
 from . import positions as _positions  # noqa: F401 - registers the stall-report and end-positions rules (last)
 from . import rules as _rules
 from . import signals as _signals
@@ -119,7 +119,9 @@ def diagnose(incident, *, strict: bool = False) -> Diagnosis:
         # only as an alternative (the cut may have taken a collective's error: keyhole views of
         # recorded collective failures cut mid-traceback read as rank-crash otherwise), unless the
         # evidence around them decides (signals.cut_traceback_decides: a lone process, or another
-        # rank that lost its connection to the one that raised)
+        # rank that lost its connection to the one that raised). Ranks that stopped at different
+        # places say more than "cause undetermined"; with neither, a connection a peer closed, when it
+        # is the only failure shown, says that peer went away first (peers.sole_peer_gone)
         fallback = safely("undetermined failure", lambda: undetermined_failure(ctx), None)
         peer = safely("peer gone", lambda: _signals.peer_gone(ctx), [])
         sig = safely("failure signals", lambda: _signals.signal_finding(ctx, after=fallback), None)
@@ -137,6 +139,12 @@ def diagnose(incident, *, strict: bool = False) -> Diagnosis:
             chosen = pos
         elif pos is not None:
             side.append(pos)
+        if not peer and sig is None and (chosen is None or chosen.class_id == ClassId.TIMEOUT_UNDETERMINED):
+            # a closed connection is all the evidence shows: the peer went away first (analysis/peers.py)
+            sole = safely("sole peer gone", lambda: _peers.sole_peer_gone(ctx, side), [])
+            if sole:
+                chosen = sole[0]
+                side.extend(sole[1:])
         if chosen is not None:
             findings = [chosen]
     findings = safely("order", lambda: order(findings), findings)

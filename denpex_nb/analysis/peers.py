@@ -11,20 +11,31 @@ evidence establishes it:
 * the peer's address belongs to exactly one rank (:meth:`.resolve.Resolver.by_addr`: NCCL's
   Bootstrap line of a ranked process, a host only one rank runs on); the basis says which.
 
-It is the verdict only for a point-to-point call. In a collective (or a call the evidence does not
-show) the other side may have aborted on a mismatch it detected (gloo's size check aborts the rank
-that sees it, and its peers read "closed by peer"), and beside another failure (a timeout, a
-mismatch, an NCCL error) the peer may have exited *because* of it: there a closed connection is only
-an alternative. The finding carries no time, so a divergence found elsewhere stays first.
+For a point-to-point call the rule's finding is the verdict. In a collective (or a call the
+evidence does not show) the other side may have left for a reason of its own that its own log
+states (it crashed, was killed, returned early past a collective the others entered, or aborted on a
+mismatch it detected: gloo's size check aborts the rank that sees it, and its peers read "closed by
+peer"), so the rule's finding is an alternative beside whatever else the evidence explains. When
+nothing else explains the failure (no rule found anything, no failure signal says more, and no other
+collective failure is there: :func:`sole_peer_gone`), the closed connection is all the evidence
+establishes, and what it establishes is that the peer went away first: ``rank-crash`` at low
+confidence, naming only a peer the evidence maps, with the reasons the peer may have had (a size
+mismatch it detected, a collective it skipped) as alternatives. Beside another collective failure (a
+timeout, a mismatch, an NCCL error) the peer may have exited *because* of it: there a closed
+connection stays an alternative. The finding carries no time, so a divergence found elsewhere stays
+first.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import pandas as pd
 
-from ..vocab import COLLECTIVE_ERROR_KINDS, ClassId, ErrorKind
+from ..signals import family_of
+from ..vocab import COLLECTIVE_ERROR_KINDS, FAILURE_KINDS, ClassId, ErrorKind, SignalFamily
+from . import signals as _signals
 from .model import Evidence, Finding
 from .rules import Context, fmt_ranks, rule
 
@@ -54,8 +65,12 @@ def peer_of_call(op, call) -> int | None:
 
 @rule(
     "peer-gone",
-    emits=(ClassId.RANK_CRASH,),
-    uses=("errors: gloo_peer_gone, exceptions 'closed/reset by peer' with their point-to-point call",),
+    # (sole_peer_gone adds the reasons the peer may have had as alternatives, under this rule's name)
+    emits=(ClassId.RANK_CRASH, ClassId.SHAPE_MISMATCH, ClassId.RANK_DESYNC),
+    uses=(
+        "errors: gloo_peer_gone, exceptions 'closed/reset by peer' with their point-to-point call",
+        "signals: failure signals that say more than a process going away (sole_peer_gone)",
+    ),
 )
 def peer_gone(ctx: Context) -> list[Finding]:
     """The side that closed the connection went away first (see the module doc)."""
@@ -117,3 +132,84 @@ def peer_gone(ctx: Context) -> list[Finding]:
             alternative_only=bool(others.any()) or not p2p,
         )
     ]
+
+
+def _distributed(rows: pd.DataFrame) -> pd.Series:
+    """Rows a distributed component wrote: gloo's reader recognised them, or they were raised inside
+    a collective or point-to-point call (an application's own HTTP client reset by its server is not
+    a rank's peer)."""
+    kinds = rows["kind"].astype(str)
+    op = rows["op"] if "op" in rows else pd.Series([None] * len(rows), index=rows.index)
+    return (kinds == ErrorKind.GLOO_PEER_GONE) | op.notna()
+
+
+#: failure signals that say no more than a process going away (its exit, a launcher reporting it, a
+#: plain line such as ``Traceback``): beside closed connections they leave the peer gone as the story
+_GOING_AWAY = frozenset({SignalFamily.EXIT, SignalFamily.LAUNCHER, SignalFamily.OTHER})
+
+
+def _a_cause_signalled(ctx: Context, closed: pd.Series) -> bool:
+    """Does a failure signal, or an error a reader parsed, other than the closed connections say more
+    (a size, a timeout, a stall, memory, a device, a network fault, a component's check: an abort on
+    gloo's ``EnforceNotMet``)?"""
+    fs = _signals.failure_signals(ctx.incident)
+    if len(fs):
+        gone = fs["text"].astype(str).str.contains(_signals.PEER_WORDS)
+        if (~fs["family"].astype(object).isin([str(f) for f in _GOING_AWAY]) & ~gone).any():
+            return True
+    errs = ctx.errors
+    rest = errs[~closed & errs["kind"].astype(str).isin([str(k) for k in FAILURE_KINDS])]
+    return any(family_of(str(m)) not in _GOING_AWAY for m in rest["message"].astype(object))
+
+
+def sole_peer_gone(ctx: Context, side: list[Finding]) -> list[Finding]:
+    """The rule's finding as the verdict when a closed connection is all the evidence shows (see the
+    module doc), then its alternatives; [] when it is not.
+
+    Called by the diagnosis only when no rule found anything and no failure signal says more. The
+    finding becomes the verdict when no collective failure other than the closed connections is in the
+    errors, no failure signal says more (:func:`_a_cause_signalled`), and a distributed component wrote
+    them (:func:`_distributed`)."""
+    found = next((f for f in side if f.rule == "peer-gone" and f.class_id == ClassId.RANK_CRASH), None)
+    errs = ctx.errors
+    if found is None or errs is None or errs.empty:
+        return []
+    kinds = errs["kind"].astype(str)
+    msg = errs["message"].astype(str)
+    closed = (kinds == ErrorKind.GLOO_PEER_GONE) | ((kinds == ErrorKind.EXCEPTION) & msg.str.contains(_CLOSED))
+    others = kinds.isin([str(k) for k in COLLECTIVE_ERROR_KINDS - {ErrorKind.GLOO_PEER_GONE}]) & ~closed
+    if others.any() or not _distributed(errs[closed]).any() or _a_cause_signalled(ctx, closed):
+        return []
+    verdict = replace(
+        found,
+        confidence="low",
+        alternative_only=False,
+        summary=(
+            found.summary + " Why it went away is in its own log, not in this evidence: it crashed or was "
+            "killed, returned early past a collective the others entered, or aborted on a mismatch it detected."
+        ),
+    )
+    why = {
+        ClassId.SHAPE_MISMATCH: (
+            "The peer may have aborted on a size mismatch it detected: gloo's size check aborts the rank that "
+            "sees it, and its peers read the connection closed. Its own log would say so ('Received data size "
+            "doesn't match expected size')."
+        ),
+        ClassId.RANK_DESYNC: (
+            "The peer may have returned early, past a collective the others entered (a skipped collective): "
+            "its process ended and closed its connections. Its own log would show where it stopped."
+        ),
+    }
+    alts = [
+        replace(
+            found,
+            class_id=cls,
+            summary=text,
+            confidence="low",
+            culprit_ranks=(),
+            culprit_basis="undetermined: the peer's own log is not in this evidence",
+            alternative_only=True,
+        )
+        for cls, text in why.items()
+    ]
+    return [verdict, *alts]

@@ -73,9 +73,11 @@ _DTYPE_WORD = re.compile(r"(?i)\bdtypes?\b|\bscalar type\b")
 _SIZE_WORD = re.compile(r"(?i)\bsizes?\b|\bshapes?\b|\bnumel\b|\bcounts?\b|\bnumber of\b|\blength\b")
 _LOCAL_SIZE = re.compile(r"(?i)mismatch|must match|does not match|doesn't match|expected|invalid")
 _EXC = re.compile(r"\b[A-Za-z_]\w*?(?:Error|Exception)\b")
-_PEER = re.compile(
+#: a connection the other side closed or reset, or a remote process gone, in words
+PEER_WORDS = re.compile(
     r"(?i)(?:closed|reset) by (?:the )?(?:remote )?peer|connection (?:reset|closed)|remote (?:process|peer) (?:exited|closed|died)"
 )
+_PEER = PEER_WORDS
 # a host name starts a token (the lookbehind): a long run of word characters without a port costs
 # one attempt, not one per position (tests/test_regex_linear.py)
 _ADDR = re.compile(r"\[?((?:\d{1,3}\.){3}\d{1,3}|(?<![\w.-])[A-Za-z][\w-]*(?:\.[\w-]+)*)\]?:(\d{2,5})\b")

@@ -58,7 +58,9 @@ TEXT_ONLY = {  # scenario -> debug mode -> verdicts the text logs alone support
     "allreduce-shape-mismatch": {"off": {"shape-mismatch", "timeout-undetermined"}, "detail": {"shape-mismatch"}},
     "dtype-mismatch": {"off": {"shape-mismatch", "dtype-mismatch"}, "detail": {"dtype-mismatch"}},
     "op-mismatch": {"off": {"timeout-undetermined", "op-mismatch"}, "detail": {"op-mismatch"}},
-    "skipped-collective": {"off": {"timeout-undetermined"}, "detail": {"rank-desync"}},
+    # without DETAIL the survivors only read "Connection closed by peer": the rank that returned early
+    # went away first, a crash of the peer at low confidence is what those lines establish
+    "skipped-collective": {"off": {"timeout-undetermined", "rank-crash"}, "detail": {"rank-desync"}},
     "ddp-unused-parameters": {
         "off": {"unused-parameters"},
         "info": {"unused-parameters"},

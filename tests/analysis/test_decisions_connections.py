@@ -20,6 +20,18 @@ of ranks, cuts), never on one log.
   set-up: ``nccl-error``, never excused by its ``no error``. Without it the user was told "cause
   undetermined" (test_a_full_mesh_that_could_not_connect_is_a_network_error); a summary line's
   ``no errors`` stays benign (test_a_count_of_no_errors_stays_benign).
+- connections a peer closed or reset inside a collective (gloo's ``Connection closed by peer``,
+  ``Read error ...: Connection reset by peer``), on one rank or several, behind CI timestamps, Ray,
+  launcher or collector prefixes, with the exits they caused, as all the evidence shows: the peer went
+  away first, ``rank-crash`` at low confidence naming no one (no address maps to a rank), with a size
+  mismatch the peer may have detected and a collective it may have skipped as alternatives. Without
+  it the user was told "cause undetermined" about logs where gloo itself says to check the remote
+  worker (test_connections_a_peer_closed_are_a_crash_of_the_peer_at_low_confidence); beside a
+  timeout, a size or mismatch line, or a cut that took the peer words, it is never that verdict
+  (test_beside_a_cause_a_closed_connection_is_not_the_verdict); an application's own HTTP connection
+  reset by its server is no rank's peer
+  (test_an_application_connection_reset_names_no_peer_process), and a cut that took the peer words
+  is never that verdict (test_a_cut_that_took_the_peer_words_is_not_the_verdict).
 """
 
 from __future__ import annotations
@@ -168,3 +180,108 @@ def test_a_count_of_no_errors_stays_benign(text):
     """Read as a failure, a summary that says nothing failed would take the all-clear away."""
     s = classify(text)
     assert s is None or not s.failure
+
+
+# --- a peer that closed the connection ------------------------------------------------------------
+
+_GONE = {
+    "closed": "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:598] Connection closed by peer "
+    "[172.17.0.{h}]:16786",
+    "reset": "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:589] Read error [192.168.70.{h}]:25266: "
+    "Connection reset by peer",
+    "closed-hint": "RuntimeError: [/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection closed by "
+    "peer [10.0.0.{h}]:29407. This is typically caused by a remote worker crashing. Check the logs of the remote "
+    "worker before reporting an error.",
+}
+_CALLS = {
+    "broadcast": "dist.broadcast(tensor_size, src=0, group=dist_group)",
+    "barrier": "dist.barrier()",
+    "all_reduce": "dist.all_reduce(grad)",
+    "unseen": None,
+}
+#: what else real logs put around the reporter's traceback (CI timestamps, Ray's actor prefix)
+_AROUND = {
+    **{k: WRAPPERS[k] for k in ("plain", "torch", "torchrun", "mpirun", "slurm", "pdsh", "kubectl", "docker")},
+    "ci-timestamp": lambda r, t: f"Jul 13 21:22:3{r}     {t}",
+    "ray-pid": lambda r, t: f"(RayWorkerWrapper pid={24270 + r}) {t}",
+}
+
+
+def _reporter(r: int, what: str, call: str | None, w) -> list[str]:
+    frames = (
+        [
+            "Traceback (most recent call last):",
+            '  File "/opt/conda/lib/python3.10/site-packages/torch/distributed/distributed_c10d.py", line 2213, '
+            f"in {call.split('(')[0].split('.')[-1]}",
+            "    work.wait()",
+        ]
+        if call
+        else []
+    )
+    if call:
+        frames.insert(1, '  File "worker.py", line 40, in step')
+        frames.insert(2, f"    {call}")
+    return [w(r, t) for t in frames + [_GONE[what].format(h=r + 2)]]
+
+
+@pytest.mark.parametrize("what", sorted(_GONE))
+@pytest.mark.parametrize("call", sorted(_CALLS))
+@pytest.mark.parametrize("around", sorted(_AROUND))
+@pytest.mark.parametrize("reporters", [(3,), (0, 2, 3)], ids=["one-rank", "three-ranks"])
+def test_connections_a_peer_closed_are_a_crash_of_the_peer_at_low_confidence(tmp_path, what, call, around, reporters):
+    """Told "cause undetermined", the user would not open the log of the process that went away
+    first; told it at medium or high, or with a rank named, they would trust a guess the lines do not
+    make (the peer's address maps to no rank here)."""
+    w = _AROUND[around]
+    lines = [ln for r in reporters for ln in _reporter(r, what, _CALLS[call], w)]
+    if around == "ci-timestamp":
+        lines += [w(3, " exiting process 3 with exit code: 10"), w(3, "Process 2 terminated with exit code 10")]
+    d = _diagnose(tmp_path, {"job.log": lines})
+    assert (d.verdict, d.confidence, d.culprit_ranks) == ("rank-crash", "low", []), d.first.summary
+    assert {"shape-mismatch", "rank-desync"} <= {a.class_id for a in d.alternatives}
+
+
+_CAUSES = {
+    "timeout": "[rank1]:RuntimeError: [../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:81] Timed out "
+    "waiting 1800000ms for recv operation to complete",
+    "size": "[rank1]:  what():  [enforce fail at ../third_party/gloo/gloo/transport/tcp/pair.cc:456] "
+    "op.preamble.length <= op.nbytes. 16 vs 12. Received data size doesn't match expected size. Is there a "
+    "distributed collective mismatch in your code?",
+    "size-cut": "[rank1]:eceived data size doesn't match expected size. Is there a distributed collective mismatch",
+    "abort": "[rank1]:terminate called after throwing an instance of 'gloo::EnforceNotMet'",
+}
+
+
+@pytest.mark.parametrize("cause", sorted(_CAUSES))
+@pytest.mark.parametrize("order", ["cause-first", "cause-last"])
+def test_beside_a_cause_a_closed_connection_is_not_the_verdict(tmp_path, cause, order):
+    """Told "the peer crashed", the user would look past the timeout or the size check that the
+    evidence shows, which says more than a closed connection does."""
+    gone = _reporter(0, "closed-hint", _CALLS["all_reduce"], WRAPPERS["torch"])
+    lines = [_CAUSES[cause]] + gone if order == "cause-first" else gone + [_CAUSES[cause]]
+    d = _diagnose(tmp_path, {"job.log": lines})
+    assert not (d.verdict == "rank-crash" and d.first.rule == "peer-gone"), d.first.summary
+    assert d.verdict != "no-failure"
+
+
+@pytest.mark.parametrize("cut", [40, 55, 70])
+def test_a_cut_that_took_the_peer_words_is_not_the_verdict(tmp_path, cut):
+    """Told "the peer crashed" off a line that no longer says so, the user would be given a story the
+    evidence lost; it stays a failure."""
+    line = _GONE["closed"].format(h=2)[:cut]
+    d = _diagnose(tmp_path, {"job.log": _reporter(0, "closed", _CALLS["broadcast"], WRAPPERS["torch"])[:-1] + [line]})
+    assert d.first.rule != "peer-gone" and d.verdict != "no-failure"
+
+
+@pytest.mark.parametrize("wrapper", ["plain", "torch", "docker"])
+def test_an_application_connection_reset_names_no_peer_process(tmp_path, wrapper):
+    """Told "the peer process closed the connection", the user would hunt for a dead rank when a web
+    service reset the application's own HTTP connection."""
+    w = WRAPPERS[wrapper]
+    lines = [
+        w(0, "Traceback (most recent call last):"),
+        w(0, '  File "/usr/lib/python3/dist-packages/urllib3/connectionpool.py", line 703, in urlopen'),
+        w(0, "ConnectionResetError: [Errno 104] Connection reset by peer"),
+    ]
+    d = _diagnose(tmp_path, {"job.log": lines})
+    assert d.first is None or d.first.rule != "peer-gone"

@@ -260,6 +260,37 @@ def test_judge(diag, manifest, files, outcome, ok):
     assert (j.outcome, j.ok) == (outcome, ok), j
 
 
+GONE = (
+    b'[rank0]:   File "/work/repro/scenarios/op_mismatch.py", line 28, in broken\n'
+    b"[rank0]: RuntimeError: [gloo/transport/tcp/pair.cc:553] Connection closed by peer [127.0.0.1]:29407\n"
+)
+PEER_ONLY = {"attempt_0/0/stderr.log": GONE}
+PEER_AND_CAUSE = {"attempt_0/0/stderr.log": GONE, "attempt_0/1/stderr.log": b"[rank1]: what(): 16 vs 12. Received\n"}
+PEER_AND_TIMEOUT = {"attempt_0/0/stderr.log": GONE + b"[rank1]: Timed out waiting 5000ms for recv\n"}
+
+
+def _low(verdict, culprits=()):
+    return SimpleNamespace(verdict=verdict, culprit_ranks=list(culprits), confidence="low")
+
+
+@pytest.mark.parametrize(
+    "diag, files, outcome, ok",
+    [
+        (_low("rank-crash"), PEER_ONLY, "peer-gone", True),
+        (_d("rank-crash"), PEER_ONLY, "different-class", False),  # high: more than the view establishes
+        (_low("rank-crash"), PEER_AND_CAUSE, "different-class", False),  # the view shows why
+        (_low("rank-crash"), PEER_AND_TIMEOUT, "different-class", False),
+        (_low("rank-crash"), LOGS, "different-class", False),  # no peer went away in this view
+        (_low("rank-crash", [1]), PEER_ONLY, "peer-gone", False),  # rank 1 is no planted culprit
+    ],
+)
+def test_judge_a_view_that_only_shows_a_peer_gone(diag, files, outcome, ok):
+    """rank-crash on a mismatch run passes only where the view shows a peer that closed the
+    connection and nothing that says why, below high confidence, naming no invented culprit."""
+    j = keyhole.judge(diag, _m("op-mismatch", [0]), files)
+    assert (j.outcome, j.ok) == (outcome, ok), j
+
+
 def test_judge_accepts_a_culprit_named_by_a_peer():
     files = {"attempt_0/0/stderr.log": b"[rank0]: RuntimeError: [Rank 0]: Ranks 1, 3 failed to pass monitoredBarrier\n"}
     assert keyhole.judge(_d("rank-desync", [1, 3]), _m("rank-desync", [1, 3]), files).ok
