@@ -99,7 +99,7 @@ def main() -> None:
     sides = {"before": Path(args.before).resolve(), "after": Path(args.after).resolve()}
     runs: dict[str, list[dict]] = {s: [] for s in sides}
     for checkout in sides.values():
-        warm_bytecode(checkout)
+        warm_bytecode(checkout, ["diagnose", str(Path(args.data).resolve()), "--json"])
     for _ in range(args.rounds):
         for side, checkout in sides.items():
             row = {"load_average": _load(), **inproc(checkout, Path(args.data), args.timeout)}
