@@ -355,7 +355,10 @@ FAMILIES: tuple[tuple[SignalFamily, re.Pattern], ...] = (
             r"(?i:connection timed out|connect(?:ion)? timeout|failed to connect|ETIMEDOUT|connect to [^\n]{0,60}?timed out"
             # gloo could not connect its pairs (the full mesh of TCP connections a process group
             # needs): the network between the hosts or the interface chosen
-            r"|connectFullMesh failed)"
+            r"|connectFullMesh failed"
+            # c10d's store client giving up on connecting (``The client socket has timed out after
+            # 1800s while trying to connect to (10.0.0.1, 29500)``, older ``connect() timed out``)
+            r"|timed out after [^\n]{0,40}?trying to connect|connect\(\) timed out)"
         ),
     ),
     (

@@ -14,7 +14,10 @@ of ranks, cuts), never on one log.
   address. Without it the user was told ``nccl-error`` about a Windows run whose only c10d line is
   that warning (test_a_probe_of_an_address_not_usable_here_is_no_failure); c10d's summary that no
   address could be reached, or a refused connection, still fails
-  (test_a_connection_that_failed_for_good_still_fails).
+  (test_a_connection_that_failed_for_good_still_fails); a store client that gave up connecting (``The
+  client socket has timed out after 1800s while trying to connect to (host, port)``, ``connect() timed
+  out``) is the network's failure, as every connection that timed out is: ``nccl-error``, not "cause
+  undetermined" (test_a_store_client_that_timed_out_connecting_is_a_network_error).
 - gloo failing to connect the full mesh of pairs a process group needs (``Gloo connectFullMesh failed
   with [.../pair.cc:144] no error``: errno 0's text after the source location) is a network failure at
   set-up: ``nccl-error``, never excused by its ``no error``. Without it the user was told "cause
@@ -143,6 +146,28 @@ def test_a_connection_that_failed_for_good_still_fails(tmp_path, text, wrapper):
     """An all-clear here would tell the user a job that could not reach its store was fine."""
     d = _diagnose(tmp_path, _files([text], wrapper, 2, False, True))
     assert d.verdict not in ("no-failure", "no-evidence")
+
+
+_CONNECT_TIMEOUT = [
+    "TimeoutError: The client socket has timed out after 1800s while trying to connect to (127.0.0.1, 48391).",
+    "[E socket.cpp:793] [c10d] The client socket has timed out after 600s while trying to connect to (node-3, 29500).",
+    "torch.distributed.DistNetworkError: The client socket has timed out after 900000ms while trying to connect to "
+    "(10.1.2.3, 12355).",
+    "RuntimeError: connect() timed out. Original timeout was 1800000 ms.",
+]
+
+
+@pytest.mark.parametrize("text", _CONNECT_TIMEOUT)
+@pytest.mark.parametrize("wrapper", _ALL)
+@pytest.mark.parametrize("frames", [False, True], ids=["line", "traceback"])
+def test_a_store_client_that_timed_out_connecting_is_a_network_error(tmp_path, text, wrapper, frames):
+    """Told "cause undetermined" (a collective's timeout), the user would look for a rank that lagged
+    in a collective; nothing was reachable at the store's address: the network, the address or the
+    port, or a master that never listened."""
+    lines = (["Traceback (most recent call last):", "    return TCPStore("] if frames else []) + [text]
+    d = _diagnose(tmp_path, _files(lines, wrapper, 1, False, False))
+    assert d.verdict == "nccl-error", d.first.summary if d.first else d.verdict
+    assert d.confidence != "high"
 
 
 # --- gloo's full mesh ---------------------------------------------------------------------------
