@@ -5,8 +5,9 @@ generated healthy chatter with NCCL's benign WARNs) gets ONE line inserted at a 
 from the generated grammar of ``tests/signal_grammar.py`` (>= 100 phrasings across the families
 network/NCCL, device, memory, size/shape/dtype, timeout, process exit, launcher, stall/position),
 behind a random wrapper (none, ``[rankN]:``, mpirun, slurm, pdsh, Ray, kubectl timestamps, docker,
-torchrun). Each phrasing is tried in turn, ``--trials`` in all. Prints the trials that diagnosed
-``no-failure`` (a false all-clear) by family and phrasing, and writes
+torchrun, a launcher's ``ctime`` stamp before its tag). Each phrasing is tried in turn, ``--trials``
+in all. Prints the trials that diagnosed ``no-failure`` (a false all-clear) by family and phrasing,
+and writes
 ``benchmarks/results/bench_signal_grammar.json`` (with the code commit), which
 ``tests/analysis/test_signal_grammar.py`` holds the code to on a seeded subset.
 

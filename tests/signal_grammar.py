@@ -221,6 +221,8 @@ WRAPPERS: dict[str, str] = {
     "kubectl": "2024-05-01T10:00:00.{ns}Z {line}",
     "docker": "trainer-1  | {line}",
     "torchrun": "[default{r}]:{line}",
+    # horovodrun --prefix-output-with-timestamp / Open MPI --timestamp-output: a ctime stamp glued to the tag
+    "stamped": "Fri Sep 25 16:52:53 2020[{r}]<stderr>:{line}",
 }
 
 

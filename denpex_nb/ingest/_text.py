@@ -258,10 +258,16 @@ def add_error(out, row: dict[str, Any]) -> dict[str, Any] | None:
 
     A rank often logs one failure twice (the C++ log line and the Python exception, the E line
     and the ``what():`` of the abort); the loader folds such repeats across files, this folds them
-    within one. The set of keys lives on the file's Output, so readers stay stateless.
+    within one. A row that names no rank is folded only with one of the same process (host and pid,
+    as NCCL's ``host:pid:tid`` prefix gives them): two processes printing the same message are two
+    observations, the second one evidence of a second process. The set of keys lives on the file's
+    Output, so readers stay stateless.
     """
     seen = out.__dict__.setdefault("_error_keys", set())
-    key = (row.get("rank"), row.get("kind"), row.get("message"))
+    rank = row.get("rank")
+    key = (rank, row.get("kind"), row.get("message"))
+    if rank is None:
+        key += (row.get("host"), row.get("pid"))
     if key in seen:
         return None
     seen.add(key)

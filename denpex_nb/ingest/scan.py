@@ -60,13 +60,16 @@ PREFIX_RUN = re.compile(
     rb")*"
 )
 #: collector wrappers in front of a whole line (the bytes twin of prefixes._peel_outer): grep -H
-#: file name, docker-compose label, kubectl/docker RFC 3339 time, syslog/journald header
+#: file name, docker-compose label, kubectl/docker RFC 3339 time, syslog/journald header, a launcher's
+#: ``ctime`` stamp (``Fri Sep 25 16:52:53 2020[0]<stderr>:``)
 OUTER_RUN = re.compile(
     rb"^(?:(?:>{1,2}(?: |$))+(?: (?=\[))?)?"
     rb"(?:[^\s:\[\]()]*?(?:\.(?:log|txt|out|err|stdout|stderr)(?:\.\d+)?|[/_.-](?:stdout|stderr))(?P<sep>[:-])(?:\d+(?P=sep))?)?"
     rb"(?:[A-Za-z0-9][\w.-]* +\| )?"
     rb"(?:\d{1,9}Z |\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d) (?:[\w.-]+ [\w./@-]+?\[\d+\]: )?"
-    rb"|(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) {1,2}\d{1,2} \d\d:\d\d:\d\d [\w.-]+ [\w./@-]+?(?:\[\d+\])?: )?"
+    rb"|(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) {1,2}\d{1,2} \d\d:\d\d:\d\d [\w.-]+ [\w./@-]+?(?:\[\d+\])?: "
+    rb"|(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) {1,2}\d{1,2} "
+    rb"\d\d:\d\d:\d\d (?:[A-Z]{2,5} )?\d{4}(?:(?=\[)|: ?| (?=\S)))?"
 )
 ANSI_B = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]")
 #: a Python warning's first line (``warnings.formatwarning``: ``file.py:12: UserWarning: message``); its

@@ -7,7 +7,10 @@ one log.
   ``--timestamp-output`` before ``[1,3]<stdout>:``): the stamp is peeled and the tag gives the rank.
   Without it the user was told "nothing distributed could be read" about a job whose ranks failed, or
   "one process failed on its own" about several ranks' NCCL errors
-  (test_a_launchers_ctime_stamp_before_its_tag_gives_the_rank).
+  (test_a_launchers_ctime_stamp_before_its_tag_gives_the_rank). The stamp is a line-start prefix for the
+  loader's block and hard-wrap tests too: a stamped failure line after lines of one length is never
+  joined to them as a wrapped tail and excused (the user was told "no failure")
+  (test_a_stamped_line_is_never_a_wrapped_tail).
 - an ``NCCL WARN`` reporting a CUDA call NCCL made that failed (``Cuda failure 'invalid argument'``,
   the WARN behind ``ncclUnhandledCudaError``, from its transports and proxy) is NCCL's error,
   ``nccl-error``; the user was told it was the process's own device crash
@@ -41,6 +44,10 @@ one log.
   crash after it is still a crash (test_a_crash_after_an_ignored_exception_is_still_a_failure), and
   another process's failure line that landed inside its traceback (interleaved streams) is never
   excused with it (test_a_failure_line_interleaved_in_an_ignored_traceback_still_counts).
+- the same failure printed by several processes that no prefix names by rank (NCCL's ``host:pid:tid``
+  prefix only) is one row per process, not one in all: the evidence shows several processes, so the
+  verdict never says that one process failed on its own, no other rank in sight
+  (test_the_same_failure_from_several_unranked_processes_is_several_processes).
 """
 
 from __future__ import annotations
@@ -87,6 +94,23 @@ def test_a_launchers_ctime_stamp_before_its_tag_gives_the_rank(tmp_path, stamp, 
     # the last line cut mid-way by a paste: still the same ranks, still NCCL's error
     d = _diagnose(tmp_path, {"job.log": lines[:-1] + [lines[-1][: len(lines[-1]) // 2]]})
     assert d.verdict == ClassId.NCCL_ERROR, d.summary()
+
+
+@pytest.mark.parametrize("stamp", _STAMPS)
+@pytest.mark.parametrize("width", [97, 167, 213])
+@pytest.mark.parametrize("where", [1, 2, 3])
+def test_a_stamped_line_is_never_a_wrapped_tail(tmp_path, stamp, width, where):
+    head = "[2024-09-11 17:52:1{i},030] [INFO] [loss_scaler.py:183:update_scale] [deepspeed] OVERFLOW! Rank 0 Skipping step. "
+    lines = [
+        (head.format(i=i) + "Attempted loss scale: 65536, reducing to 32768 " + "x" * width)[:width] for i in range(4)
+    ]
+    bad = (
+        f"{stamp}[7]<stderr>:NVRM: Xid (PCI:0000:1b:00): 48, pid=3448954, An uncorrectable double bit error (DBE) has "
+        "been detected"
+    )  # not at a common terminal width itself (a stamped line of 120 would be a wrapped head)
+    lines.insert(where, bad)
+    d = _diagnose(tmp_path, {"job.log": lines})
+    assert d.verdict not in (ClassId.NO_FAILURE, ClassId.NO_EVIDENCE), d.summary()
 
 
 # --- NCCL's check of a CUDA call it made ------------------------------------------------------------------
@@ -338,3 +362,25 @@ def test_a_failure_line_interleaved_in_an_ignored_traceback_still_counts(tmp_pat
         lines = block[:pos] + [WRAPPERS[theirs](3, PHRASES[k][1])] + block[pos:]
         d = _diagnose(tmp_path, {"job.log": lines})
         assert d.verdict not in (ClassId.NO_FAILURE, ClassId.NO_EVIDENCE), (pos, PHRASES[k][1], d.summary())
+
+
+# --- the same failure from several processes that name no rank ------------------------------------------
+
+_DEVICE_WARN = (
+    "{host}:{pid}:{tid} [{dev}] enqueue.cc:1123 NCCL WARN Cuda failure 'an illegal memory access was encountered'"
+)
+
+
+@pytest.mark.parametrize("pids", [[4100, 4101], [4100, 4105, 4107]], ids=["two", "three"])
+@pytest.mark.parametrize("hosts", [["node1"], ["node1", "node2"]], ids=["one-host", "two-hosts"])
+@pytest.mark.parametrize("wrapper", ["plain", "docker", "ray"])
+def test_the_same_failure_from_several_unranked_processes_is_several_processes(tmp_path, pids, hosts, wrapper):
+    lines = [
+        WRAPPERS[wrapper](0, _DEVICE_WARN.format(host=hosts[k % len(hosts)], pid=p, tid=p + 7, dev=k))
+        for k, p in enumerate(pids)
+    ]
+    d = _diagnose(tmp_path, {"job.log": lines})
+    inc = dx.load(str(tmp_path / "job.log"), progress=False)
+    assert sorted(int(p) for p in inc.errors["pid"].dropna()) == sorted(pids)
+    assert d.verdict == ClassId.RANK_CRASH, d.summary()
+    assert d.first.rule != "own-process-error", d.summary()
