@@ -92,6 +92,9 @@ NEEDLES: tuple[bytes, ...] = (
     # a transport's work completion that failed (IB: ``with status=12 ... vendor err 129``)
     b"with status=",
     b"vendor err",
+    # libfabric's providers (EFA, verbs ...) under NCCL's OFI plugin: their warning level, their errno
+    b"<warn>",
+    b"prov_errno",
     # families without an error word of their own
     b"out of memory",
     b"OOM",
@@ -176,7 +179,8 @@ SEVERITY: tuple[tuple[SignalSeverity, re.Pattern], ...] = (
             r"[Uu]nhandled|[Rr]untime|[Nn]etwork|[Cc]onnection|I/?O|[Ff]atal|[Ii]nvalid) error\b"
         ),
     ),
-    (SignalSeverity.WARNING, re.compile(r"\bWARN(?:ING)?\b|\bWarning\b|(?:^|[\s\[])W\d{4} \d\d:\d\d")),
+    # (libfabric writes its level as a tag after the function: ``...handle_error():737<warn> err: 5``)
+    (SignalSeverity.WARNING, re.compile(r"\bWARN(?:ING)?\b|\bWarning\b|(?:^|[\s\[])W\d{4} \d\d:\d\d|<warn>")),
 )
 #: a glog / NCCL level letter from the prefix stripper (``Line.severity``) as a severity
 LEVEL_LETTERS = {
@@ -228,6 +232,9 @@ FAILURE_WORDS = re.compile(
     # a transport's work completion that failed, whatever wraps it (IB's ``Got completion from peer
     # 10.0.0.3<49024> with status=12 ... vendor err 129``, ``with error 12``): status 0 is success
     r"|\bcompletion\b[^\n]{0,80}?\bwith (?:status ?[=:]? ?|error )0*[1-9]\d*|\bvendor err(?:or)? 0*[1-9]\d*"
+    # libfabric's provider-specific errno, printed with a failed operation's error entry (``prov_errno:
+    # Unknown error -114``); 0 is none
+    r"|\bprov_errno:? ?(?!0\b)[\w(-]"
     r"|" + _DISAGREE + r"\b"
 )
 
@@ -356,6 +363,8 @@ FAMILIES: tuple[tuple[SignalFamily, re.Pattern], ...] = (
             # gloo could not connect its pairs (the full mesh of TCP connections a process group
             # needs): the network between the hosts or the interface chosen
             r"|connectFullMesh failed"
+            # torchelastic's agent that cannot reach its rendezvous backend (the c10d store)
+            r"|RendezvousConnectionError"
             # c10d's store client giving up on connecting (``The client socket has timed out after
             # 1800s while trying to connect to (10.0.0.1, 29500)``, older ``connect() timed out``)
             r"|timed out after [^\n]{0,40}?trying to connect|connect\(\) timed out)"
@@ -377,6 +386,7 @@ FAMILIES: tuple[tuple[SignalFamily, re.Pattern], ...] = (
             r"|(?i:connection (?:reset|closed|refused|aborted|lost)|(?:closed|reset) by (?:the )?(?:remote )?peer"
             r"|broken pipe|ECONNREFUSED|ECONNRESET|EPIPE|no route to host|network is unreachable"
             r"|address already in use|EADDRINUSE|\bNET/|libfabric|\bofi\b|\bibv_|infiniband|completion from peer|vendor err"
+            r"|prov_errno|\befa\b"
             r"|\bRDMA\b|\bUCX\b|\bMPI_ERR)"
         ),
     ),
@@ -409,7 +419,7 @@ FAMILIES: tuple[tuple[SignalFamily, re.Pattern], ...] = (
 )
 #: on a warning line, these say that something failed (an ``NCCL WARN ... with error 12``)
 WARNING_FAILURE = re.compile(
-    r"(?i:\berror\b|\berrno\b|status=\d+|\binvalid\b|\bunhandled\b|\bcould not\b|\bunable to\b"
+    r"(?i:\berror\b|\berrno\b|status=\d+|\binvalid\b|\bunhandled\b|\bcould not\b|\bunable to\b|\berr: ?-?[1-9]"
     r"|\bno (?:\w+ ){1,3}found\b|\bnot found\b)"
 )
 #: the job was stopped from outside, by its user or its scheduler, not by a process's own failure: the

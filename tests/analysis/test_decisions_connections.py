@@ -18,6 +18,15 @@ of ranks, cuts), never on one log.
   client socket has timed out after 1800s while trying to connect to (host, port)``, ``connect() timed
   out``) is the network's failure, as every connection that timed out is: ``nccl-error``, not "cause
   undetermined" (test_a_store_client_that_timed_out_connecting_is_a_network_error).
+- libfabric's providers under NCCL's OFI plugin (EFA, verbs) report in their own format: a ``<warn>``
+  level tag after the function with ``err: N``, a failed operation's ``prov_errno``. A transport
+  failure: ``nccl-error``, beside NCCL INFO lines or alone, behind launchers. Without it the user was
+  told ``no-failure`` (a false all-clear) or "nothing distributed"
+  (test_a_libfabric_provider_error_is_a_network_error); its ``err: 0`` and info lines are no failure
+  (test_a_libfabric_line_without_an_error_is_no_failure).
+- torchelastic's ``RendezvousConnectionError`` (the agent cannot reach its rendezvous backend, the c10d
+  store) is a connection failure, ``nccl-error``, not a worker's crash: no worker ran
+  (test_a_rendezvous_connection_error_is_a_network_error).
 - gloo failing to connect the full mesh of pairs a process group needs (``Gloo connectFullMesh failed
   with [.../pair.cc:144] no error``: errno 0's text after the source location) is a network failure at
   set-up: ``nccl-error``, never excused by its ``no error``. Without it the user was told "cause
@@ -310,3 +319,69 @@ def test_an_application_connection_reset_names_no_peer_process(tmp_path, wrapper
     ]
     d = _diagnose(tmp_path, {"job.log": lines})
     assert d.first is None or d.first.rule != "peer-gone"
+
+
+# --- libfabric providers and the rendezvous backend ------------------------------------------------
+
+_FABRIC = [
+    "libfabric:451707:1708520807::efa:cq:efa_rdm_txe_handle_error():737<warn> err: 5, message: Invalid address My "
+    "EFA addr: fi_addr_efa://[fe80::13:c2ff:fe6f:f03d]:0:1072483550 Peer EFA addr: fi_addr_efa://[fe80::b8]:0:9476",
+    "libfabric:2231:1700000000::efa:ep_ctrl:efa_rdm_ep_post_send():512<warn> err: 110, message: Connection timed out",
+    "libfabric:88:1699999999::verbs:fabric:vrb_cq_read():300<warn> err: 12, message: Transport retry counter exceeded",
+    "Unable to write to EQ: Missing or unavailable event queue. err: Input/output error (5) prov_errno: Unknown error "
+    "-114 (-114) prov/rxr/src/rxr.h:1042",
+    "fi_cq_readerr: err: Input/output error (5), prov_errno: Remote unreachable (12) prov/efa/src/rdm/efa_rdm_cq.c:101",
+]
+_NCCL_INFO = [
+    "ip-172-31-69-127:451707:453373 [4] NCCL INFO Channel 00/0 : 0[4] -> 8[4] [send] via NET/AWS Libfabric/4/GDRDMA",
+    "ip-172-31-69-127:451707:453373 [4] NCCL INFO Channel 01/0 : 8[4] -> 0[4] [receive] via NET/AWS Libfabric/4/GDRDMA",
+]
+
+
+@pytest.mark.parametrize("text", _FABRIC)
+@pytest.mark.parametrize("wrapper", ["plain", "mpirun", "slurm", "pdsh", "docker", "torch"])
+@pytest.mark.parametrize("beside", [False, True], ids=["alone", "beside-nccl-info"])
+def test_a_libfabric_provider_error_is_a_network_error(tmp_path, text, wrapper, beside):
+    """Told ``no-failure`` beside NCCL's channel lines, the user would be given an all-clear over a
+    failed network transport; told "nothing distributed", they would not look at the fabric."""
+    w = WRAPPERS[wrapper]
+    lines = ([w(0, t) for t in _NCCL_INFO] if beside else []) + [w(0, text)]
+    d = _diagnose(tmp_path, {"job.log": lines})
+    assert d.verdict == "nccl-error", d.first.summary if d.first else d.verdict
+    assert d.confidence != "high"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "libfabric:1:1700000000::efa:core:efa_device_init():100<info> err: 0, using 4 devices",
+        "libfabric:1:1700000000::core:core:ofi_register_provider():474<info> registering provider: efa (119.0)",
+        "libfabric:1:1700000000::efa:cq:efa_rdm_cq_poll():737<warn> err: 0, message: Success",
+    ],
+)
+def test_a_libfabric_line_without_an_error_is_no_failure(text):
+    """Read as failures, libfabric's start-up chatter would take every EFA run's all-clear away."""
+    s = classify(text)
+    assert s is None or not s.failure
+
+
+_RDZV = [
+    "WARNING:torch.distributed.elastic.rendezvous.dynamic_rendezvous:The node 'worker-1_17_0' has failed to shutdown "
+    "the rendezvous 'none' due to an error of type RendezvousConnectionError.",
+    "torch.distributed.elastic.rendezvous.api.RendezvousConnectionError: The connection to the C10d store has failed. "
+    "See inner exception for details.",
+]
+
+
+@pytest.mark.parametrize("text", _RDZV)
+@pytest.mark.parametrize("wrapper", ["plain", "kubectl", "docker", "slurm"])
+def test_a_rendezvous_connection_error_is_a_network_error(tmp_path, text, wrapper):
+    """Told "a worker crashed", the user would look for a worker's traceback; no worker ran: the agent
+    could not reach its rendezvous store (its address, port, or the network)."""
+    lines = [
+        "INFO:torch.distributed.elastic.agent.server.api:[default] Rendezvous'ing worker group",
+        text,
+        "Traceback (most recent call last):",
+    ]
+    d = _diagnose(tmp_path, {"job.log": [WRAPPERS[wrapper](0, t) for t in lines]})
+    assert d.verdict == "nccl-error", d.first.summary if d.first else d.verdict
