@@ -285,6 +285,10 @@ NCCL_CODES = re.compile(
     r"\bnccl(?:UnhandledCudaError|SystemError|InternalError|InvalidArgument|InvalidUsage|RemoteError)\b"
     r"|\bnccl[A-Z]\w{2,40}(?:\([^()\n]{0,40}\))? failed\b|\bunhandled (?:system|cuda) error\b|internal error - please report"
     r"|remote process exited or there was a network error|\basync NCCL error\b|\bNCCL (?:error|failure)\b"
+    # HCCL, Ascend's collective library in NCCL's place (torch_npu's ProcessGroupHCCL): its errors in
+    # its own words (``HCCL error in: ProcessGroupHCCL.cpp``, ``DIST call hccl api failed``, ``OPS function
+    # error: HcclAllreduce, error code is 6``)
+    r"|\bHCCL error\b|\bhccl api failed\b|\bHccl[A-Z]\w{2,40},? error code is [1-9]"
 )
 #: a port that could not be bound because another process holds it (errno 98 on Linux, 48 on macOS,
 #: WSAEADDRINUSE 10048 on Windows), and c10d's summary when no address of the host could be bound:

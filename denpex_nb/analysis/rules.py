@@ -130,7 +130,12 @@ _DEVICE_FAULT_ASCII = re.compile(_DEVICE_FAULT.pattern.lower())
 
 @functools.lru_cache(maxsize=4096)
 def _collective_message(message: str) -> bool:
-    return _DISTRIBUTED.search(message) is not None or family_of(message) in _COLLECTIVE_FAMILIES
+    # (the collective library's own error, whatever wraps it: NCCL's or HCCL's, ``signals.NCCL_CODES``)
+    return (
+        _DISTRIBUTED.search(message) is not None
+        or family_of(message) in _COLLECTIVE_FAMILIES
+        or NCCL_CODES.search(message) is not None
+    )
 
 
 #: failure-signal families whose message is about several ranks: a library's exception saying a

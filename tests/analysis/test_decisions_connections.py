@@ -27,6 +27,10 @@ of ranks, cuts), never on one log.
 - torchelastic's ``RendezvousConnectionError`` (the agent cannot reach its rendezvous backend, the c10d
   store) is a connection failure, ``nccl-error``, not a worker's crash: no worker ran
   (test_a_rendezvous_connection_error_is_a_network_error).
+- HCCL, Ascend's collective library in NCCL's place, in its own words (``HCCL error in:
+  ProcessGroupHCCL.cpp``, ``DIST call hccl api failed``, ``OPS function error: HcclAllreduce, error
+  code is 6``) is the collective library's error: ``nccl-error``, not a plain crash of the process
+  (test_an_hccl_error_is_the_collective_librarys_error).
 - gloo failing to connect the full mesh of pairs a process group needs (``Gloo connectFullMesh failed
   with [.../pair.cc:144] no error``: errno 0's text after the source location) is a network failure at
   set-up: ``nccl-error``, never excused by its ``no error``. Without it the user was told "cause
@@ -384,4 +388,24 @@ def test_a_rendezvous_connection_error_is_a_network_error(tmp_path, text, wrappe
         "Traceback (most recent call last):",
     ]
     d = _diagnose(tmp_path, {"job.log": [WRAPPERS[wrapper](0, t) for t in lines]})
+    assert d.verdict == "nccl-error", d.first.summary if d.first else d.verdict
+
+
+_HCCL = [
+    "RuntimeError: InnerRunOpApi:torch_npu/csrc/framework/OpParamMaker.cpp:281 OPS function error: HcclAllreduce, "
+    "error code is 6",
+    "RuntimeError: InnerRunOpApi:torch_npu/csrc/framework/OpParamMaker.cpp:281 OPS function error: HcclAllGather, "
+    "error code is 7",
+    "RuntimeError: [ERROR] HCCL error in: torch_npu/csrc/distributed/ProcessGroupHCCL.cpp:64",
+    "[ERROR] 2024-05-21-11:57:54 (PID:927000, Device:3, RankID:3) ERR02200 DIST call hccl api failed.",
+]
+
+
+@pytest.mark.parametrize("text", _HCCL)
+@pytest.mark.parametrize("wrapper", ["plain", "torch", "torchrun", "mpirun", "docker"])
+def test_an_hccl_error_is_the_collective_librarys_error(tmp_path, text, wrapper):
+    """Told "a process crashed", the user of an Ascend cluster would look for an exception of their own
+    code; the collective library failed (its network, its devices, a stuck peer)."""
+    lines = ["Traceback (most recent call last):", '  File "train.py", line 88, in <module>', text]
+    d = _diagnose(tmp_path, {"job.log": [WRAPPERS[wrapper](1, t) for t in lines]})
     assert d.verdict == "nccl-error", d.first.summary if d.first else d.verdict
