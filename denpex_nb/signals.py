@@ -277,6 +277,15 @@ CHECKPOINT_SIZE = re.compile(
     r"\bsize mismatch for [\w.]{1,200}: copying a param|from checkpoint, the shape in current model is"
     r"|Error\(s\) in loading state_dict|Size mismatch between saved\b"
 )
+#: a parallel layout that does not fit the job, found by a start-up check (``World size 2 must be divisible
+#: by the product of all parallel degrees``, ``world_size (1) is not divisible by tensor parallel size 2``):
+#: the process's configuration error, raised before any collective ran, not a collective's sizes. Never the
+#: size family: the process's own error
+LAYOUT_SIZE = re.compile(
+    r"(?i:\bworld[ _]?size\b[^\n]{0,40}?\b(?:must be|is not|isn't|should be|not) (?:evenly )?divisible by"
+    r"|divisible by (?:the )?(?:product of (?:all )?(?:the )?)?(?:(?:tensor|pipeline|data|expert|context|sequence)[ _-]?)?"
+    r"parallel(?:ism)?[ _-]?(?:degrees?|sizes?|world size)\b)"
+)
 #: NCCL's own error vocabulary, whatever exception, framework or logger wraps it (TensorFlow's
 #: ``UnknownError: ncclCommInitRank failed: unhandled system error``, Horovod's ``HorovodInternalError:
 #: ncclAllReduce failed: unhandled cuda error``, XLA's ``async NCCL error``): an ``ncclResult_t`` by
@@ -661,6 +670,7 @@ def _family(text: str) -> SignalFamily:
                 (not COLLECTIVE_CONTEXT.search(text) and not C10D_SIZE.search(text))
                 or LOCAL_SIZE.search(text)
                 or CHECKPOINT_SIZE.search(text)
+                or LAYOUT_SIZE.search(text)
             ):
                 continue
             return fam

@@ -22,7 +22,7 @@ from dataclasses import replace
 import pandas as pd
 
 from ..human import fmt_ranks
-from ..signals import PYTORCH_OBJECT
+from ..signals import LAYOUT_SIZE, PYTORCH_OBJECT
 from ..vocab import IGNORED_EXCEPTION, ClassId, SeqKind, SignalFamily
 from . import catalog
 from . import explain as _explain  # noqa: F401 - registers the explain rules
@@ -248,8 +248,10 @@ def _signals_speak(incident) -> bool:
     if fam.isin(list(known)).any() or fs["rank"].notna().any():
         return True
     # a failure on a line that shows a PyTorch process's own objects (``torch.Size([0])``): that
-    # process failed (its own error, not a collective's), which is evidence, not alien input
-    return bool(fs["text"].astype(str).str.contains(PYTORCH_OBJECT, regex=True).any())
+    # process failed (its own error, not a collective's), which is evidence, not alien input; so is a
+    # parallel layout that does not fit the job (a world size, parallel degrees: a distributed job's)
+    text = fs["text"].astype(str)
+    return bool(text.str.contains(PYTORCH_OBJECT, regex=True).any() or text.str.contains(LAYOUT_SIZE).any())
 
 
 def _ranks_say_anything(ranks) -> bool:

@@ -71,7 +71,7 @@ _OP_WORD = re.compile(
 )
 _DTYPE_WORD = re.compile(r"(?i)\bdtypes?\b|\bscalar type\b")
 _SIZE_WORD = re.compile(r"(?i)\bsizes?\b|\bshapes?\b|\bnumel\b|\bcounts?\b|\bnumber of\b|\blength\b")
-_LOCAL_SIZE = re.compile(r"(?i)mismatch|must match|does not match|doesn't match|expected|invalid")
+_LOCAL_SIZE = re.compile(r"(?i)mismatch|must match|does not match|doesn't match|expected|invalid|divisible")
 _EXC = re.compile(r"\b[A-Za-z_]\w*?(?:Error|Exception)\b")
 #: a connection the other side closed or reset, or a remote process gone, in words
 PEER_WORDS = re.compile(

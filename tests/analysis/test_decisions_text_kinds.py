@@ -48,6 +48,12 @@ one log.
   prefix only) is one row per process, not one in all: the evidence shows several processes, so the
   verdict never says that one process failed on its own, no other rank in sight
   (test_the_same_failure_from_several_unranked_processes_is_several_processes).
+- a parallel layout that does not fit the job, found by a start-up check and logged without an
+  exception class (``[ERROR] - ... World size 2 must be divisible by the product of all parallel
+  degrees``), is the process's configuration error, ``rank-crash``; the user was told that a
+  collective exchanged mismatched sizes (``shape-mismatch``)
+  (test_a_parallel_layout_check_is_the_process_own_error), while a collective's input not divisible by
+  the world size stays the size family (test_a_collective_input_not_divisible_is_still_the_size_family).
 """
 
 from __future__ import annotations
@@ -384,3 +390,35 @@ def test_the_same_failure_from_several_unranked_processes_is_several_processes(t
     assert sorted(int(p) for p in inc.errors["pid"].dropna()) == sorted(pids)
     assert d.verdict == ClassId.RANK_CRASH, d.summary()
     assert d.first.rule != "own-process-error", d.summary()
+
+
+# --- a parallel layout that does not fit the job ---------------------------------------------------------
+
+_LAYOUT = [
+    "An error occurred during training: World size {n} must be divisible by the product of all parallel degrees "
+    "and data parallel shards.",
+    "world_size ({n}) is not divisible by tensor parallel size 3",
+    "Invalid configuration: world size {n} should be evenly divisible by pipeline parallel size 3",
+    "number of GPUs {n} is not divisible by the product of tensor parallel degree 2 and context parallel degree 3",
+]
+_APPLOG = "2025-05-22 03:33:36 - [ERROR] - {m}"
+
+
+@pytest.mark.parametrize("k", range(len(_LAYOUT)))
+@pytest.mark.parametrize("wrapper", ["plain", "torch", "slurm", "ray"])
+@pytest.mark.parametrize("ranks", [[0], [0, 1]], ids=["one", "two"])
+def test_a_parallel_layout_check_is_the_process_own_error(tmp_path, k, wrapper, ranks):
+    lines = [WRAPPERS[wrapper](r, _APPLOG.format(m=_LAYOUT[k].format(n=len(ranks) + 1))) for r in ranks]
+    d = _diagnose(tmp_path, {"job.log": lines})
+    assert d.verdict == ClassId.RANK_CRASH, d.summary()
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "RuntimeError: reduce_scatter input size 10 is not divisible by world size 4",
+        "ValueError: tensor numel 1001 must be divisible by the world size 8 for all_gather",
+    ],
+)
+def test_a_collective_input_not_divisible_is_still_the_size_family(text):
+    assert family_of(text) == SignalFamily.SIZE
