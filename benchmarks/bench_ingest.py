@@ -471,7 +471,7 @@ def bench_cli_layouts(args) -> dict:
     for files, _ in layouts.values():
         subprocess.run(["cat", *files], stdout=subprocess.DEVNULL, check=True)  # warm the page cache
     for root in [ROOT] + ([args.baseline] if args.baseline else []):  # bytecode written once, untimed
-        timed([*CLI, os.path.join(DATA, "tiny_2000"), "--json"], env=cli_env(root), cwd=root)
+        timed([*CLI, _tiny_folder(2000), "--json"], env=cli_env(root), cwd=root)
     for _ in range(max(1, args.repeat)):
         for name, (files, folder) in layouts.items():
             g_wall, _, _ = timed(["grep", "-c", "-E", pattern, *files], env=env)
