@@ -515,10 +515,19 @@ def divergences(ctx: Context) -> list[Finding]:
         d
         for d in ctx.alignment.divergences
         if d.kind != "missing"
-        or (d.seq_kind in COMPLETE_RECORDS and not completed_without_them(d))
-        or (failed and not _contradicted_by_complete_records(d, level) and not completed_without_them(d))
+        or (
+            not completed_without_them(d)
+            and (d.seq_kind in COMPLETE_RECORDS or (failed and not _contradicted_by_complete_records(d, level)))
+        )
     ]
     return from_divergences(divs, ctx.texts, ctx.group_size)
+
+
+def _records(d: Divergence) -> list[dict]:
+    """The rows of the ranks present at a divergence, as dicts (align makes them once for all)."""
+    if d.records is not None:
+        return d.records
+    return d.rows.to_dict("records") if d.rows is not None else []
 
 
 def completed_without_them(d: Divergence) -> str:
@@ -531,7 +540,7 @@ def completed_without_them(d: Divergence) -> str:
     each keeps the last N entries (the tracer writes each rank's calls until that rank stops)."""
     if d.kind != "missing" or d.seq_kind != SeqKind.FR or not d.missing or len(d.present) < len(d.missing):
         return ""  # an extra call on a few ranks: the many are the ones who did not issue it
-    records = d.records if d.records is not None else d.rows.to_dict("records") if d.rows is not None else []
+    records = _records(d)
     done = sorted(
         int(row["rank"]) for row in records if row.get("_done") and normalize_op(_s(row.get("op"))) in EVERY_RANK_NEEDED
     )
@@ -576,7 +585,7 @@ def from_divergences(divs: list[Divergence], texts: dict, group_size: int | None
     """One finding per divergence (ranks present: their views; ranks missing: absent)."""
     findings = []
     for d in divs:
-        records = d.records if d.records is not None else d.rows.to_dict("records")
+        records = _records(d)
         by_rank = {int(row["rank"]): row for row in records}
         views = {r: _view(row) for r, row in by_rank.items()}
         ops = {r: views[r].op for r in views}
