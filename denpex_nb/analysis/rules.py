@@ -537,16 +537,23 @@ def completed_without_them(d: Divergence) -> str:
     end earlier than the others' (a dump taken earlier, a ring buffer that wrapped, a cut copy),
     not their ranks: calling that a desync names a bystander at high confidence. Flight Recorder
     records only: dumps are taken rank by rank, on request or when a rank notices a timeout, and
-    each keeps the last N entries (the tracer writes each rank's calls until that rank stops)."""
-    if d.kind != "missing" or d.seq_kind != SeqKind.FR or not d.missing or len(d.present) < len(d.missing):
-        return ""  # an extra call on a few ranks: the many are the ones who did not issue it
-    records = _records(d)
-    done = sorted(
-        int(row["rank"]) for row in records if row.get("_done") and normalize_op(_s(row.get("op"))) in EVERY_RANK_NEEDED
-    )
-    if not done:
+    each keeps the last N entries (the tracer writes each rank's calls until that rank stops).
+
+    However few the ranks that completed it: a collective is matched by each rank's n-th call in its
+    group, so one completed at seq n on any rank had every rank's n-th call (one rank's extra call
+    never completes; it waits for calls the others never make). When the ranks that completed it show
+    different ops there (an op mismatch, found apart), the note names each op with its ranks."""
+    if d.kind != "missing" or d.seq_kind != SeqKind.FR or not d.missing:
         return ""
-    op = normalize_op(_s(next(row for row in records if int(row["rank"]) == done[0]).get("op")))
+    by_op: dict[str, set[int]] = {}
+    for row in _records(d):
+        op = normalize_op(_s(row.get("op")))
+        if row.get("_done") and op in EVERY_RANK_NEEDED:
+            by_op.setdefault(op, set()).add(int(row["rank"]))
+    if not by_op:
+        return ""
+    done = sorted(set().union(*by_op.values()))
+    op = " and ".join(op if len(by_op) == 1 else f"{op} ({fmt_ranks(ranks)})" for op, ranks in sorted(by_op.items()))
     where = f"{d.seq_kind} seq {d.seq}" + (f" of pg {d.pg}" if d.pg not in (None, "") else "")
     lag = ", ".join(f"rank {r} at seq {d.lag.get(r)}" for r in sorted(d.missing))
     return (

@@ -18,6 +18,16 @@ rank took part.
   rank, and no note claims it was there.
 - test_a_root_only_broadcast_is_no_proof: a broadcast completed on the others is not proof (its
   root can return with a receiver absent): the short record stays a desync finding.
+- test_a_dump_taken_later_than_the_others_is_no_extra_collective: however few the ranks whose
+  record goes further (one rank's dump of 4, taken later), a collective they completed had every
+  rank's call: not "rank 0 issued an extra collective" (rank-desync at high confidence naming the
+  only rank whose dump is the newest) but the all-clear and the note.
+- test_the_note_names_each_op_the_completed_ranks_show: where the ranks that completed the seq show
+  different ops (an op mismatch, its own finding), the note names each op with its ranks, not one
+  op for all.
+- test_a_group_without_a_name_is_not_named_in_the_note: records of a group with no name (gloo's
+  ``''``, an entry without any group) say no pg in the note ("of pg None" or "of pg " would name a
+  group that does not exist).
 """
 
 from __future__ import annotations
@@ -95,3 +105,61 @@ def test_a_root_only_broadcast_is_no_proof(tmp_path):
     diag = _diagnose(folder)
     assert any(f.class_id == ClassId.RANK_DESYNC for f in diag.findings), diag.summary()
     assert not any("end earlier" in n for n in diag.notes)
+
+
+def _edit(folder: Path, rank: int, fn) -> None:
+    path = folder / f"comm_lib_trace_rank_{rank}"
+    dump = pickle.loads(path.read_bytes())
+    fn(dump)
+    path.write_bytes(pickle.dumps(dump))
+
+
+@pytest.mark.parametrize(("world", "newest"), [(4, (0,)), (3, (2,)), (8, (1, 6)), (5, (0, 4))])
+def test_a_dump_taken_later_than_the_others_is_no_extra_collective(tmp_path, world, newest):
+    folder = _dumps(tmp_path / "d", world, 60)
+    assert _op_at(folder, 41).endswith(("all_reduce", "all_gather"))  # needs every rank
+    for rank in set(range(world)) - set(newest):
+        _keep(folder, rank, 0, 40)
+    diag = _diagnose(folder)
+    assert diag.verdict == ClassId.NO_FAILURE, diag.summary()
+    note = next(n for n in diag.notes if "end earlier" in n)
+    assert "same moment" in note and all(f"rank {r} at seq 40" in note for r in set(range(world)) - set(newest))
+
+
+def test_the_note_names_each_op_the_completed_ranks_show(tmp_path):
+    folder = _dumps(tmp_path / "d", 4, 60)
+    assert _op_at(folder, 41).endswith("all_reduce")
+    for rank in (2, 3):
+        _keep(folder, rank, 0, 40)
+    for rank in (0, 1):
+        _keep(folder, rank, 0, 41)
+
+    def as_all_gather(dump):
+        dump["entries"][40]["profiling_name"] = "nccl:all_gather"
+
+    _edit(folder, 1, as_all_gather)
+    diag = _diagnose(folder)
+    assert diag.verdict == ClassId.OP_MISMATCH, diag.summary()
+    note = next(n for n in diag.notes if "end earlier" in n)
+    assert "all_gather (rank 1)" in note and "all_reduce (rank 0)" in note, note
+
+
+@pytest.mark.parametrize("group", ["gloo-unnamed", "no-group"])
+def test_a_group_without_a_name_is_not_named_in_the_note(tmp_path, group):
+    folder = _dumps(tmp_path / "d", 4, 60)
+
+    def unnamed(dump):
+        for e in dump["entries"]:
+            if group == "gloo-unnamed":
+                e["process_group"] = ("", "")
+            else:
+                e.pop("process_group")
+                e.pop("pg_id")
+
+    for rank in range(4):
+        _edit(folder, rank, unnamed)
+    _keep(folder, 2, 0, 40)
+    diag = _diagnose(folder)
+    assert diag.verdict == ClassId.NO_FAILURE, diag.summary()
+    note = next(n for n in diag.notes if "end earlier" in n)
+    assert "at fr seq 41, which needs every rank" in note and "of pg" not in note, note
