@@ -63,6 +63,17 @@ def peer_of_call(op, call) -> int | None:
     return int(m.group(1)) if m else None
 
 
+def _closed(errs: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
+    """Per error row: (does it say the peer closed or reset the connection, is it another collective
+    failure). The first are gloo's peer-gone rows and exceptions in those words; a gloo row that says
+    something else (``Read timeout``, ``Socket closed``: no peer named as the side that left) is
+    another collective failure, as a timeout or a mismatch is."""
+    kinds = errs["kind"].astype(str)
+    said = errs["message"].astype(str).str.contains(_CLOSED)
+    closed = kinds.isin([str(ErrorKind.GLOO_PEER_GONE), str(ErrorKind.EXCEPTION)]) & said
+    return closed, kinds.isin([str(k) for k in COLLECTIVE_ERROR_KINDS]) & ~closed
+
+
 @rule(
     "peer-gone",
     # (sole_peer_gone adds the reasons the peer may have had as alternatives, under this rule's name)
@@ -77,13 +88,11 @@ def peer_gone(ctx: Context) -> list[Finding]:
     errs = ctx.errors
     if errs is None or errs.empty:
         return []
-    kinds = errs["kind"].astype(str)
-    msg = errs["message"].astype(str)
-    closed = (kinds == ErrorKind.GLOO_PEER_GONE) | ((kinds == ErrorKind.EXCEPTION) & msg.str.contains(_CLOSED))
+    closed, others = _closed(errs)
     if not closed.any():
         return []
+    msg = errs["message"].astype(str)
     rows = errs[closed]
-    others = kinds.isin([str(k) for k in COLLECTIVE_ERROR_KINDS - {ErrorKind.GLOO_PEER_GONE}]) & ~closed
     reporters = sorted({int(r) for r in rows["rank"].dropna()})
     named: dict[int, str] = {}
     ops = rows["op"].astype(object) if "op" in rows else [None] * len(rows)
@@ -174,10 +183,7 @@ def sole_peer_gone(ctx: Context, side: list[Finding]) -> list[Finding]:
     errs = ctx.errors
     if found is None or errs is None or errs.empty:
         return []
-    kinds = errs["kind"].astype(str)
-    msg = errs["message"].astype(str)
-    closed = (kinds == ErrorKind.GLOO_PEER_GONE) | ((kinds == ErrorKind.EXCEPTION) & msg.str.contains(_CLOSED))
-    others = kinds.isin([str(k) for k in COLLECTIVE_ERROR_KINDS - {ErrorKind.GLOO_PEER_GONE}]) & ~closed
+    closed, others = _closed(errs)
     if others.any() or not _distributed(errs[closed]).any() or _a_cause_signalled(ctx, closed):
         return []
     verdict = replace(

@@ -47,7 +47,19 @@ of ranks, cuts), never on one log.
   (test_beside_a_cause_a_closed_connection_is_not_the_verdict); an application's own HTTP connection
   reset by its server is no rank's peer
   (test_an_application_connection_reset_names_no_peer_process), and a cut that took the peer words
-  is never that verdict (test_a_cut_that_took_the_peer_words_is_not_the_verdict).
+  is never that verdict (test_a_cut_that_took_the_peer_words_is_not_the_verdict). An application's
+  reset beside another rank that left a collective through ``sys.exit`` is no closed connection either:
+  the exit was no reader's "closed by peer"
+  (test_an_application_reset_beside_a_rank_that_exited_in_a_collective_names_no_peer). Beside a
+  launcher's line that a process exited (a consequence, as a collective failed) the closed connection
+  stays the verdict, in its own words and evidence, not the launcher's line with the peer's story
+  attached (test_beside_a_launchers_exit_line_the_closed_connection_stays_the_verdict). A gloo line
+  that does not say the peer closed or reset the connection (``Read timeout``, ``Socket closed``) is
+  no peer gone: it names no peer and no rule fails on it
+  (test_a_gloo_line_without_the_peers_words_is_no_peer_gone). The exits the closed connection went
+  with (mp.spawn's ``ProcessExitedException``, a ``SystemExit``) say no more than that a process went
+  away: the closed connection stays the verdict
+  (test_the_exits_beside_a_closed_connection_leave_it_the_verdict).
 """
 
 from __future__ import annotations
@@ -323,6 +335,106 @@ def test_an_application_connection_reset_names_no_peer_process(tmp_path, wrapper
     ]
     d = _diagnose(tmp_path, {"job.log": lines})
     assert d.first is None or d.first.rule != "peer-gone"
+
+
+def _traceback(r: int, call: str | None, exc: str, w) -> list[str]:
+    frames = ["Traceback (most recent call last):"]
+    if call:
+        frames += ['  File "worker.py", line 40, in step', f"    {call}"]
+        frames += [
+            '  File "/opt/conda/lib/python3.10/site-packages/torch/distributed/distributed_c10d.py", line 2213, '
+            f"in {call.split('(')[0].split('.')[-1]}",
+            "    work.wait()",
+        ]
+    else:
+        frames += ['  File "/usr/lib/python3/dist-packages/urllib3/connectionpool.py", line 703, in urlopen']
+    return [w(r, t) for t in frames + [exc]]
+
+
+@pytest.mark.parametrize("wrapper", ["plain", "torch", "slurm", "docker"])
+@pytest.mark.parametrize("call", ["dist.all_reduce(grad)", "dist.barrier()"])
+def test_an_application_reset_beside_a_rank_that_exited_in_a_collective_names_no_peer(tmp_path, wrapper, call):
+    """Told "the peer process closed the connection", the user would hunt for a dead rank behind an
+    HTTP reset of the application's own, because another rank left a collective through sys.exit (a
+    signal handler's exit): neither line says a rank's peer closed a connection."""
+    w = WRAPPERS[wrapper]
+    lines = _traceback(0, None, "ConnectionResetError: [Errno 104] Connection reset by peer", w)
+    lines += _traceback(1, call, "SystemExit: 1", w)
+    d = _diagnose(tmp_path, {"job.log": lines})
+    assert d.first is not None and d.first.rule != "peer-gone", d.first.summary
+    assert d.verdict != "no-failure"
+
+
+#: a line with NCCL's code word whose failure is the same closed connection (a victim's line)
+_NCCL_VICTIM = [
+    "socketProgress: Connection reset by peer (ncclSystemError)",
+    "ncclSystemError: Connection closed by remote peer",
+    "NCCL WARN NET/Socket : unhandled system error, Connection closed by peer",
+]
+_EXITED = (
+    "torch.distributed.elastic.multiprocessing.api:[ERROR] failed (exitcode: 1) local_rank: 1 (pid: 4242) of "
+    "binary: /usr/bin/python"
+)
+
+
+@pytest.mark.parametrize("victim", _NCCL_VICTIM)
+@pytest.mark.parametrize("wrapper", ["plain", "torch", "slurm"])
+def test_beside_a_launchers_exit_line_the_closed_connection_stays_the_verdict(tmp_path, victim, wrapper):
+    """Told the launcher's line ("local rank 1 exited with code 1 first ... this exit may be its
+    consequence") as the verdict, with the peer's story attached and the launcher's lines as evidence,
+    the user would read two stories in one and not be shown the line where gloo says the peer closed
+    the connection. The NCCL line decides between the closed connection and NCCL's error by wrapper;
+    neither is the launcher's line."""
+    w = WRAPPERS[wrapper]
+    lines = _reporter(0, "closed", _CALLS["all_reduce"], w) + [w(1, victim), _EXITED]
+    d = _diagnose(tmp_path, {"job.log": lines})
+    assert d.verdict not in ("no-failure", "no-evidence")
+    assert d.first.rule != "launcher-first-failure", d.first.summary  # a consequence: an alternative only
+    if "closed the connection" in d.first.summary:
+        assert d.first.rule == "peer-gone" and d.first.summary.startswith("The peer process closed")
+        assert any("Connection closed by peer" in e.text for e in d.first.evidence)
+
+
+_EXITS = [
+    "torch.multiprocessing.spawn.ProcessExitedException: process 1 terminated with exit code 1",
+    "SystemExit: 1",
+]
+
+
+@pytest.mark.parametrize("exit_line", _EXITS)
+@pytest.mark.parametrize("wrapper", ["plain", "torch", "slurm"])
+def test_the_exits_beside_a_closed_connection_leave_it_the_verdict(tmp_path, exit_line, wrapper):
+    """Told "cause undetermined" because a process's exit was printed too, the user would not open the
+    log of the process that went away first: an exit says less than the closed connection does."""
+    w = WRAPPERS[wrapper]
+    lines = _reporter(0, "closed", _CALLS["all_reduce"], w)
+    lines += [w(1, t) for t in ("Traceback (most recent call last):", '  File "launch.py", line 3, in <module>')]
+    lines += [w(1, exit_line)]
+    d = _diagnose(tmp_path, {"job.log": lines})
+    assert (d.verdict, d.first.rule, d.confidence) == ("rank-crash", "peer-gone", "low"), d.first.summary
+
+
+_GLOO_OTHER = [
+    "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:575] Socket closed [10.0.0.{h}]:5555",
+    "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:445] Read timeout [10.0.0.{h}]:5555",
+]
+
+
+@pytest.mark.parametrize("text", _GLOO_OTHER)
+@pytest.mark.parametrize("wrapper", ["plain", "torch", "docker"])
+@pytest.mark.parametrize("beside", ["alone", "beside-a-closed-connection"])
+def test_a_gloo_line_without_the_peers_words_is_no_peer_gone(tmp_path, text, wrapper, beside):
+    """Told "the peer closed the connection" of a read that timed out, the user would look for a dead
+    process where a slow or hung one is as likely; before, the peer-gone rule failed on such a line
+    (its quote of the peer's words found none), and a failed rule is a note, not a diagnosis."""
+    w = WRAPPERS[wrapper]
+    lines = [w(1, text.format(h=3))]
+    if beside != "alone":
+        lines = _reporter(0, "closed", _CALLS["all_reduce"], w) + lines
+    d = _diagnose(tmp_path, {"job.log": lines})  # strict: a rule that fails raises here
+    assert d.verdict not in ("no-failure", "no-evidence")
+    assert d.first.rule != "peer-gone", d.first.summary
+    assert not d.culprit_ranks
 
 
 # --- libfabric providers and the rendezvous backend ------------------------------------------------
