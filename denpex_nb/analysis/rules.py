@@ -837,11 +837,32 @@ def _ras_listed_ahead(message: str, n_listed: int) -> bool:
     uses=("errors: detail_mismatch",),
 )
 def detail_text(ctx: Context) -> list[Finding]:
-    """DETAIL's own verdict text, when its fingerprints were not turned into aligned events."""
-    if any(k == SeqKind.DETAIL for (_, k) in ctx.alignment.members):
+    """DETAIL's own verdict text, when its fingerprints cannot be compared as aligned events.
+
+    The aligned events decide when two or more ranks' fingerprints were read. Otherwise the message's
+    ``differ in the following aspects`` line says which aspect differs; a message without it (cut,
+    or from a PyTorch that printed only the reporting rank's fingerprint) still says the ranks ran
+    different collectives at one point: a desync whose aspect is unread, never the dtype or shape
+    that the one fingerprint shown happens to mention."""
+    if any(k == SeqKind.DETAIL and len(ranks) > 1 for (_, k), ranks in ctx.alignment.members.items()):
         return []
     dm = _kind(ctx.errors, ErrorKind.DETAIL_MISMATCH)
     out = []
+    aspectless = dm[~dm["message"].astype(str).apply(lambda m: any(key in m for key, _ in _DETAIL_CLASS))]
+    if len(aspectless) and len(aspectless) == len(dm):
+        out.append(
+            _text_finding(
+                ClassId.RANK_DESYNC,
+                "DETAIL's fingerprint check found the ranks running different collectives, but the evidence "
+                "holds one side only (the message is cut or names no differing aspect): which of op, "
+                "shape, dtype or sequence differs is not shown. Collect every rank's log of that moment. "
+                + str(aspectless["message"].iloc[0])[:200],
+                aspectless,
+                "detail-text",
+                "low",
+                op=_first_op(aspectless),
+            )
+        )
     for cls in sorted({c for m in dm["message"].astype(str) for key, c in _DETAIL_CLASS if key in m}):
         key = next(k for k, c in _DETAIL_CLASS if c == cls)
         rows = dm[dm["message"].astype(str).str.contains(key, regex=False)]

@@ -40,8 +40,8 @@ def test_every_case_keeps_its_provenance_and_a_truth(case):
     assert truth["classes"] and set(truth["classes"]) <= set(IDS)
     assert isinstance(truth["failed"], bool)
     assert truth["culprit_ranks"] is None or all(isinstance(r, int) for r in truth["culprit_ranks"])
-    if case["role"] == "negative-control":
-        assert truth["classes"] == ["no-failure"] and truth["failed"] is False
+    if case["role"] == "negative-control":  # healthy: no failure, or nothing distributed ran in the text
+        assert truth["classes"] in (["no-failure"], ["no-evidence"]) and truth["failed"] is False
     for f in case["files"]:
         assert (Path(case["dir"]) / f).is_file()
 
