@@ -173,7 +173,8 @@ SEVERITY: tuple[tuple[SignalSeverity, re.Pattern], ...] = (
     (
         SignalSeverity.ERROR,
         re.compile(
-            r"\bERROR\b|\bCRITICAL\b|(?:^|[\s\[])E\d{4} \d\d:\d\d|Traceback \(most recent call last\)|"
+            # (``socket.gaierror``: an exception class Python spells in lower case)
+            r"\bERROR\b|\bCRITICAL\b|(?:^|[\s\[])E\d{4} \d\d:\d\d|Traceback \(most recent call last\)|\bgaierror\b|"
             + _CLASS_NAME
             + r"|\b(?:[Ee]rror|ERR)\s*[:!\]]|\b(?:NCCL|CUDA|cuda|nccl|[Ss]ocket|[Ss]ystem|[Ii]nternal|[Rr]emote|"
             r"[Uu]nhandled|[Rr]untime|[Nn]etwork|[Cc]onnection|I/?O|[Ff]atal|[Ii]nvalid) error\b"
@@ -316,6 +317,17 @@ NCCL_CUDA = re.compile(
     r"NCCL WARN [^\n]{0,80}?Cuda failure(?: \d+)? '(?!an illegal|illegal|unspecified launch|misaligned|device-side"
     r"|uncorrectable|ECC|out of memory)"
 )
+#: a host name that does not resolve (``getaddrinfo``'s texts: ``Name or service not known``, ``Temporary
+#: failure in name resolution``, macOS's ``nodename nor servname provided, or not known``, Windows'
+#: ``getaddrinfo failed``; old c10d's TCPStore ``host not found: ...``, ``socket.gaierror``): the
+#: rendezvous or a peer cannot even be looked up, the network's (DNS, /etc/hosts, a service not up yet)
+#: failure. Not a web client's (``HTTPSConnectionPool``, a URL: a download, not a rank's peer)
+NAME_NOT_RESOLVED = re.compile(
+    r"^(?![^\n]*(?:https?://|HTTPS?ConnectionPool|Max retries exceeded))[^\n]*?"
+    r"(?i:name or service not known|temporary failure in name resolution|nodename nor servname provided"
+    r"|\bhost not found\b|getaddrinfo failed|\bgaierror\b|could not resolve host(?:name)?\b"
+    r"|no address associated with hostname)"
+)
 #: (family, pattern), first match wins: the order puts the cause before its consequences (an
 #: out-of-memory inside an NCCL error is memory; a CUDA fault inside a watchdog line is the device)
 FAMILIES: tuple[tuple[SignalFamily, re.Pattern], ...] = (
@@ -380,8 +392,15 @@ FAMILIES: tuple[tuple[SignalFamily, re.Pattern], ...] = (
             r"|RendezvousConnectionError"
             # c10d's store client giving up on connecting (``The client socket has timed out after
             # 1800s while trying to connect to (10.0.0.1, 29500)``, older ``connect() timed out``)
-            r"|timed out after [^\n]{0,40}?trying to connect|connect\(\) timed out)"
+            r"|timed out after [^\n]{0,40}?trying to connect|connect\(\) timed out"
+            # a collective library's transport whose links or sockets were not established in time
+            # (HCCL's ``wait socket establish timeout``, ``Wait links establish completed failed``)
+            r"|(?:socket|link|connection)s? establish(?:ment|ed)?\b[^\n]{0,30}?(?:timeout|timed out|fail))"
         ),
+    ),
+    (  # a host name that does not resolve (the rendezvous, a peer): before a timeout it caused
+        SignalFamily.NETWORK,
+        NAME_NOT_RESOLVED,
     ),
     (
         SignalFamily.TIMEOUT,
@@ -395,7 +414,8 @@ FAMILIES: tuple[tuple[SignalFamily, re.Pattern], ...] = (
     (
         SignalFamily.NETWORK,
         re.compile(
-            r"\bnccl\w*Error\b|\bNCCL\b|\bnccl\b|Dist(?:Backend|Network)Error"
+            # (HCCL: Ascend's collective library in NCCL's place; its own log lines ``[ERROR] HCCL(pid,proc):``)
+            r"\bnccl\w*Error\b|\bNCCL\b|\bnccl\b|\bHCCL\b|Dist(?:Backend|Network)Error"
             r"|(?i:connection (?:reset|closed|refused|aborted|lost)|(?:closed|reset) by (?:the )?(?:remote )?peer"
             r"|broken pipe|ECONNREFUSED|ECONNRESET|EPIPE|no route to host|network is unreachable"
             r"|address already in use|EADDRINUSE|\bNET/|libfabric|\bofi\b|\bibv_|infiniband|completion from peer|vendor err"
@@ -535,6 +555,16 @@ CRASH_ELSEWHERE = re.compile(
     r"(?:one of the|another|an?other|some|a remote) (?:ranks?|process(?:es)?|workers?|nodes?|peers?)\b)"
 )
 
+#: an exception that only wraps a failure reported elsewhere: it points at the cause (``See root cause
+#: above``, ``See stack trace for the root cause``) or says no more than that a start-up failed (vLLM's
+#: ``RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}``, its
+#: ``Engine process failed to start``, a bare ``Worker initialization failed``). Not a process's own crash:
+#: the failure it wraps decides (alone, it is still a failure: the signal layer reads it as a crash)
+WRAPPER_FAILURE = re.compile(
+    r"(?i:\bsee (?:the )?(?:root cause|(?:stack ?trace|traceback|logs?) (?:above|for (?:the )?(?:root )?cause))"
+    r"|^(?:[\w.]{0,80}(?:Error|Exception):\s*)?(?:[\w-]+ ){0,3}(?:initiali[sz]ation|start-?up|init)\s+failed\.?\s*$"
+    r"|^(?:[\w.]{0,80}(?:Error|Exception):\s*)?(?:[\w-]+ ){0,3}failed to (?:start|initiali[sz]e)\.?\s*$)"
+)
 #: a line that looks like a failure and is not: it gives no failure signal (it may still be kept as
 #: a warning). NCCL's plugin / transport probing, deprecation notes, zero counts (not errno 0's text
 #: after a source location: gloo's ``connectFullMesh failed with [.../pair.cc:144] no error`` failed),
@@ -582,8 +612,18 @@ FINISH = re.compile(
 #: at INFO level (NCCL's socket retries): a connection that failed this time; not a failure by itself,
 #: but a file whose last word on a connection is one of these (no :data:`RECOVERED` line after) failed
 RETRYING = re.compile(
-    r"(?i:no route to host|connection refused|connection reset|network is unreachable|connect(?:ion)? timed out)"
+    r"(?i:no route to host|connection refused|connection reset|network is unreachable|connect(?:ion)? timed out"
+    r"|failed to connect)"
 )
+#: the words of a client that will try again (c10d's TCPStore client: ``TCP client failed to connect/validate
+#: to host 10.0.0.1:29500 - retrying (try=6, timeout=1800000ms, delay=5241ms): Connection reset by peer``, at
+#: WARNING): with :data:`RETRYING`, a connection that failed this time, an info row whatever the level it
+#: was logged at (a retry is no failure by itself; a file whose last word on a connection is one failed)
+RETRY = re.compile(r"(?i:\bretrying\b|\bwill retry\b|\bretry(?:ing)? \d)")
+#: a line of a C++ backtrace (c10's ``Exception raised from recvBytes at ...`` and its ``frame #0:
+#: c10::Error::Error(...)``): it says where, not what; the statement it belongs to is the line before it
+#: (behind a launcher's prefix too: ``[rank1]:frame #0: ...``)
+BACKTRACE_LINE = re.compile(r"(?:^|[\s:\])>])(?:frame #\d+: |Exception raised from \S+ at )")
 #: a connection made after all (after retries), or a communicator that came up, or a wait for the
 #: other ranks (:data:`WAITING`) that ended: they joined
 RECOVERED = re.compile(
@@ -732,6 +772,15 @@ def classify_text(text: str, level: str | None = None) -> Signal | None:
         if RETRYING.search(text):
             return Signal(str(sev), str(SignalFamily.NETWORK), False)
         return None
+    if (
+        sev != SignalSeverity.FATAL
+        and LEVEL_LETTERS.get(level or "") in (None, SignalSeverity.WARNING)
+        and RETRYING.search(text)
+        and RETRY.search(text)
+    ):
+        # a connection that failed this time and is tried again (the exception it retries on may be
+        # quoted, with its backtrace, under the header's WARNING): an info row, not a failure by itself
+        return Signal(str(SignalSeverity.INFO), str(SignalFamily.NETWORK), False)
     words = FAILURE_WORDS.search(text) is not None or (
         sev == SignalSeverity.WARNING and WARNING_FAILURE.search(text) is not None
     )

@@ -239,6 +239,8 @@ def _signals_speak(incident) -> bool:
     """A line no reader parsed signalled a failure of a distributed kind, or of a known rank, or of
     the process itself (memory, device, a crash: a signal, a kill, an abort): that is evidence of a
     failure, not "nothing read"."""
+    if _signals.unrecovered_connections(incident) is not None:
+        return True  # a connection retried to the end of the log: a failure to connect, not "nothing read"
     fs = _signals.failure_signals(incident)
     if not len(fs):
         # a rank left waiting for the others at init: a hang, not "nothing read"

@@ -28,7 +28,7 @@ from .. import vocab as _vocab
 from ..ops import EVERY_RANK_NEEDED, normalize_op
 from ..ops import UNKNOWN as UNKNOWN_OP
 from ..processes import signal_name
-from ..signals import CONNECTION_LOST, NCCL_CODES, STOPPED, family_of
+from ..signals import CONNECTION_LOST, NAME_NOT_RESOLVED, NCCL_CODES, STOPPED, WRAPPER_FAILURE, family_of
 from ..vocab import COMPLETE_RECORD_KINDS, TRUNCATED_TRACEBACK, ClassId, ErrorKind, SeqKind, SignalFamily, State
 from .align import Divergence
 from .model import Evidence, Finding, RankView
@@ -45,6 +45,8 @@ _DISTRIBUTED = re.compile(
     r"Broken pipe|EnforceNotMet|invalid tensor size|distributed|"
     # a launcher reporting another process's end (a node's rendezvous closed, a Ray worker died)
     r"Rendezvous(?:Closed|Timeout)Error|RayActorError|ActorDiedError|actor died unexpectedly|worker died|"
+    # Ray: the actor a handle names is gone (its creator, another job, went away)
+    r"ActorHandleNotFoundError|"
     r"Horovod has been shut down",
     re.S,
 )
@@ -105,6 +107,8 @@ def is_crash_error(
             return False  # stopped from outside (KeyboardInterrupt, a launcher's SignalException): no crash
         if "returned non-zero exit status" in message and "local_rank" in message:
             return False  # a launcher's CalledProcessError about a worker, not the line's own failure
+        if WRAPPER_FAILURE.search(message):
+            return False  # it wraps a failure reported elsewhere ("See root cause above"): that one decides
         # a library's error about a collective's sizes, shapes or counts across ranks, or about ranks
         # that disagree on a value, is a collective failure (the failure-signal vocabulary's size and
         # stall families), not the rank's own crash
@@ -166,6 +170,7 @@ def own_failures(errors: pd.DataFrame) -> list[bool]:
     # says nothing about what failed: not evidence of an own failure
     exc_types = errors["exc_type"].astype(object) if "exc_type" in errors else [None] * len(errors)
     typed = "exc_type" in errors
+    frames = errors["frames"].astype(object) if "frames" in errors else [None] * len(errors)
     return [
         is_crash_error(
             k,
@@ -173,9 +178,14 @@ def own_failures(errors: pd.DataFrame) -> list[bool]:
             sg,
             code,
             in_collective=k == ErrorKind.EXCEPTION
-            and ((op is not None and op == op) or near_collective_error(*w) or (typed and not _known(t))),
+            and (
+                (op is not None and op == op)
+                or near_collective_error(*w)
+                or (typed and not _known(t))
+                or _rendezvous_unresolved(m, fr)
+            ),
         )
-        for k, m, sg, code, op, w, t in zip(
+        for k, m, sg, code, op, w, t, fr in zip(
             kinds,
             errors["message"],
             errors["signal"].astype(object),
@@ -183,8 +193,26 @@ def own_failures(errors: pd.DataFrame) -> list[bool]:
             ops,
             where,
             exc_types,
+            frames,
         )
     ]
+
+
+#: a frame of torch.distributed's set-up of a process group: its rendezvous, its store
+_RENDEZVOUS_FRAME = re.compile(
+    r"(?i)torch[/\\]distributed[/\\](?:rendezvous|elastic[/\\]rendezvous)|\bin (?:init_process_group|_\w*rendezvous\w*)\b"
+    r"|\bTCPStore\b|\b_create_c10d_store\b"
+)
+
+
+def _rendezvous_unresolved(message, frames) -> bool:
+    """An exception saying a host name does not resolve (``ValueError: host not found: Name or service not
+    known``), raised while torch.distributed set up the process group (its traceback's frames in the
+    rendezvous, the store, ``init_process_group``): the rendezvous address cannot be looked up, the
+    network's failure at init, not the process's own crash (a download's name lookup stays its own)."""
+    if not isinstance(message, str) or NAME_NOT_RESOLVED.search(message) is None:
+        return False
+    return isinstance(frames, str) and _RENDEZVOUS_FRAME.search(frames) is not None
 
 
 def _known(v) -> bool:

@@ -33,7 +33,7 @@ import pandas as pd
 
 from .. import human
 from ..ops import normalize_op
-from ..signals import CRASH_ELSEWHERE, INIT_ENTERING, TERMINATE, WAITING, family_of
+from ..signals import BACKTRACE_LINE, CRASH_ELSEWHERE, INIT_ENTERING, RETRYING, TERMINATE, WAITING, family_of
 from ..vocab import FAILURE_KINDS, TRUNCATED_TRACEBACK, VICTIM_KINDS, ClassId, ErrorKind, SignalFamily
 from .model import Evidence, Finding
 
@@ -234,6 +234,12 @@ def signal_finding(ctx, *, after: Finding | None = None) -> Finding | None:
         fs = read_failures(ctx)
     if not len(fs):
         return unrecovered_connections(ctx.incident) or unjoined_waits(ctx.incident) or stopped_at_init(ctx.incident)
+    if fs["text"].astype(str).str.contains(BACKTRACE_LINE).all():
+        # only backtrace lines failed (they say where, not what): a connection retried to the end of
+        # the log, whose exception they are, says what
+        stuck = unrecovered_connections(ctx.incident)
+        if stuck is not None:
+            return stuck
     fam_col = fs["family"].astype(object)
     first = fs.iloc[0]
     fam = str(first["family"])
@@ -595,9 +601,11 @@ def _lone_process(ctx, fs: pd.DataFrame, cut: Finding) -> bool:
 
 
 def unrecovered_connections(incident) -> Finding | None:
-    """A file whose last word on a connection is an INFO line saying it failed (NCCL retrying on "No
-    route to host", "Connection refused") with no line after it saying a connection was made: the
-    connection never came up before the log ends. ``nccl-error`` at low confidence; None otherwise."""
+    """A file whose last word on a connection is an info row saying it failed (NCCL retrying on "No
+    route to host", "Connection refused", c10d's store client ``failed to connect/validate ... -
+    retrying``) at which the file ends (after it only blank lines, more retries and the lines of the
+    backtrace it quotes: training output after it says the job went on): the connection never came
+    up before the log ends. ``nccl-error`` at low confidence; None otherwise."""
     if _empty(incident):
         return None
     s = incident.signals
@@ -607,11 +615,13 @@ def unrecovered_connections(incident) -> Finding | None:
     if not len(rows):
         return None
     rec = s[fam == SignalFamily.RECOVERED]
+    ev = incident.events
     stuck = []
     for f, grp in rows.groupby(rows["file"].astype(object), sort=False):
         last = grp["line"].max()
         later = rec[(rec["file"].astype(object) == f) & (rec["line"] > last)]
-        if not len(later):
+        ran = len(ev) and ((ev["file"].astype(object) == f) & (ev["line"] > last)).any()
+        if not len(later) and not ran and _ends_at(incident, f, int(last)):
             stuck.append(grp.sort_values("line").iloc[[-1]])
     if not stuck:
         return None
@@ -620,13 +630,32 @@ def unrecovered_connections(incident) -> Finding | None:
         class_id=ClassId.NCCL_ERROR,
         summary=(
             "A connection kept failing up to the end of the log, with no line after it saying it was made "
-            f"(retries at INFO level): {str(ev.iloc[0]['text'])[:200]}"
+            f"(retried, each try failing): {str(ev.iloc[0]['text'])[:200]}"
         ),
         confidence="low",
         evidence=_evidence(ev),
         rule="failure-signals",
         culprit_basis="undetermined: the process that could not connect is a victim of the unreachable side",
     )
+
+
+def _ends_at(incident, file, last: int) -> bool:
+    """Does ``file`` end at line ``last`` as far as what it says goes: every line after it unparsed and
+    blank, another connection retry, or a line of the backtrace the retry quotes (a counted span, whose
+    words are unknown, or a parsed line says the log went on)?"""
+    src = incident.sources
+    tot = src.loc[src["file"].astype(object) == file, "lines_total"] if len(src) else []
+    if not len(tot) or pd.isna(tot.iloc[0]):
+        return False
+    total = int(tot.iloc[0])
+    up = incident.unparsed
+    after = up[(up["file"].astype(object) == file) & (up["line"] > last)] if len(up) else up
+    if "n_lines" in after and len(after) and (after["n_lines"].fillna(1) > 1).any():
+        return False
+    texts = list(after["text"]) if len(after) else []
+    if len(texts) != total - last:
+        return False
+    return all(isinstance(t, str) and (not t.strip() or BACKTRACE_LINE.search(t) or RETRYING.search(t)) for t in texts)
 
 
 _WAIT_RANK = re.compile(r"(?i)rank:? (\d{1,10})\b")
