@@ -565,6 +565,15 @@ WRAPPER_FAILURE = re.compile(
     r"|^(?:[\w.]{0,80}(?:Error|Exception):\s*)?(?:[\w-]+ ){0,3}(?:initiali[sz]ation|start-?up|init)\s+failed\.?\s*$"
     r"|^(?:[\w.]{0,80}(?:Error|Exception):\s*)?(?:[\w-]+ ){0,3}failed to (?:start|initiali[sz]e)\.?\s*$)"
 )
+#: NCCL's remote-allocator service thread (bootstrap.cc, NCCL 2.x before 2.12: it allocates memory for a
+#: peer that relays through this GPU) failing on a connection that was not meant for it (nccl#555: the
+#: socket closed too soon, then random bytes read as a size): ``[Rem Allocator] Allocation failed``,
+#: ``[Rem Allocator] Poll failed with error 1``. That thread's failures (the closed socket, a ``Cuda
+#: failure 'out of memory'`` for the random size, their call traces) are its own; the job's threads
+#: carry on. See :func:`denpex_nb.analysis.signals.allocator_noise`
+REMOTE_ALLOCATOR = re.compile(r"\[Rem Allocator\]")
+#: NCCL's line prefix ``host:pid:tid [dev]``: which thread of which process printed the line
+NCCL_THREAD = re.compile(r"(?<![\w.-])([\w.-]{1,255}):(\d{1,10}):(\d{1,10}) \[\d{1,4}\]")
 #: a line that looks like a failure and is not: it gives no failure signal (it may still be kept as
 #: a warning). NCCL's plugin / transport probing, deprecation notes, zero counts (not errno 0's text
 #: after a source location: gloo's ``connectFullMesh failed with [.../pair.cc:144] no error`` failed),

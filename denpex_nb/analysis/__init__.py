@@ -64,6 +64,11 @@ def diagnose(incident, *, strict: bool = False) -> Diagnosis:
             diag.notes.append(f"rule {stage!r} failed on this input and was skipped: {type(exc).__name__}: {exc}")
             return fallback
 
+    # NCCL's remote-allocator thread failing on a stray connection while the job goes on: not the job's
+    aside = safely("allocator noise", lambda: _signals.allocator_noise(incident), None)
+    if aside is not None:
+        incident, note = aside
+        diag.notes.append(note)
     size = safely("group size", lambda: group_size(incident), None)
     state = safely("rank state", lambda: rank_state(incident, size), None)
     if state is None:

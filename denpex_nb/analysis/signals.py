@@ -21,6 +21,9 @@ Processes that raised, their tracebacks cut before the exception line, with noth
 anywhere, may have crashed (:func:`cut_tracebacks`): a ``rank-crash`` at low confidence, offered as an
 alternative beside "cause undetermined" (the cut may have taken a collective's own error).
 
+NCCL's remote-allocator service thread failing on a stray connection while the log goes on after it
+is set aside before any rule runs (:func:`allocator_noise`): that thread's failures are not the job's.
+
 A peer that closed or reset the connection died first (:func:`peer_gone`): its address or host is
 mapped to a rank when a prefix, an NCCL line or the ranks frame ties that host to one rank.
 """
@@ -33,7 +36,17 @@ import pandas as pd
 
 from .. import human
 from ..ops import normalize_op
-from ..signals import BACKTRACE_LINE, CRASH_ELSEWHERE, INIT_ENTERING, RETRYING, TERMINATE, WAITING, family_of
+from ..signals import (
+    BACKTRACE_LINE,
+    CRASH_ELSEWHERE,
+    INIT_ENTERING,
+    NCCL_THREAD,
+    REMOTE_ALLOCATOR,
+    RETRYING,
+    TERMINATE,
+    WAITING,
+    family_of,
+)
 from ..vocab import FAILURE_KINDS, TRUNCATED_TRACEBACK, VICTIM_KINDS, ClassId, ErrorKind, SignalFamily
 from .model import Evidence, Finding
 
@@ -121,6 +134,85 @@ def failure_signals(incident) -> pd.DataFrame:
     t = f.groupby("_file", sort=False)["t_wall"].ffill().groupby(f["_file"], sort=False).bfill()
     f = f.assign(_t=t)
     return f.sort_values(["_t", "_file", "line"], na_position="last", kind="stable").drop(columns=["_t", "_file"])
+
+
+def allocator_noise(incident):
+    """The incident without the failure lines of NCCL's remote-allocator service thread, and a note
+    saying so; None when there are none to set aside.
+
+    A thread (``host:pid:tid`` of NCCL's prefix) is the allocator's when it printed a ``[Rem
+    Allocator]`` WARN (:data:`denpex_nb.signals.REMOTE_ALLOCATOR`); its lines (that WARN, the closed
+    socket and the ``'out of memory'`` before it, their call traces) are set aside when the same file
+    goes on after the last of them (a collective read, or a line that signals no failure: training
+    output): nccl#555, the job's threads carry on. A file that ends at them keeps them (the job may
+    have stopped there: nccl#847 was cancelled while they repeated); every other line's failure still
+    counts, so a failure of the job's own threads still decides."""
+    if _empty(incident):
+        return None
+    s = incident.signals
+    texts = s["text"].astype(str)
+    rem = s[texts.str.contains(REMOTE_ALLOCATOR)]
+    if not len(rem):
+        return None
+    threads: dict = {}
+    for f, t in zip(rem["file"].astype(object), rem["text"].astype(str)):
+        m = NCCL_THREAD.search(t)
+        if m:
+            threads.setdefault(f, set()).add((m.group(1), int(m.group(2)), int(m.group(3))))
+    errs = incident.errors
+    sig_drop, err_drop = [], []
+    for f, keys in threads.items():
+        ours = pd.Series([_thread(t) in keys for t in texts], index=s.index, dtype=bool)
+        mine = s.index[(s["file"].astype(object) == f) & ours].tolist()
+        e_mine = []
+        if len(errs) and "tid" in errs:
+            er = errs[(errs["file"].astype(object) == f) & errs["tid"].notna() & errs["pid"].notna()]
+            e_mine = [
+                i
+                for i, h, p, t in zip(er.index, er["host"].astype(object), er["pid"], er["tid"])
+                if (str(h), int(p), int(t)) in keys
+            ]
+        last = max([int(s.at[i, "line"]) for i in mine] + [int(errs.at[i, "line"]) for i in e_mine])
+        if _went_on(incident, f, last):
+            sig_drop += mine
+            err_drop += e_mine
+    if not sig_drop:
+        return None
+    from dataclasses import replace
+
+    first = s.loc[sig_drop[0]]
+    note = (
+        f"set aside {len(sig_drop)} line(s) of NCCL's remote-allocator service thread (the first "
+        f"{first['file']}:{first['line']}: {str(first['text'])[:120]}): that thread fails on a connection not "
+        "meant for it while the job's threads carry on (nccl#555), and this log goes on after them"
+    )
+    return replace(incident, signals=s.drop(index=sig_drop), errors=errs.drop(index=err_drop)), note
+
+
+def _thread(text: str):
+    m = NCCL_THREAD.search(text)
+    return (m.group(1), int(m.group(2)), int(m.group(3))) if m else None
+
+
+def _went_on(incident, file, last: int) -> bool:
+    """Does ``file`` say the work went on after line ``last``: a collective read after it, or a line
+    after it with words that signals no failure?"""
+    ev = incident.events
+    if len(ev) and ((ev["file"].astype(object) == file) & (ev["line"] > last)).any():
+        return True
+    up = incident.unparsed
+    if not len(up):
+        return False
+    after = up[(up["file"].astype(object) == file) & (up["line"] > last)]
+    s = incident.signals
+    failing = set(s.loc[(s["file"].astype(object) == file) & s["failure"].fillna(False).astype(bool), "line"])
+    return any(
+        isinstance(t, str) and _WORDS.search(t) is not None and int(ln) not in failing
+        for ln, t in zip(after["line"], after["text"])
+    )
+
+
+_WORDS = re.compile(r"[A-Za-z]{2}")
 
 
 def warnings_of_note(incident) -> str:

@@ -34,7 +34,8 @@ whose rank stays unknown keeps ``rank`` empty but still names ``host`` and ``pid
 
 Extra columns: events ``host``, ``pid``, ``device`` (``cuda:<d>``), ``comm`` (pointer),
 ``comm_rank`` (rank inside that communicator), ``redop``, ``nccl_position`` and ``nccl_opcount``
-(both counters on both rows); errors ``host``, ``pid``, ``device``, ``origin`` (NCCL source
+(both counters on both rows); errors ``host``, ``pid``, ``tid`` (the thread of NCCL's prefix, on
+WARN and trace rows), ``device``, ``origin`` (NCCL source
 file:line; for traces the innermost location), ``nccl_result`` (the ncclResult_t name, also for
 torch's and pynccl's messages), ``nccl_code`` (its number, traces), ``nccl_trace`` (the burst's
 locations, newline-joined), ``last_warn`` (the process's last WARN text before the burst),
@@ -279,6 +280,7 @@ class NcclReader(TextReader):
                 rank=self._rank(line, proc, pid_rank),
                 host=host,
                 pid=pid,
+                tid=_num(p.group("tid")),
                 device=p.group("dev"),
                 origin=p.group("src"),
                 related_ranks=named or None,
@@ -373,6 +375,7 @@ class NcclReader(TextReader):
             rank=self._rank(line, proc, pid_rank),
             host=proc[0],
             pid=proc[1],
+            tid=_num(p.group("tid")),
             device=p.group("dev"),
             origin=m.group("loc"),
             nccl_result=name,

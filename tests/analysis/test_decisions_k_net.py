@@ -23,6 +23,14 @@ subsets of the lines) and phrasings from several real threads.
 - HCCL's own error lines (``[ERROR] HCCL(pid,proc):time [file.cc:N] ...``: a listen that failed, links
   not established in time) are the collective library's errors, as NCCL's WARNs are: ``nccl-error``,
   whatever subset of them a paste kept (test_hccls_own_error_lines_are_the_collective_librarys_errors).
+- NCCL's remote-allocator service thread failing on a connection not meant for it (``[Rem Allocator]
+  Allocation failed`` / ``Poll failed``, with that thread's closed socket and ``'out of memory'`` WARNs
+  and call traces: nccl#555, nccl#472) is set aside when the log goes on after it (training output):
+  no failure, at low confidence, with a note; a log that ends at it keeps it as a failure (nccl#847),
+  and a failure of any other thread or line still decides
+  (test_the_remote_allocator_threads_failures_while_training_goes_on_are_no_failure,
+  test_the_remote_allocator_threads_failures_at_the_end_of_the_log_stay_failures,
+  test_another_failure_beside_the_allocators_still_decides).
 """
 
 from __future__ import annotations
@@ -222,3 +230,61 @@ _HCCL = [
 def test_hccls_own_error_lines_are_the_collective_librarys_errors(tmp_path, start, wrapper):
     d = _diagnose(tmp_path, {"plog.txt": _wrap(wrapper, _HCCL[start:])})
     assert d.verdict == ClassId.NCCL_ERROR, d.summary()
+
+
+# --- NCCL's remote-allocator thread while the job goes on ------------------------------------------
+
+_T = "696b7901f904:39:298 [0] "  # the allocator's thread (host:pid:tid [dev])
+_ALLOC = [
+    _T + "include/socket.h:423 NCCL WARN Net : Connection closed by remote peer 10.0.0.4<52638>",
+    _T + "NCCL INFO include/socket.h:445 -> 2",
+    _T + "NCCL INFO bootstrap.cc:229 -> 2",
+    "",
+    _T + "bootstrap.cc:279 NCCL WARN [Rem Allocator] Allocation failed (segment 0, fd 130)",
+    "",
+    _T + "include/alloc.h:48 NCCL WARN Cuda failure 'out of memory'",
+    _T + "NCCL INFO bootstrap.cc:231 -> 1",
+    "",
+    _T + "bootstrap.cc:279 NCCL WARN [Rem Allocator] Allocation failed (segment 0, fd 130)",
+]
+_POLL = [_T + "bootstrap.cc:189 NCCL WARN [Rem Allocator] Poll failed with error 1"]
+_TRAINING = [
+    "Train Epoch: 1 [0/246000 (0%)]\\tLoss: 0.036680415272713",
+    "epoch is: 1 and train loss is 0.03668041527271271",
+    "...",
+    "Train Epoch: 1 [2700/246000 (18%)]\\tLoss: 0.000002425569619",
+]
+
+
+@pytest.mark.parametrize("alloc", [_ALLOC, _POLL], ids=["allocation-failed", "poll-failed"])
+@pytest.mark.parametrize("wrapper", ["plain", "torch", "kubectl", "docker"])
+def test_the_remote_allocator_threads_failures_while_training_goes_on_are_no_failure(tmp_path, alloc, wrapper):
+    lines = ["100%|##########| 548M/548M [00:02<00:00, 259MB/s]", *alloc, *_TRAINING]
+    d = _diagnose(tmp_path, {"log.txt": _wrap(wrapper, lines, 0)})
+    assert d.verdict == ClassId.NO_FAILURE, d.summary()
+    assert d.all_clear_confidence == "low"
+    assert any("remote-allocator" in n for n in d.notes), d.notes
+
+
+@pytest.mark.parametrize("alloc", [_ALLOC, _POLL], ids=["allocation-failed", "poll-failed"])
+def test_the_remote_allocator_threads_failures_at_the_end_of_the_log_stay_failures(tmp_path, alloc):
+    # nccl#847: the job was cancelled while they repeated; nothing after them says it went on
+    lines = [*_TRAINING, *alloc, "", "..."]
+    d = _diagnose(tmp_path, {"log.txt": lines})
+    assert d.verdict not in (ClassId.NO_FAILURE, ClassId.NO_EVIDENCE), d.summary()
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        "696b7901f904:39:39 [0] NCCL WARN Net : Connection closed by remote peer 10.0.0.4<52638>",  # the main thread
+        "[E1201 10:00:00.000 ProcessGroupNCCL.cpp:616] [Rank 0] Watchdog caught collective operation timeout: "
+        "WorkNCCL(SeqNum=66, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600010 milliseconds",
+        "RuntimeError: CUDA error: an illegal memory access was encountered",
+    ],
+    ids=["main-thread", "watchdog", "device"],
+)
+def test_another_failure_beside_the_allocators_still_decides(tmp_path, failure):
+    lines = [*_ALLOC, *_TRAINING[:2], failure, *_TRAINING[2:]]
+    d = _diagnose(tmp_path, {"log.txt": lines})
+    assert d.verdict not in (ClassId.NO_FAILURE, ClassId.NO_EVIDENCE), d.summary()
