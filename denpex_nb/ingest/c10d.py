@@ -306,9 +306,18 @@ class C10dReader(TextReader):
         if "what()" in text and (m := _WHAT.match(text)):
             text = m.group(1)
             if st[ErrorKind.ABORT] is not None:  # the what() of the terminate line before it
-                st[ErrorKind.ABORT]["message"] += ": " + text
+                abort = st[ErrorKind.ABORT]
+                abort["message"] += ": " + text
                 st[ErrorKind.ABORT] = None
-                if self._gloo(line, text, ctx, out) or self._teardown(line, text, ctx, out):
+                if abort.get("rank") is None:  # the process that aborted is the one its message names
+                    abort["rank"] = self._rank(line, text)
+                # the exception that aborted the process is a record of its own (a watchdog's timeout: the
+                # abort, and the launcher's exit -6 after it, are that timeout's consequence)
+                if (
+                    self._gloo(line, text, ctx, out)
+                    or self._teardown(line, text, ctx, out)
+                    or ("WorkNCCL" in text and self._timeout(line, text, ctx, out))
+                ):
                     return True
                 return True
         st[ErrorKind.ABORT] = None

@@ -56,9 +56,12 @@ from .base import FileContext, Line, Output, TextReader, register_text_reader
 SOURCE = "nccl"
 
 #: host:pid:tid [dev] [src:line] NCCL LEVEL; at the start of a line the host:pid:tid may be missing (a
-#: paste or a launcher that kept only the ``[dev]`` bracket, which the prefix stripper already took)
+#: paste or a launcher that kept only the ``[dev]`` bracket, which the prefix stripper already took), and
+#: the pid:tid may be missing before a ``[dev]`` bracket (``gpu-server320 [5] NCCL INFO ...``: a paste
+#: that dropped them, a logger that prints the host only)
 PREFIX = re.compile(
-    r"(?:(?:\[(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?:\.\d+)?\] )?(?P<host>(?<![\w.-])[\w.-]+):(?P<pid>\d+):(?P<tid>\d+) |^)"
+    r"(?:(?:\[(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?:\.\d+)?\] )?(?P<host>(?<![\w.-])[\w.-]+)"
+    r"(?::(?P<pid>\d+):(?P<tid>\d+) | (?=\[\d+\] ))|^)"
     r"(?:\[(?P<dev>\d+)\] )?(?:(?P<src>\S+:\d+)(?: \((?P<func>[^)]*)\))? )?NCCL (?P<lvl>INFO|WARN|TRACE|CALL|ABORT)\b ?"
 )
 _INIT = re.compile(
