@@ -8,13 +8,15 @@ subsets of the lines) and phrasings from several real threads.
   servname provided``), is the network's failure at rendezvous (``nccl-error``), not the process's own
   crash; the same lookup failing in a download (no torch.distributed frame, a URL) stays the
   process's own error (test_an_unresolvable_rendezvous_host_is_the_networks_failure,
+  test_an_unresolvable_store_host_said_without_a_traceback_is_the_networks_failure,
   test_a_downloads_name_lookup_stays_the_processs_own_error).
 - An exception that only wraps a failure reported elsewhere (vLLM's ``Engine core initialization failed.
   See root cause above``, ``Engine process failed to start. See stack trace for the root cause``) and
   Ray's ``ActorHandleNotFoundError`` (the actor a handle names is gone) are not a process's own crash:
   the failure they wrap decides, wherever the paste put it (a gloo ``connectFullMesh`` refused:
   ``nccl-error``; a ValueError: that process's crash); alone, the wrapper is still a failure
-  (test_a_wrapper_exception_defers_to_the_failure_it_wraps, test_a_wrapper_alone_is_still_a_failure).
+  (test_a_wrapper_exception_defers_to_the_failure_it_wraps, test_a_wrapper_beside_a_processs_own_error_is_that_crash,
+  test_a_wrapper_alone_is_still_a_failure).
 - c10d's store client retrying (``TCP client failed to connect/validate to host H:P - retrying (try=6,
   ...): Connection reset by peer``, logged at WARNING with the backtrace of what it retries on) is no
   failure by itself; a file that ends at such retries never connected (``nccl-error``, low); training
