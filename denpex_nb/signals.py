@@ -118,6 +118,11 @@ NEEDLES: tuple[bytes, ...] = (
     # a cross-rank check that found ranks disagreeing (a rank whose value differs from the others')
     b"disagree",
     b"ifferent value",
+    # a library saying its ranks or workers fell out of step (OUT_OF_SYNC)
+    b"out of sync",
+    b"out-of-sync",
+    b"inconsistent between",
+    b"inconsistent across",
     # a connection failing at INFO level while retrying, and one made after all
     b"No route",
     b"unreachable",
@@ -233,6 +238,18 @@ _DISAGREE = (
     r"|\branks?\s?\d+\s+(?:and|vs\.?)\s+(?:ranks?\s?)?\d+\s+disagree|\b(?:ranks|processes|workers)\s+disagree(?:d)?\b"
     r"|\b(?:differs?|is\s+different)\s+(?:from|than)\s+(?:that\s+of\s+)?(?:the\s+)?other\s+ranks)"
 )
+#: a library saying that its ranks or workers fell out of step with each other (fairseq's ``all_gather_list
+#: requires all workers to enter the function together, so this error usually indicates that the workers
+#: have fallen out of sync somehow``, ``ranks are out of sync``, its ``Fatal error: gradients are
+#: inconsistent between workers``): a desync stated in words, the stall family, ahead of any cause the same
+#: message guesses at (``Workers can fall out of sync if one of them runs out of memory``: an out-of-memory
+#: that happened is a line of its own, and comes first)
+OUT_OF_SYNC = (
+    r"(?i:\b(?:ranks|workers|processes|replicas|nodes|gpus|devices)\b[^\n]{0,40}?\b(?:(?:have|has|had)\s+)?"
+    r"(?:fallen|fell|falls?|gone|got(?:ten)?|gets?|are|were|is|was|becomes?|became|went|goes)\s+out[ -]of[ -]sync\b"
+    r"|\bout[ -]of[ -]sync\s+(?:ranks|workers|processes|replicas)\b"
+    r"|\b(?:are|is|were|was)\s+inconsistent\s+(?:between|across|among)\s+(?:the\s+)?(?:ranks|workers|processes|replicas)\b)"
+)
 #: a line holding one of these reports a failure whatever its level
 FAILURE_WORDS = re.compile(
     r"(?<![\w/-])(?:[Ff]ail(?:ed|ing|ure|s)?|FAIL(?:ED|URE)?)(?![\w-])|\brefused\b|\b(?:reset|closed) by (?:the )?(?:remote )?peer\b"
@@ -258,6 +275,7 @@ FAILURE_WORDS = re.compile(
     # Unknown error -114``); 0 is none
     r"|\bprov_errno:? ?(?!0\b)[\w(-]"
     r"|" + _DISAGREE + r"\b"
+    r"|" + OUT_OF_SYNC
 )
 
 # --- families ------------------------------------------------------------------------------------
@@ -367,6 +385,8 @@ P2P_PATH = re.compile(
 #: (family, pattern), first match wins: the order puts the cause before its consequences (an
 #: out-of-memory inside an NCCL error is memory; a CUDA fault inside a watchdog line is the device)
 FAMILIES: tuple[tuple[SignalFamily, re.Pattern], ...] = (
+    # ranks said to be out of step: the statement is the failure, a cause it guesses at is not (see OUT_OF_SYNC)
+    (SignalFamily.STALL, re.compile(OUT_OF_SYNC)),
     (
         SignalFamily.MEMORY,
         re.compile(
@@ -566,6 +586,22 @@ CONNECTION_LOST = re.compile(
     r"Connection(?:Refused|Reset|Aborted)Error|BrokenPipeError|(?i:connection (?:refused|reset|aborted)"
     r"|closed by (?:the )?(?:remote )?peer|broken pipe)"
 )
+
+#: c10d called in a process where no process group exists (``ValueError: Default process group has not
+#: been initialized, please make sure to call init_process_group.`` since torch 2.0, the same text as a
+#: ``RuntimeError`` before, ``AssertionError: Default process group is not initialized`` in torch <= 1.7's
+#: ``_check_default_pg``, libraries' own checks in the same words): the process used the distributed API
+#: without joining a group (a ``DistributedSampler`` in a plain single-process run, a collective before
+#: ``init_process_group``). Its own error, raised before any collective could run, whatever call it was
+#: raised in: never a collective failure between ranks (an init that failed before it says why, and
+#: comes first)
+NO_PROCESS_GROUP = re.compile(
+    r"(?i:default process group (?:has not been|hasn't been|is not|was not|not) (?:yet )?initiali[sz]ed)"
+)
+#: the innermost frame of a traceback cut before its exception line, in c10d's own check that a default
+#: group exists (``distributed_c10d.py:940 in _get_default_group``, torch <= 1.7's ``_check_default_pg``):
+#: those functions raise only the error above
+NO_PROCESS_GROUP_FRAME = re.compile(r"distributed_c10d\.py:\d+ in (?:_check_default_pg|_get_default_group)\s*$")
 
 #: c10d's client trying one address of a host name that is not usable from here (``[W socket.cpp:697]
 #: [c10d] The client socket has failed to connect to [DESKTOP-1]:55472 (system error: 10049 - The

@@ -28,7 +28,16 @@ from .. import vocab as _vocab
 from ..ops import EVERY_RANK_NEEDED, normalize_op
 from ..ops import UNKNOWN as UNKNOWN_OP
 from ..processes import signal_name
-from ..signals import CONNECTION_LOST, NAME_NOT_RESOLVED, NCCL_CODES, STOPPED, WRAPPER_FAILURE, family_of
+from ..signals import (
+    CONNECTION_LOST,
+    NAME_NOT_RESOLVED,
+    NCCL_CODES,
+    NO_PROCESS_GROUP,
+    NO_PROCESS_GROUP_FRAME,
+    STOPPED,
+    WRAPPER_FAILURE,
+    family_of,
+)
 from ..vocab import COMPLETE_RECORD_KINDS, TRUNCATED_TRACEBACK, ClassId, ErrorKind, SeqKind, SignalFamily, State
 from .align import Divergence
 from .model import Evidence, Finding, RankView
@@ -88,12 +97,20 @@ FAILURE_KINDS = _vocab.FAILURE_KINDS
 
 
 def is_crash_error(
-    kind: str, message: str | None, signal: str | None = None, exit_code=None, in_collective: bool = False
+    kind: str,
+    message: str | None,
+    signal: str | None = None,
+    exit_code=None,
+    in_collective: bool = False,
+    frames: str | None = None,
 ) -> bool:
     """True for a rank's own failure that is not a collective error: an exception, OOM, a device
     fault (even wrapped in a watchdog or NCCL message), a kill (a crash signal, or an exit code
     that is minus one). ``in_collective``: the exception's traceback ends in a torch.distributed
-    collective call, so whatever its (possibly cut) message says, it failed in a collective."""
+    collective call, so whatever its (possibly cut) message says, it failed in a collective; except
+    when it says no process group exists (:data:`denpex_nb.signals.NO_PROCESS_GROUP`): then no
+    collective ran, and the process misused the API on its own (``frames``: a traceback cut before its
+    exception line whose innermost frame is that check says the same)."""
     message = None if message is None or pd.isna(message) else str(message)
     signal = None if signal is None or pd.isna(signal) else str(signal)
     if kind == ErrorKind.OOM:
@@ -101,6 +118,10 @@ def is_crash_error(
     if message and _device_fault(message):
         return True
     if kind == ErrorKind.EXCEPTION:
+        if (message and NO_PROCESS_GROUP.search(message)) or _in_group_check(message, frames):
+            # no process group exists (its check's words, or a cut traceback's last line quoting them):
+            # the process's own misuse of the API, whatever call raised it; no collective ran
+            return True
         if not message or message.startswith(TRUNCATED_TRACEBACK) or in_collective:
             return False  # unknown, or raised inside a collective: not an own failure
         if STOPPED.search(message):
@@ -116,6 +137,14 @@ def is_crash_error(
     if kind in (ErrorKind.SIGNAL, ErrorKind.CHILD_FAILED, ErrorKind.AGENT, ErrorKind.EXIT):
         return (signal or signal_name(exit_code, shell=True)) in _CRASH_SIGNALS
     return False
+
+
+def _in_group_check(message: str | None, frames) -> bool:
+    """A traceback cut before its exception line whose innermost frame is c10d's check that a default
+    process group exists (:data:`denpex_nb.signals.NO_PROCESS_GROUP_FRAME`)."""
+    if not message or not message.startswith(TRUNCATED_TRACEBACK) or not isinstance(frames, str):
+        return False
+    return NO_PROCESS_GROUP_FRAME.search(frames.rsplit("\n", 1)[-1]) is not None
 
 
 # What the patterns say of one message, remembered: the same messages come back for every rank and
@@ -184,6 +213,7 @@ def own_failures(errors: pd.DataFrame) -> list[bool]:
                 or (typed and not _known(t))
                 or _rendezvous_unresolved(m, fr)
             ),
+            frames=fr,
         )
         for k, m, sg, code, op, w, t, fr in zip(
             kinds,

@@ -320,6 +320,14 @@ _PY_OLD = re.compile(r"^(?P<lvl>DEBUG|INFO|WARNING|ERROR|CRITICAL):(?P<logger>[\
 _PY_23 = re.compile(
     r"^\[(?P<date>\d{4}-\d\d-\d\d) (?P<hms>\d\d:\d\d:\d\d),(?P<ms>\d{3})\] (?P<logger>[\w.]+): \[(?P<lvl>[A-Z]+)\] ?"
 )
+#: the same header without its date, Python logging's ``%(name)s: [%(levelname)s] %(message)s``
+#: (``torch.testing._internal.common_distributed: [ERROR]   File "...", line 157, in _sync_tp_grads``:
+#: the multi-process test harness logging a child's traceback line by line); never an exception line
+#: whose message starts with a level in brackets (``RuntimeError: [ERROR] ...``)
+_PY_NAMED = re.compile(
+    r"^(?P<logger>(?![\w.]*(?:Error|Exception|Warning|Exit|Interrupt|Failure):)[A-Za-z_][\w.]{0,200}): "
+    r"\[(?P<lvl>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\] ?"
+)
 _DEEPSPEED = re.compile(
     r"^\[(?P<date>\d{4}-\d\d-\d\d) (?P<hms>\d\d:\d\d:\d\d),(?P<ms>\d{3})\] \[(?P<lvl>[A-Z]+)\] "
     r"\[(?P<where>[^\]]*)\] (?:\[Rank (?P<r>-?\d+)\] )?"
@@ -661,6 +669,11 @@ def _strip_header(s: str, p: _Parsed, ctx: FileContext) -> str:
         p.kinds.append("pylog")
         return s[m.end() :]
     m = _PY_OLD.match(s) if c in _PY_OLD_FIRST else None
+    if m:
+        p.severity, p.origin = _LEVELS[m.group("lvl")], m.group("logger")
+        p.kinds.append("pylog")
+        return s[m.end() :]
+    m = _PY_NAMED.match(s) if (c.isalpha() or c == "_") and ": [" in s[:220] else None
     if m:
         p.severity, p.origin = _LEVELS[m.group("lvl")], m.group("logger")
         p.kinds.append("pylog")

@@ -60,6 +60,7 @@ from datetime import datetime
 from ..incident import TRUNCATED_TRACEBACK
 from ..ops import normalize_op
 from ..processes import signal_name
+from ..signals import OUT_OF_SYNC
 from ..vocab import IGNORED_EXCEPTION, ErrorKind
 from ._text import add_error, error_row, i32, i64
 from .base import FileContext, Line, Output, TextReader, register_text_reader
@@ -87,6 +88,7 @@ _EXC_NAMED = re.compile(
     r"(?:\([A-Za-z_][\w.]{0,100}\))?: ?(?P<msg>.*)$"
 )
 _OOM = re.compile(r"out of memory|OutOfMemoryError|can't allocate memory", re.I)
+_OUT_OF_SYNC = re.compile(OUT_OF_SYNC)
 _GPU = re.compile(r"\bGPU (\d+)")
 _AGENT_FAILED = re.compile(r"failed \(exitcode: (-?\d+)\) local_rank: (\d+) \(pid: (\d+)\) of binary: (.*)$")
 _CLOSING = re.compile(r"Sending process (\d+) closing signal (SIG\w+)")
@@ -142,6 +144,15 @@ _ELASTIC = re.compile(
 )
 _ELASTIC_HINTS = ("elastic_operator", "Rendezvous", "OMP_NUM_THREADS", "worker group", "other agents")
 _ELASTIC_KV = re.compile(r"^\s+(?P<k>[a-z_]+)\s*[=:] ?(?P<v>.*)$")
+#: Ray Train's list of the worker group it started, one line per worker (v1's ``Started distributed worker
+#: processes:``, v2's ``Started training worker group of size 4:``, then ``- (ip=10.0.0.1, pid=2788)
+#: world_rank=0, local_rank=0, node_rank=0``, since Ray 2.7 with ``node_id=...`` first): the global rank,
+#: local rank, node address and pid of every worker, as the launcher assigned them
+_RAY_GROUP = re.compile(r"Started (?:distributed worker processes|training worker group of size (?P<n>\d{1,9})):?\s*$")
+_RAY_WORKER_ROW = re.compile(
+    r"^\s*- \((?:node_id=\w{1,200}, )?ip=(?P<ip>[0-9A-Za-z.:-]{1,200}), pid=(?P<pid>\d{1,10})\) "
+    r"world_rank=(?P<r>\d{1,9}), local_rank=(?P<lr>\d{1,9}), node_rank=(?P<nr>\d{1,9})\s*$"
+)
 _LIGHTNING_BANNER = re.compile(
     r"^distributed_backend=\w+\s*$|^All distributed processes registered\. Starting with (\d+) processes"
 )
@@ -366,6 +377,8 @@ class PythonReader(TextReader):
         b"Rendezvous",
         b"OMP_NUM_THREADS",
         b"worker group",
+        b"worker processes",
+        b"world_rank=",
         b"distributed_backend=",
         b"distributed processes registered",
         b"Fatal Python error",
@@ -655,8 +668,9 @@ class PythonReader(TextReader):
         return False
 
     def _launcher(self, line: Line, text: str, ctx, out, st) -> bool:
-        """DeepSpeed's launcher lines, torchrun's elastic agent start, Lightning's banner: proof
-        that the distributed machinery ran; rank maps and world sizes become ``ranks`` rows."""
+        """DeepSpeed's launcher lines, torchrun's elastic agent start, Ray Train's list of the workers it
+        started, Lightning's banner: proof that the distributed machinery ran; rank maps and world sizes
+        become ``ranks`` rows."""
         if "deepspeed" in line.prefixes and line.origin and line.origin.startswith(_DS_LAUNCHER):
             m = _DS_MAPPING.search(text) if "global_rank_mapping" in text else None
             if m:
@@ -710,6 +724,24 @@ class PythonReader(TextReader):
                 add_error(
                     out, error_row(line, ctx, SOURCE, ErrorKind.AGENT, text.strip(), rank=None, pid=i64(m.group(1)))
                 )
+            return True
+        if "world_rank=" in text and (m := _RAY_WORKER_ROW.match(text)):
+            n = out.__dict__.setdefault("_python_file_state", {}).get("ray_group_size")
+            out.ranks.append(
+                {
+                    "rank": i32(m.group("r")),
+                    "host": m.group("ip"),
+                    "pid": i64(m.group("pid")),
+                    "local_rank": i32(m.group("lr")),
+                    "world_size": i32(n) if n else None,
+                    "source": SOURCE,
+                    "file": ctx.file,
+                    "line": line.lineno,
+                }
+            )
+            return True
+        if "Started " in text and (m := _RAY_GROUP.search(text)):
+            out.__dict__.setdefault("_python_file_state", {})["ray_group_size"] = m.group("n")
             return True
         if any(h in text for h in _ELASTIC_HINTS) and _ELASTIC.search(text):
             if text.rstrip().endswith(":"):  # a block of "  key=value" / "  key : value" lines follows
@@ -1026,7 +1058,8 @@ class PythonReader(TextReader):
         )
 
     def _exception(self, line: Line, ctx, out, exc_type, msg, rank, **extra) -> None:
-        kind = ErrorKind.OOM if _OOM.search(msg) else ErrorKind.EXCEPTION
+        # (a message saying the ranks fell out of sync may guess at an out-of-memory: not one itself)
+        kind = ErrorKind.OOM if _OOM.search(msg) and not _OUT_OF_SYNC.search(msg) else ErrorKind.EXCEPTION
         row = error_row(line, ctx, SOURCE, kind, msg, rank=rank, exc_type=exc_type, **extra)
         if kind == ErrorKind.OOM:
             g = _GPU.search(msg)
