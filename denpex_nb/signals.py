@@ -339,6 +339,18 @@ NCCL_CODES = re.compile(
     # error: HcclAllreduce, error code is 6``)
     r"|\bHCCL error\b|\bhccl api failed\b|\bHccl[A-Z]\w{2,40},? error code is [1-9]"
 )
+#: a command line its parser rejected, so the program exited (code 2) before it ran anything: click's
+#: ``Error: No such command 'run'.`` (``No such option: --nproc_per_node``, ``Missing argument
+#: 'CONFIG'.``, ``Invalid value for '--nnodes': ...``, ``Got unexpected extra argument (x)``) and
+#: argparse's ``prog: error: unrecognized arguments: ...`` (``the following arguments are required:
+#: ...``, ``argument cmd: invalid choice: 'run' ...``). A launch of a distributed job that never
+#: started (``tune run --nproc_per_node 8``, ``torchrun``): family ``exit``, the process's own failure
+USAGE_ERROR = (
+    r"\bError: (?i:no such (?:command|option)|missing (?:argument|option|parameter)|invalid value for"
+    r"|got unexpected extra arguments?)\b"
+    r"|: error: (?:unrecognized arguments|the following arguments are required|argument [\w/-]+: invalid (?:choice|\w+ value)"
+    r"|invalid choice)"
+)
 #: a port that could not be bound because another process holds it (errno 98 on Linux, 48 on macOS,
 #: WSAEADDRINUSE 10048 on Windows), and c10d's summary when no address of the host could be bound:
 #: ``The server socket has failed to bind to [::]:29500 (errno: 98 - Address already in use)``,
@@ -493,6 +505,7 @@ FAMILIES: tuple[tuple[SignalFamily, re.Pattern], ...] = (
         re.compile(
             r"(?i:exit(?:ed)?(?: with)? (?:code|status)|exitcode|return ?code|\bsignal\b|Segmentation fault|core dumped"
             r"|\bkilled\b|\babort(?:ed|ing)?\b|terminate called|\bSIG[A-Z]{3,5}\b)"
+            r"|" + USAGE_ERROR
         ),
     ),
     (
@@ -606,18 +619,38 @@ NO_PROCESS_GROUP_FRAME = re.compile(r"distributed_c10d\.py:\d+ in (?:_check_defa
 #: c10d's client trying one address of a host name that is not usable from here (``[W socket.cpp:697]
 #: [c10d] The client socket has failed to connect to [DESKTOP-1]:55472 (system error: 10049 - The
 #: requested address is not valid in its context.)`` on Windows, ``[localhost]:29500 (errno: 99 - Cannot
-#: assign requested address)`` on Linux, an IPv6 name of localhost): c10d tries every address the
-#: name resolves to and carries on with the next; only its summary (``failed to connect to any network
-#: address of ...``, a ``DistNetworkError``, a timeout) says that the connection failed
+#: assign requested address)`` on Linux, an IPv6 name of localhost; an address of a family this host
+#: cannot use, ``(errno: 97 - Address family not supported by protocol)``, or that the kernel refuses as
+#: given, ``[ip-26-0-146-37]:22456 (errno: 22 - Invalid argument)``): c10d records the attempt at
+#: WARNING level, tries every address the name resolves to and carries on with the next; only its
+#: summary (``failed to connect to any network address of ...``, a ``DistNetworkError``, a timeout)
+#: says that the connection failed
 ADDRESS_NOT_HERE = (
     r"^(?![^\n]*any network address)[^\n]*?client socket has failed to connect to [^\n]{0,200}?"
-    r"(?:EADDRNOTAVAIL|cannot assign requested address|not valid in its context)"
+    r"(?:EADDRNOTAVAIL|EAFNOSUPPORT|EINVAL|cannot assign requested address|not valid in its context"
+    r"|address family not supported|incompatible with the requested protocol|invalid argument)"
 )
 #: error numbers the vocabulary reads by meaning, spelled by name before :func:`classify` reads every
-#: run of digits as ``11``: EADDRNOTAVAIL (Linux errno 99, Windows system error 10049, whose text a
-#: localised Windows prints in its own language). Found by the literal ``CODE_HINTS`` first
-CODE_NAMES = re.compile(r"\b(?:errno:? 99|system error:? 10049)\b")
-CODE_HINTS = ("10049", "errno: 99", "errno 99")
+#: run of digits as ``11`` (a localised Windows prints their text in its own language). Found by the
+#: literal ``CODE_HINTS`` first
+CODE_NUMBERS = {
+    "99": "EADDRNOTAVAIL",  # Linux errno
+    "10049": "EADDRNOTAVAIL",  # Windows system error (WSAEADDRNOTAVAIL)
+    "97": "EAFNOSUPPORT",
+    "10047": "EAFNOSUPPORT",
+    "22": "EINVAL",
+    "10022": "EINVAL",
+}
+CODE_NAMES = re.compile(r"\b(?:errno:? (99|97|22)|system error:? (10049|10047|10022))\b")
+CODE_HINTS = ("10049", "10047", "10022", "errno: 99", "errno 99", "errno: 97", "errno 97", "errno: 22", "errno 22")
+
+
+def code_name(m: re.Match) -> str:
+    """What :data:`CODE_NAMES` matched with its number spelled by name (``errno: EINVAL``: the word
+    ``errno`` stays, a failure word wherever no benign pattern excuses the line)."""
+    num = m.group(1) or m.group(2)
+    return m.group(0)[: -len(num)] + CODE_NUMBERS[num]
+
 
 #: a line saying that this process's work stopped because ANOTHER process raised or failed, without
 #: naming it (Horovod's ``Horovod has been shut down. This was caused by an exception on one of the ranks
@@ -811,7 +844,7 @@ def classify(text: str, level: str | None = None) -> Signal | None:
     if len(text) > SHAPE_CHARS:
         text = text[:SHAPE_CHARS]
     if any(h in text for h in CODE_HINTS):
-        text = CODE_NAMES.sub("EADDRNOTAVAIL", text)
+        text = CODE_NAMES.sub(code_name, text)
     return _classify_shape(_DIGITS.sub("11", text), level)
 
 

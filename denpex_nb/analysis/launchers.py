@@ -19,6 +19,13 @@ failed *first* that no rank's own log can be:
   the pod, a local rank on that node, not the global rank.
 * ``RendezvousClosedError`` on a node means another node's agent closed the rendezvous after its
   workers failed: a failure elsewhere, of a process this node cannot name.
+* The launcher's own traceback (torchrun's ``main``, ``launch_agent``) is its own failure, outside
+  any worker, unless what failed it was the rendezvous store out of reach: its message, or the
+  exception chained right before it (``The above exception was the direct cause ...``), of the
+  network or timeout family (``connect() timed out``, ``The client socket has timed out after 60s
+  while trying to connect to (host, port)``, ``RendezvousConnectionError: The connection to the C10d
+  store has failed``, ``RendezvousTimeoutError``). No worker ever started then: no statement of a
+  process's failure; the signal layer gives the family (the network's, or a timeout).
 
 A stated exit is a rank's own failure when its code is an error (> 0) or a crash signal. SIGTERM,
 SIGINT and SIGHUP are the launcher's (or a scheduler's) doing; SIGABRT is how the NCCL watchdog
@@ -36,8 +43,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from ..signals import NCCL_CODES, STOPPED
-from ..vocab import COLLECTIVE_ERROR_KINDS, ClassId, ErrorKind
+from ..signals import NCCL_CODES, STOPPED, family_of
+from ..vocab import COLLECTIVE_ERROR_KINDS, TRUNCATED_TRACEBACK, ClassId, ErrorKind, SignalFamily
 from .model import Evidence, Finding
 from .resolve import Resolver, Who
 from .rules import Context, is_failure, rule, wrapped_nccl_errors
@@ -101,7 +108,8 @@ def statements(ctx: Context, resolver: Resolver) -> list[Statement]:
     out = []
     sigterms = 0  # torchelastic's "Sending process P closing signal SIGTERM" lines
     stopped_from_outside = False  # the agent itself was stopped, or the membership changed
-    for row in errs.to_dict("records"):
+    rows = errs.to_dict("records")
+    for i, row in enumerate(rows):
         kind, msg = str(row.get("kind")), _s(row.get("message")) or ""
         ev = Evidence(
             file=_s(row.get("file")) or "?", line=_i(row.get("line")) or 0, text=msg[:500], rank=_i(row.get("rank"))
@@ -154,6 +162,8 @@ def statements(ctx: Context, resolver: Resolver) -> list[Statement]:
             # workers it then stops are its consequence, nobody failed first
             stopped_from_outside = True
         elif kind == ErrorKind.EXCEPTION and _launcher_frames(row.get("frames")) and "ChildFailedError" not in msg:
+            if _store_unreachable(rows, i):
+                continue  # the rendezvous store was out of reach: no worker started, none failed
             # the launcher's own traceback (torchrun's main, the elastic agent): it failed itself
             out.append(Statement(Who(basis=_LAUNCHER_ITSELF), "torchrun", None, None, True, t, ev, always=True))
     if any(s.launcher.startswith("torchelastic") and s.who.basis != _NOT_NAMED for s in out):
@@ -185,6 +195,32 @@ def _first_sigterm(errs: pd.DataFrame) -> Evidence:
     rows = errs[errs["message"].astype(str).str.contains("closing signal", regex=False)]
     r = rows.iloc[0]
     return Evidence(file=_s(r["file"]) or "?", line=_i(r["line"]) or 0, text=str(r["message"])[:500])
+
+
+#: lines between a chained cause's last line and the traceback it caused (a blank line, Python's
+#: ``The above exception was the direct cause of the following exception:``, a blank line)
+_CHAIN_GAP = 4
+
+
+def _store_unreachable(rows: list[dict], i: int) -> bool:
+    """Did the launcher's own traceback ``rows[i]`` fail because the rendezvous store was out of reach:
+    its message, or the exception that ends right before it in the same file and process (its chained
+    cause), of the network or timeout family?"""
+    fams = (SignalFamily.NETWORK, SignalFamily.TIMEOUT)
+    row = rows[i]
+    msg = _s(row.get("message")) or ""
+    if not msg.startswith(TRUNCATED_TRACEBACK) and family_of(msg) in fams:
+        return True
+    line, f, r = _i(row.get("line")), _s(row.get("file")), _i(row.get("rank"))
+    for prev in reversed(rows[:i]):
+        if str(prev.get("kind")) != ErrorKind.EXCEPTION or _s(prev.get("file")) != f or _i(prev.get("rank")) != r:
+            continue
+        start, n = _i(prev.get("line")), _i(prev.get("n_traceback_lines")) or 1
+        if line is None or start is None or start > line or start + n - 1 + _CHAIN_GAP < line:
+            return False
+        pmsg = _s(prev.get("message")) or ""
+        return not pmsg.startswith(TRUNCATED_TRACEBACK) and family_of(pmsg) in fams
+    return False
 
 
 def _launcher_frames(frames) -> bool:

@@ -15,7 +15,9 @@ its format. Diagnosis uses it for three things:
   ``rank-crash`` of a rank it does not name, at low confidence.
 * **A process's own error is not a collective failure.** Evidence from a single process (no other
   rank anywhere) with an out-of-memory, a device fault or a crash after the work said it finished is
-  a ``rank-crash`` of that process at low or medium confidence (:func:`own_process_error`).
+  a ``rank-crash`` of that process at low or medium confidence (:func:`own_process_error`); not where
+  NCCL reported the fault as its own error (``ncclUnhandledCudaError ... Last error: Cuda failure``:
+  a communicator was in use, the failure is NCCL's).
 
 Processes that raised, their tracebacks cut before the exception line, with nothing else failing
 anywhere, may have crashed (:func:`cut_tracebacks`): a ``rank-crash`` at low confidence, offered as an
@@ -40,10 +42,12 @@ from ..signals import (
     BACKTRACE_LINE,
     CRASH_ELSEWHERE,
     INIT_ENTERING,
+    NCCL_CODES,
     NCCL_THREAD,
     REMOTE_ALLOCATOR,
     RETRYING,
     TERMINATE,
+    USAGE_ERROR,
     WAITING,
     family_of,
 )
@@ -86,6 +90,7 @@ _DTYPE_WORD = re.compile(r"(?i)\bdtypes?\b|\bscalar type\b")
 _SIZE_WORD = re.compile(r"(?i)\bsizes?\b|\bshapes?\b|\bnumel\b|\bcounts?\b|\bnumber of\b|\blength\b")
 _LOCAL_SIZE = re.compile(r"(?i)mismatch|must match|does not match|doesn't match|expected|invalid|divisible")
 _EXC = re.compile(r"\b[A-Za-z_]\w*?(?:Error|Exception)\b")
+_USAGE = re.compile(USAGE_ERROR)
 #: a connection the other side closed or reset, or a remote process gone, in words
 PEER_WORDS = re.compile(
     r"(?i)(?:closed|reset) by (?:the )?(?:remote )?peer|connection (?:reset|closed)|remote (?:process|peer) (?:exited|closed|died)"
@@ -398,7 +403,7 @@ def signal_finding(ctx, *, after: Finding | None = None) -> Finding | None:
         ClassId.NCCL_ERROR: "a network / NCCL error",
         ClassId.SHAPE_MISMATCH: "a size or shape error of a collective",
         ClassId.DTYPE_MISMATCH: "a dtype error of a collective",
-        ClassId.RANK_CRASH: f"a {fam.replace('other', 'process')} failure",
+        ClassId.RANK_CRASH: f"{'an' if fam[:1] in 'aeiou' else 'a'} {fam.replace('other', 'process')} failure",
         ClassId.RANK_DESYNC: "ranks that stalled, did not arrive or disagree on a value",
         ClassId.TIMEOUT_UNDETERMINED: "a failure of undetermined cause",
     }[cls]
@@ -406,6 +411,12 @@ def signal_finding(ctx, *, after: Finding | None = None) -> Finding | None:
         f"No reader explains this failure; the first failure signal ({fam} family, {first['severity']}) "
         f"is {what} on {where}: {text[:240]}"
     )
+    if fam == SignalFamily.EXIT and _USAGE.search(text):
+        summary = (
+            f"A command line was rejected by its parser before anything ran (the program exited with its usage "
+            f"error): {text[:240].rstrip('.')}. No process of the job started: the launching process's own error, not a "
+            f"collective failure; fix the command (is the program on PATH the one meant?)"
+        )
     if fam == SignalFamily.STOP:
         summary = (
             f"The job was stopped from outside (a user's Ctrl-C, a scheduler's or an operator's signal) before "
@@ -920,7 +931,8 @@ def own_process_error(ctx, findings: list[Finding]) -> list[Finding]:
     """A single process's own error is reported as what it is: a ``rank-crash`` of that process, not
     a collective failure, at low confidence (medium for an out-of-memory or a device fault seen as
     such), whatever distributed class a rule gave it; a crash after the process said its work had
-    finished is a teardown crash."""
+    finished is a teardown crash. A device or memory fault that NCCL reported as its own error is
+    NCCL's (a communicator was in use), not the lone process's."""
     if not findings or not single_process(ctx.incident, ctx.state, ctx.group_size):
         return findings
     fs = failure_signals(ctx.incident)
@@ -930,7 +942,11 @@ def own_process_error(ctx, findings: list[Finding]) -> list[Finding]:
     fam = str(first["family"])
     fin = finish_lines(ctx.incident)
     teardown = bool(len(fin)) and _before(fin, first)
-    own = fam in OWN_FAMILIES or bool(fs["family"].astype(object).isin(list(OWN_FAMILIES)).any())
+    # NCCL's own error (an ``nccl...Error`` code, ``NCCL error in ...``) means a communicator was in use:
+    # the CUDA call or allocation that failed inside it is NCCL's failure, the group's, not a lone
+    # process's device error (a crash after the work finished is still a teardown crash)
+    nccls = _nccl_own(ctx.incident, fs)
+    own = not nccls and (fam in OWN_FAMILIES or bool(fs["family"].astype(object).isin(list(OWN_FAMILIES)).any()))
     head = findings[0]
     if not (own or teardown):
         if _CONF[head.confidence] == 0 and head.class_id != ClassId.RANK_CRASH:
@@ -958,6 +974,14 @@ def own_process_error(ctx, findings: list[Finding]) -> list[Finding]:
         basis=(head.summary,),
     )
     return [refined] + [f for f in findings[1:]]
+
+
+def _nccl_own(incident, fs: pd.DataFrame) -> bool:
+    """Did NCCL report an error of its own (an ``nccl_error`` row, or its error words on a failure line)?"""
+    er = incident.errors
+    if len(er) and (er["kind"].astype(str) == ErrorKind.NCCL_ERROR).any():
+        return True
+    return any(NCCL_CODES.search(str(t)) for t in fs["text"].astype(object))
 
 
 def _before(fin: pd.DataFrame, first) -> bool:

@@ -313,6 +313,43 @@ def call_site(lines: list[Line]) -> str | None:
     return site
 
 
+#: an exception line, bare (``AssertionError``) or with its message: never a frame's source line
+_EXC_LINE = re.compile(
+    r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure)\w*(?:\([A-Za-z_][\w.]{0,100}\))?(?::.*)?\s*$"
+)
+#: Python 3.11's markers under a frame's source line (``~~~~^^^^``)
+_CARETS = re.compile(r"^[\s~^]+$")
+
+
+def _untagged(text: str) -> str:
+    """``text`` without the one blank a launcher tag leaves before it (``[default0]: Traceback ...``,
+    ``[1,0]<stderr>: File ...`` in a paste joined with spaces): Python's own indentation is never one
+    blank, so that blank is the tag's."""
+    return text[1:] if text[:1] == " " and text[1:2] not in (" ", "\t", "") else text
+
+
+def _flat_layout(rec: _Record, text: str) -> bool:
+    """Did this traceback lose its indentation: its first frame header (``File "...", line N, in f``)
+    indented by at most one blank (a paste flattened onto one line and cut again at each launcher tag,
+    ``[rank0]: File "x.py", line 3, in f [rank0]: g()``; a tag's blank is all the indentation left)?"""
+    first = next((ln.text for ln in rec.lines[1:] if ln.text.strip()), text)
+    return _FRAME_AT.match(first) is not None and len(first) - len(first.lstrip()) <= 1
+
+
+def _flat_frame(rec: _Record, s: str) -> bool:
+    """In a traceback of :func:`_flat_layout`, is the stripped line ``s`` part of a frame: a frame
+    header, the source line right after one, or the carets under that? The exception line is then the
+    first other line (a bare ``AssertionError`` too)."""
+    if _FRAME_AT.match(s):
+        return True
+    before = [t for t in (ln.text.strip() for ln in rec.lines[1:]) if t]
+    if not before or _EXC_LINE.match(s):
+        return False
+    if _FRAME_AT.match(before[-1]):
+        return True  # the frame's source line
+    return bool(_CARETS.match(s)) and len(before) >= 2 and _FRAME_AT.match(before[-2]) is not None
+
+
 class _Record:
     """One traceback being read: its rank, its lines and (once seen) its exception line."""
 
@@ -788,6 +825,7 @@ class PythonReader(TextReader):
 
     def _line(self, line: Line, ctx: FileContext, out: Output, st: dict) -> None:
         text = line.text
+        head = _untagged(text)  # a traceback's header or chain line behind a tag's blank
         key = _key(line)
         rec = st["open"].get(key)
         if rec is None and key is not None and None in st["open"] and "rank" not in line.prefixes:
@@ -801,10 +839,10 @@ class PythonReader(TextReader):
             st["ignored"][key] = line  # the traceback that follows is an exception Python ignored
             out.consume(line)
             return
-        tail = _TB_TAIL.match(text) if text.endswith("(most recent call last):") and not _TB_START.match(text) else None
+        tail = _TB_TAIL.match(text) if text.endswith("(most recent call last):") and not _TB_START.match(head) else None
         if tail is not None and not _WORD.search(tail.group("msg")):
             tail = None
-        if tail is not None or _TB_START.match(text):
+        if tail is not None or _TB_START.match(head):
             old = st["open"].get(key)
             if old is not None:
                 self._finish(old, ctx, out, st)
@@ -819,7 +857,7 @@ class PythonReader(TextReader):
             return
         if ignored is not None:  # no traceback after it: the report alone (its exception on its line)
             self._ignored(ignored, [], ignored.text.strip(), ctx, out)
-        if _CHAIN.match(text):
+        if _CHAIN.match(head):
             out.consume(line)
             return
         if self._table(line, text, ctx, out, st):
@@ -934,11 +972,16 @@ class PythonReader(TextReader):
     def _in_traceback(self, rec: _Record, line: Line, text: str, ctx, out, st) -> bool:
         """Feed a line to an open traceback; False when the line is not part of it."""
         if rec.exc is None:
-            if _FRAME.match(text) or not text:
+            if _flat_layout(rec, text):
+                frame = not text.strip() or _flat_frame(rec, text.strip())
+            else:
+                frame = _FRAME.match(text) or not text
+            if frame:
                 rec.lines.append(line)
                 out.consume(line)
                 return True
-            if _TB_START.match(text) or _CHAIN.match(text) or _IGNORED.match(text):
+            head = _untagged(text)
+            if _TB_START.match(head) or _CHAIN.match(head) or _IGNORED.match(text):
                 self._finish(rec, ctx, out, st)
                 return False
             if rec.cut_in(line):
@@ -953,12 +996,13 @@ class PythonReader(TextReader):
                 self._agent(line, text, ctx, out, st)  # the spawn/agent exception has its own rows
             return True
         # message continuation lines: same rank, not a new record, not a table
+        head = _untagged(text)
         if (
-            _NEW_RECORD.match(text)
+            _NEW_RECORD.match(head)
             or _FIELD.match(text)
             or _ROOT.match(text)
             or _SPAWN_PROC.match(text)
-            or _EXC_NAMED.match(text)
+            or _EXC_NAMED.match(head)
             or len(rec.msg_lines) >= _MAX_MSG_LINES
             or rec.cut_in(line)
         ):
