@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pytest
 
+from denpex_nb.incident import TRUNCATED_TRACEBACK
 from denpex_nb.ingest.python import PythonReader
 from denpex_nb.vocab import IGNORED_EXCEPTION, ErrorKind
 from tests.signal_variants import WRAPPERS
@@ -70,3 +71,33 @@ def test_a_failure_right_after_an_ignored_traceback_still_counts(tmp_path, line,
     lines = [w(0, t) for t in ["NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>", _REPORT, *_TRACEBACK, line]]
     d = _diagnose(tmp_path, {"job.log": lines})
     assert d.verdict not in ("no-failure", "no-evidence"), d.summary()
+
+
+# --- the launcher's own exception and a traceback cut short (PythonReader._finish) -----------------------
+
+_LAUNCHER_EXC = {
+    "elastic": "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
+    "spawn-raised": "torch.multiprocessing.spawn.ProcessRaisedException: ",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(_LAUNCHER_EXC))
+def test_a_launchers_own_exception_is_no_exception_row_of_its_own(kind):
+    """The launcher's ChildFailedError / mp.spawn's ProcessRaisedException report a worker's failure;
+    its table or the worker's traceback says which: a generic exception row of the launcher's own
+    would be a second crash, of the process that only reported it."""
+    block = [
+        "Traceback (most recent call last):",
+        '  File "/usr/bin/torchrun", line 8, in <module>',
+        "    sys.exit(main())",
+        _LAUNCHER_EXC[kind],
+    ]
+    out = run(R, block)
+    assert not [e for e in out.errors if e["kind"] == ErrorKind.EXCEPTION], out.errors
+
+
+def test_a_traceback_cut_after_its_first_line_quotes_that_line():
+    """A traceback the paste cut after its first frame still says where it was cut: its last line."""
+    out = run(R, ["Traceback (most recent call last):", '  File "train.py", line 88, in <module>'])
+    (row,) = out.errors
+    assert row["message"] == f'{TRUNCATED_TRACEBACK} (last: File "train.py", line 88, in <module>)'
