@@ -5,14 +5,18 @@ log holds.
 - A line whose own header says INFO (a glog ``I`` letter, a logger's ``INFO``) is chatter whatever error
   word it quotes: its severity stays INFO (an NCCL INFO line naming an error it retried past is no
   failure); only a fatal marker beats the header (``Segmentation fault`` logged at INFO is still fatal).
+- An INFO word in the text (no header level) counts only when no error marker is there: ``INFO:
+  RuntimeError: ...`` is an error.
+- C++'s abort on an exception whose class names no family (``c10::Error``) is the exit family (the
+  process aborted), not a line of no family.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from denpex_nb.signals import classify_text, severity_of
-from denpex_nb.vocab import SignalSeverity
+from denpex_nb.signals import classify_text, family_of, severity_of
+from denpex_nb.vocab import SignalFamily, SignalSeverity
 
 
 @pytest.mark.parametrize("level", ["I", "INFO", "D", "DEBUG"])
@@ -34,3 +38,15 @@ def test_a_fatal_marker_beats_an_info_header(level, text):
     assert severity_of(text, level) == SignalSeverity.FATAL
     sig = classify_text(text, level)
     assert sig is not None and sig.failure
+
+
+@pytest.mark.parametrize(
+    "text", ["INFO: RuntimeError: CUDA error: out of memory", "[INFO] Traceback (most recent call last):"]
+)
+def test_an_info_word_in_the_text_does_not_cap_an_error_marker(text):
+    assert severity_of(text) == SignalSeverity.ERROR
+
+
+@pytest.mark.parametrize("cls", ["c10::Error", "std::runtime_error"])
+def test_an_abort_on_an_exception_of_no_family_is_the_exit_family(cls):
+    assert family_of(f"terminate called after throwing an instance of '{cls}'") == SignalFamily.EXIT
