@@ -39,18 +39,9 @@ from __future__ import annotations
 
 import pytest
 
-import denpex_nb as dx
 from denpex_nb.vocab import ClassId
 from tests.signal_variants import WRAPPERS, healthy_lines
-
-
-def _diagnose(tmp_path, files: dict[str, list[str]]):
-    paths = []
-    for name, lines in files.items():
-        p = tmp_path / name
-        p.write_text("\n".join(lines) + "\n")
-        paths.append(str(p))
-    return dx.diagnose(dx.load(*paths, progress=False), strict=True)
+from tests.signal_variants import diagnose_files as _diagnose
 
 
 def _wrap(wrapper: str, lines: list[str], rank: int = 1) -> list[str]:
