@@ -176,6 +176,10 @@ _CLASS_NAME = r"\b[A-Za-z_]\w*?(?<!GetLast)(?<!PeekAtLast)(?:Error|Exception)\b"
 #: (``2024-04-12 23:39:41.656900: E external/xla/xla/pjrt/distributed/client.cc:96] ...``): the glog
 #: letter in another place; ``{}`` is the letter
 _TF_HEADER = r"\d\d:\d\d:\d\d\.\d{{3,9}}: {} [\w./-]{{1,200}}:\d{{1,6}}\]"
+#: Ray's C++ log header (its core worker, raylet, GCS: ``[2023-11-02 13:17:59,227 E 19045 21937] logging.cc:97:
+#: ...``): the level letter between the time and the pid and thread id; ``{}`` is the letter (a year and
+#: milliseconds of two digits: :func:`classify` reads every run of digits as ``11``)
+_RAY_HEADER = r"\[\d{{2,4}}-\d\d-\d\d \d\d:\d\d:\d\d,\d{{2,3}} {} \d{{1,10}} \d{{1,10}}\]"
 #: severity markers, most severe first (the first that matches is the line's severity)
 SEVERITY: tuple[tuple[SignalSeverity, re.Pattern], ...] = (
     (
@@ -183,6 +187,8 @@ SEVERITY: tuple[tuple[SignalSeverity, re.Pattern], ...] = (
         re.compile(
             r"\bFATAL\b|\bFatal\b|(?:^|[\s\[])F\d{4} \d\d:\d\d|Segmentation fault|core dumped|terminate called|"
             + _TF_HEADER.format("F")
+            + "|"
+            + _RAY_HEADER.format("[FC]")
             + r""
             r"|Fatal Python error|\bSIG(?:SEGV|ABRT|BUS|ILL|FPE)\b"
         ),
@@ -193,16 +199,26 @@ SEVERITY: tuple[tuple[SignalSeverity, re.Pattern], ...] = (
             # (``socket.gaierror``: an exception class Python spells in lower case)
             r"\bERROR\b|\bCRITICAL\b|(?:^|[\s\[])E\d{4} \d\d:\d\d|"
             + _TF_HEADER.format("E")
+            + "|"
+            + _RAY_HEADER.format("E")
             + r"|Traceback \(most recent call last\)|\bgaierror\b|"
             + _CLASS_NAME
             + r"|\b(?:[Ee]rror|ERR)\s*[:!\]]|\b(?:NCCL|CUDA|cuda|nccl|[Ss]ocket|[Ss]ystem|[Ii]nternal|[Rr]emote|"
             r"[Uu]nhandled|[Rr]untime|[Nn]etwork|[Cc]onnection|I/?O|[Ff]atal|[Ii]nvalid) error\b"
+            # a C++ exception nothing caught, logged before the process aborts (Ray's terminate handler:
+            # ``Unhandled exception: N3c105ErrorE. what(): ...``)
+            r"|\b[Uu]nhandled exception\b"
         ),
     ),
     # (libfabric writes its level as a tag after the function: ``...handle_error():737<warn> err: 5``)
     (
         SignalSeverity.WARNING,
-        re.compile(r"\bWARN(?:ING)?\b|\bWarning\b|(?:^|[\s\[])W\d{4} \d\d:\d\d|<warn>|" + _TF_HEADER.format("W")),
+        re.compile(
+            r"\bWARN(?:ING)?\b|\bWarning\b|(?:^|[\s\[])W\d{4} \d\d:\d\d|<warn>|"
+            + _TF_HEADER.format("W")
+            + "|"
+            + _RAY_HEADER.format("W")
+        ),
     ),
 )
 #: a glog / NCCL level letter from the prefix stripper (``Line.severity``) as a severity
@@ -250,6 +266,15 @@ OUT_OF_SYNC = (
     r"|\bout[ -]of[ -]sync\s+(?:ranks|workers|processes|replicas)\b"
     r"|\b(?:are|is|were|was)\s+inconsistent\s+(?:between|across|among)\s+(?:the\s+)?(?:ranks|workers|processes|replicas)\b)"
 )
+#: a communication kernel's own report that it gave up waiting on its peers, in the words of the
+#: collective and the role that waited (DeepEP's dispatch / combine kernels and their forks: ``dispatch NVL
+#: receiver timeout``, ``combine forwarder timeout``, ``timeout for combine receivers``); not a setting of
+#: such a timeout (``dispatch receiver timeout: 30``)
+KERNEL_TIMEOUT = (
+    r"(?:(?:dispatch|combine|all_?to_?all|all_?reduce|all_?gather|reduce_?scatter|broadcast|send|recv)\b[^\n]{0,40}?"
+    r"\b(?:receiver|sender|forwarder|coordinator)s? timeout\b(?!\s*(?:[:=]|is|to|of|set to)\s*\d)"
+    r"|timeout for (?:the )?(?:dispatch|combine|all_?to_?all|send|recv)\w* (?:receivers?|senders?|forwarders?)\b)"
+)
 #: a line holding one of these reports a failure whatever its level
 FAILURE_WORDS = re.compile(
     r"(?<![\w/-])(?:[Ff]ail(?:ed|ing|ure|s)?|FAIL(?:ED|URE)?)(?![\w-])|\brefused\b|\b(?:reset|closed) by (?:the )?(?:remote )?peer\b"
@@ -268,6 +293,12 @@ FAILURE_WORDS = re.compile(
     # ``Coordination service agent in error status: DEADLINE_EXCEEDED``, ``UNAVAILABLE: Task ... heartbeat
     # timeout``, ``absl::Status: UNAVAILABLE: Failed to send RPC``); not the word inside an identifier
     r"|(?<![\w-])(?:DEADLINE_EXCEEDED|UNAVAILABLE)(?![\w-])"
+    # a library's call that returned a non-zero status (NVSHMEM's error lines: ``transport.cpp:400: non-zero
+    # status: 7 connect EPS failed``, ``ibgda.cpp:1345: non-zero status: 121 Error in mlx5dv_devx_obj_modify``)
+    r"|\bnon-zero status:? ?-?[1-9]"
+    # a call whose result was an error, as a library's check states it (Habana's HCCL process group:
+    # ``Collective call returned error``); not an error code of 0
+    r"|\breturned (?:an )?error\b(?!\s*(?:code\s*)?[:=]?\s*0\b)"
     # a transport's work completion that failed, whatever wraps it (IB's ``Got completion from peer
     # 10.0.0.3<49024> with status=12 ... vendor err 129``, ``with error 12``): status 0 is success
     r"|\bcompletion\b[^\n]{0,80}?\bwith (?:status ?[=:]? ?|error )0*[1-9]\d*|\bvendor err(?:or)? 0*[1-9]\d*"
@@ -275,7 +306,14 @@ FAILURE_WORDS = re.compile(
     # Unknown error -114``); 0 is none
     r"|\bprov_errno:? ?(?!0\b)[\w(-]"
     r"|" + _DISAGREE + r"\b"
-    r"|" + OUT_OF_SYNC
+    r"|"
+    + OUT_OF_SYNC
+    # a communication kernel that gave up waiting on its peers, said as "<role> timeout" (DeepEP's ``DeepEP
+    # dispatch NVL receiver timeout, channel: 3, ...``, ``combine RDMA receiver timeout``, ``dispatch
+    # forwarder timeout (RDMA check)``, ``timeout for dispatch receivers, rank 3``, the same kernels in
+    # forks: ``grpcoll dispatch NVL receiver timeout``): a collective that waited and got nothing
+    + r"|\b"
+    + KERNEL_TIMEOUT
 )
 
 # --- families ------------------------------------------------------------------------------------
@@ -338,6 +376,9 @@ NCCL_CODES = re.compile(
     # its own words (``HCCL error in: ProcessGroupHCCL.cpp``, ``DIST call hccl api failed``, ``OPS function
     # error: HcclAllreduce, error code is 6``)
     r"|\bHCCL error\b|\bhccl api failed\b|\bHccl[A-Z]\w{2,40},? error code is [1-9]"
+    # a process group's check that its library's collective call succeeded (Habana's HCCL process group:
+    # ``TORCH_CHECK(hcclSuccess == hccl_result, "Collective call returned error")``)
+    r"|\b[Cc]ollective call returned (?:an )?error\b"
 )
 #: a command line its parser rejected, so the program exited (code 2) before it ran anything: click's
 #: ``Error: No such command 'run'.`` (``No such option: --nproc_per_node``, ``Missing argument
@@ -370,14 +411,16 @@ NCCL_CUDA = re.compile(
 )
 #: a host name that does not resolve (``getaddrinfo``'s texts: ``Name or service not known``, ``Temporary
 #: failure in name resolution``, macOS's ``nodename nor servname provided, or not known``, Windows'
-#: ``getaddrinfo failed``; old c10d's TCPStore ``host not found: ...``, ``socket.gaierror``): the
+#: ``getaddrinfo failed``; old c10d's TCPStore ``host not found: ...``, ``socket.gaierror``; gloo's TCP
+#: device finding no usable address for the host name or the interface it was given, ``[enforce fail at
+#: .../gloo/transport/tcp/device.cc:127] rp != nullptr. Unable to find address for: dgx-1.ai``): the
 #: rendezvous or a peer cannot even be looked up, the network's (DNS, /etc/hosts, a service not up yet)
 #: failure. Not a web client's (``HTTPSConnectionPool``, a URL: a download, not a rank's peer)
 NAME_NOT_RESOLVED = re.compile(
     r"^(?![^\n]*(?:https?://|HTTPS?ConnectionPool|Max retries exceeded))[^\n]*?"
     r"(?i:name or service not known|temporary failure in name resolution|nodename nor servname provided"
     r"|\bhost not found\b|getaddrinfo failed|\bgaierror\b|could not resolve host(?:name)?\b"
-    r"|no address associated with hostname)"
+    r"|no address associated with hostname|unable to find address for\b)"
 )
 #: the path between two GPUs that a collective library's own kernels use (NCCL's P2P transport, the
 #: custom all-reduce of vLLM / sglang / TensorRT-LLM over CUDA IPC buffers) could not be set up: peer
@@ -393,6 +436,16 @@ P2P_PATH = re.compile(
     r"|\bcudaErrorTooManyPeers\b|failed to open CUDA IPC handle|\bcu(?:da)?IpcOpenMemHandle\b[^\n]{0,80}?(?:failed|error)"
     r"|(?:custom_?all_?reduce[^\n]{0,80}?(?:cuda|cudart) (?:error|failure)|(?:cuda|cudart) (?:error|failure)[^\n]{0,80}?custom_?all_?reduce)"
     r"(?![^\n]{0,80}?(?:illegal|unspecified launch|misaligned|device-side|uncorrectable|ECC|out of memory)))"
+)
+#: the process's own PyTorch cannot provide the backend the job asks for: a build without it (c10d's
+#: ``Distributed package doesn't have NCCL built in``, ``... doesn't have MPI built in. MPI is only included
+#: if you build PyTorch from source``, the same for UCC; the Windows and macOS wheels ship without NCCL),
+#: or no GPU for it (``ProcessGroupNCCL is only supported with GPUs, no GPUs found!``). Raised in
+#: ``init_process_group`` before any communication: the process's own set-up, not the collective
+#: library's failure (whatever the backend's name says), the ``setup`` family
+BACKEND_MISSING = re.compile(
+    r"(?i:distributed package (?:doesn'?t|does not) have \w+|ProcessGroupNCCL is only supported with GPUs"
+    r"|\bno GPUs found\b)"
 )
 #: (family, pattern), first match wins: the order puts the cause before its consequences (an
 #: out-of-memory inside an NCCL error is memory; a CUDA fault inside a watchdog line is the device)
@@ -423,6 +476,9 @@ FAMILIES: tuple[tuple[SignalFamily, re.Pattern], ...] = (
         SignalFamily.PORT,
         PORT_IN_USE,
     ),
+    # the process's own build or set-up lacks the backend (before the network family: ``NCCL`` in it
+    # names what is missing, not what failed)
+    (SignalFamily.SETUP, BACKEND_MISSING),
     (
         SignalFamily.SIZE,
         re.compile(
@@ -485,6 +541,10 @@ FAMILIES: tuple[tuple[SignalFamily, re.Pattern], ...] = (
         re.compile(
             # (HCCL: Ascend's collective library in NCCL's place; its own log lines ``[ERROR] HCCL(pid,proc):``)
             r"\bnccl\w*Error\b|\bNCCL\b|\bnccl\b|\bHCCL\b|Dist(?:Backend|Network)Error"
+            # NVSHMEM (DeepEP's communication library) and its RDMA transports (IBGDA, IBRC, IBDEVX), their
+            # verbs calls on the queue pairs (``mlx5dv_devx_obj_modify for INIT2RTR_QP``): its source paths
+            # and names on its own error lines
+            r"|(?i:nvshmem)|\bib(?:gda|rc|devx)(?![a-z])|\bmlx5dv?_\w+|\b(?:INIT2RTR|RTR2RTS|RESET2INIT)(?:_QP)?\b"
             r"|(?i:connection (?:reset|closed|refused|aborted|lost)|(?:closed|reset) by (?:the )?(?:remote )?peer"
             r"|broken pipe|ECONNREFUSED|ECONNRESET|EPIPE|no route to host|network is unreachable"
             r"|address already in use|EADDRINUSE|\bNET/|libfabric|\bofi\b|\bibv_|infiniband|completion from peer|vendor err"
@@ -752,6 +812,17 @@ RECOVERED = re.compile(
 #: no :data:`RECOVERED` line after it (``Completed store-based barrier``) and nothing distributed read
 #: after it, hung at init: the ranks it waits for never joined
 WAITING = re.compile(r"(?i:waiting in store[- ]based barrier)")
+#: a wait at init for the other ranks that timed out: they never all joined (c10d's store-based barrier of
+#: torch <= 1.13, ``Timed out initializing process group in store based barrier on rank: 0, for key:
+#: store_based_barrier_key:1 (world_size=4, worker_count=16, timeout=0:30:00)``; the TCPStore server of torch
+#: >= 2.0, ``DistStoreError: Timed out after 901 seconds waiting for clients. 1/2 clients joined.``). The
+#: process that raised it waited for ranks that were not there (never started, started elsewhere, in
+#: another job): a timeout, whose cause is on the side that did not come; an exit it leads to is its
+#: consequence
+INIT_WAIT_TIMEOUT = re.compile(
+    r"(?i:timed out initiali[sz]ing process ?group in store[- ]based barrier"
+    r"|timed out after [^\n]{0,40}?waiting for clients|\b\d+/\d+ clients joined)"
+)
 
 _MAX_TEXT = 400
 #: characters of a line :func:`classify` reads (its shape is made of them)

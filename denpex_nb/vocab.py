@@ -127,6 +127,7 @@ class SignalFamily(_Name):
     LAUNCHER = "launcher"  # torchrun / mpirun / slurm / Ray saying a worker failed
     STALL = "stall"  # stall reports, ranks that did not join or arrive or disagree on a value (positions)
     PORT = "port"  # a port the process could not bind or listen on (address already in use): its own set-up
+    SETUP = "setup"  # the process's own build or set-up cannot do what the job asks (a backend not built in)
     COMPONENT = "component"  # a distributed component named (gloo, c10d, a store, a socket), no cause stated
     STOP = "stop"  # the job was stopped from outside (a user's Ctrl-C, a scheduler's or operator's signal): no crash
     OTHER = "other"  # a failure with no family (a plain exception)

@@ -757,6 +757,10 @@ def from_divergences(divs: list[Divergence], texts: dict, group_size: int | None
 # --- text evidence that names its class ----------------------------------------------------------
 
 _ENFORCE = re.compile(r"(?<!\d)(\d+) vs (\d+)")  # (?<!\d): linear on a long run of digits
+#: a gloo enforce failure that is its check of a message's size against the buffer posted for it (``op.preamble.length
+#: <= op.nbytes. 40 vs 24``, ``buffer.cc:72] 8 vs 16``, ``Received data size doesn't match expected size``); gloo's
+#: other enforce checks (a host or interface without a usable address, a socket call that failed) are not sizes
+_ENFORCE_SIZE = re.compile(r"(?<!\d)\d+ vs \d+|\bnbytes\b|\blength\b|(?i:\bsize\b)")
 _FR_CLASS = (
     ("COLLECTIVE_TYPE_MISMATCH", ClassId.OP_MISMATCH),
     ("COLLECTIVE_DTYPE_MISMATCH", ClassId.DTYPE_MISMATCH),
@@ -970,8 +974,11 @@ def fr_analyzer_text(ctx: Context) -> list[Finding]:
 
 @rule("gloo-size", emits=(ClassId.SHAPE_MISMATCH,), uses=("errors: gloo_enforce, gloo_invalid_size",))
 def gloo_size(ctx: Context) -> list[Finding]:
+    """gloo's size checks: an enforce failure on a message's size (:data:`_ENFORCE_SIZE`; gloo's other enforce
+    checks say nothing of sizes) and ``ProcessGroupGloo``'s invalid tensor size."""
     out = []
     en = _kind(ctx.errors, ErrorKind.GLOO_ENFORCE)
+    en = en[en["message"].astype(str).str.contains(_ENFORCE_SIZE)] if len(en) else en
     if len(en):
         m = _ENFORCE.search(str(en["message"].iloc[0]))
         sizes = f" ({m.group(1)} bytes sent, {m.group(2)} expected)" if m else ""

@@ -63,14 +63,15 @@ FAMILY_CLASS = {
     SignalFamily.EXIT: ClassId.RANK_CRASH,
     SignalFamily.LAUNCHER: ClassId.RANK_CRASH,
     SignalFamily.PORT: ClassId.RANK_CRASH,
+    SignalFamily.SETUP: ClassId.RANK_CRASH,
     SignalFamily.TIMEOUT: ClassId.TIMEOUT_UNDETERMINED,
     SignalFamily.STALL: ClassId.RANK_DESYNC,
     SignalFamily.COMPONENT: ClassId.TIMEOUT_UNDETERMINED,
     SignalFamily.STOP: ClassId.TIMEOUT_UNDETERMINED,
 }
 #: families that are a process's own failure, not a collective's (its memory, its device, a port it
-#: could not bind: another process holds it)
-OWN_FAMILIES = frozenset({SignalFamily.MEMORY, SignalFamily.DEVICE, SignalFamily.PORT})
+#: could not bind: another process holds it, a backend its build or its machine lacks)
+OWN_FAMILIES = frozenset({SignalFamily.MEMORY, SignalFamily.DEVICE, SignalFamily.PORT, SignalFamily.SETUP})
 #: families that speak of more than one process (a signal of these is distributed evidence)
 DISTRIBUTED_FAMILIES = frozenset(
     {
