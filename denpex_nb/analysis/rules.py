@@ -813,23 +813,48 @@ def monitored_barrier(ctx: Context) -> list[Finding]:
     ]
 
 
-@rule("desync-report", emits=(ClassId.RANK_DESYNC,), uses=("errors: desync_report",))
-def desync_report(ctx: Context) -> list[Finding]:
+#: the desync report's line for the ranks inside the collective it names (``[0, 1, 2] joined but didn't
+#: finish collective #730 (count from 1)``)
+_DS_JOINED = re.compile(r"joined but didn.t finish collective")
+
+
+def all_joined(ctx: Context) -> tuple[list[int], pd.DataFrame] | None:
+    """A desync report whose ``joined but didn't finish`` line names every rank of the group: all of
+    them are inside the one collective and none finished it, so none is behind the others (the
+    collective hung under all of them: the network, a device, or a rank outside this group). The
+    ranks and that line's rows; None otherwise."""
     ds = _kind(ctx.errors, ErrorKind.DESYNC_REPORT)
     if not len(ds):
+        return None
+    rows = ds[ds["message"].astype(str).str.contains(_DS_JOINED)]
+    joined = _related(rows)
+    members = set(ctx.ranks_known) | set(_related(ds))
+    group = max(int(ctx.group_size or 0), max(members, default=-1) + 1)
+    if len(joined) >= 2 and set(joined) >= set(range(group)):
+        return joined, rows
+    return None
+
+
+@rule("desync-report", emits=(ClassId.RANK_DESYNC,), uses=("errors: desync_report",))
+def desync_report(ctx: Context) -> list[Finding]:
+    """The ranks torch's desync report names as lagging. A report in which every rank joined the
+    collective and none finished it names no desync (:func:`all_joined`): no finding, the failure
+    stays undetermined (:func:`undetermined_failure` says what the report showed)."""
+    ds = _kind(ctx.errors, ErrorKind.DESYNC_REPORT)
+    if not len(ds) or all_joined(ctx) is not None:
         return []
     lag = _related(ds)
     members = set(ctx.ranks_known) | set(lag)
     group = max(int(ctx.group_size or 0), max(members, default=-1) + 1)
     if len(lag) >= 2 and set(lag) >= set(range(group)):
-        # every rank joined (and none finished): the report singles nobody out; the collective
-        # itself hung under all of them (a network or device problem, or a rank outside this group)
+        # the report's lines name every rank between them (some inside the collective, the others
+        # done with it and not in the next): it singles nobody out
         return [
             _text_finding(
                 ClassId.RANK_DESYNC,
-                f"The desync report names every rank ({fmt_ranks(lag)}): all of them joined the collective "
-                "and none finished it, so no rank is behind the others; the cause is not a desync between "
-                "these ranks (a hang under all of them, or a rank outside the evidence).",
+                f"The desync report names every rank ({fmt_ranks(lag)}) between its lines: all of them are at "
+                "the same collective, some still inside it, the others done with it and not in the next; it "
+                "singles nobody out (a hang under some of them, or a rank outside the evidence).",
                 ds,
                 "desync-report",
                 "low",
@@ -1295,31 +1320,64 @@ def traceback_calls(ctx: Context) -> list[Finding]:
     ]
 
 
+def _group_ids(vic: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
+    """Per victim row, the group it belongs to as far as the evidence says, and whether that was
+    assumed. Its own ``pg``, else the one its rank's companion line at the same work names (torch
+    2.4+ prints ``[Rank 1] Watchdog caught ... WorkNCCL(SeqNum=216, ...)`` without a group, then ``[PG
+    ID 11 PG GUID 119 Rank 1] ... at work: 216``); else, when the rows of its counter name one group
+    only, that one (assumed); else None."""
+    key = list(zip(vic["rank"].astype(int), vic["seq"].astype("int64"), vic["seq_kind"].astype(object)))
+    named: dict[tuple, str] = {}
+    for k, pg in zip(key, vic["pg"].astype(object)):
+        if not pd.isna(pg):
+            named.setdefault(k, str(pg))
+    by_kind: dict = {}
+    for (_r, _s, sk), g in named.items():
+        by_kind.setdefault(sk, set()).add(g)
+    ids, assumed = [], []
+    for k in key:
+        sole = by_kind.get(k[2], set())
+        ids.append(named.get(k) or (next(iter(sole)) if len(sole) == 1 else None))
+        assumed.append(k not in named)
+    return pd.Series(ids, index=vic.index, dtype=object), pd.Series(assumed, index=vic.index, dtype=bool)
+
+
+def _with_ops(places: set) -> set:
+    """``(seq, None)`` for each seq of ``places`` that some (seq, op) names the op of."""
+    return {(s, None) for s, op in places if op is not None}
+
+
 @rule("stuck-points", emits=(ClassId.RANK_DESYNC,), uses=("errors: watchdog timeouts with SeqNum/OpType",))
 def stuck_points(ctx: Context) -> list[Finding]:
     """Ranks that timed out at different places in one counter: some are ahead, some behind.
 
     Each rank's watchdog line says where it is stuck (SeqNum, OpType). Compared only within one
-    process group and counter; a rank stuck at several places with no group named is skipped
-    (its timeouts may belong to different groups, whose counters are unrelated).
+    process group and counter (a line that names no group takes the group its rank's companion line
+    at the same work names, else the counter's one group when its lines name only one); a rank stuck
+    at several places with no group named is skipped (its timeouts may belong to different groups,
+    whose counters are unrelated).
     """
     vic = _kind(ctx.errors, *VICTIM_KINDS)
     vic = vic[vic["rank"].notna() & vic["seq"].notna()] if len(vic) else vic
     out = []
     if not len(vic):
         return out
-    for (pg, sk), rows in vic.groupby(
-        [vic["pg"].astype(object), vic["seq_kind"].astype(object)], dropna=False, sort=False
-    ):
+    gids, assumed = _group_ids(vic)
+    for (gid, sk), rows in vic.groupby([gids, vic["seq_kind"].astype(object)], dropna=False, sort=False):
+        no_group = pd.isna(gid)
+        pg = None if no_group else gid
         at: dict[int, set] = {}
         for r, s, op in zip(rows["rank"].astype(int), rows["seq"].astype("int64"), rows["op"].astype(object)):
             at.setdefault(int(r), set()).add((int(s), _s(op)))
-        if pd.isna(pg) and any(len({s for s, _ in v}) > 1 for v in at.values()):
-            continue
+        # a companion line (no op) says no more than the timeout line of the same work (its op)
+        at = {r: {(s, op) for s, op in v if op is not None or (s, None) not in _with_ops(v)} for r, v in at.items()}
+        unnamed = rows[assumed.loc[rows.index]]
+        if unnamed.groupby(unnamed["rank"].astype(int))["seq"].nunique().gt(1).any():
+            continue  # a rank stuck at several places, none of them in a named group
         pos = {r: min(v, key=_seq_op_order) for r, v in at.items()}
         if len({s for s, _ in pos.values()}) < 2:
             continue
-        stated = ctx.group_size if pd.isna(pg) or str(pg) in ("0", "default_pg") else None
+        stated = ctx.group_size if no_group or str(pg) in ("0", "default_pg") else None
         culprits, basis = strict_minority({r: s for r, (s, _) in pos.items()}, ctx.group_of(len(pos), stated))
         groups = _group({r: p for r, p in pos.items()})
         desc = "; ".join(
@@ -1617,12 +1675,22 @@ def undetermined_failure(ctx: Context) -> Finding | None:
     seqs = victims["seq"].dropna() if len(victims) else pd.Series(dtype=object)
     one_seq = len(seqs) and victims["seq"].nunique() == 1
     rows = failing if len(failing) else (errs.iloc[0:0] if errs is not None else pd.DataFrame())
+    joined = all_joined(ctx) if len(failing) else None
+    seen = "no divergence is visible in this evidence and nothing tells the ranks apart"
+    if joined is not None:
+        n = _i(joined[1]["seq"].dropna().iloc[0]) if joined[1]["seq"].notna().any() else None
+        seen = (
+            f"the desync report says every rank ({fmt_ranks(joined[0])}) joined "
+            f"{f'collective #{n}' if n is not None else 'the collective'} and none finished it: no rank is "
+            "behind the others, the "
+            "collective hung under all of them (the network, a device, or a rank outside this group; not a "
+            "desync between these ranks)"
+        )
     return Finding(
         class_id=ClassId.TIMEOUT_UNDETERMINED,
         summary=(
             f"Collectives or ranks failed on {fmt_ranks(failed_ranks) if failed_ranks else 'the ranks'} "
-            f"({what}), but no divergence is visible in this evidence and nothing tells the ranks apart. "
-            f"Collect next: {COLLECT_MORE}"
+            f"({what}), but {seen}. Collect next: {COLLECT_MORE}"
         ),
         confidence="low",
         op=_s(ops.iloc[0]) if len(ops) else None,

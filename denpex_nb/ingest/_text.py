@@ -215,17 +215,19 @@ def fingerprints(text: str, anchor: str = "CollectiveFingerPrint(") -> list[tupl
 # --- PG prefix (docs/formats.md#pg-prefix) ---------------------------------------------------------
 
 PG_PREFIX = re.compile(
-    r"\[(?:PG ID (?P<pgid>\d+) PG GUID (?P<guid>[^\s(\]]+)|PG (?P<uid>[^\s(\]]+))?\s?"
+    r"\[(?:(?:PG ID (?P<pgid>\d+) )?PG GUID (?P<guid>[^\s(\]]+)|PG (?P<uid>[^\s(\]]+))?\s?"
     r"(?:\((?P<desc>[^)]*)\))?\s?Rank (?P<r>\d+)\]"
 )
 
 
 def pg_of(text: str) -> tuple[str | None, str | None, int | None]:
-    """(pg id, pg description, PG-local rank) from the first PG prefix in ``text``."""
+    """(pg, pg description, PG-local rank) from the first PG prefix in ``text``. The pg is the group's
+    name, the same on every member: the ``PG GUID`` where the prefix prints one, not the ``PG ID`` beside
+    it (a per-process count of the groups that process created: two groups can share it on two ranks)."""
     m = PG_PREFIX.search(text)
     if not m:
         return None, None, None
-    pg = m.group("pgid") or m.group("uid")
+    pg = m.group("guid") or m.group("uid")
     desc = m.group("desc")
     if desc in ("", "undefined"):
         desc = None

@@ -49,6 +49,7 @@ from ._text import (
     add_event,
     balanced,
     error_row,
+    event_key,
     event_row,
     i32,
     i64,
@@ -206,6 +207,42 @@ def _work_fields(text: str, start: int) -> tuple[dict, int]:
 def _clean(text: str) -> str:
     """The message without a leading ``RuntimeError: `` (so the glog and Python copies dedup)."""
     return _EXC_PREFIX.sub("", text.strip())
+
+
+#: how far back a status line looks for the timeout line of its work (the watchdog prints it right after)
+_COMPANION_ROWS = 8
+
+
+def _name_group(out: Output, rank: int | None, seq: int | None, pg: str, desc: str | None) -> None:
+    """Give the timeout line of this rank's work its group: torch 2.4+ prints ``[Rank 1] Watchdog caught
+    ... WorkNCCL(SeqNum=216, ...)`` without one, and the watchdog's status line for the same work right
+    after names it (``[PG ID 11 PG GUID 119 Rank 1] ... at work: 216``). Only the latest rows of the same
+    rank and work that name no group are named; without it, timeouts of different groups (two threads,
+    two communicators) would read as positions of one counter."""
+    if rank is None or seq is None:
+        return
+    for row in out.errors[-_COMPANION_ROWS:]:
+        if (
+            row.get("kind") == ErrorKind.WATCHDOG_TIMEOUT
+            and row.get("rank") == rank
+            and row.get("seq") == seq
+            and row.get("pg") is None
+        ):
+            row["pg"] = pg
+    keys = out.__dict__.get("_event_keys")
+    for row in out.events[-_COMPANION_ROWS:]:
+        if (
+            row.get("state") == State.TIMED_OUT
+            and row.get("rank") == rank
+            and row.get("seq") == seq
+            and row.get("seq_kind") == SeqKind.WORK
+            and row.get("pg") is None
+        ):
+            if keys is not None:
+                keys.discard(event_key(row))
+            row["pg"], row["pg_desc"] = pg, row.get("pg_desc") or desc
+            if keys is not None:
+                keys.add(event_key(row))
 
 
 class C10dReader(TextReader):
@@ -481,6 +518,8 @@ class C10dReader(TextReader):
                 seq_kind=SeqKind.WORK,
             ),
         )
+        if pg is not None:
+            _name_group(out, rank, s, pg, desc)
         return True
 
     def _teardown(self, line: Line, text: str, ctx: FileContext, out: Output) -> bool:

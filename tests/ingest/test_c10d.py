@@ -84,9 +84,15 @@ def test_watchdog_timeout_rank_tag_is_a_fallback_only():
             "1",
         ),
         (
+            # the group is its GUID (its name on every member), not the per-process PG ID
             "[PG ID 2 PG GUID 5(tp_group) Rank 3]  failure detected by watchdog at work sequence id: 2417 PG status: last "
             "enqueued work: 2419, last completed work: 2416",
-            "2",
+            "5",
+        ),
+        (
+            "[PG GUID 5(tp_group) Rank 3] Exception (either an error or timeout) detected by watchdog at work: 2417, last "
+            "enqueued NCCL work: 2419, last completed NCCL work: 2416.",
+            "5",
         ),
     ],
 )
@@ -103,6 +109,35 @@ def test_status_lines_give_progress(text, pg):
     err = one(out.errors, kind="watchdog_status")
     assert (err["seq"], err["pg"]) == (2417, pg)
     assert err["t_wall"] == datetime(2025, 4, 12, 9, 24, 2, 550390, tzinfo=timezone.utc)
+
+
+@pytest.mark.parametrize(
+    "status",
+    [
+        "[PG ID 11 PG GUID 119 Rank 1] Exception (either an error or timeout) detected by watchdog at work: 216, "
+        "last enqueued NCCL work: 220, last completed NCCL work: 215.",
+        "[PG ID 11 PG GUID 119(ep_group) Rank 1]  failure detected by watchdog at work sequence id: 216 PG status: "
+        "last enqueued work: 220, last completed work: 215",
+    ],
+)
+def test_a_timeout_line_without_a_group_takes_the_group_its_status_line_names(status):
+    """torch 2.4+: the timeout line says ``[Rank 1]`` only; the status line of the same work names the group."""
+    out = run(
+        R,
+        [
+            "[rank13]:[E218 04:54:22.864467604 ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught collective operation "
+            "timeout: WorkNCCL(SeqNum=216, OpType=ALLTOALL_BASE, NumelIn=1379328, NumelOut=1572864, Timeout(ms)=600000) "
+            "ran for 600045 milliseconds before timing out.",
+            "[rank13]:[E218 04:54:22.864535778 ProcessGroupNCCL.cpp:1795] " + status,
+            # another rank's timeout of another work stays without a group
+            "[rank15]:[E218 04:54:22.883327702 ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught collective operation "
+            "timeout: WorkNCCL(SeqNum=57, OpType=ALLREDUCE, NumelIn=32, NumelOut=32, Timeout(ms)=600000) ran for 600045 "
+            "milliseconds before timing out.",
+        ],
+    )
+    timeouts = [e for e in out.errors if e["kind"] == "watchdog_timeout"]
+    assert [(e["rank"], e["seq"], e["pg"]) for e in timeouts] == [(13, 216, "119"), (15, 57, None)]
+    assert [(e["rank"], e["seq"], e["pg"]) for e in out.events] == [(13, 216, "119"), (15, 57, None)]
 
 
 def test_teardown_sequence_is_consumed_and_classified():

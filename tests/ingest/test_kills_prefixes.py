@@ -39,3 +39,21 @@ def test_a_line_weeks_after_the_files_time_was_written_last_year():
     """Written in March 2026: a May line cannot come from May 2026 (after the file), so May 2025."""
     assert _year("0515", "08:00:00", datetime(2026, 3, 31, tzinfo=timezone.utc)) == 2025
     assert _year("1231", "23:59:00", datetime(2026, 1, 2, tzinfo=timezone.utc)) == 2025
+
+
+# --- a grep -H file name alone on its line (mutation_signals_151a56c9fc22.md: prefixes.py:214) ----------------
+
+
+def test_a_file_name_alone_on_its_line_is_kept_as_written_and_names_no_rank():
+    """``rank3.log:`` on a line of its own is what a user writes above the lines of that file in an
+    issue (or grep -H's empty line: nothing to read either way). It stays the text it is, with no rank:
+    only a line with a message after the name is grep -H output whose name gives the message's rank."""
+    from denpex_nb.ingest.prefixes import to_lines
+
+    ctx = FileContext(file="t.log")
+    lines = to_lines([(1, "rank3.log:"), (2, "worker_rank2.log-"), (3, "rank3.log:RuntimeError: boom")], ctx)
+    assert [(ln.text, ln.rank) for ln in lines] == [
+        ("rank3.log:", None),
+        ("worker_rank2.log-", None),
+        ("RuntimeError: boom", 3),
+    ]

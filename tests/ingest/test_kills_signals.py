@@ -50,3 +50,44 @@ def test_an_info_word_in_the_text_does_not_cap_an_error_marker(text):
 @pytest.mark.parametrize("cls", ["c10::Error", "std::runtime_error"])
 def test_an_abort_on_an_exception_of_no_family_is_the_exit_family(cls):
     assert family_of(f"terminate called after throwing an instance of '{cls}'") == SignalFamily.EXIT
+
+
+# --- a failure line a paste cut in two (mutation_signals_151a56c9fc22.md: signals.py:767, _cut_head) -----------
+
+
+@pytest.mark.parametrize(
+    "head,tail",
+    [
+        (
+            "host-1:2231:2290 [1] NCCL WARN NET/IB : Got completion from peer 10.0.0.3<49024> with",
+            "error 12, opcode 32753, len 0, vendor err 129",
+        ),
+        ("WARNING: NCCL connection to peer node7 was", "closed by remote peer, exiting"),
+    ],
+)
+def test_a_warning_line_cut_in_two_keeps_the_failure_its_tail_states(tmp_path, head, tail):
+    """A paste that cut a failure line after its subsystem's words (a warning of the network family,
+    no failure yet) and put the rest on the next line: the head's signal row is the failure, with
+    both pieces' text, so the verdict quotes the whole line."""
+    import denpex_nb as dx
+
+    p = tmp_path / "log.txt"
+    p.write_text(f"{head}\n{tail}\n")
+    s = dx.load(str(p), progress=False).signals
+    first = s.sort_values("line").iloc[0]
+    assert (int(first["line"]), bool(first["failure"]), str(first["family"])) == (1, True, SignalFamily.NETWORK)
+    assert str(first["text"]).startswith(head) and tail in str(first["text"])
+
+
+def test_a_finished_line_is_never_the_head_of_the_failure_after_it(tmp_path):
+    """A whole statement (the work finished) followed by a failure line stays what it said."""
+    import denpex_nb as dx
+
+    p = tmp_path / "log.txt"
+    p.write_text(
+        "Training completed. Do not forget to share your model\nRuntimeError: NCCL error: unhandled system error\n"
+    )
+    s = dx.load(str(p), progress=False).signals
+    first = s[s["line"] == 1]
+    assert len(first) == 1 and str(first.iloc[0]["family"]) == SignalFamily.FINISH
+    assert not bool(first.iloc[0]["failure"]) and "RuntimeError" not in str(first.iloc[0]["text"])
