@@ -101,6 +101,11 @@ NEEDLES: tuple[bytes, ...] = (
     # libfabric's providers (EFA, verbs ...) under NCCL's OFI plugin: their warning level, their errno
     b"<warn>",
     b"prov_errno",
+    # a stack dump of a live process (py-spy, faulthandler, gdb: STACK_DUMP)
+    b"most recent call first",
+    b"(idle)",
+    b"(active",
+    b"(LWP ",
     # families without an error word of their own
     b"out of memory",
     b"OOM",
@@ -565,6 +570,10 @@ FAMILIES: tuple[tuple[SignalFamily, re.Pattern], ...] = (
         re.compile(
             r"(?i:exit(?:ed)?(?: with)? (?:code|status)|exitcode|return ?code|\bsignal\b|Segmentation fault|core dumped"
             r"|\bkilled\b|\babort(?:ed|ing)?\b|terminate called|\bSIG[A-Z]{3,5}\b)"
+            # glog's fatal CHECK (``F0415 ... file.cc:86] Check failed: x > 0 (0 vs. 0)``, TensorFlow's / XLA's
+            # ``... F tensorflow/...:86] Check failed: ...``, then ``*** Check failure stack trace: ***``):
+            # it aborts the process (SIGABRT), the process's own end
+            r"|:\d{1,6}\] Check failed: |\*\*\* Check failure stack trace"
             r"|" + USAGE_ERROR
         ),
     ),
@@ -601,6 +610,17 @@ STOPPED = re.compile(
     r"|sending Ctrl-C|Forwarding signal (?:SIG(?:INT|TERM|HUP)|[12]|1\d) to job"
 )
 
+#: a stack dump of a LIVE process, taken by someone who looks at why it does not go on: py-spy's ``py-spy
+#: dump --pid`` (``Thread 120142 (idle): "MainThread"``, ``(active+gil)``), Python's faulthandler
+#: (``Thread 0x00007f3a (most recent call first):``, ``Current thread 0x...``: ``dump_traceback_later``'s
+#: timeout, a ``faulthandler.register`` signal), gdb's ``thread apply all bt`` (``Thread 3 (Thread
+#: 0x7f2a1c7fe700 (LWP 12345)):``). Evidence of a suspected hang (the job did not finish), so never an
+#: all-clear and never "nothing read": a failure of family ``timeout`` (the cause is in the frames, not
+#: named). A process that crashed prints its own fatal line before such a dump, and that comes first
+STACK_DUMP = re.compile(
+    r"(?<![\w.-])Thread \d{1,10} \((?:idle|active)(?:\+gil)?\): \"|(?<![\w.-])(?:Current thread|Thread) 0x[0-9a-fA-F]{4,16} "
+    r"\(most recent call first\):|(?<![\w.-])Thread \d{1,6} \(Thread 0x[0-9a-fA-F]{4,16} \(LWP \d{1,10}\)\)"
+)
 #: a rank announcing that it ENTERS process-group initialisation, printed before the group is up
 #: (Lightning's ``initializing ddp: GLOBAL_RANK: 1, MEMBER: 2/2`` / ``Initializing distributed: ...``,
 #: Megatron's ``> initializing torch distributed ...``, DeepSpeed's ``Initializing TorchBackend in
@@ -648,6 +668,61 @@ ACTIVITY = re.compile(
     r"|number of skipped iterations: *\d+ \| number of nan iterations"
     r"|torchelastic\.worker\.status\.SUCCEEDED\b|worker group successfully finished"
     r"|" + INIT_ENTERING.pattern
+)
+
+#: training or benchmark progress: a line with a progress counter (``step``/``iter``/``iteration``/``epoch``/
+#: ``batch``/``update`` N, a unit word cut short as loggers do (``ep 3``, ``it 40``, a user's ``Epoc: 100``),
+#: ``N/M``, a progress bar's ``37%|###|``, a benchmark's step number before its rate; a unit in the singular: ``epochs=300`` is a setting) AND a metric with a number (``loss``, ``val_loss``, ``lr``,
+#: ``grad_norm``, ``acc``, ``ppl``, ``tps``, ``tflops``, ``mfu``, ``throughput``, a rate ``7.9it/s``, ``106.2
+#: images/sec``, ``tokens/s 41230``), or a benchmark's result line (``Total img/sec on 2 GPU(s): 212.4``,
+#: nccl-tests' ``Avg bus bandwidth : 21.3``). Printed by the training loop or the benchmark of any framework
+#: (torchtitan's ``step: 14  loss:  3.24405  grad_norm: ... tps: 7,282``, DETR's ``Epoch: [0]  [   0/7393]
+#: eta: ... loss: 76.2864``, a tqdm bar ``epoch:1 loss:1.77:   7%|▋  | 26/391 [00:05<00:46,  7.91it/s]``,
+#: Lightning's ``Epoch 3: 45%|...| 45/100 [..., loss=0.31, v_num=0]``): positive evidence that the run went
+#: on up to that line, nothing else (not a dump of settings: ``Namespace(epochs=300, lr=0.1)``, a dict's
+#: ``{'epoch': 3, 'lr': 0.1}``). A row of family ``progress`` (never a failure: a line with a failure
+#: word or an error or warning level is read as that). With no failure signal anywhere it makes an
+#: all-clear at low confidence that says the limit (the job may have hung or died after the last such
+#: line); a failure anywhere still decides. Found without a needle per line: :data:`PROGRESS_NEEDLES` are
+#: reported once per chunk by the scanner, which then looks for each chunk's last such line from its end
+#: (ordinary training output stays unread)
+_PROGRESS_COUNTER = (
+    r"(?i:\b(?:global[ _]?)?(?:step|iter(?:ation)?|it|epoc?h?|ep|batch|update)\b[ \t]{0,3}[:=#]?"
+    r"[ \t]{0,3}\[?[ \t]{0,6}\d"
+    r"|\b\d{1,12}[ \t]{0,2}/[ \t]{0,2}\d{1,12}\b|\b\d{1,3}%[ \t]{0,2}\|"
+    # a step number leading a benchmark's rate (tf_cnn_benchmarks' ``10\timages/sec: 106.2 +/- 0.3``)
+    r"|\b\d{1,9}[ \t]{1,8}(?:img|images|samples|examples|tokens|sequences)/sec\b)"
+)
+_PROGRESS_METRIC = (
+    r"(?i:\b(?:\w{1,30}_)?(?:loss(?:es)?|lr|learning[ _]rate|grad_?norm|acc(?:uracy)?|ppl|perplexity|tps"
+    r"|tflops|mfu|throughput)\b[ \t:=|]{0,4}[-+]?(?:\d|nan\b|inf\b)"
+    r"|\d[ \t]{0,2}(?:it|s|img|images|samples|examples|tokens|tok|seqs?|sequences)/(?:s|sec|it)\b"
+    r"|\b(?:img|images|samples|examples|tokens|tok)/s(?:ec)?\b[ \t:=]{0,4}\d)"
+)
+PROGRESS = re.compile(
+    r"^(?![^\n]*?(?:\bNamespace\(|[{,] ?['\"]\w{1,40}['\"]: ))(?=[^\n]*?"
+    + _PROGRESS_COUNTER
+    + r")[^\n]*?"
+    + _PROGRESS_METRIC
+    + r"|(?i:\btotal (?:img|images|samples|examples|tokens)/sec\b[^\n]{0,60}?\d|\bavg bus bandwidth[ \t]{0,4}:[ \t]{0,4}\d)"
+)
+#: the literals that find :data:`PROGRESS` candidates (each needle reported once per chunk, see above)
+PROGRESS_NEEDLES: tuple[bytes, ...] = (
+    b"loss",
+    b"Loss",
+    b"LOSS",
+    b"it/s",
+    b"s/it",
+    b"/sec",
+    b"samples/s",
+    b"tokens/s",
+    b"tflops",
+    b"TFLOPS",
+    b"mfu",
+    b"MFU",
+    b"hroughput",
+    b"grad_norm",
+    b"us bandwidth",
 )
 
 #: an exception that says this process could not reach another, or lost it (a connection refused,
@@ -825,6 +900,8 @@ INIT_WAIT_TIMEOUT = re.compile(
 )
 
 _MAX_TEXT = 400
+#: ranks whose progress rows a file keeps (see :class:`SignalSink`)
+_MAX_PROGRESS_RANKS = 4096
 #: characters of a line :func:`classify` reads (its shape is made of them)
 SHAPE_CHARS = _MAX_TEXT * 2
 _WORD = re.compile(r"[A-Za-z]{2}")
@@ -941,6 +1018,8 @@ def classify_text(text: str, level: str | None = None) -> Signal | None:
             str(SignalFamily.STOP),
             True,
         )
+    if STACK_DUMP.search(text):  # someone dumped the stacks of a live process: a suspected hang
+        return Signal(str(SignalSeverity.WARNING), str(SignalFamily.TIMEOUT), True)
     if (
         sev in (None, SignalSeverity.INFO, SignalSeverity.WARNING)
         and ACTIVITY.search(text)
@@ -958,6 +1037,8 @@ def classify_text(text: str, level: str | None = None) -> Signal | None:
             return Signal(str(sev), str(SignalFamily.RECOVERED), False)
         if RETRYING.search(text):
             return Signal(str(sev), str(SignalFamily.NETWORK), False)
+        if PROGRESS.search(text) and not FAILURE_WORDS.search(text):
+            return Signal(str(sev), str(SignalFamily.PROGRESS), False)
         return None
     if (
         sev != SignalSeverity.FATAL
@@ -984,6 +1065,8 @@ def classify_text(text: str, level: str | None = None) -> Signal | None:
         return Signal(str(sev), str(fam), False) if fam != SignalFamily.OTHER else None
     if RECOVERED.search(text):  # a wait that ended, logged without a level
         return Signal(str(SignalSeverity.INFO), str(SignalFamily.RECOVERED), False)
+    if sev is None and PROGRESS.search(text):  # the run went on up to here (no failure word, no level)
+        return Signal(str(SignalSeverity.INFO), str(SignalFamily.PROGRESS), False)
     return None
 
 
@@ -994,6 +1077,7 @@ _WHOLE = (
     SignalFamily.FINISH,
     SignalFamily.RECOVERED,
     SignalFamily.ACTIVITY,
+    SignalFamily.PROGRESS,
     SignalFamily.STALL,
 )
 
@@ -1014,8 +1098,22 @@ class SignalSink:
         self.cols: dict[str, list] = {
             k: [] for k in ("rank", "t_wall", "line", "severity", "family", "failure", "text", "host")
         }
+        #: progress rows (:data:`PROGRESS`), the first and the last per rank: kept apart from the capped
+        #: rows, so that a long run's progress never takes the place of a failure printed after it
+        self.progress: dict = {}
 
     def add(self, sig: Signal, *, line: int, text: str, rank=None, t_wall=None, host=None) -> None:
+        if sig.family == SignalFamily.PROGRESS:
+            row = (rank, t_wall, line, sig.severity, sig.family, False, text[:_MAX_TEXT], host)
+            got = self.progress.get(rank)
+            if got is None:
+                if len(self.progress) < _MAX_PROGRESS_RANKS:
+                    self.progress[rank] = [row, row]
+            elif line > got[1][2]:
+                got[1] = row
+            elif line < got[0][2]:
+                got[0] = row
+            return
         if len(self.cols["line"]) >= self.cap:
             self.dropped += 1
             return
@@ -1041,7 +1139,15 @@ class SignalSink:
 
     def batch(self) -> dict[str, list] | None:
         """The rows as one column batch for the ``signals`` frame (None when there are none)."""
-        n = len(self.cols["line"])
+        cols = self.cols
+        if self.progress:
+            rows = {r[2]: r for pair in self.progress.values() for r in pair}
+            if rows:
+                names = ("rank", "t_wall", "line", "severity", "family", "failure", "text", "host")
+                every = list(zip(*(cols[k] for k in names))) + list(rows.values())
+                every.sort(key=lambda r: r[2])  # in line order, as the other rows are
+                cols = {k: [r[i] for r in every] for i, k in enumerate(names)}
+        n = len(cols["line"])
         if not n:
             return None
-        return {"file": [self.file] * n, **self.cols}
+        return {"file": [self.file] * n, **cols}

@@ -134,6 +134,7 @@ class SignalFamily(_Name):
     FINISH = "finish"  # not a failure: the work said it finished
     RECOVERED = "recovered"  # not a failure: a connection that had failed was made after all
     ACTIVITY = "activity"  # not a failure: a line only a running distributed job prints (the job ran)
+    PROGRESS = "progress"  # not a failure: training or benchmark progress (a counter and a metric, a result line)
 
 
 #: error kinds a rank shows when a collective failed under it (someone else may have started it):

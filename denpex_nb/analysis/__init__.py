@@ -79,7 +79,12 @@ def diagnose(incident, *, strict: bool = False) -> Diagnosis:
     if size is not None:
         diag.group_size, diag.group_size_basis = size.size, size.basis
     diag.absent_ranks = [int(r) for r in state.loc[~state["present"], "rank"]] if len(state) else []
-    if _nothing_read(incident) and not _signals_speak(incident) and not _signals.activity(incident):
+    if (
+        _nothing_read(incident)
+        and not _signals_speak(incident)
+        and not _signals.activity(incident)
+        and not len(_signals.progress_lines(incident))
+    ):
         diag.findings = [_no_evidence(incident)]
         diag.notes.append("nothing distributed could be read: this is not an all-clear")
         return diag
@@ -164,6 +169,11 @@ def diagnose(incident, *, strict: bool = False) -> Diagnosis:
             diag.initiating_rank = first.culprit_ranks[0]  # the launcher saw it fail first
     diag.all_clear_confidence = _all_clear_confidence(incident, state)
     if not findings:
+        went_on = safely("progress", lambda: _signals.progress_note(incident), "")
+        if went_on:  # the run went on up to its last progress line: no further (signals.PROGRESS)
+            diag.notes.insert(0, went_on)
+            if not len(incident.events):
+                diag.all_clear_confidence = "low"
         warned = safely("warning signals", lambda: _signals.warnings_of_note(incident), "")
         if warned:  # an all-clear beside warnings of a failure family is a weak one
             diag.all_clear_confidence = "low"

@@ -256,6 +256,41 @@ def activity(incident) -> bool:
     return bool((incident.signals["family"].astype(object) == SignalFamily.ACTIVITY).any())
 
 
+def progress_lines(incident) -> pd.DataFrame:
+    """The last progress row (:data:`denpex_nb.signals.PROGRESS`: a step counter and a metric, a
+    benchmark's result) of each rank in each file, in file order: positive evidence that the run went on
+    up to there, and no further."""
+    if _empty(incident):
+        return pd.DataFrame()
+    s = incident.signals
+    p = s[s["family"].astype(object) == SignalFamily.PROGRESS]
+    if not len(p):
+        return p
+    key = p["rank"].astype("Int64").astype(object).where(p["rank"].notna(), -1)
+    return p.assign(_rank=key).drop_duplicates(["file", "_rank"], keep="last").drop(columns="_rank")
+
+
+def progress_note(incident) -> str:
+    """One line for an all-clear that rests on progress lines: the last progress line of each rank or
+    file (a few) and the limit of such evidence. Empty when there is none."""
+    last = progress_lines(incident)
+    if not len(last):
+        return ""
+    from .catalog.entries import COLLECT_MORE
+
+    head = last.tail(3)  # the last files' (the newest lines of a folder of rank logs are as good as any)
+    shown = "; ".join(
+        f"{f}:{ln}" + ("" if pd.isna(r) else f" (rank {int(r)})") + f": {str(t).strip()[:120]}"
+        for f, ln, r, t in zip(head["file"].astype(object), head["line"], head["rank"], head["text"])
+    )
+    more = f" (and {len(last) - 3} more ranks or files)" if len(last) > 3 else ""
+    return (
+        f"training/benchmark progress was printed and nothing failed up to the last line: {shown}{more}. "
+        f"This does not show the job finished: if it hung or died after, collect every rank's log to its "
+        f"end (py-spy dump --pid of every rank if it still runs), and {COLLECT_MORE[0].lower() + COLLECT_MORE[1:]}"
+    )
+
+
 def finish_lines(incident) -> pd.DataFrame:
     """Rows saying the work finished."""
     if _empty(incident):

@@ -137,6 +137,7 @@ class NeedleMatcher:
         use_hyperscan: bool | None = None,
         groups: list[tuple[bytes, ...]] | None = None,
         single_match: bool = False,
+        once_mask: int = 0,
     ):
         self.needles = sorted({bytes(n) for n in needles if n and b"\n" not in n})
         index = {n: i for i, n in enumerate(self.needles)}
@@ -147,6 +148,9 @@ class NeedleMatcher:
                 for n in group:
                     if n in index:
                         self.masks[index[n]] |= 1 << g
+        #: needles reported once per search (their first line only): those of the groups in ``once_mask``
+        #: and of no other group (a needle that is also a reader's is reported everywhere)
+        self.once = frozenset(i for i, m in enumerate(self.masks) if once_mask and m > 0 and not m & ~once_mask)
         self.watch_bits: dict[int, str] = {}  # group bit -> watched word (see for_readers)
         self.watch_mask = 0
         self._db = None
@@ -160,7 +164,12 @@ class NeedleMatcher:
                     ids=list(range(len(self.needles))),
                     elements=len(self.needles),
                     # single_match: each needle reported once per scan (:meth:`groups_in` needs no more)
-                    flags=[hyperscan.HS_FLAG_SINGLEMATCH] * len(self.needles) if single_match else 0,
+                    flags=[
+                        hyperscan.HS_FLAG_SINGLEMATCH if single_match or i in self.once else 0
+                        for i in range(len(self.needles))
+                    ]
+                    if single_match or self.once
+                    else 0,
                     literal=True,
                 )
                 self._db = db
@@ -176,18 +185,24 @@ class NeedleMatcher:
         """One group per reader, then one per ``watch`` entry (words noticed, not parsed: see
         :meth:`BlockScanner.mentions`); :attr:`watch_bits` maps those groups' bits to their names.
         With ``signals``, the failure signals' needles (:data:`denpex_nb.signals.NEEDLES`) are one
-        more group after them, whose bit is :attr:`signal_bit`."""
+        more group after them, whose bit is :attr:`signal_bit`, and the progress needles
+        (:data:`denpex_nb.signals.PROGRESS_NEEDLES`) one more, :attr:`progress_bit`: each of those is
+        reported once per search (ordinary training output holds them on every line)."""
         groups = [tuple(r.needles) for r in readers]
         names = list(watch or {})
         groups += [tuple(watch[k]) for k in names]
+        progress_bit = 0
         if signals:
-            from ..signals import NEEDLES
+            from ..signals import NEEDLES, PROGRESS_NEEDLES
 
             groups.append(NEEDLES)
-        m = cls((n for g in groups for n in g), groups=groups, **kw)
+            groups.append(PROGRESS_NEEDLES)
+            progress_bit = 1 << (len(groups) - 1)
+        m = cls((n for g in groups for n in g), groups=groups, once_mask=progress_bit, **kw)
         m.watch_bits = {1 << (len(readers) + i): name for i, name in enumerate(names)}
         m.watch_mask = sum(m.watch_bits)
         m.signal_bit = 1 << (len(readers) + len(names)) if signals else 0
+        m.progress_bit = progress_bit
         return m
 
     def masks_array(self):
@@ -279,6 +294,7 @@ class NeedleMatcher:
             return starts, masks
         found: dict[int, int] = {}
         find, rfind = buf.find, buf.rfind
+        once = self.once
         for nid, needle in enumerate(self.needles):
             m = masks_of[nid]
             pos = find(needle, 0, n)
@@ -286,7 +302,7 @@ class NeedleMatcher:
                 s = rfind(b"\n", 0, pos) + 1
                 found[s] = found.get(s, 0) | m
                 e = find(b"\n", pos, n)
-                if e < 0:
+                if e < 0 or nid in once:
                     break
                 pos = find(needle, e, n)
         starts = sorted(found)
@@ -674,6 +690,8 @@ class BlockScanner:
         #: the failure signals (:mod:`denpex_nb.signals`): their needles are the matcher's last group
         #: when it has one (``NeedleMatcher.for_readers(..., signals=True)``)
         self.sig_bit = getattr(matcher, "signal_bit", 0)
+        #: training progress (:data:`denpex_nb.signals.PROGRESS`): its needles are reported once per chunk
+        self.prog_bit = getattr(matcher, "progress_bit", 0)
         self.signals = None
         if self.sig_bit:
             self.signals = SignalSink(ctx.file)
@@ -860,11 +878,14 @@ class BlockScanner:
             else self.matcher.line_hits(buf, n_buf, newlines=newlines, arrays=True)
         )
         sig_at: list[int] = []  # lines holding a signal needle (reader lines among them too)
+        prog_at: list[int] = []  # the first line of each progress needle in these bytes
         if not isinstance(starts, list):  # many hits, in numpy arrays: mentions and signals split in bulk
-            starts, masks, sig_at = self._split_arrays(starts, masks)
+            starts, masks, sig_at, prog_at = self._split_arrays(starts, masks)
         else:
             if self.matcher.watch_mask:
                 starts, masks = self._take_mentions(starts, masks)
+            if self.prog_bit:
+                starts, masks, prog_at = _split_signal_hits(starts, masks, self.prog_bit)
             if self.sig_bit:
                 starts, masks, sig_at = _split_signal_hits(starts, masks, self.sig_bit)
         count = _newline_counter(buf, n_buf, newlines.known)
@@ -918,6 +939,8 @@ class BlockScanner:
                 prev_s, be = be, nxt_end
                 n_block += 1
             if be >= n_buf and not final and (bs > 0 or n_buf < CARRY_CAP):
+                if prog_at:
+                    self._progress(buf, bs, lineno, prog_at, count, wrap)
                 return bs, ln  # may continue in the next chunk: carry it over
             while i < len(starts) and starts[i] < be:  # candidates swallowed as continuation lines
                 mask |= masks[i]
@@ -934,14 +957,78 @@ class BlockScanner:
         self._region(buf, pos, n_buf, ln, tail)
         ln += tail
         self.lines_total = ln - 1
+        if prog_at:
+            self._progress(buf, n_buf, lineno, prog_at, count, wrap)
         return n_buf, ln
 
-    def _split_arrays(self, starts, masks) -> tuple[list[int], list[int], list[int]]:
-        """:meth:`_take_mentions` then :func:`_split_signal_hits` on numpy arrays (the same lists
-        come out): the hits of a big chunk are never walked one by one in Python."""
+    def _progress(self, buf, upto: int, lineno: int, first: list[int], count, wrap: int) -> None:
+        """The progress rows of ``buf[:upto]`` (whole lines from line ``lineno``): the lines that hold a
+        progress needle first (``first``: the matcher reports each once) and the last line that holds
+        one and reads as progress (:data:`denpex_nb.signals.PROGRESS`), found from the end with
+        ``rfind`` for the needles these bytes hold only (at most :data:`_PROGRESS_TRIES` lines looked
+        at). Ordinary training output is so never read line by line."""
+        from ..signals import PROGRESS_NEEDLES, SignalFamily, classify
+
+        rfind, find = buf.rfind, buf.find
+        heads = [s for s in first if s < upto]
+        if not heads:
+            return
+
+        def text_at(s: int) -> str:
+            e = find(b"\n", s, upto)
+            e = upto if e < 0 else e
+            raw = bytes(buf[s : min(e, s + self.line_cap)])
+            if wrap:  # a hard-wrapped logical line: its tails too
+                ps = s
+                for _ in range(8):
+                    nxt = find(b"\n", e + 1, upto)
+                    if e + 1 >= upto or nxt < 0 or not joins_b(buf[ps:e], buf[e + 1 : nxt], wrap):
+                        break
+                    raw += buf[e + 1 : nxt]
+                    ps, e = e + 1, nxt
+            return raw.decode("utf-8", "replace").rstrip("\r")
+
+        done: set[int] = set()
+
+        def add(s: int) -> bool:
+            if s in done:
+                return False
+            done.add(s)
+            text = text_at(s)
+            sig = classify(text)
+            if sig is None or sig.family != SignalFamily.PROGRESS:
+                return False
+            self._signal_line(sig, lineno + count(b"\n", 0, s), text)
+            return True
+
+        held = {nd for nd in PROGRESS_NEEDLES for s in heads if nd in text_at(s).encode("utf-8", "replace")}
+        last = {nd: rfind(nd, 0, upto) for nd in held}
+        for _ in range(_PROGRESS_TRIES):
+            p = max(last.values(), default=-1)
+            if p < 0:
+                break
+            s = rfind(b"\n", 0, p) + 1
+            if add(s):
+                break
+            for nd, q in last.items():  # the needles of that line: their occurrence before it
+                if q >= s:
+                    last[nd] = rfind(nd, 0, s)
+        for s in heads:
+            add(s)
+
+    def _split_arrays(self, starts, masks) -> tuple[list[int], list[int], list[int], list[int]]:
+        """:meth:`_take_mentions` then :func:`_split_signal_hits` (progress, then signals) on numpy
+        arrays (the same lists come out): the hits of a big chunk are never walked one by one in Python."""
         import numpy as np
 
         wm, bit = self.matcher.watch_mask, self.sig_bit
+        prog_at: list[int] = []
+        if self.prog_bit:
+            prog = (masks & self.prog_bit) != 0
+            if prog.any():
+                prog_at = starts[prog].tolist()
+                keep = (masks & ~self.prog_bit) != 0
+                starts, masks = starts[keep], masks[keep] & ~self.prog_bit
         if wm:
             seen = int(np.bitwise_or.reduce(masks)) if len(masks) else 0
             for b, name in self.matcher.watch_bits.items():
@@ -957,7 +1044,7 @@ class BlockScanner:
                 sig_at = starts[sig].tolist()
                 keep = (masks & ~bit) != 0
                 starts, masks = starts[keep], masks[keep] & ~bit
-        return starts.tolist(), masks.tolist(), sig_at
+        return starts.tolist(), masks.tolist(), sig_at, prog_at
 
     def _take_mentions(self, starts: list[int], masks: list[int]) -> tuple[list[int], list[int]]:
         """Note the watched words among the candidate lines (``mentions``) and keep as candidates
@@ -1236,6 +1323,9 @@ def _split_signal_hits(starts: list[int], masks: list[int], bit: int) -> tuple[l
     keep = [k for k, m in enumerate(masks) if m & ~bit]
     return [starts[k] for k in keep], [masks[k] & ~bit for k in keep], sig_at
 
+
+#: lines looked at from a chunk's end for its last progress line (see :meth:`BlockScanner._progress`)
+_PROGRESS_TRIES = 16
 
 #: below this many signal lines in a chunk, each is classified where it is (numpy's overhead)
 _SHAPES_MIN = 64

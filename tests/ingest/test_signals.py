@@ -59,10 +59,13 @@ def test_benign_lines_give_no_failure(text):
 
 
 def test_ordinary_output_gives_no_failure_rows(tmp_path):
-    """Training output gives no row; NCCL's "Init COMPLETE" is kept as a connection made (recovered)."""
+    """Training output gives no failure row, only progress rows (the first and the last step line of each
+    rank: signals.PROGRESS); NCCL's "Init COMPLETE" is kept as a connection made (recovered)."""
     inc = _load(tmp_path, healthy_lines())
     assert len(_failures(inc)) == 0
-    assert set(inc.signals["family"].astype(object)) <= {SignalFamily.RECOVERED}
+    fam = inc.signals["family"].astype(object)
+    assert set(fam) <= {SignalFamily.RECOVERED, SignalFamily.PROGRESS}
+    assert (fam == SignalFamily.PROGRESS).sum() <= 2 * 4
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
