@@ -71,6 +71,8 @@ NEEDLES: tuple[bytes, ...] = (
     b"ABORT",
     b"Segmentation fault",
     b"core dumped",
+    # C++'s abort on an uncaught exception, found even where a paste cut it before the exception's name
+    b"terminate called",
     b"exit code",
     b"exitcode",
     b"exit status",
@@ -958,12 +960,15 @@ def family_of(text: str) -> SignalFamily:
     collective or cross-rank word); :attr:`SignalFamily.OTHER` when none does. ``terminate called
     after throwing an instance of 'X'`` takes the family of ``X`` (its ``what()`` follows on the next
     line: :func:`denpex_nb.analysis.signals.signal_finding` reads that one), the exit family when
-    ``X`` has none."""
+    ``X`` has none; cut before ``X`` (a paste's end), no family: what was thrown is unknown."""
     m = TERMINATE.search(text)
     if m:
         fam = _family(m.group(1))
         if fam != SignalFamily.OTHER:
             return fam
+    elif "terminate called after throwing" in text:
+        # cut before the exception's name: what was thrown (a collective's own error, a crash) is unknown
+        return SignalFamily.OTHER
     return _family(text)
 
 

@@ -291,7 +291,8 @@ def _blind_scored(batch: str) -> bool:
 def bases(rng: random.Random | None = None, *, chatter: int = 4, batches: bool = True) -> list[Base]:
     """Every healthy log: the recorded fixed runs' combined logs, the corpus' negative controls (a
     case of a new batch only once its blind score is recorded; none with ``batches=False``, so a
-    seeded subset stays the same as batches arrive), ``chatter`` generated ones."""
+    seeded subset stays the same as batches arrive), ``chatter`` generated ones and ``chatter`` runs
+    shown only by their progress lines (:func:`healthy_progress`)."""
     rng = rng or random.Random(0)
     out = []
     for p in sorted(RECORDED.glob("*/fixed-*/combined.log")):
@@ -307,7 +308,26 @@ def bases(rng: random.Random | None = None, *, chatter: int = 4, batches: bool =
             out.append(Base(f"wild/{case['id']}/{f}", tuple(text.splitlines())))
     for k in range(chatter):
         out.append(Base(f"chatter/{k}", tuple(healthy_chatter(rng, n_ranks=2 + 2 * (k % 3)))))
+    for k in range(chatter):
+        out.append(Base(f"progress/{k}", tuple(healthy_progress(k))))
     return out
+
+
+#: training and benchmark progress as frameworks print it, with nothing distributed on any line
+_PROGRESS_FORMS = (
+    "[rank0]:[titan] 2025-05-28 21:13:37,816 - root - INFO - step: {i:2d}  loss:  {loss:.4f}  grad_norm:  0.83  "
+    "memory: 9.46GiB(64.99%)  tps: 7,282  tflops: 0.52  mfu: 0.17%",
+    "Epoch: [0]  [{i:4d}/7393]  eta: 16:41:59  lr: 0.000100  class_error: 99.64  loss: {loss:.4f} (76.2864)",
+    "epoch:1 loss:{loss:.4f}:   7%|7         | {i}/391 [00:05<00:46,  7.91it/s]",
+    "{i}\timages/sec: 106.{i} +/- 0.3 (jitter = 1.2)\t7.851",
+)
+
+
+def healthy_progress(k: int, steps: int = 12) -> list[str]:
+    """A healthy run shown only by its progress lines (one framework's form each): an all-clear at low
+    confidence, which one failure line anywhere must still take away."""
+    form = _PROGRESS_FORMS[k % len(_PROGRESS_FORMS)]
+    return [form.format(i=i, loss=3.0 - i / 50) for i in range(1, steps + 1)]
 
 
 @dataclass(frozen=True)
