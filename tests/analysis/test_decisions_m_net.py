@@ -24,7 +24,8 @@ phrasings from several real sources.
 - A PyTorch whose build lacks the backend asked for (``Distributed package doesn't have NCCL built in``, MPI,
   UCC) or a machine without the GPUs it needs (``ProcessGroupNCCL is only supported with GPUs, no GPUs
   found!``) fails each process at set-up, before any communication: ``rank-crash``, never ``nccl-error``
-  (test_a_backend_the_build_lacks_is_each_processs_own_crash).
+  (test_a_backend_the_build_lacks_is_each_processs_own_crash,
+  test_a_missing_backend_is_the_setup_family_before_the_network).
 - A wait at init for ranks that never joined, timed out (the store-based barrier of torch <= 1.13 with its
   ``worker_count``, the TCPStore's ``N/M clients joined``), and the launcher reporting that worker's exit:
   the exit is the timeout's consequence, ``timeout-undetermined`` with the crash as an alternative
