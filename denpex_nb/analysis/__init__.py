@@ -83,10 +83,15 @@ def diagnose(incident, *, strict: bool = False) -> Diagnosis:
         _nothing_read(incident)
         and not _signals_speak(incident)
         and not _signals.activity(incident)
-        and not len(_signals.progress_lines(incident))
-    ):
+        and not (len(_signals.progress_lines(incident)) and _signals.shows_a_job_of_processes(incident))
+    ):  # progress alone is an all-clear only for a job that shows it has several processes
         diag.findings = [_no_evidence(incident)]
         diag.notes.append("nothing distributed could be read: this is not an all-clear")
+        if len(_signals.progress_lines(incident)):
+            diag.notes.append(
+                "progress lines were printed, but nothing shows a job of several processes (no rank, no node "
+                "label, no per-rank file, no word of a distributed job): they say nothing of its collectives"
+            )
         return diag
 
     al = safely("align", lambda: align(incident.events), Alignment([], {}, 0, 0, {}))

@@ -828,11 +828,15 @@ def all_joined(ctx: Context) -> tuple[list[int], pd.DataFrame] | None:
         return None
     rows = ds[ds["message"].astype(str).str.contains(_DS_JOINED)]
     joined = _related(rows)
-    members = set(ctx.ranks_known) | set(_related(ds))
+    return (joined, rows) if _names_every_rank(ctx, joined, _related(ds)) else None
+
+
+def _names_every_rank(ctx: Context, named: list[int], reported: list[int]) -> bool:
+    """``named`` (two ranks at least) covers the whole group: the ranks known anywhere and those the
+    report mentions (``reported``), counted from 0, or the stated group size where it is larger."""
+    members = set(ctx.ranks_known) | set(reported)
     group = max(int(ctx.group_size or 0), max(members, default=-1) + 1)
-    if len(joined) >= 2 and set(joined) >= set(range(group)):
-        return joined, rows
-    return None
+    return len(named) >= 2 and set(named) >= set(range(group))
 
 
 @rule("desync-report", emits=(ClassId.RANK_DESYNC,), uses=("errors: desync_report",))
@@ -844,9 +848,7 @@ def desync_report(ctx: Context) -> list[Finding]:
     if not len(ds) or all_joined(ctx) is not None:
         return []
     lag = _related(ds)
-    members = set(ctx.ranks_known) | set(lag)
-    group = max(int(ctx.group_size or 0), max(members, default=-1) + 1)
-    if len(lag) >= 2 and set(lag) >= set(range(group)):
+    if _names_every_rank(ctx, lag, lag):
         # the report's lines name every rank between them (some inside the collective, the others
         # done with it and not in the next): it singles nobody out
         return [

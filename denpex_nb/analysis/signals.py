@@ -709,24 +709,33 @@ _DIST_FRAME = re.compile(
 )
 
 
+def shows_a_job_of_processes(incident) -> bool:
+    """Something in the evidence says it comes from a job of several processes: a rank (a prefix, a
+    per-rank file name, a record), a node a launcher labelled a line with, or a word only such a job
+    prints in any file (``vocab.MENTIONS['distributed']``: a backend, the c10d API, a collective, a
+    launcher's variables, mpirun's tagged output). A log with none of these is one process's, whatever
+    else it shows."""
+    if incident.ranks_seen:
+        return True
+    src = incident.sources
+    if len(src) and "rank_hint" in src and src["rank_hint"].notna().any():
+        return True
+    if not _empty(incident):
+        s = incident.signals
+        if s["rank"].notna().any() or s["host"].notna().any():
+            return True
+    return bool((getattr(incident, "mentions", None) or {}).get("distributed"))
+
+
 def _lone_process(ctx, fs: pd.DataFrame, cut: Finding) -> bool:
     """Nothing in the evidence speaks of a second process: no rank (no prefix, no per-rank file), no
     host, no group, no signal of a distributed family, no word of a distributed job in any file
     (``vocab.MENTIONS['distributed']``: a backend, the c10d API, a collective), and no frame of the
     traceback in a library that runs collectives."""
     inc = ctx.incident
-    ranks = {int(r) for r in ctx.state["rank"]} if len(ctx.state) else set()
-    ranks |= set(inc.ranks_seen)
-    if not _empty(inc):
-        s = inc.signals
-        ranks |= {int(r) for r in s["rank"].dropna().unique()}
-        if len(s["host"].dropna()):
-            return False  # a line labelled by its node: a launcher ran it on nodes
-    if ranks or not single_process(inc, ctx.state, ctx.group_size):
+    if len(ctx.state) or shows_a_job_of_processes(inc) or not single_process(inc, ctx.state, ctx.group_size):
         return False
     if len(fs) and fs["family"].astype(object).isin(list(DISTRIBUTED_FAMILIES)).any():
-        return False
-    if (getattr(inc, "mentions", None) or {}).get("distributed"):
         return False
     errs = ctx.errors
     if errs is not None and len(errs):

@@ -296,6 +296,17 @@ def add_event(out, row: dict[str, Any]) -> dict[str, Any] | None:
     return row
 
 
+def update_event(out, row: dict[str, Any], **fields: Any) -> None:
+    """Change fields of an events row already added by :func:`add_event`, keeping its record of what
+    this file holds true (a later line that names the row's group)."""
+    seen = out.__dict__.get("_event_keys")
+    if seen is not None:
+        seen.discard(event_key(row))
+    row.update(fields)
+    if seen is not None:
+        seen.add(event_key(row))
+
+
 def progress_row(line: Line, ctx: FileContext, source: str, **fields: Any) -> dict[str, Any]:
     row = {"rank": line.rank, "source": source, "file": ctx.file, "line": line.lineno}
     row.update(fields)

@@ -49,7 +49,6 @@ from ._text import (
     add_event,
     balanced,
     error_row,
-    event_key,
     event_row,
     i32,
     i64,
@@ -58,6 +57,7 @@ from ._text import (
     parse_ranks,
     pg_of,
     progress_row,
+    update_event,
 )
 from .base import FileContext, Line, Output, TextReader, register_text_reader
 from .hardwrap import cut_at
@@ -229,7 +229,6 @@ def _name_group(out: Output, rank: int | None, seq: int | None, pg: str, desc: s
             and row.get("pg") is None
         ):
             row["pg"] = pg
-    keys = out.__dict__.get("_event_keys")
     for row in out.events[-_COMPANION_ROWS:]:
         if (
             row.get("state") == State.TIMED_OUT
@@ -238,11 +237,7 @@ def _name_group(out: Output, rank: int | None, seq: int | None, pg: str, desc: s
             and row.get("seq_kind") == SeqKind.WORK
             and row.get("pg") is None
         ):
-            if keys is not None:
-                keys.discard(event_key(row))
-            row["pg"], row["pg_desc"] = pg, row.get("pg_desc") or desc
-            if keys is not None:
-                keys.add(event_key(row))
+            update_event(out, row, pg=pg, pg_desc=row.get("pg_desc") or desc)
 
 
 class C10dReader(TextReader):

@@ -8,8 +8,11 @@ subset of ranks) and phrasings of several frameworks.
   img/sec on 2 GPU(s): 212.4``) with no failure signal anywhere is ``no-failure`` at low confidence, and
   the note names the last progress line and says that this does not show the job finished; the same log
   with one failure line anywhere (a C++ abort cut to ``terminate called after throwing a`` too) is never an
-  all-clear
+  all-clear; that holds only for a log that shows a job of several processes (a rank, a node label, a
+  per-rank file name, a distributed word): one process's progress alone is ``no-evidence``, as the CLI
+  and the corpus's labels say
   (test_progress_and_no_failure_is_a_low_all_clear_a_failure_line_still_decides,
+  test_progress_is_an_all_clear_only_where_the_log_shows_several_processes,
   test_progress_survives_wraps_cuts_and_a_subset_of_ranks,
   test_the_note_names_the_last_progress_line_and_the_limit).
 - Start-up only (a settings dump such as ``Namespace(epochs=300, lr=0.0001)``, a banner, ``Training starts
@@ -62,13 +65,22 @@ _PROGRESS = {
 _FAILURES = [t for _f, t, _k in PHRASES[::9]][:4] + ["terminate called after throwing a"]
 
 
+#: wrappers that show a job of several processes (a rank, a node label); "plain" and "docker" (a time
+#: stamp) show nothing of the kind
+_MARKED = ("torch", "mpirun", "slurm", "ray", "kubectl")
+
+
 @pytest.mark.parametrize("wrapper", ["plain", "torch", "mpirun", "slurm", "ray", "kubectl", "docker"])
 @pytest.mark.parametrize("style", sorted(_PROGRESS))
 def test_progress_and_no_failure_is_a_low_all_clear_a_failure_line_still_decides(tmp_path, wrapper, style):
     steps = [_PROGRESS[style](i) for i in range(1, 9)]
     healthy = _diagnose(tmp_path, {"log.txt": _wrap(wrapper, steps)})
-    assert healthy.verdict == ClassId.NO_FAILURE, healthy.findings
-    assert healthy.confidence == "low"
+    if wrapper in _MARKED:
+        assert healthy.verdict == ClassId.NO_FAILURE, healthy.findings
+        assert healthy.confidence == "low"
+    else:  # one process's progress: nothing distributed was read, and that is said
+        assert healthy.verdict == ClassId.NO_EVIDENCE, healthy.findings
+        assert any("nothing shows a job of several processes" in n for n in healthy.notes), healthy.notes
     for k, failure in enumerate(_FAILURES):
         at = (k * 3) % (len(steps) + 1)
         lines = _wrap(wrapper, steps[:at] + [failure] + steps[at:])
@@ -77,17 +89,49 @@ def test_progress_and_no_failure_is_a_low_all_clear_a_failure_line_still_decides
         assert d.verdict != ClassId.NO_FAILURE, (failure, d.verdict)
 
 
+#: one sign each that a log comes from a job of several processes, as logs carry them: (file name, lines
+#: before the progress, a function that marks a progress line)
+_SIGNS = {
+    "rank-prefix": ("log.txt", [], lambda t: f"[rank1]:{t}"),
+    "node-label": ("log.txt", [], lambda t: f"(RayTrainWorker pid=4113, ip=10.0.0.7) {t}"),
+    "per-rank-file": ("rank3.log", [], lambda t: t),
+    "lightning-init": ("log.txt", ["Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/2"], lambda t: t),
+    "detr-init": ("log.txt", ["| distributed init (rank 1): env://"], lambda t: t),
+    "launcher-env": ("log.txt", ["MASTER_ADDR=10.0.0.1 MASTER_PORT=29500 WORLD_SIZE=8 LOCAL_RANK=0"], lambda t: t),
+    "mpirun-tag-glued": ("log.txt", [], lambda t: f"{t}[1,0]<stdout>:"),  # a tqdm bar's \r glued mpirun's tag on
+}
+
+
+@pytest.mark.parametrize("sign", [None, *_SIGNS])
+@pytest.mark.parametrize("style", sorted(_PROGRESS))
+def test_progress_is_an_all_clear_only_where_the_log_shows_several_processes(tmp_path, style, sign):
+    """The corpus's convention and the CLI's: a healthy text in which nothing shows a job of several
+    processes is no-evidence (one process's log says nothing of collectives); any one sign of such a job
+    (a rank, a node label, a per-rank file name, a distributed word) makes its progress an all-clear."""
+    steps = [_PROGRESS[style](i) for i in range(1, 7)]
+    if sign is None:
+        d = _diagnose(tmp_path, {"log.txt": steps})
+        assert d.verdict == ClassId.NO_EVIDENCE, (d.verdict, d.notes)
+        assert d.culprit_ranks == [] and "not an all-clear" in " ".join(d.notes)
+        return
+    name, before, mark = _SIGNS[sign]
+    d = _diagnose(tmp_path, {name: before + [mark(t) for t in steps]})
+    assert d.verdict == ClassId.NO_FAILURE, (sign, d.verdict, d.notes)
+    assert d.all_clear_confidence == "low" and "does not show the job finished" in d.notes[0]
+
+
 @pytest.mark.parametrize("variant", ["wrapped", "cut-tail", "two-of-four-ranks", "stamped"])
 def test_progress_survives_wraps_cuts_and_a_subset_of_ranks(tmp_path, variant):
     steps = [_PROGRESS["torchtitan"](i) for i in range(1, 30)]
+    ranked = _wrap("torch", steps)
     if variant == "wrapped":  # a paste hard-wrapped at 80 columns
-        files = {"log.txt": [t[k : k + 80] for t in steps for k in range(0, len(t), 80)]}
+        files = {"log.txt": [t[k : k + 80] for t in ranked for k in range(0, len(t), 80)]}
     elif variant == "cut-tail":  # the last line cut mid-way
-        files = {"log.txt": [*steps[:-1], steps[-1][:40]]}
+        files = {"log.txt": [*ranked[:-1], ranked[-1][:40]]}
     elif variant == "two-of-four-ranks":
         files = {f"rank{r}.log": _wrap("torch", steps, r) for r in (1, 3)}
     else:
-        files = {"log.txt": [f"2024-05-01T10:00:{i % 60:02d}.123456Z {t}" for i, t in enumerate(steps)]}
+        files = {"log.txt": [f"2024-05-01T10:00:{i % 60:02d}.123456Z {t}" for i, t in enumerate(ranked)]}
     d = _diagnose(tmp_path, files)
     assert d.verdict == ClassId.NO_FAILURE, (d.verdict, d.notes)
     assert d.confidence == "low"
@@ -126,7 +170,7 @@ def test_the_note_names_the_last_progress_line_and_the_limit(tmp_path):
     ids=["settings-dump", "start-banner", "benchmark-config"],
 )
 def test_settings_and_start_up_lines_without_progress_are_no_all_clear(tmp_path, lines):
-    for wrapper in ("plain", "torch"):
+    for wrapper in ("ray", "torch"):
         (tmp_path / wrapper).mkdir()
         d = _diagnose(tmp_path / wrapper, {"log.txt": _wrap(wrapper, lines)})
         assert d.verdict != ClassId.NO_FAILURE, (wrapper, d.verdict)
