@@ -148,8 +148,8 @@ def test_every_emitted_class_is_in_the_catalog_on_every_input_we_have():
     import glob
     from pathlib import Path
 
-    import denpex_nb as dx
     from tests import wild
+    from tests.diagnosed import diagnosed  # made once per test process: test_wild, test_closed_loop read them too
 
     root = Path(__file__).resolve().parents[2]
     inputs = [
@@ -161,7 +161,7 @@ def test_every_emitted_class_is_in_the_catalog_on_every_input_we_have():
     inputs += [[str(Path(c["dir"]) / f) for f in c["files"]] for c in wild.cases()]
     assert len(inputs) > 100
     for paths in inputs:
-        d = dx.diagnose(dx.load(*paths, progress=False), strict=True)
+        d = diagnosed(*paths)
         assert d.verdict in IDS, paths
         for f in d.findings:
             assert f.class_id in IDS, (paths, f.class_id)

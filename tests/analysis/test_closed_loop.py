@@ -49,6 +49,7 @@ from pathlib import Path
 import pytest
 
 import denpex_nb as dx
+from tests.diagnosed import diagnosed
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORDED = sorted(glob.glob(str(ROOT / "data/recorded/**/manifest.json"), recursive=True))
@@ -147,7 +148,7 @@ def _rid(path: str) -> str:
 def test_recorded_run(manifest_path):
     run_dir = Path(manifest_path).parent
     manifest = json.loads(Path(manifest_path).read_text())
-    check_against_expected(dx.diagnose(dx.load(run_dir, progress=False)), manifest)
+    check_against_expected(diagnosed(run_dir), manifest)  # strict, made once per process (test_catalog too)
     check_text_only(run_dir, manifest)
 
 
@@ -201,5 +202,5 @@ def _live_ids():
 @pytest.mark.parametrize("item", _live_plan(), ids=_live_ids())
 def test_live_run(live_runs, item):
     run_dir, manifest = live_runs[item]
-    check_against_expected(dx.diagnose(dx.load(run_dir, progress=False)), manifest)
+    check_against_expected(diagnosed(run_dir), manifest)  # strict, made once per process (test_catalog too)
     check_text_only(run_dir, manifest)
