@@ -205,14 +205,21 @@ def _without_read_override(argv: list[str]):
     return subprocess.run(argv, capture_output=True, text=True, timeout=120)
 
 
-def test_unreadable_file_and_folder_are_reported_even_as_root(tmp_path):
+def test_unreadable_file_and_folder_are_reported_even_as_root():
     """load() raises one line; diagnose says no-evidence naming what it could not read (exit 0)."""
+    import shutil
     import sys
+    import tempfile
+    from pathlib import Path
 
-    f = tmp_path / "x.log"
+    # a short folder, not pytest's tmp_path: the summary quotes the first 120 characters of each
+    # input it could not read, path first, so a long temp path (pytest-xdist's adds popen-gw0/)
+    # cuts the reason this test reads
+    base = Path(tempfile.mkdtemp(prefix="dx-"))
+    f = base / "x.log"
     f.write_text("[rank0]: RuntimeError: boom\n")
     f.chmod(0)
-    locked = tmp_path / "locked"
+    locked = base / "locked"
     locked.mkdir()
     (locked / "rank0.log").write_text("[rank0]: RuntimeError: boom\n")
     locked.chmod(0)
@@ -230,6 +237,7 @@ def test_unreadable_file_and_folder_are_reported_even_as_root(tmp_path):
     finally:
         locked.chmod(0o755)
         f.chmod(0o644)
+        shutil.rmtree(base)
 
 
 # --- bounded decompression (issue #10) --------------------------------------------------------------
