@@ -198,6 +198,8 @@ SEVERITY: tuple[tuple[SignalSeverity, re.Pattern], ...] = (
             + _RAY_HEADER.format("[FC]")
             + r""
             r"|Fatal Python error|\bSIG(?:SEGV|ABRT|BUS|ILL|FPE)\b"
+            # oneCCL's level tag (``2023:11:28-16:35:45:(35980) |CCL_FATAL| ...``; ``|CCL_ERROR|`` below)
+            r"|\|CCL_FATAL\|"
         ),
     ),
     (
@@ -214,7 +216,7 @@ SEVERITY: tuple[tuple[SignalSeverity, re.Pattern], ...] = (
             r"[Uu]nhandled|[Rr]untime|[Nn]etwork|[Cc]onnection|I/?O|[Ff]atal|[Ii]nvalid) error\b"
             # a C++ exception nothing caught, logged before the process aborts (Ray's terminate handler:
             # ``Unhandled exception: N3c105ErrorE. what(): ...``)
-            r"|\b[Uu]nhandled exception\b"
+            r"|\b[Uu]nhandled exception\b|\|CCL_ERROR\|"
         ),
     ),
     # (libfabric writes its level as a tag after the function: ``...handle_error():737<warn> err: 5``)
@@ -371,10 +373,11 @@ LAYOUT_SIZE = re.compile(
     r"|divisible by (?:the )?(?:product of (?:all )?(?:the )?)?(?:(?:tensor|pipeline|data|expert|context|sequence)[ _-]?)?"
     r"parallel(?:ism)?[ _-]?(?:degrees?|sizes?|world size)\b)"
 )
-#: NCCL's own error vocabulary, whatever exception, framework or logger wraps it (TensorFlow's
-#: ``UnknownError: ncclCommInitRank failed: unhandled system error``, Horovod's ``HorovodInternalError:
-#: ncclAllReduce failed: unhandled cuda error``, XLA's ``async NCCL error``): an ``ncclResult_t`` by
-#: name, its ``ncclGetErrorString`` text, an NCCL API call that failed. The network / NCCL family.
+#: NCCL's own error vocabulary, and its peers' (HCCL, oneCCL, the PSM transport), whatever exception,
+#: framework or logger wraps it (TensorFlow's ``UnknownError: ncclCommInitRank failed: unhandled system
+#: error``, Horovod's ``HorovodInternalError: ncclAllReduce failed: unhandled cuda error``, XLA's ``async
+#: NCCL error``): an ``ncclResult_t`` by name, its ``ncclGetErrorString`` text, an NCCL API call that
+#: failed. The network / NCCL family.
 NCCL_CODES = re.compile(
     r"\bnccl(?:UnhandledCudaError|SystemError|InternalError|InvalidArgument|InvalidUsage|RemoteError)\b"
     r"|\bnccl[A-Z]\w{2,40}(?:\([^()\n]{0,40}\))? failed\b|\bunhandled (?:system|cuda) error\b|internal error - please report"
@@ -386,6 +389,14 @@ NCCL_CODES = re.compile(
     # a process group's check that its library's collective call succeeded (Habana's HCCL process group:
     # ``TORCH_CHECK(hcclSuccess == hccl_result, "Collective call returned error")``)
     r"|\b[Cc]ollective call returned (?:an )?error\b"
+    # oneCCL, Intel's collective library (the ``ccl`` / ``xccl`` backend of torch-ccl and XPU builds): its
+    # error log level (``2024:08:21-10:24:26:( 4456) |CCL_ERROR| atl_ofi.cpp:243 init: can't find suitable
+    # provider``) and the exception it throws (``RuntimeError: oneCCL: exec.cpp:134 start_workers: EXCEPTION:
+    # failed to start worker # 0``)
+    r"|\|CCL_(?:ERROR|FATAL)\||\boneCCL: [\w./\\-]{1,120}:\d{1,6} \w{1,80}: EXCEPTION\b"
+    # PSM (PSM2, PSM3: the transport under libfabric and MPI that oneCCL and MPI run on) failing its own
+    # check (``host:rank1: Assertion failure at psm3/ptl_am/ptl.c:196: nbytes == ...``): it aborts the process
+    r"|\bAssertion failure at [^\s:]{0,80}?(?:\bpsm[23]?|\bptl_(?:am|ips|self))[/\\]"
 )
 #: a command line its parser rejected, so the program exited (code 2) before it ran anything: click's
 #: ``Error: No such command 'run'.`` (``No such option: --nproc_per_node``, ``Missing argument
@@ -899,6 +910,23 @@ WAITING = re.compile(r"(?i:waiting in store[- ]based barrier)")
 INIT_WAIT_TIMEOUT = re.compile(
     r"(?i:timed out initiali[sz]ing process ?group in store[- ]based barrier"
     r"|timed out after [^\n]{0,40}?waiting for clients|\b\d+/\d+ clients joined)"
+)
+
+#: c10d's store client saying one try to connect failed (``[W socket.cpp:697] [c10d] The client socket has
+#: failed to connect to [host]:29500 (system error: 10049 - ...)``, ``... (errno: 99 - Cannot assign requested
+#: address)``): at warning level a probe the run survives (:data:`ADDRESS_NOT_HERE`), unless the process ends
+#: right after it (``denpex_nb.analysis.signals.connection_then_cut``)
+STORE_CONNECT_TRY = re.compile(r"client socket has failed to connect to")
+#: a process's store / rendezvous client that gave up reaching the master, in the words of the error that
+#: ends the process (not a probe it survives, :data:`ADDRESS_NOT_HERE`): c10d's summary ``DistNetworkError:
+#: The client socket has failed to connect to any network address of (host, port). ... (errno: 113 - No
+#: route to host)``, its timeout ``The client socket has timed out after 900s while trying to connect to
+#: (host, port)``, old ``connect() timed out``, torchelastic's ``RendezvousConnectionError: The connection to
+#: the C10d store has failed``. No collective ran: the address, the port, the route or a master that never
+#: listened; an exit it leads to is its consequence
+STORE_UNREACHABLE = re.compile(
+    r"failed to connect to any network address|RendezvousConnectionError"
+    r"|timed out after [^\n]{0,40}?trying to connect|connect\(\) timed out"
 )
 
 _MAX_TEXT = 400

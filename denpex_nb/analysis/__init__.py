@@ -144,7 +144,9 @@ def diagnose(incident, *, strict: bool = False) -> Diagnosis:
         why = safely("cut tracebacks decide", lambda: _signals.cut_traceback_decides(ctx, cut), "") if cut else ""
         if why:  # a lone process, or one whose going away the others saw: a crash, the verdict
             cut = replace(cut, summary=f"{cut.summary} ({why})")
-        chosen = peer[0] if peer else (sig or (cut if why else None) or fallback or cut)
+        # cut right after its store client failed to connect: the connection ended it, the crash an alternative
+        conn = safely("connection then cut", lambda: _signals.connection_then_cut(ctx, cut), None) if cut else None
+        chosen = peer[0] if peer else (sig or conn or (cut if why else None) or fallback or cut)
         if cut is not None and chosen is not cut:
             side.append(cut)
         # ranks that stopped at different places: more than "cause undetermined", an alternative

@@ -31,7 +31,8 @@ A stated exit is a rank's own failure when its code is an error (> 0) or a crash
 SIGINT and SIGHUP are the launcher's (or a scheduler's) doing; SIGABRT is how the NCCL watchdog
 takes a process down, so beside a collective failure it is a victim. A process that exits with an
 error beside a collective failure (a timeout, a peer gone, an NCCL error, a mismatch; a wait at init
-for ranks that never joined, timed out: ``signals.INIT_WAIT_TIMEOUT``) may have exited *because of*
+for ranks that never joined, timed out: ``signals.INIT_WAIT_TIMEOUT``; a store client that could not
+reach the master: ``signals.STORE_UNREACHABLE``) may have exited *because of*
 it, so the launcher's statement then is only an alternative, never the verdict.
 Ranks come from :mod:`.resolve`; a statement that names only a local rank says so and names no
 culprit.
@@ -44,7 +45,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from ..signals import INIT_WAIT_TIMEOUT, NCCL_CODES, STOPPED, family_of
+from ..signals import INIT_WAIT_TIMEOUT, NCCL_CODES, STOPPED, STORE_UNREACHABLE, family_of
 from ..vocab import COLLECTIVE_ERROR_KINDS, TRUNCATED_TRACEBACK, ClassId, ErrorKind, SignalFamily
 from .model import Evidence, Finding
 from .resolve import Resolver, Who
@@ -254,6 +255,8 @@ def _collective_failure(ctx: Context) -> tuple[bool, object]:
     coll |= wrapped_nccl_errors(errs).to_numpy(bool)  # NCCL's error inside another framework's exception
     # a wait at init for ranks that never joined, timed out: the exit that follows is its consequence
     waited = errs["message"].astype(str).str.contains(INIT_WAIT_TIMEOUT)
+    # so is a store client that could not reach the master (no route, the connection failed for good)
+    waited |= errs["message"].astype(str).str.contains(STORE_UNREACHABLE)
     coll |= ((kinds == ErrorKind.EXCEPTION) & waited).to_numpy(bool)
     warn = (kinds == ErrorKind.NCCL_WARN).to_numpy(bool)
     for i in warn.nonzero()[0]:

@@ -52,8 +52,9 @@ _DISTRIBUTED = re.compile(
     r"mark a variable ready|not used in producing (?:the )?loss|CheckpointException|"
     r"got signal|SignalException|ChildFailedError|ProcessRaisedException|ProcessExitedException|"
     r"Broken pipe|EnforceNotMet|invalid tensor size|distributed|"
-    # a launcher reporting another process's end (a node's rendezvous closed, a Ray worker died)
-    r"Rendezvous(?:Closed|Timeout)Error|RayActorError|ActorDiedError|actor died unexpectedly|worker died|"
+    # a launcher reporting another process's end (a node's rendezvous closed, a Ray worker died), or its
+    # rendezvous store out of reach (no worker ran)
+    r"Rendezvous(?:Closed|Timeout|Connection)Error|RayActorError|ActorDiedError|actor died unexpectedly|worker died|"
     # Ray: the actor a handle names is gone (its creator, another job, went away)
     r"ActorHandleNotFoundError|"
     r"Horovod has been shut down",

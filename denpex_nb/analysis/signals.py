@@ -46,6 +46,7 @@ from ..signals import (
     NCCL_THREAD,
     REMOTE_ALLOCATOR,
     RETRYING,
+    STORE_CONNECT_TRY,
     TERMINATE,
     USAGE_ERROR,
     WAITING,
@@ -668,6 +669,60 @@ def cut_tracebacks(ctx) -> Finding | None:
         culprit_basis=basis,
         evidence=ev,
         rule="cut-traceback",
+    )
+
+
+#: a line blank but for a launcher's or collector's tag (``0: ``, ``[rank0]:``, a stamp ``...Z``)
+_TAG_ONLY = re.compile(r"^(?:\S{0,60}[:\]>Z|])?\s*$")
+#: an indented line behind such a tag: a traceback's source line (a reader may leave it unparsed)
+_INDENTED = re.compile(r"^(?:\S{0,60}[:\]>Z|)]\s?)?\s{2,}\S")
+
+
+def connection_then_cut(ctx, cut: Finding) -> Finding | None:
+    """A traceback cut before its exception line (:func:`cut_tracebacks`) right after c10d's store client
+    said a try to connect failed (:data:`denpex_nb.signals.STORE_CONNECT_TRY`, even a probe of an address not
+    usable here that a run goes on from), with no other line between them and the file ending in that
+    traceback: the process ended at the connection it could not make (torchrun on Windows: ``failed to
+    connect to [host]:29500 (system error: 10049 ...)``, then ``DistNetworkError`` ends it). ``nccl-error``
+    at low confidence (what it raised is cut); None otherwise (a line between them, output after the
+    traceback, a traceback whose exception is shown: that one decides)."""
+    inc = ctx.incident
+    up, src, errs = inc.unparsed, inc.sources, ctx.errors
+    if not len(up) or not len(src) or errs is None or not len(errs):
+        return None
+    cut_at = {(e.file, e.line) for e in cut.evidence}
+    tbs = errs[[(str(f), int(ln) if pd.notna(ln) else -1) in cut_at for f, ln in zip(errs["file"], errs["line"])]]
+    found = []
+    for f, ln, n in zip(tbs["file"].astype(object), tbs["line"], tbs.get("n_traceback_lines", [None] * len(tbs))):
+        mine = up[up["file"].astype(object) == f]
+        texts = dict(zip(mine["line"].astype(int), mine["text"].astype(object)))
+        before = int(ln) - 1
+        while before > 0 and isinstance(texts.get(before), str) and _TAG_ONLY.match(texts[before]):
+            before -= 1
+        said = texts.get(before)
+        if not isinstance(said, str) or not STORE_CONNECT_TRY.search(said):
+            return None
+        total = src.loc[src["file"].astype(object) == f, "lines_total"]
+        if not len(total) or pd.isna(total.iloc[0]) or n is None or pd.isna(n):
+            return None
+        after = range(int(ln) + int(n), int(total.iloc[0]) + 1)
+        if not all(k not in texts or _TAG_ONLY.match(texts[k]) or _INDENTED.match(texts[k]) for k in after):
+            return None  # the file goes on after the traceback (lines of its own body aside)
+        found.append(Evidence(file=str(f), line=before, text=said[:500]))
+    if not found:
+        return None
+    return Finding(
+        class_id=ClassId.NCCL_ERROR,
+        summary=(
+            "The store client could not connect, and the process ended right after it in a traceback whose "
+            f"exception the log does not show: {found[0].text[:200]}. Check the master's address and port (the "
+            "host name resolves to an address this machine cannot use: set MASTER_ADDR / --master_addr to an "
+            "address it can reach)"
+        ),
+        confidence="low",
+        evidence=tuple(found) + cut.evidence[:4],
+        rule="failure-signals",
+        culprit_basis="undetermined: the process that could not connect names no rank",
     )
 
 

@@ -442,6 +442,16 @@ def _give_back(buf: bytearray) -> None:
 # --- continuation lines --------------------------------------------------------------------------
 
 
+#: a Python frame header that lost its indentation (a traceback quoted in markdown, pasted flat): the
+#: line after it is its source line, which has no indentation left to say so either
+_FLAT_FRAME_B = re.compile(rb'File "[^"\n]{1,500}", line \d{1,7}, in \S')
+
+
+def _after_flat_frame(prev: bytes) -> bool:
+    """Is ``prev`` (peeled) an unindented frame header, so that the line after it belongs to its traceback?"""
+    return _FLAT_FRAME_B.match(prev, PREFIX_RUN.match(prev).end()) is not None
+
+
 def _balance_open(line: bytes) -> bool:
     return line.count(b"(") > line.count(b")") or line.count(b"[") > line.count(b"]")
 
@@ -477,7 +487,7 @@ def is_continuation(prev: bytes, line: bytes) -> bool:
     if prev.endswith(b"\r"):
         prev = prev[:-1]
     prev = peel(prev)
-    return len(prev) in WRAP_WIDTHS or _balance_open(prev)
+    return len(prev) in WRAP_WIDTHS or _balance_open(prev) or _after_flat_frame(prev)
 
 
 def _continues(prev: bytes, line: bytes, app_b: re.Pattern) -> bool:
@@ -499,7 +509,7 @@ def _continues(prev: bytes, line: bytes, app_b: re.Pattern) -> bool:
         return True
     p = prev[:-1] if prev.endswith(b"\r") else prev
     p = peel(p)
-    if len(p) in WRAP_WIDTHS or _balance_open(p):
+    if len(p) in WRAP_WIDTHS or _balance_open(p) or _after_flat_frame(p):
         return True
     # an application logger's header in the prefix chain: what follows it decides (continues_b)
     m = app_b.match(s, cut) if c in (b"[", b"0", b"1", b"2") else None
