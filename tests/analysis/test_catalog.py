@@ -143,6 +143,7 @@ def test_a_rule_emitting_an_undeclared_class_is_refused(monkeypatch):
     assert dataclasses.is_dataclass(rogue)
 
 
+@pytest.mark.timeout(1800)  # the whole corpus and every recorded run, diagnosed: minutes on a loaded machine
 def test_every_emitted_class_is_in_the_catalog_on_every_input_we_have():
     """Recorded runs (all sources) and the wild corpus: each finding's class is a catalog id."""
     import glob
