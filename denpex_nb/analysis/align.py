@@ -35,6 +35,7 @@ KIND_PREFERENCE = {str(k): i for i, k in enumerate(SEQ_KIND_PREFERENCE)}
 MAX_LISTED_RANKS = 1 << 16
 _NO_SIZE = frozenset({"barrier", "all_to_all", "all_to_all_single", "coalesced", "unknown"})
 _STATE_DONE = str(State.COMPLETED)
+_STATE_TIMED_OUT = str(State.TIMED_OUT)
 #: ops whose input tensors must have the same shape on every rank, not only the same element count
 _SAME_SHAPE = frozenset(
     {
@@ -92,7 +93,7 @@ class Alignment:
 
 def align(events: pd.DataFrame) -> Alignment:
     """Find every divergence in ``events`` (an Incident's events frame)."""
-    ev = _collective_rows(events)
+    ev = with_sole_groups(_collective_rows(events))
     if ev.empty:
         return Alignment([], {}, 0, 0, {})
 
@@ -368,6 +369,36 @@ def _collective_rows(events: pd.DataFrame) -> pd.DataFrame:
         ev["rank"].notna() & ev["seq"].notna() & ev["seq_kind"].isin(ALIGNABLE_KINDS) & ~ev["op"].isin(P2P)
     ).to_numpy()
     return ev if mask.all() else ev[mask]  # no copy of 2M rows when every row aligns
+
+
+def with_sole_groups(ev: pd.DataFrame) -> pd.DataFrame:
+    """``ev`` where a timed-out row that names no group takes the one group its counter's rows name,
+    when they name only one. A watchdog's timeout line names no group in torch up to 2.3, and from 2.4
+    the status line after it names the group (``[PG 0 Rank 3] Timeout at NCCL work: 4084``, ``[PG ID 1
+    PG GUID 1 Rank 3] failure detected by watchdog at work sequence id: 4084``): when the evidence kept
+    that line for some ranks only, the ranks' timeouts at one seq would otherwise fall in two cells and
+    never be compared. A rank with unnamed timeouts at several seqs of the counter keeps them unnamed
+    (they may be of different groups). The stuck-points rule reads its watchdog errors the same way."""
+    if ev.empty or "state" not in ev or "pg" not in ev:
+        return ev
+    pg = ev["pg"]
+    no_pg = pg.isna().to_numpy(bool)
+    unnamed = no_pg & (ev["state"] == _STATE_TIMED_OUT).to_numpy(bool, na_value=False)
+    if not unnamed.any() or no_pg.all():
+        return ev
+    kinds = ev["seq_kind"].astype(object)
+    named = pd.DataFrame({"k": kinds[~no_pg], "g": pg[~no_pg].astype(object)})
+    groups = named.groupby("k", sort=False)["g"].agg(["nunique", "first"])
+    sole = groups.loc[groups["nunique"] == 1, "first"]
+    todo = pd.DataFrame({"r": ev["rank"][unnamed], "k": kinds[unnamed], "s": ev["seq"][unnamed]})
+    todo = todo[todo["k"].isin(sole.index)]
+    places = todo.groupby(["r", "k"], sort=False)["s"].transform("nunique")
+    todo = todo[places.eq(1).to_numpy(bool)]
+    if todo.empty:
+        return ev
+    filled = pg.astype(object).copy()
+    filled.loc[todo.index] = todo["k"].map(sole).to_numpy(object)
+    return ev.assign(pg=filled)
 
 
 def _coverage(g: np.ndarray, r: np.ndarray, s: np.ndarray) -> pd.DataFrame:

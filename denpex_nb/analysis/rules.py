@@ -579,7 +579,7 @@ def divergences(ctx: Context) -> list[Finding]:
             and (d.seq_kind in COMPLETE_RECORDS or (failed and not _contradicted_by_complete_records(d, level)))
         )
     ]
-    return from_divergences(divs, ctx.texts, ctx.group_size)
+    return from_divergences(divs, ctx.texts, ctx.group_size, top=ctx.group_of(0))
 
 
 def _records(d: Divergence) -> list[dict]:
@@ -647,8 +647,10 @@ def _contradicted_by_complete_records(d, level: dict[int, bool]) -> bool:
 COMPLETE_RECORDS = COMPLETE_RECORD_KINDS
 
 
-def from_divergences(divs: list[Divergence], texts: dict, group_size: int | None = None) -> list[Finding]:
-    """One finding per divergence (ranks present: their views; ranks missing: absent)."""
+def from_divergences(divs: list[Divergence], texts: dict, group_size: int | None = None, top: int = 0) -> list[Finding]:
+    """One finding per divergence (ranks present: their views; ranks missing: absent). ``top`` is the
+    highest rank number the evidence shows plus one: the default group has at least that many ranks,
+    so a majority there is counted against it (ranks 1-3 seen: rank 0 exists, unseen)."""
     findings = []
     for d in divs:
         records = _records(d)
@@ -658,10 +660,11 @@ def from_divergences(divs: list[Divergence], texts: dict, group_size: int | None
         majority_op = Counter(ops.values()).most_common(1)[0][0] if ops else None
         where = f"{d.seq_kind} seq {d.seq}" + (f" of pg {d.pg}" if d.pg not in (None, "") else "")
         stated = _stated_size(d, records)
-        if stated is None and d.pg in (None, "", "0", "default_pg") and group_size:
+        default = d.pg in (None, "", "0", "default_pg")
+        if stated is None and default and group_size:
             stated = group_size
         n_members = len(set(by_rank) | set(d.missing))
-        group = max(stated or 0, n_members)
+        group = max(stated or 0, n_members, top if default else 0)
         basis = "majority"
         if d.kind == "op" and len({op for op in ops.values() if op not in (None, UNKNOWN_OP)}) < 2:
             continue  # an op a line did not say, or cut (a wrap broke its field), is unknown, not another op

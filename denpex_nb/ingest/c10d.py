@@ -127,6 +127,12 @@ _RANK_TAG = re.compile(r"\[Rank (\d+)\]")
 _DDP_UNUSED = re.compile(
     r"Expected to have finished reduction in the prior iteration|parameters that were not used in producing (?:the )?loss"
 )
+#: the later sentences of that error (reducer.cpp's ensure_prior_reduction_finished prints them on lines
+#: of their own after its head), each said by no other message: a paste that cut the head still names it
+_DDP_UNUSED_TAIL = re.compile(
+    r"enable unused parameter detection by passing|outputs participate in c(?:alculating|omputing) loss"
+    r"|locate the output tensors in the return value|which particular parameters did not receive gradient"
+)
 _DDP_NAMES = re.compile(r"Parameters which did not receive grad for rank (\d+): (.*)")
 _DDP_IDX = re.compile(r"Parameter indices which did not receive grad for rank (\d+): ([\d ]*)")
 _DDP_NOGRAD = re.compile(r"Parameter: (\S+) did not get gradient in backwards pass")  # reducer INFO, debug INFO
@@ -262,6 +268,10 @@ class C10dReader(TextReader):
         b"marked as ready",
         b"mark a variable ready",
         b"not used in producing",
+        b"unused parameter detection",
+        b"outputs participate in",
+        b"locate the output tensors",
+        b"particular parameters did not",
         b"DDP expects",
         b"appears not to match",
         b"gloo",
@@ -401,6 +411,7 @@ class C10dReader(TextReader):
             or "DDP" in text
             or "param" in text
             or "Param" in text
+            or "output" in text
         ) and self._ddp(line, text, ctx, out, st):
             return True
         if ("gloo" in text or "Gloo" in text or "Timed out waiting" in text) and self._gloo(line, text, ctx, out):
@@ -484,7 +495,7 @@ class C10dReader(TextReader):
         m = _STATUS.search(text)
         if not m:
             return False
-        pg, desc, _r = pg_of(text)
+        pg, desc, in_group = pg_of(text)
         s, e, c = i64(m.group("s")), i64(m.group("e")), i64(m.group("c"))
         rank = self._rank(line, text)
         out.progress.append(
@@ -513,8 +524,8 @@ class C10dReader(TextReader):
                 seq_kind=SeqKind.WORK,
             ),
         )
-        if pg is not None:
-            _name_group(out, rank, s, pg, desc)
+        if pg is not None:  # the timeout's ``[Rank k]`` and the prefix's rank are both the one in the group
+            _name_group(out, rank if rank is not None else in_group, s, pg, desc)
         return True
 
     def _teardown(self, line: Line, text: str, ctx: FileContext, out: Output) -> bool:
@@ -881,6 +892,13 @@ class C10dReader(TextReader):
             add_error(out, row)
             st["ddp"] = row
             return True
+        if _DDP_UNUSED_TAIL.search(text):
+            rank, row = self._rank(line, text), st["ddp"]
+            if row is None or (rank is not None and row["rank"] is not None and row["rank"] != rank):
+                row = error_row(line, ctx, SOURCE, ErrorKind.DDP_UNUSED_PARAMETERS, _clean(text), rank=rank)
+                add_error(out, row)
+                st["ddp"] = row
+            return True  # else a later sentence of the error the open row holds
         m = _DDP_NAMES.search(text) or _DDP_IDX.search(text)
         if m:
             r = i32(m.group(1))
