@@ -712,12 +712,49 @@ _PROGRESS_METRIC = (
     r"|\d[ \t]{0,2}(?:it|s|img|images|samples|examples|tokens|tok|seqs?|sequences)/(?:s|sec|it)\b"
     r"|\b(?:img|images|samples|examples|tokens|tok)/s(?:ec)?\b[ \t:=]{0,4}\d)"
 )
+#: a step the loop reports as done, in so many words (PyTorch's TP/SP examples' ``Tensor Parallel iter 0
+#: completed``, ``Epoch 3 finished``, ``step 120/500 done``, ``Finished epoch 2``, ``Completed iteration 40``):
+#: a counter and the word that it completed; ``Finished training`` (no counter) is :data:`FINISH`
+_PROGRESS_DONE = (
+    r"(?i:\b(?:global[ _]?)?(?:step|iter(?:ation)?|epoch|batch|update)[ \t]{0,3}[:#]?[ \t]{0,3}\[?[ \t]{0,6}\d{1,12}"
+    r"(?:[ \t]{0,2}/[ \t]{0,2}\d{1,12})?\]?[ \t]{0,3}(?:(?:is|has been|was)[ \t]{1,3})?(?:completed?|finished|done)\b"
+    r"(?![^\n]{0,60}?\b(?:errors?|fail\w*|exception|unsuccessful\w*|abort\w*|crash\w*)\b)"
+    r"|\b(?:completed|finished|done with)[ \t]{1,3}(?:the[ \t]{1,3})?(?:training[ \t]{1,3})?"
+    r"(?:step|iter(?:ation)?|epoch|batch)[ \t]{0,3}[:#]?[ \t]{0,3}\d)"
+)
+#: a record of measured metrics (a Python dict or a JSON object, values quoted or not: HF Trainer's
+#: ``{'loss': 0.6931, 'grad_norm': 1.2, 'learning_rate': 5e-05, 'epoch': 0.01}``, a JSON step log's ``{"step":
+#: 100, "loss": 2.31}``, foundation-model-stack's ``{'loss': '7.6250', 'avg_loss': '8.3703', 'tok/gpu/s':
+#: '3,679.1'}``): a key only a running loop measures (a loss, a perplexity, ``grad_norm``, a rate per
+#: second, tflops, mfu) with a number. Not a dump of settings (``{'epoch': 3, 'lr': 0.1}``, ``'max_grad_norm':
+#: 1.0``, ``'loss': 'ce'``: no measured key, or no number)
+_PROGRESS_RECORD = (
+    r"[{,][ \t]{0,3}['\"](?:(?:\w{1,30}_)?(?:loss(?:es)?|ppl|perplexity)|grad_norm|tflops|mfu"
+    r"|[\w/]{0,30}(?:_per_second|/s(?:ec)?))['\"][ \t]{0,3}:[ \t]{0,3}['\"]?[-+]?(?:\d|nan\b|inf\b)"
+)
+#: a collective (or a test of one) reported as passed (a native RCCL/NCCL test's ``rank 0 (GPU0): allreduce
+#: OK`` and ``... allreduce: PASS``, unittest's ``test_all_reduce_sum (__main__.TestDistBackend) ... ok``,
+#: pytest's ``test_allgather PASSED``, ``broadcast succeeded``), or nccl-tests' check that found no wrong
+#: value (``# Out of bounds values : 0 OK``): the collectives ran to completion. The pass word ends the line
+#: (``allreduce ok, but ...`` is no pass)
+_PROGRESS_PASSED = (
+    r"(?i:\b\w{0,40}?(?:all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|broadcast|barrier|send_?recv)\w{0,40}"
+    r"\b[^\n]{0,80}?[ \t:.\-]"
+    r"(?:ok|pass(?:ed)?|succeeded|successful(?:ly)?(?: completed)?|success)[ \t.!]{0,3}$"
+    r"|\bout of bounds values[ \t]{0,4}:[ \t]{0,4}0[ \t]{1,4}ok\b)"
+)
 PROGRESS = re.compile(
     r"^(?![^\n]*?(?:\bNamespace\(|[{,] ?['\"]\w{1,40}['\"]: ))(?=[^\n]*?"
     + _PROGRESS_COUNTER
     + r")[^\n]*?"
     + _PROGRESS_METRIC
     + r"|(?i:\btotal (?:img|images|samples|examples|tokens)/sec\b[^\n]{0,60}?\d|\bavg bus bandwidth[ \t]{0,4}:[ \t]{0,4}\d)"
+    + r"|"
+    + _PROGRESS_DONE
+    + r"|"
+    + _PROGRESS_RECORD
+    + r"|"
+    + _PROGRESS_PASSED
 )
 #: the literals that find :data:`PROGRESS` candidates (each needle reported once per chunk, see above)
 PROGRESS_NEEDLES: tuple[bytes, ...] = (
@@ -736,6 +773,18 @@ PROGRESS_NEEDLES: tuple[bytes, ...] = (
     b"hroughput",
     b"grad_norm",
     b"us bandwidth",
+    b"omplete",  # an iteration reported done (_PROGRESS_DONE), a collective passed (_PROGRESS_PASSED)
+    b"inished",
+    b"done",
+    b"Done",
+    b"PASS",
+    b"pass",
+    b"Pass",
+    b" OK",
+    b" ok",
+    b"succe",
+    b"/s'",  # a record's rate key (_PROGRESS_RECORD)
+    b'/s"',
 )
 
 #: an exception that says this process could not reach another, or lost it (a connection refused,

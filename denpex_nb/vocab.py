@@ -233,7 +233,7 @@ IGNORED_EXCEPTION = "ignored exception"
 MENTIONS: dict[str, tuple[str, ...]] = {
     "syncbn": ("SyncBatchNorm", "sync_batch_norm"),
     # words of a job of several processes (a backend, the c10d API, a launcher's environment, a
-    # collective's name, mpirun's tagged output): a file without any of them, and without a rank, host or group anywhere, is
+    # collective's name, a device mesh, mpirun's tagged output): a file without any of them, and without a rank, host or group anywhere, is
     # a lone process's (a traceback there is its own crash: analysis/signals.cut_traceback_decides)
     "distributed": (
         "distributed",
@@ -256,6 +256,8 @@ MENTIONS: dict[str, tuple[str, ...]] = {
         "alltoall",
         "broadcast",
         "barrier",
+        "DeviceMesh",  # torch.distributed.device_mesh (TP, FSDP2, HSDP): a mesh of ranks
+        "device_mesh",
         "]<stdout>:",  # mpirun --tag-output's "[job,rank]<stdout>:", wherever a line holds it
         "]<stderr>:",
     ),

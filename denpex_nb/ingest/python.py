@@ -87,6 +87,17 @@ _EXC_NAMED = re.compile(
     r"^(?P<type>(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure)\w*)"
     r"(?:\([A-Za-z_][\w.]{0,100}\))?: ?(?P<msg>.*)$"
 )
+#: a whole traceback flattened onto one line by whatever carried it (a platform's failure reason:
+#: SageMaker's ``AlgorithmError: ExecuteUserScriptError: ... Traceback (most recent call last): File
+#: "mnist.py", line 257, in <module> ... RuntimeError: Dataset not found``, a job status's ``ErrorMessage
+#: "Traceback (most recent call last):\\n  File \\"train.py\\" ...``, a UI that joins lines): its last
+#: frame, then the exception it raised, which is the process's error (not the wrapper's name before it)
+_FLAT_TB = re.compile(r"Traceback \(most recent call last\):")
+_FLAT_FRAME = re.compile(r"File \\?\"[^\"\\]{1,400}\\?\", line \d+, in [\w<>.]+")
+_FLAT_EXC = re.compile(
+    r"(?:(?<![\w.])|(?<=\\n))(?P<type>(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure)\w*)"
+    r"(?:\([A-Za-z_][\w.]{0,100}\))?: ?(?P<msg>.*)$"
+)
 _OOM = re.compile(r"out of memory|OutOfMemoryError|can't allocate memory", re.I)
 _OUT_OF_SYNC = re.compile(OUT_OF_SYNC)
 _GPU = re.compile(r"\bGPU (\d+)")
@@ -326,6 +337,21 @@ def _untagged(text: str) -> str:
     ``[1,0]<stderr>: File ...`` in a paste joined with spaces): Python's own indentation is never one
     blank, so that blank is the tag's."""
     return text[1:] if text[:1] == " " and text[1:2] not in (" ", "\t", "") else text
+
+
+def _flat_traceback_exception(text: str) -> tuple[str, str] | None:
+    """The exception a traceback flattened onto this one line raised (:data:`_FLAT_TB`): its type and
+    its line, found after the traceback's last frame; None when the line holds no whole traceback."""
+    t = _FLAT_TB.search(text)
+    if t is None:
+        return None
+    frames = [f.end() for f in _FLAT_FRAME.finditer(text, t.end())]
+    if not frames:
+        return None
+    m = _FLAT_EXC.search(text, frames[-1])
+    if m is None:
+        return None
+    return m.group("type"), text[m.start() :].strip()
 
 
 def _flat_layout(rec: _Record, text: str) -> bool:
@@ -963,7 +989,13 @@ class PythonReader(TextReader):
             return
         st["last"] = None
         m = _EXC_NAMED.match(text) if ":" in text else None
-        if m and "ChildFailedError" not in text:  # an exception line without its traceback (e.g. cut off)
+        flat = _flat_traceback_exception(text) if "Traceback (most" in text else None
+        if flat is not None and "ChildFailedError" not in text:
+            # a traceback flattened onto one line (after a wrapper's exception name or a log line): the
+            # process's own exception is the one at its end
+            self._exception(line, ctx, out, flat[0], flat[1], line.rank)
+            out.consume(line)
+        elif m and "ChildFailedError" not in text:  # an exception line without its traceback (e.g. cut off)
             self._exception(line, ctx, out, m.group("type"), text.strip(), line.rank)
             out.consume(line)
 
