@@ -153,30 +153,37 @@ class NeedleMatcher:
         self.once = frozenset(i for i, m in enumerate(self.masks) if once_mask and m > 0 and not m & ~once_mask)
         self.watch_bits: dict[int, str] = {}  # group bit -> watched word (see for_readers)
         self.watch_mask = 0
+        self._single_match = single_match
+        #: databases without some once-reported needles, by the ids left out (see :meth:`_once_split`)
+        self._without: dict[frozenset[int], object] = {}
+        self._once_db = None  # the once-reported needles alone (made when first needed)
         self._db = None
         if use_hyperscan is not False and self.needles:
             try:
-                import hyperscan
-
-                db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-                db.compile(
-                    expressions=self.needles,
-                    ids=list(range(len(self.needles))),
-                    elements=len(self.needles),
-                    # single_match: each needle reported once per scan (:meth:`groups_in` needs no more)
-                    flags=[
-                        hyperscan.HS_FLAG_SINGLEMATCH if single_match or i in self.once else 0
-                        for i in range(len(self.needles))
-                    ]
-                    if single_match or self.once
-                    else 0,
-                    literal=True,
-                )
-                self._db = db
+                self._db = self._compile(range(len(self.needles)))
             except Exception:  # not installed, or an old build without the literal API
                 if use_hyperscan:
                     raise
                 self._db = None
+
+    def _compile(self, ids: Iterable[int]):
+        """A hyperscan database of the needles ``ids`` (a match reports its needle's index)."""
+        import hyperscan
+
+        ids = list(ids)
+        single = self._single_match
+        db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+        db.compile(
+            expressions=[self.needles[i] for i in ids],
+            ids=ids,
+            elements=len(ids),
+            # single_match: each needle reported once per scan (:meth:`groups_in` needs no more)
+            flags=[hyperscan.HS_FLAG_SINGLEMATCH if single or i in self.once else 0 for i in ids]
+            if single or self.once
+            else 0,
+            literal=True,
+        )
+        return db
 
     @classmethod
     def for_readers(
@@ -271,7 +278,8 @@ class NeedleMatcher:
             def on_match(nid, _frm, to, _flags, _ctx):
                 app(to * k + nid)  # one int per match: sorts by end offset, keeps the needle
 
-            self._db.scan(buf if n == len(buf) else memoryview(buf)[:n], match_event_handler=on_match)
+            db = self._once_split(buf, n, on_match) if self.once and n >= _ONCE_SPLIT_MIN else self._db
+            db.scan(buf if n == len(buf) else memoryview(buf)[:n], match_event_handler=on_match)
             if newlines is not None and len(hits) >= _BULK_HITS:
                 nl = newlines.index()
                 if nl is not None:
@@ -308,9 +316,44 @@ class NeedleMatcher:
         starts = sorted(found)
         return starts, [found[s] for s in starts]
 
+    def _once_split(self, buf, n: int, on_match):
+        """The database to search ``buf[:n]`` with, the once-reported needles (:attr:`once`) found in
+        its first :data:`_ONCE_WINDOW` bytes already reported to ``on_match`` and left out of it.
+
+        Why: hyperscan still finds every occurrence of a needle it reports once (and drops it), and
+        training output holds ``loss`` / ``grad_norm`` / ``tokens/s`` on every line: the scan of such
+        output cost ~1.5x that of the other needles alone. A needle's first occurrence in the window
+        is its first in the whole search, so the matches reported are the same. The databases without
+        the needles found are compiled once per set found (at most :data:`_ONCE_VARIANTS`; past that,
+        or when none is found, the whole database, nothing reported here)."""
+        early: list[tuple[int, int]] = []
+        if self._once_db is None:
+            self._once_db = self._compile(sorted(self.once))
+        self._once_db.scan(
+            memoryview(buf)[: min(n, _ONCE_WINDOW)],
+            match_event_handler=lambda nid, _frm, to, _flags, _ctx: early.append((nid, to)),
+        )
+        if not early:
+            return self._db
+        key = frozenset(nid for nid, _ in early)
+        db = self._without.get(key)
+        if db is None:
+            if len(self._without) >= _ONCE_VARIANTS:
+                return self._db
+            db = self._without[key] = self._compile(i for i in range(len(self.needles)) if i not in key)
+        for nid, to in early:
+            on_match(nid, 0, to, 0, None)
+        return db
+
 
 #: from this many needle matches in a chunk on, they are put on their lines in bulk (numpy)
 _BULK_HITS = 256
+#: the bytes at a search's start where the once-reported needles are looked for first, and the size
+#: of search from which that is done (see :meth:`NeedleMatcher._once_split`), and how many databases
+#: without some of them a matcher compiles at most (~20 ms each)
+_ONCE_WINDOW = 64 << 10
+_ONCE_SPLIT_MIN = 256 << 10
+_ONCE_VARIANTS = 8
 
 
 class Newlines:
@@ -984,7 +1027,15 @@ class BlockScanner:
         if not heads:
             return
 
+        texts: dict[int, str] = {}
+
         def text_at(s: int) -> str:
+            text = texts.get(s)
+            if text is None:
+                text = texts[s] = line_at(s)
+            return text
+
+        def line_at(s: int) -> str:
             e = find(b"\n", s, upto)
             e = upto if e < 0 else e
             raw = bytes(buf[s : min(e, s + self.line_cap)])
@@ -1011,7 +1062,8 @@ class BlockScanner:
             self._signal_line(sig, lineno + count(b"\n", 0, s), text)
             return True
 
-        held = {nd for nd in PROGRESS_NEEDLES for s in heads if nd in text_at(s).encode("utf-8", "replace")}
+        head_bytes = [text_at(s).encode("utf-8", "replace") for s in heads]
+        held = {nd for nd in PROGRESS_NEEDLES for raw in head_bytes if nd in raw}
         last = {nd: rfind(nd, 0, upto) for nd in held}
         for _ in range(_PROGRESS_TRIES):
             p = max(last.values(), default=-1)

@@ -395,6 +395,59 @@ def test_groups_in_names_every_group_found_anywhere_in_a_buffer(engine, single):
     assert m.groups_in(b"beta " * 100_000 + b"gamma") == 3  # a repeated word, then the other group
 
 
+@pytest.mark.parametrize(
+    "layout", ["dense-from-the-start", "dense-after-the-window", "across-the-window-edge", "none", "every-subset"]
+)
+def test_once_reported_needles_are_found_alike_with_the_window_split(monkeypatch, layout):
+    """A big search finds the once-reported needles (progress) of its first bytes apart and leaves
+    them out of hyperscan's database (:meth:`NeedleMatcher._once_split`): the lines and masks are
+    those of the whole database and of ``bytes.find``, whether the needles fill every line from the
+    start, appear only after the window, one sits across its edge, none does, or more sets of them
+    are found than databases are compiled."""
+    pytest.importorskip("hyperscan")
+    from denpex_nb.ingest import scan
+    from denpex_nb.ingest.parse import all_text_readers
+
+    readers = all_text_readers()
+    hs = NeedleMatcher.for_readers(readers, signals=True, use_hyperscan=True)
+    py = NeedleMatcher.for_readers(readers, signals=True, use_hyperscan=False)
+    assert hs.once and hs.once == py.once
+    rng = random.Random(layout)
+    step = [b"step 7 loss=2.1 grad_norm=3.2 tokens/s=12000", b"[rank3]:it 4 LOSS 3 it/s 7 mfu 40"]
+    other = [b"NCCL INFO comm 0x1 rank 3", b"[rank1]: Watchdog caught collective operation timeout", b"noise"]
+    w = scan._ONCE_WINDOW
+    bufs = []
+    if layout == "dense-from-the-start":
+        bufs.append(b"\n".join(rng.choice(step + other) for _ in range(20_000)))
+    elif layout == "dense-after-the-window":
+        head = b"\n".join(rng.choice(other) for _ in range(2 * w // 20))
+        bufs.append(head + b"\n" + b"\n".join(rng.choice(step + other) for _ in range(20_000)))
+    elif layout == "across-the-window-edge":
+        for d in range(-9, 2):  # "loss" starts d bytes after the window's end: cut by it for -3..-1
+            pad = b"x" * 99 + b"\n"
+            head = pad * ((w + d) // 100) + b"y" * ((w + d) % 100)
+            bufs.append(head + b"loss=3 step 4\n" + b"\n".join(rng.choice(step + other) for _ in range(8_000)))
+    elif layout == "none":
+        bufs.append(b"\n".join(rng.choice(other) for _ in range(40_000)))
+    else:  # each buffer holds another set of the needles at its start
+        words = [b"loss", b"Loss", b"it/s", b"mfu", b"TFLOPS", b"tokens/s", b"grad_norm", b"us bandwidth"]
+        for _ in range(scan._ONCE_VARIANTS + 4):
+            have = rng.sample(words, rng.randint(1, 4))
+            bufs.append(b"\n".join(b"step %d " % i + rng.choice(have) + b" 3" for i in range(30_000)))
+    for buf in bufs:
+        buf += b"\n" + b"\n".join(rng.choice(step + other) for _ in range(100)) + b"\n"
+        assert len(buf) >= scan._ONCE_SPLIT_MIN
+        split = hs.line_hits(buf)
+        monkeypatch.setattr(scan, "_ONCE_SPLIT_MIN", len(buf) + 1)
+        whole = hs.line_hits(buf)
+        monkeypatch.undo()
+        assert split == whole == py.line_hits(buf)
+        n = len(buf) - 50  # a search of the buffer's first bytes only
+        n = buf.rfind(b"\n", 0, n) + 1
+        assert hs.line_hits(buf, n) == py.line_hits(buf, n)
+    assert len(hs._without) <= scan._ONCE_VARIANTS
+
+
 def test_watched_words_are_noticed_in_a_dump_read_whole(tmp_path):
     """A Flight Recorder dump (a file read whole) that names SyncBatchNorm in a frame is a mention,
     one that does not is not; both decode (the search does not change what is read)."""
