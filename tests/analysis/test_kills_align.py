@@ -368,3 +368,22 @@ def test_events_without_a_dtype_or_shapes_column_still_show_op_and_size_mismatch
         assert got == [("op", 3)]
         got = [(d.kind, d.seq) for d in align(coerce("events", size).drop(columns=[column])).divergences]
         assert got == [("size", 3)]
+
+
+def test_only_a_timeout_that_names_no_group_is_put_in_the_one_group_named():
+    """A watchdog's timeout is followed by the status line that names its group, which a paste may have
+    lost: such a row is read in the counter's one named group. A row of any other state that names no
+    group (a completed or scheduled record) is not assumed to be there (mutation campaign at 77a9529,
+    align.py with_sole_groups: & -> |)."""
+    from denpex_nb.analysis.align import with_sole_groups
+
+    evs = [
+        ev(0, 5, kind="work", state="timed_out"),
+        ev(1, 5, kind="work", state="timed_out"),
+        ev(2, 5, kind="work", state="completed", pg=None, op="broadcast"),
+        ev(3, 5, kind="work", state="timed_out", pg=None),
+    ]
+    frame = coerce("events", evs)
+    got = with_sole_groups(frame)["pg"].astype(object)
+    assert [None if pd.isna(p) else p for p in got] == ["0", "0", None, "0"]
+    assert not [d for d in align(frame).divergences if d.kind == "op"]

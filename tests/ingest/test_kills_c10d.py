@@ -87,3 +87,18 @@ def test_a_dump_signal_from_a_rank_number_out_of_range_names_the_lines_rank():
         ).errors
     )
     assert err["related_ranks"] == (2,)
+
+
+def test_a_group_torch_describes_as_undefined_or_empty_has_no_description():
+    """torch prints ``(undefined)`` or ``()`` where a group was given no description: that is no
+    description (``pg_desc`` missing), not one named "undefined" or "" (mutation campaign at 77a9529,
+    _text.py pg_of)."""
+    for desc, want in (("undefined", None), ("", None), ("tp_group", "tp_group")):
+        out = run(
+            R,
+            f"[rank1]:[E218 04:54:22.8 ProcessGroupNCCL.cpp:616] [PG ID 2 PG GUID 5({desc}) Rank 1] Watchdog caught "
+            "collective operation timeout: WorkNCCL(SeqNum=3, OpType=ALLREDUCE, NumelIn=8, NumelOut=8, "
+            "Timeout(ms)=600000) ran for 600045 milliseconds before timing out.",
+        )
+        ev = one(out.events)
+        assert ev["pg"] == "5" and ev["pg_desc"] == want, (desc, ev)
