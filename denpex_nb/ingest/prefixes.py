@@ -435,9 +435,16 @@ def _split_points(text: str, offset: int) -> list[int]:
 
 
 #: lines that start a record of their own: never a wrapped line's tail
+#: a logger's or library's record header, its name then a level (``MIOpen(HIP): Warning [...]``,
+#: ``rocBLAS: Warning``, ``torch._dynamo.convert_frame: WARNING``): a record of its own, never a
+#: wrapped tail, also after a tagged head (a cut leaves a fragment, not a name, a colon and a level)
+_NAMED_LEVEL = (
+    r"[A-Za-z_][\w.]*(?:\([\w.]*\))?: (?:Warning|Error|Info|Debug|Fatal|WARNING|WARN|ERROR|INFO|DEBUG|FATAL|CRITICAL)\b"
+)
 _RECORD_START = re.compile(
     r"^(?:Traceback \(most recent|terminate called|During handling|The above exception|frame #|Exception raised from"
-    r"|\s+what\(\):|\s+File \"|\t|[A-Za-z_][\w.]*(?:Error|Exception|Warning)\b|\[[FEWIV]\d{3,4} |[DIWEC]\d{4} \d\d:)"
+    r"|\s+what\(\):|\s+File \"|\t|[A-Za-z_][\w.]*(?:Error|Exception|Warning)\b|\[[FEWIV]\d{3,4} |[DIWEC]\d{4} \d\d:"
+    r"|" + _NAMED_LEVEL + ")"
 )
 _WRAP_WIDTHS = frozenset({80, 100, 120, 160, 200})
 #: C++ continuation lines: unprefixed, they belong to the record before them (§3.4)
@@ -986,7 +993,7 @@ def _is_hard_wrap_tail(text: str, head: tuple[list[str], list[str]], ctx: FileCo
 #: whole phrases that start a record of their own even where the line before was cut at the width
 _OWN_RECORD = re.compile(
     r"^(?:Traceback \(most recent call last\)|During handling of|The above exception was"
-    r"|Fatal Python error|\s+File \")"
+    r"|Fatal Python error|\s+File \"|" + _NAMED_LEVEL + ")"
 )
 
 

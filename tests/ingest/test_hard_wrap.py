@@ -479,3 +479,31 @@ def test_a_failure_line_after_a_same_length_warning_is_read_not_excused(tmp_path
     p.write_text("\n".join(lines) + "\n")
     d = dx.diagnose(dx.load(str(p), progress=False))
     assert d.verdict == ClassId.TIMEOUT_UNDETERMINED, d.summary()
+
+
+#: records of a library's or logger's own, a name then a level, that a multi-rank log interleaves with
+#: prefixed lines (ROCm's MIOpen and rocBLAS, a Python logger)
+_RECORD_HEADERS = (
+    "MIOpen(HIP): Warning [IsEnoughWorkspace] [EvaluateInvokers] Solver <GemmFwdRest>, workspace required: 4853760",
+    "rocBLAS: Warning: no tuned solution for this size, falling back",
+    "torch._dynamo.convert_frame: WARNING torch._dynamo hit config.cache_size_limit (8)",
+    "py.warnings: Error while closing the file handle",
+)
+
+
+@pytest.mark.parametrize("header", _RECORD_HEADERS)
+@pytest.mark.parametrize("width", sorted(w for w in hardwrap.COMMON_WIDTHS if w >= 100))  # the line is 100 long
+def test_a_failure_line_at_a_wrap_width_keeps_its_words_before_a_record_header(tmp_path, width, header):
+    """A rank's failure line that happens to be exactly a common wrap width, followed by another
+    library's record (``name: Level ...``), is no hard wrap: the record is its own line, and the
+    failure line keeps its last word (glued verbatim, ``... interface foundMIOpen(HIP)`` read as no
+    failure: a false all-clear the signal grammar found). A real wrapped tail still joins."""
+    head = "[rank4]:worker-2:2038228:1698516 [4] bootstrap.cc:77 NCCL WARN Bootstrap : no socket interface found"
+    failure = head[:8] + "x" * (width - len(head)) + head[8:]
+    assert len(failure) == width
+    assert [ln.n_lines for ln in _lines([failure, header], None)] == [1, 1]
+    assert [ln.n_lines for ln in _lines([failure, "und the rest of the cut line"], None)] == [2]
+    p = tmp_path / "log.txt"
+    p.write_text("\n".join([header, failure, header]) + "\n")
+    d = dx.diagnose(dx.load(str(p), progress=False), strict=True)
+    assert d.verdict == ClassId.NCCL_ERROR, (d.verdict, d.notes)
