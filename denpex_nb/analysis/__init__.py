@@ -312,7 +312,10 @@ def _no_evidence(incident) -> Finding:
     loads = incident.errors.query("kind == 'load_error'") if len(incident.errors) else incident.errors
     not_read = f"{lines.unparsed} of {lines.total} lines matched no reader"
     if len(loads):
-        not_read += "; could not read: " + "; ".join(str(m)[:120] for m in loads["message"].head(5))
+        # each message is "<path>: <reason>": a long path is cut from its front, never the reason
+        not_read += "; could not read: " + "; ".join(
+            m if len(m) <= 160 else "..." + m[-157:] for m in loads["message"].head(5).astype(str)
+        )
     return Finding(
         class_id=ClassId.NO_EVIDENCE,
         confidence="medium",

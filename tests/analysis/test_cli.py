@@ -109,6 +109,19 @@ def test_diagnosing_never_imports_torch_or_jupyter(tmp_path):
     assert p.returncode == 0, p.stderr[-2000:]
 
 
+def test_an_input_deep_in_a_long_path_keeps_the_reason_it_could_not_be_read(tmp_path, capsys):
+    """The no-evidence summary quotes why each input could not be read; a long path is cut from its
+    front so the reason stays whole (a reason cut to "permission den" told the user nothing)."""
+    deep = tmp_path.joinpath(*(["a-rather-long-folder-name-of-a-job-run"] * 6))
+    deep.mkdir(parents=True)
+    blob = deep / "core.dat"
+    blob.write_bytes(bytes(range(256)) * 40)
+    assert main(["diagnose", str(blob), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)["findings"][0]["summary"]
+    assert "binary file: not a text log or a Flight Recorder dump" in summary, summary
+    assert "core.dat" in summary
+
+
 def test_unreadable_or_alien_input_is_no_evidence_exit_0_and_a_missing_path_exit_2(tmp_path, capsys):
     alien = tmp_path / "app.log"
     alien.write_text("epoch 1 loss 0.5\nepoch 2 loss 0.4\n")

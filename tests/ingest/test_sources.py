@@ -212,9 +212,7 @@ def test_unreadable_file_and_folder_are_reported_even_as_root():
     import tempfile
     from pathlib import Path
 
-    # a short folder, not pytest's tmp_path: the summary quotes the first 120 characters of each
-    # input it could not read, path first, so a long temp path (pytest-xdist's adds popen-gw0/)
-    # cuts the reason this test reads
+    # a short folder, not pytest's tmp_path: the lines compared here quote the path whole
     base = Path(tempfile.mkdtemp(prefix="dx-"))
     f = base / "x.log"
     f.write_text("[rank0]: RuntimeError: boom\n")
