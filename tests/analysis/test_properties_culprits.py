@@ -71,12 +71,15 @@ def op_splits(draw):
 @given(op_splits())
 def test_an_op_split_names_a_culprit_only_for_a_strict_minority_of_the_group(split):
     """At an op mismatch the ranks off the majority's collective are named only when that majority
-    holds more than half of the group (stated, else the ranks seen) and no other collective ties it."""
+    holds more than half of the group (at least the stated size, the ranks seen, and, in the default
+    group, the highest rank number seen plus one: ranks 0..N-1 all exist there, seen or not) and no
+    other collective ties it."""
     rows, seq, ops, stated = split
     d = diagnose(incident(rows))
     f = next(f for f in d.findings if f.class_id == "op-mismatch" and f.seq == seq)
     counts = Counter(ops.values()).most_common()
-    n = max(stated or 0, len(ops))
+    assert all(str(r.get("pg")) in ("0", "None") for r in rows)  # the default group
+    n = max(stated or 0, len(ops), max(ops) + 1)
     tie = len(counts) > 1 and counts[0][1] == counts[1][1]
     if tie or counts[0][1] * 2 <= n:
         assert list(f.culprit_ranks) == [] and f.culprit_basis.startswith("undetermined")
